@@ -1,0 +1,33 @@
+# Everything a developer or CI runs. `make help` lists the targets.
+SHELL := /usr/bin/env bash
+.DEFAULT_GOAL := help
+
+KUBECONFIG_LOCAL := $(CURDIR)/target/local-cluster/kubeconfig
+
+.PHONY: help
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
+
+.PHONY: test
+test: ## Lint, then every unit and end-to-end test on the local control plane (starts and stops it)
+	hack/test.sh
+
+.PHONY: demo
+demo: ## Bring up the local control plane and fan an example out to three pools of kwok nodes
+	hack/demo.sh
+
+.PHONY: controlplane
+controlplane: ## Build the local control plane's binaries (cached; the first build takes 20-40 minutes)
+	hack/controlplane/build.sh
+
+.PHONY: cluster-up
+cluster-up: ## Start the local control plane (a no-op when it runs) and print its KUBECONFIG
+	hack/cluster.sh up
+
+.PHONY: cluster-down
+cluster-down: ## Stop the local control plane and forget its state
+	hack/cluster.sh down
+
+.PHONY: crds
+crds: ## Regenerate crds/ from the Rust types
+	cargo run --quiet -- crd > crds/apps.fanout.dev_nodepoolapplications.yaml

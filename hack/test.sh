@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# `make test`: lints, then runs every unit and end-to-end test against the
+# local control plane. Starts the control plane when it is not running and
+# stops it afterwards only if it started it, so a developer's running cluster
+# survives a test run.
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo"
+
+export KUBECONFIG=$repo/target/local-cluster/kubeconfig
+
+cargo fmt --check
+cargo clippy --all-targets --locked -- -D warnings
+
+started=false
+if ! hack/cluster.sh status >/dev/null 2>&1; then
+  hack/cluster.sh up
+  started=true
+fi
+stop() { if $started; then hack/cluster.sh down; fi; }
+trap stop EXIT
+
+# Unit tests and end-to-end tests alike; the end-to-end tests find the
+# cluster through KUBECONFIG and fail (never skip) when it is unreachable.
+cargo test --all-targets --locked -- --test-threads="${E2E_PARALLELISM:-4}"
