@@ -112,14 +112,16 @@ make_pki() {
       -subj "/CN=nodepool-fanout-local-ca" 2>/dev/null
     openssl req -newkey rsa:2048 -nodes -keyout apiserver.key -out apiserver.csr \
       -subj "/CN=kube-apiserver" 2>/dev/null
-    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc\n' >apiserver.ext
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc\nextendedKeyUsage=serverAuth\n' >apiserver.ext
     openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
       -extfile apiserver.ext -out apiserver.crt 2>/dev/null
     # The admin identity: a client certificate in the group system:masters.
     openssl req -newkey rsa:2048 -nodes -keyout admin.key -out admin.csr \
       -subj "/O=system:masters/CN=admin" 2>/dev/null
+    # Extensions make it an X.509 v3 certificate, which rustls requires.
+    printf 'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n' >admin.ext
     openssl x509 -req -in admin.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
-      -out admin.crt 2>/dev/null
+      -extfile admin.ext -out admin.crt 2>/dev/null
     openssl genrsa -out sa.key 2048 2>/dev/null
     openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
   )

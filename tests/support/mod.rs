@@ -1,0 +1,268 @@
+//! Test support for the end-to-end tests: the local control plane, a
+//! namespace of the test's own, OpenYurt node pools of kwok nodes, and
+//! polling helpers.
+//!
+//! The control plane is the one `hack/cluster.sh up` starts; when
+//! `KUBECONFIG` names another cluster's kubeconfig, that cluster is used as
+//! it is. A control plane that cannot start fails the test with the
+//! component's log tail: end-to-end tests are never skipped.
+#![allow(dead_code)] // each test binary uses its own part of this module
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Namespace, Node};
+use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
+use serde_json::json;
+
+pub type TestResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
+
+/// The label that joins a node to an OpenYurt node pool.
+pub const POOL_LABEL: &str = "apps.openyurt.io/nodepool";
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn local_kubeconfig() -> PathBuf {
+    repo_root().join("target/local-cluster/kubeconfig")
+}
+
+/// Starts the local control plane once per test binary, unless `KUBECONFIG`
+/// points at a cluster other than ours, and returns the kubeconfig to use.
+fn kubeconfig_path() -> &'static Path {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let ours = local_kubeconfig();
+        if let Some(theirs) = std::env::var_os("KUBECONFIG").map(PathBuf::from) {
+            if theirs != ours {
+                assert!(
+                    theirs.is_file(),
+                    "KUBECONFIG={} names no file: unset it to use the local control plane",
+                    theirs.display()
+                );
+                return theirs;
+            }
+        }
+        let output = Command::new(repo_root().join("hack/cluster.sh"))
+            .arg("up")
+            .output()
+            .expect("hack/cluster.sh could not be run");
+        assert!(
+            output.status.success(),
+            "the local control plane did not start (hack/cluster.sh up exited {}):\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        ours
+    })
+}
+
+/// A client for the test cluster. Each test makes its own: a client's
+/// connections belong to the runtime of the test that made it.
+pub async fn client() -> Client {
+    let path = kubeconfig_path();
+    let kubeconfig = Kubeconfig::read_from(path)
+        .unwrap_or_else(|e| panic!("cannot read kubeconfig {}: {e}", path.display()));
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("invalid kubeconfig {}: {e}", path.display()));
+    Client::try_from(config).expect("cannot build a client for the test cluster")
+}
+
+/// The kubeconfig file the tests use, for child processes such as the
+/// controller binary.
+pub fn kubeconfig() -> &'static Path {
+    kubeconfig_path()
+}
+
+pub fn nodepool_resource() -> ApiResource {
+    ApiResource {
+        group: "apps.openyurt.io".into(),
+        version: "v1beta1".into(),
+        api_version: "apps.openyurt.io/v1beta1".into(),
+        kind: "NodePool".into(),
+        plural: "nodepools".into(),
+    }
+}
+
+pub fn helmrelease_resource() -> ApiResource {
+    ApiResource {
+        group: "helm.toolkit.fluxcd.io".into(),
+        version: "v2".into(),
+        api_version: "helm.toolkit.fluxcd.io/v2".into(),
+        kind: "HelmRelease".into(),
+        plural: "helmreleases".into(),
+    }
+}
+
+/// A short random suffix, so concurrent tests and repeated runs never share
+/// a name.
+pub fn unique_suffix() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    let count = {
+        static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    };
+    format!("{:05x}", (nanos ^ (std::process::id() << 8) ^ count.wrapping_mul(7919)) & 0xfffff)
+}
+
+/// One test's world: a namespace and the node pools and nodes it made.
+/// `cleanup` removes all of it; a failed test leaves it for inspection
+/// until `make cluster-down`.
+pub struct TestEnv {
+    pub client: Client,
+    pub namespace: String,
+    /// Prefix of every cluster-scoped name this test makes.
+    pub prefix: String,
+    pools: Vec<String>,
+    nodes: Vec<String>,
+}
+
+impl TestEnv {
+    pub async fn new(test: &str) -> Self {
+        let client = client().await;
+        let prefix = format!("{test}-{}", unique_suffix());
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        let ns: Namespace = serde_json::from_value(json!({
+            "metadata": { "name": prefix, "labels": { "nodepool-fanout.test/e2e": "true" } }
+        }))
+        .expect("namespace manifest");
+        namespaces
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap_or_else(|e| panic!("cannot create namespace {prefix}: {e}"));
+        TestEnv {
+            client,
+            namespace: prefix.clone(),
+            prefix,
+            pools: Vec::new(),
+            nodes: Vec::new(),
+        }
+    }
+
+    /// The full name of a pool of this test: `<prefix>-<short>`.
+    pub fn pool_name(&self, short: &str) -> String {
+        format!("{}-{short}", self.prefix)
+    }
+
+    /// Creates an OpenYurt NodePool with the given labels and `nodes` kwok
+    /// nodes joined to it, and returns the pool's full name.
+    pub async fn create_pool(&mut self, short: &str, labels: &[(&str, &str)], nodes: usize) -> String {
+        let name = self.pool_name(short);
+        let labels: BTreeMap<&str, &str> = labels.iter().copied().collect();
+        let pool: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "apps.openyurt.io/v1beta1",
+            "kind": "NodePool",
+            "metadata": { "name": name, "labels": labels },
+            "spec": { "type": "Edge" }
+        }))
+        .expect("node pool manifest");
+        let pools: Api<DynamicObject> = Api::all_with(self.client.clone(), &nodepool_resource());
+        pools
+            .create(&PostParams::default(), &pool)
+            .await
+            .unwrap_or_else(|e| panic!("cannot create node pool {name}: {e}"));
+        self.pools.push(name.clone());
+        for i in 0..nodes {
+            self.create_node(&format!("{name}-node-{i}"), &name).await;
+        }
+        name
+    }
+
+    /// Creates a kwok node in a pool: kwok turns it Ready and runs the pods
+    /// bound to it.
+    pub async fn create_node(&mut self, node: &str, pool: &str) {
+        let manifest: Node = serde_json::from_value(json!({
+            "metadata": {
+                "name": node,
+                "annotations": { "kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0" },
+                "labels": {
+                    "kubernetes.io/hostname": node,
+                    "kubernetes.io/os": "linux",
+                    "kubernetes.io/arch": "amd64",
+                    "type": "kwok",
+                    POOL_LABEL: pool
+                }
+            }
+        }))
+        .expect("node manifest");
+        let api: Api<Node> = Api::all(self.client.clone());
+        api.create(&PostParams::default(), &manifest)
+            .await
+            .unwrap_or_else(|e| panic!("cannot create node {node}: {e}"));
+        self.nodes.push(node.to_string());
+    }
+
+    /// Names of the nodes of a pool, as the API server lists them.
+    pub async fn nodes_of(&self, pool: &str) -> Vec<String> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let list = api
+            .list(&ListParams::default().labels(&format!("{POOL_LABEL}={pool}")))
+            .await
+            .unwrap_or_else(|e| panic!("cannot list nodes of pool {pool}: {e}"));
+        list.items.into_iter().filter_map(|n| n.metadata.name).collect()
+    }
+
+    /// Removes the namespace, pools and nodes this test made. The nodes go
+    /// last: kwok must still be running the pods when Helm uninstalls them,
+    /// or they hang in Terminating.
+    pub async fn cleanup(self) {
+        let dp = DeleteParams::default();
+        let namespaces: Api<Namespace> = Api::all(self.client.clone());
+        let _ = namespaces.delete(&self.namespace, &dp).await;
+        let pools: Api<DynamicObject> = Api::all_with(self.client.clone(), &nodepool_resource());
+        for p in &self.pools {
+            let _ = pools.delete(p, &dp).await;
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            match namespaces.get_opt(&self.namespace).await {
+                Ok(Some(_)) => tokio::time::sleep(Duration::from_millis(500)).await,
+                _ => break,
+            }
+        }
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        for n in &self.nodes {
+            let _ = nodes.delete(n, &dp).await;
+        }
+    }
+}
+
+/// Polls `check` until it returns `Some`, failing the test after `timeout`
+/// with `what` and the last state `check` described.
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, String>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        let last = match check().await {
+            Ok(value) => return value,
+            Err(state) => state,
+        };
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}; last seen: {last}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The status of a condition of `type_` on an object, if it has one.
+pub fn condition<'a>(obj: &'a serde_json::Value, type_: &str) -> Option<&'a serde_json::Value> {
+    obj.pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c.get("type").and_then(|t| t.as_str()) == Some(type_))
+}
