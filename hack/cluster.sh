@@ -232,7 +232,7 @@ up() {
     echo "export KUBECONFIG=$kubeconfig"
     return
   fi
-  if ls "$pids"/*.pid >/dev/null 2>&1; then
+  if ls "$pids"/*.pid >/dev/null 2>&1; then # a partial cluster
     log "some components are not running: restarting the whole cluster"
     down
   fi
@@ -321,6 +321,12 @@ down() {
       sleep 0.1
     done
     kill -KILL -- "-$pid" 2>/dev/null || true
+    rm -f "$pidfile"
+  done
+  # Whatever else was started beside the cluster (the demo's controller).
+  for pidfile in "$pids"/*.pid; do
+    [[ -f $pidfile ]] || continue
+    kill -TERM -- "-$(cat "$pidfile")" 2>/dev/null || true
     rm -f "$pidfile"
   done
   # Disposable state goes; certificates stay so a kubeconfig stays valid.
