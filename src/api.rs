@@ -1,0 +1,567 @@
+//! The `NodePoolApplication` custom resource.
+//!
+//! Field names follow Flux's `HelmRelease` wherever the meaning is the same,
+//! so that users who know Flux can read and write this resource without a
+//! second vocabulary.
+
+use k8s_openapi::api::core::v1::Toleration;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
+use kube::{CustomResource, CustomResourceExt, KubeSchema};
+use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The node label OpenYurt puts on every node of a pool.
+pub const DEFAULT_NODE_LABEL: &str = "apps.openyurt.io/nodepool";
+
+/// Which chart to install on which node pools, and how each pool's release
+/// differs. Every selected pool gets one Flux HelmRelease, pinned to its nodes.
+// Each printcolumn repeats `type_ = "string"`, which the lint mistakes for a
+// duplicated attribute.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "apps.fanout.dev",
+    version = "v1alpha1",
+    kind = "NodePoolApplication",
+    namespaced,
+    shortname = "npa",
+    status = "NodePoolApplicationStatus",
+    derive = "PartialEq",
+    doc = "Fans a Helm chart out to OpenYurt node pools as one Flux HelmRelease per pool.",
+    printcolumn(name = "Ready", type_ = "string", json_path = ".status.ready"),
+    printcolumn(name = "Chart", type_ = "string", json_path = ".spec.chart.spec.chart"),
+    printcolumn(name = "Version", type_ = "string", json_path = ".status.chartVersion"),
+    printcolumn(
+        name = "Status",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].message"
+    ),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct NodePoolApplicationSpec {
+    /// Which node pools get a release: the union of `names` and `selector`.
+    pub pools: PoolSelection,
+
+    /// The chart every release installs, as in a HelmRelease's `spec.chart`.
+    pub chart: ChartTemplate,
+
+    /// How often Flux reconciles each release, e.g. `10m`.
+    #[schemars(schema_with = "duration_schema")]
+    pub interval: String,
+
+    /// Helm release name; may use templates such as `{{app.name}}-{{pool.name}}`.
+    /// Defaults to the HelmRelease's name, which is unique per pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release_name: Option<String>,
+
+    /// Namespace the chart is installed into; may use templates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_namespace: Option<String>,
+
+    /// HelmRelease fields copied as they are into every release.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub helm_release: Option<HelmReleaseOptions>,
+
+    /// Base values for every pool; strings may use templates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "opaque_object_schema")]
+    pub values: Option<Value>,
+
+    /// Values from ConfigMaps or Secrets, as in a HelmRelease; Flux reads them,
+    /// this controller never does.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values_from: Vec<ValuesReference>,
+
+    /// Per-pool changes, applied in order over the base; later ones win.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overrides: Vec<Override>,
+
+    /// How each release is pinned to its pool's nodes.
+    #[serde(default)]
+    pub placement: Placement,
+
+    /// Suspends every release of this application (Flux stops acting on them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspend: Option<bool>,
+}
+
+/// A set of node pools: the union of the named pools and those whose labels
+/// match the selector.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[x_kube(
+    cel,
+    validation = Rule::new("has(self.selector) || (has(self.names) && size(self.names) > 0)")
+        .message("give pool names, a selector, or both")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolSelection {
+    /// Pools whose metadata labels match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<LabelSelector>,
+
+    /// Pools by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "pool_names_schema")]
+    pub names: Vec<String>,
+}
+
+/// The `spec.chart` of a HelmRelease.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ChartTemplate {
+    pub spec: ChartSpec,
+}
+
+/// Flux's `HelmChartTemplateSpec`.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ChartSpec {
+    /// Chart name in a HelmRepository, or path in a GitRepository or Bucket.
+    #[schemars(length(min = 1))]
+    pub chart: String,
+
+    /// Semver range; `*` when not given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = "*"))]
+    pub version: Option<String>,
+
+    pub source_ref: SourceReference,
+
+    /// How often Flux checks the source for a new chart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "optional_duration_schema")]
+    pub interval: Option<String>,
+
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reconcile_strategy: Option<ReconcileStrategy>,
+
+    /// Values files in the chart, merged in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values_files: Vec<String>,
+
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ignore_missing_values_files: Option<bool>,
+}
+
+/// Where Flux gets the chart.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceReference {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    pub kind: SourceKind,
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// Defaults to the namespace of the application.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+}
+
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SourceKind {
+    HelmRepository,
+    GitRepository,
+    Bucket,
+}
+
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReconcileStrategy {
+    ChartVersion,
+    Revision,
+}
+
+/// HelmRelease fields that every release gets unchanged. The action
+/// settings are kept opaque so that new Flux fields need no new version of
+/// this controller.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct HelmReleaseOptions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "opaque_object_schema")]
+    pub install: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "opaque_object_schema")]
+    pub upgrade: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "opaque_object_schema")]
+    pub test: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "opaque_object_schema")]
+    pub rollback: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "opaque_object_schema")]
+    pub uninstall: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "opaque_object_schema")]
+    pub drift_detection: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "optional_duration_schema")]
+    pub timeout: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_name: Option<String>,
+    /// Other HelmReleases each release waits for; names may use templates.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<DependencyReference>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_history: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_namespace: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persistent_client: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspend: Option<bool>,
+}
+
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DependencyReference {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+}
+
+/// A HelmRelease's `valuesFrom` entry; the name may use templates.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ValuesReference {
+    pub kind: ValuesKind,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub values_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optional: Option<bool>,
+}
+
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ValuesKind {
+    ConfigMap,
+    Secret,
+}
+
+/// Changes for some pools, merged over the base values.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Override {
+    /// The pools this override applies to.
+    pub pools: PoolSelection,
+    /// Merged over the values so far; `null` removes a chart default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "opaque_object_schema")]
+    pub values: Option<Value>,
+    /// Appended after the base `valuesFrom`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values_from: Vec<ValuesReference>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspend: Option<bool>,
+}
+
+/// How a release is pinned to its pool's nodes.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Placement {
+    /// Node label that names a node's pool.
+    #[serde(default = "default_node_label")]
+    pub node_label: String,
+    /// Added to every workload of the chart.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+    /// Dotted paths in the values where the pool's nodeSelector also goes,
+    /// for charts that read it from their values, e.g. `controller.nodeSelector`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "values_paths_schema")]
+    pub values_paths: Vec<String>,
+}
+
+impl Default for Placement {
+    fn default() -> Self {
+        Self {
+            node_label: default_node_label(),
+            tolerations: Vec::new(),
+            values_paths: Vec::new(),
+        }
+    }
+}
+
+fn default_node_label() -> String {
+    DEFAULT_NODE_LABEL.to_string()
+}
+
+/// Observed state, kept compatible with kstatus (Ready, Reconciling, Stalled).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct NodePoolApplicationStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default)]
+    pub selected_pools: i32,
+    #[serde(default)]
+    pub ready_pools: i32,
+    /// Ready pools out of selected pools, e.g. `2/3`.
+    #[serde(default)]
+    pub ready: String,
+    /// The chart version the releases run; several are listed while they differ.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chart_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "conditions_schema")]
+    pub conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "pool_statuses_schema")]
+    pub pools: Vec<PoolStatus>,
+}
+
+/// The state of one pool's release.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolStatus {
+    pub pool: String,
+    pub helm_release: String,
+    pub ready: ConditionStatus,
+    #[serde(default)]
+    pub reason: String,
+    #[serde(default)]
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chart_version: Option<String>,
+    /// Whether the release's status describes its latest spec.
+    #[serde(default)]
+    pub observed_latest: bool,
+}
+
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ConditionStatus {
+    True,
+    False,
+    #[default]
+    Unknown,
+}
+
+impl ConditionStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::True => "True",
+            Self::False => "False",
+            Self::Unknown => "Unknown",
+        }
+    }
+}
+
+/// Why the CRD could not be written out.
+#[derive(Debug, thiserror::Error)]
+pub enum CrdError {
+    #[error("cannot write the CustomResourceDefinition as YAML: {0}")]
+    Yaml(#[from] serde_saphyr::SerializeError),
+}
+
+/// The CustomResourceDefinition as YAML, ready for `kubectl apply -f -`.
+pub fn crds_yaml() -> Result<String, CrdError> {
+    Ok(serde_saphyr::to_string(&NodePoolApplication::crd())?)
+}
+
+const DURATION_PATTERN: &str = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$";
+const DNS1123_SUBDOMAIN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+
+fn duration_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "type": "string", "pattern": DURATION_PATTERN })
+}
+
+fn optional_duration_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "type": "string", "nullable": true, "pattern": DURATION_PATTERN })
+}
+
+// Helm values are free-form; the apiserver must keep every field the user wrote.
+fn opaque_object_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "type": "object", "nullable": true, "x-kubernetes-preserve-unknown-fields": true })
+}
+
+fn pool_names_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "array",
+        "maxItems": 1000,
+        "items": { "type": "string", "maxLength": 253, "pattern": DNS1123_SUBDOMAIN }
+    })
+}
+
+fn values_paths_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "array",
+        "maxItems": 32,
+        "items": { "type": "string", "maxLength": 253, "pattern": r"^[^.]+(\.[^.]+)*$" }
+    })
+}
+
+// A list-map lets server-side apply merge conditions by type, as for core types.
+fn conditions_schema(generator: &mut SchemaGenerator) -> Schema {
+    list_map::<Condition>(generator, "type")
+}
+
+fn pool_statuses_schema(generator: &mut SchemaGenerator) -> Schema {
+    list_map::<PoolStatus>(generator, "pool")
+}
+
+fn list_map<T: schemars::JsonSchema>(generator: &mut SchemaGenerator, key: &str) -> Schema {
+    let item = generator.subschema_for::<T>();
+    json_schema!({
+        "type": "array",
+        "items": item,
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": [key]
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn crd_json() -> Value {
+        serde_json::to_value(NodePoolApplication::crd()).unwrap()
+    }
+
+    fn spec_schema() -> Value {
+        crd_json()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"].clone()
+    }
+
+    fn minimal_app() -> Value {
+        json!({
+            "apiVersion": "apps.fanout.dev/v1alpha1",
+            "kind": "NodePoolApplication",
+            "metadata": { "name": "gw", "namespace": "edge" },
+            "spec": {
+                "pools": { "names": ["hangzhou"] },
+                "chart": { "spec": { "chart": "ingress-gateway",
+                    "sourceRef": { "kind": "HelmRepository", "name": "fixtures" } } },
+                "interval": "10m"
+            }
+        })
+    }
+
+    #[test]
+    fn crd_names_group_and_scope() {
+        let crd = crd_json();
+        assert_eq!(crd["metadata"]["name"], "nodepoolapplications.apps.fanout.dev");
+        assert_eq!(crd["spec"]["scope"], "Namespaced");
+        assert_eq!(crd["spec"]["names"]["shortNames"], json!(["npa"]));
+        assert_eq!(crd["spec"]["versions"][0]["name"], "v1alpha1");
+        assert_eq!(crd["spec"]["versions"][0]["subresources"]["status"], json!({}));
+    }
+
+    #[test]
+    fn printer_columns_in_order() {
+        let crd = crd_json();
+        let columns = crd["spec"]["versions"][0]["additionalPrinterColumns"].as_array().unwrap();
+        let names: Vec<_> = columns.iter().map(|c| c["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["Ready", "Chart", "Version", "Status", "Age"]);
+        assert_eq!(columns[0]["jsonPath"], ".status.ready");
+        assert_eq!(columns[3]["jsonPath"], ".status.conditions[?(@.type==\"Ready\")].message");
+    }
+
+    #[test]
+    fn spec_schema_requires_the_essentials() {
+        let mut required: Vec<String> = serde_json::from_value(spec_schema()["required"].clone()).unwrap();
+        required.sort();
+        assert_eq!(required, ["chart", "interval", "pools"]);
+    }
+
+    #[test]
+    fn opaque_values_keep_unknown_fields() {
+        let spec = spec_schema();
+        let values = &spec["properties"]["values"];
+        assert_eq!(values["type"], "object");
+        assert_eq!(values["x-kubernetes-preserve-unknown-fields"], true);
+        let install = &spec["properties"]["helmRelease"]["properties"]["install"];
+        assert_eq!(install["x-kubernetes-preserve-unknown-fields"], true);
+    }
+
+    #[test]
+    fn pool_selection_carries_its_cel_rule() {
+        let pools = &spec_schema()["properties"]["pools"];
+        let rule = &pools["x-kubernetes-validations"][0]["rule"];
+        assert_eq!(rule, "has(self.selector) || (has(self.names) && size(self.names) > 0)");
+        assert_eq!(pools["properties"]["names"]["items"]["maxLength"], 253);
+    }
+
+    #[test]
+    fn conditions_are_a_list_map_keyed_by_type() {
+        let crd = crd_json();
+        let status = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"];
+        let conditions = &status["properties"]["conditions"];
+        assert_eq!(conditions["x-kubernetes-list-type"], "map");
+        assert_eq!(conditions["x-kubernetes-list-map-keys"], json!(["type"]));
+        assert_eq!(conditions["items"]["properties"]["type"]["type"], "string");
+        assert_eq!(status["properties"]["pools"]["x-kubernetes-list-map-keys"], json!(["pool"]));
+    }
+
+    #[test]
+    fn enums_are_closed_string_sets() {
+        let spec = spec_schema();
+        let kind = &spec["properties"]["chart"]["properties"]["spec"]["properties"]["sourceRef"]
+            ["properties"]["kind"];
+        assert_eq!(kind["enum"], json!(["HelmRepository", "GitRepository", "Bucket"]));
+    }
+
+    #[test]
+    fn interval_has_the_flux_duration_pattern() {
+        let interval = &spec_schema()["properties"]["interval"];
+        assert_eq!(interval["pattern"], DURATION_PATTERN);
+    }
+
+    #[test]
+    fn placement_defaults_to_the_openyurt_label() {
+        let app: NodePoolApplication = serde_json::from_value(minimal_app()).unwrap();
+        assert_eq!(app.spec.placement.node_label, DEFAULT_NODE_LABEL);
+        assert!(app.spec.placement.values_paths.is_empty());
+        let node_label = &spec_schema()["properties"]["placement"]["properties"]["nodeLabel"];
+        assert_eq!(node_label["default"], DEFAULT_NODE_LABEL);
+    }
+
+    #[test]
+    fn spec_round_trips_in_camel_case() {
+        let mut value = minimal_app();
+        value["spec"]["releaseName"] = json!("{{pool.name}}-gw");
+        value["spec"]["valuesFrom"] = json!([{ "kind": "Secret", "name": "creds", "valuesKey": "v.yaml" }]);
+        value["spec"]["helmRelease"] = json!({ "maxHistory": 3, "dependsOn": [{ "name": "crds" }] });
+        let app: NodePoolApplication = serde_json::from_value(value.clone()).unwrap();
+        let back = serde_json::to_value(&app).unwrap();
+        assert_eq!(back["spec"]["releaseName"], "{{pool.name}}-gw");
+        assert_eq!(back["spec"]["valuesFrom"], value["spec"]["valuesFrom"]);
+        assert_eq!(back["spec"]["helmRelease"], value["spec"]["helmRelease"]);
+    }
+
+    #[test]
+    fn cel_accepts_names_or_selector() {
+        assert!(PoolSelection::validate_cel(&json!({ "names": ["a"] }), None).is_ok());
+        assert!(PoolSelection::validate_cel(&json!({ "selector": {} }), None).is_ok());
+        let both = json!({ "names": ["a"], "selector": { "matchLabels": { "x": "y" } } });
+        assert!(PoolSelection::validate_cel(&both, None).is_ok());
+    }
+
+    #[test]
+    fn cel_rejects_an_empty_selection() {
+        let err = PoolSelection::validate_cel(&json!({}), None).unwrap_err();
+        assert!(err.to_string().contains("give pool names, a selector, or both"), "{err}");
+        assert!(PoolSelection::validate_cel(&json!({ "names": [] }), None).is_err());
+    }
+
+    #[test]
+    fn cel_checks_whole_resources_too() {
+        let app: NodePoolApplication = serde_json::from_value(minimal_app()).unwrap();
+        assert!(kube::core::cel::validate_cel(&app).is_ok());
+        let mut bad = minimal_app();
+        bad["spec"]["overrides"] = json!([{ "pools": {}, "values": {} }]);
+        let bad: NodePoolApplication = serde_json::from_value(bad).unwrap();
+        assert!(kube::core::cel::validate_cel(&bad).is_err());
+    }
+
+    #[test]
+    fn crd_yaml_is_parseable_and_names_the_kind() {
+        let yaml = crds_yaml().unwrap();
+        let back: Value = serde_saphyr::from_str(&yaml).unwrap();
+        assert_eq!(back, crd_json());
+        assert!(yaml.contains("kind: NodePoolApplication"));
+    }
+}

@@ -1,0 +1,362 @@
+//! The command line: print the CRD, preview the HelmReleases an application
+//! would get, or run the controller.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Parser, Subcommand};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde_json::Value;
+
+use crate::api::{self, NodePoolApplication};
+use crate::plan::{self, Outcome, PlanInput};
+use crate::pools::{Pool, PoolError};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "nodepool-fanout",
+    version,
+    about = "Fans a Helm chart out to OpenYurt node pools"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the NodePoolApplication CustomResourceDefinition as YAML.
+    Crd,
+    /// Print the HelmReleases an application would get, without a cluster.
+    Render(RenderArgs),
+    /// Run the controller against the cluster in KUBECONFIG or in-cluster config.
+    Run(RunArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RenderArgs {
+    /// The NodePoolApplication manifest.
+    #[arg(short = 'f', long = "file", env = "NODEPOOL_FANOUT_APP_FILE")]
+    pub file: PathBuf,
+    /// NodePools, as `kubectl get nodepools -o yaml` prints them or as several documents.
+    #[arg(long, env = "NODEPOOL_FANOUT_POOLS_FILE")]
+    pub pools: PathBuf,
+    /// Namespace for an application whose manifest names none.
+    #[arg(
+        short = 'n',
+        long,
+        env = "NODEPOOL_FANOUT_NAMESPACE",
+        default_value = "default"
+    )]
+    pub namespace: String,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Watch only this namespace; all namespaces when not given.
+    #[arg(long, env = "NODEPOOL_FANOUT_WATCH_NAMESPACE")]
+    pub watch_namespace: Option<String>,
+    /// How often every application is reconciled even when nothing changed, e.g. `5m`.
+    #[arg(long, env = "NODEPOOL_FANOUT_RESYNC", default_value = "5m", value_parser = humantime::parse_duration)]
+    pub resync: std::time::Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{what} is not valid YAML: {source}")]
+    Yaml {
+        what: String,
+        source: Box<serde_saphyr::Error>,
+    },
+    #[error("{what}: {source}")]
+    Manifest { what: String, source: serde_json::Error },
+    #[error("the application manifest needs metadata.name")]
+    MissingName,
+    #[error("pools file: {0}")]
+    Pool(#[from] PoolError),
+    #[error("cannot write YAML: {0}")]
+    WriteYaml(#[from] serde_saphyr::SerializeError),
+    #[error("cannot write output: {0}")]
+    Output(#[from] std::io::Error),
+    #[error(transparent)]
+    Crd(#[from] api::CrdError),
+    #[error(transparent)]
+    Controller(#[from] crate::controller::Error),
+}
+
+/// What `render` produced: the releases as YAML and what went wrong.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Rendered {
+    /// Multi-document YAML of every pool that could be built.
+    pub yaml: String,
+    /// Pools that failed, each naming the pool and the field; non-empty means failure.
+    pub errors: Vec<String>,
+    /// Worth telling, not failures (e.g. a named pool that does not exist).
+    pub warnings: Vec<String>,
+}
+
+/// Runs one command; returns whether it succeeded.
+pub async fn execute(cli: Cli, out: &mut impl Write, err: &mut impl Write) -> Result<bool, CliError> {
+    match cli.command {
+        Command::Crd => {
+            out.write_all(api::crds_yaml()?.as_bytes())?;
+            Ok(true)
+        }
+        Command::Render(args) => {
+            let app = read(&args.file)?;
+            let pools = read(&args.pools)?;
+            let rendered = render(&app, &pools, &args.namespace)?;
+            out.write_all(rendered.yaml.as_bytes())?;
+            for line in rendered.warnings.iter().map(|w| format!("warning: {w}")) {
+                writeln!(err, "{line}")?;
+            }
+            for line in rendered.errors.iter().map(|e| format!("error: {e}")) {
+                writeln!(err, "{line}")?;
+            }
+            Ok(rendered.errors.is_empty())
+        }
+        Command::Run(args) => {
+            crate::controller::run(args).await?;
+            Ok(true)
+        }
+    }
+}
+
+fn read(path: &Path) -> Result<String, CliError> {
+    std::fs::read_to_string(path).map_err(|source| CliError::Read {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// The HelmReleases `plan` would write for an application file and a pools
+/// file, as the controller would on its first reconcile.
+pub fn render(app_yaml: &str, pools_yaml: &str, namespace: &str) -> Result<Rendered, CliError> {
+    let app = parse_app(app_yaml, namespace)?;
+    let pools = parse_pools(pools_yaml)?;
+    let mut errors: Vec<String> = match kube::core::cel::validate_cel(&app) {
+        Ok(()) => Vec::new(),
+        Err(e) => vec![format!("the API server would reject this application: {e}")],
+    };
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let plan = plan::plan(&PlanInput {
+        app: &app,
+        pools: &pools,
+        owned: Vec::new(),
+        foreign_names: Default::default(),
+        now,
+    });
+    errors.extend(plan.blocked.iter().cloned());
+    errors.extend(
+        plan.pools
+            .iter()
+            .filter(|p| matches!(p.outcome, Outcome::Failed { .. } | Outcome::Conflict { .. }))
+            .map(ToString::to_string),
+    );
+    let mut warnings: Vec<String> = plan
+        .missing_pools
+        .iter()
+        .map(|p| format!("node pool {p:?} is listed but does not exist"))
+        .collect();
+    if plan.pools.is_empty() && plan.blocked.is_none() {
+        warnings.push("no node pool matches spec.pools".to_string());
+    }
+    let objects: Vec<&Value> = plan.apply.iter().map(|d| &d.object).collect();
+    let yaml = if objects.is_empty() {
+        String::new()
+    } else {
+        serde_saphyr::to_string_multiple(&objects)?
+    };
+    Ok(Rendered {
+        yaml,
+        errors,
+        warnings,
+    })
+}
+
+fn parse_app(yaml: &str, namespace: &str) -> Result<NodePoolApplication, CliError> {
+    let value: Value = serde_saphyr::from_str(yaml).map_err(yaml_error("the application manifest"))?;
+    let mut app: NodePoolApplication =
+        serde_json::from_value(value).map_err(|source| CliError::Manifest {
+            what: "the application manifest".into(),
+            source,
+        })?;
+    if app.metadata.name.as_deref().is_none_or(str::is_empty) {
+        return Err(CliError::MissingName);
+    }
+    if app.metadata.namespace.is_none() {
+        app.metadata.namespace = Some(namespace.to_string());
+    }
+    Ok(app)
+}
+
+fn yaml_error(what: &'static str) -> impl Fn(serde_saphyr::Error) -> CliError {
+    move |source| CliError::Yaml {
+        what: what.to_string(),
+        source: Box::new(source),
+    }
+}
+
+/// NodePools from several YAML documents, each a NodePool or a `List` of them.
+pub fn parse_pools(yaml: &str) -> Result<Vec<Pool>, CliError> {
+    let documents: Vec<Value> = serde_saphyr::from_multiple(yaml).map_err(yaml_error("the pools file"))?;
+    let mut pools = Vec::new();
+    for document in documents.iter().filter(|d| !d.is_null()) {
+        match document.get("items").and_then(Value::as_array) {
+            Some(items) => {
+                for item in items {
+                    pools.push(Pool::from_value(item)?);
+                }
+            }
+            None => pools.push(Pool::from_value(document)?),
+        }
+    }
+    Ok(pools)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const INGRESS: &str = include_str!("../examples/ingress-per-pool.yaml");
+    const EDGEX: &str = include_str!("../examples/edgex-per-pool.yaml");
+    const POOLS: &str = include_str!("../examples/pools.yaml");
+
+    fn documents(yaml: &str) -> Vec<Value> {
+        serde_saphyr::from_multiple(yaml).unwrap()
+    }
+
+    fn for_pool<'a>(docs: &'a [Value], pool: &str) -> &'a Value {
+        docs.iter()
+            .find(|d| d["metadata"]["annotations"]["apps.fanout.dev/pool-name"] == pool)
+            .unwrap_or_else(|| panic!("no release for {pool}"))
+    }
+
+    #[test]
+    fn example_pools_parse() {
+        let pools = parse_pools(POOLS).unwrap();
+        let names: Vec<_> = pools.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["hangzhou", "shanghai", "beijing"]);
+        assert_eq!(pools[2].labels["region"], "north");
+    }
+
+    #[test]
+    fn kubectl_list_form_parses() {
+        let list = "apiVersion: v1\nkind: List\nitems:\n- metadata: {name: a, labels: {region: east}}\n- metadata: {name: b}\n";
+        let names: Vec<_> = parse_pools(list).unwrap().into_iter().map(|p| p.name).collect();
+        assert_eq!(names, ["a", "b"]);
+        assert!(parse_pools("---\n").unwrap().is_empty());
+    }
+
+    #[test]
+    fn ingress_example_renders_one_release_per_pool() {
+        let rendered = render(INGRESS, POOLS, "edge").unwrap();
+        assert_eq!(rendered.errors, Vec::<String>::new());
+        let docs = documents(&rendered.yaml);
+        assert_eq!(docs.len(), 3);
+        let sh = for_pool(&docs, "shanghai");
+        assert_eq!(sh["kind"], "HelmRelease");
+        assert_eq!(sh["metadata"]["namespace"], "edge");
+        assert!(sh["metadata"].get("ownerReferences").is_none());
+        let controller = &sh["spec"]["values"]["controller"];
+        assert_eq!(
+            controller["ingressClass"],
+            serde_json::json!({ "name": "gateway-shanghai", "default": true })
+        );
+        assert_eq!(controller["replicas"], 3);
+        assert_eq!(controller["config"]["region"], "east");
+        assert_eq!(controller["nodeSelector"]["apps.openyurt.io/nodepool"], "shanghai");
+        let bj = &for_pool(&docs, "beijing")["spec"]["values"]["controller"];
+        assert_eq!(bj["config"]["log-level"], "debug");
+        assert!(bj.get("replicas").is_none());
+        assert_eq!(sh["spec"]["chart"]["spec"]["sourceRef"]["namespace"], "flux-system");
+    }
+
+    #[test]
+    fn edgex_example_renders_the_eastern_pools() {
+        let rendered = render(EDGEX, POOLS, "edge").unwrap();
+        assert!(rendered.errors.is_empty(), "{:?}", rendered.errors);
+        let docs = documents(&rendered.yaml);
+        assert_eq!(docs.len(), 2);
+        let sh = for_pool(&docs, "shanghai");
+        assert_eq!(sh["spec"]["releaseName"], "edgex-shanghai");
+        assert_eq!(sh["spec"]["values"]["deviceProfile"], "shanghai-sensors");
+        assert_eq!(sh["spec"]["values"]["database"]["storage"], "5Gi");
+        assert_eq!(sh["spec"]["install"]["remediation"]["retries"], 3);
+        let hz = for_pool(&docs, "hangzhou");
+        assert!(hz["spec"]["values"].get("database").is_none());
+        let patch = hz["spec"]["postRenderers"][0]["kustomize"]["patches"][0]["patch"].as_str().unwrap();
+        assert!(patch.contains("apps.openyurt.io/nodepool: hangzhou"), "{patch}");
+    }
+
+    #[test]
+    fn rendered_yaml_round_trips_to_the_plan_objects() {
+        let rendered = render(INGRESS, POOLS, "edge").unwrap();
+        let docs = documents(&rendered.yaml);
+        let again = documents(&render(INGRESS, POOLS, "edge").unwrap().yaml);
+        assert_eq!(docs, again);
+        let hash = docs[0]["metadata"]["annotations"]["apps.fanout.dev/spec-hash"].as_str().unwrap();
+        assert_eq!(hash.len(), 16);
+    }
+
+    #[test]
+    fn failures_name_pool_and_field_and_keep_good_pools() {
+        let broken = INGRESS.replace("gateway-{{pool.name}}", "gateway-{{pool.labels.zone}}");
+        let broken = broken.replace("names: [beijing]", "names: [beijing, atlantis]");
+        let pools = POOLS.replacen("city: hangzhou", "city: hangzhou\n    zone: a", 1);
+        let rendered = render(&broken, &pools, "edge").unwrap();
+        assert_eq!(documents(&rendered.yaml).len(), 1);
+        assert_eq!(rendered.errors.len(), 2, "{:?}", rendered.errors);
+        assert!(rendered.errors[0].starts_with(
+            "pool \"beijing\": values.controller.ingressClass.name: unknown variable pool.labels.zone"
+        ));
+        assert!(rendered.warnings.is_empty(), "override names are not selection: {:?}", rendered.warnings);
+    }
+
+    #[test]
+    fn missing_pools_are_warnings() {
+        let app = INGRESS.replace(
+            "selector:\n      matchExpressions:\n        - key: region\n          operator: Exists",
+            "names: [hangzhou, atlantis]",
+        );
+        let rendered = render(&app, POOLS, "edge").unwrap();
+        assert!(rendered.errors.is_empty(), "{:?}", rendered.errors);
+        assert_eq!(rendered.warnings, ["node pool \"atlantis\" is listed but does not exist"]);
+    }
+
+    #[test]
+    fn cel_violations_are_errors() {
+        let app = INGRESS
+            .replace("    - pools:\n        names: [hangzhou]", "    - pools: {}\n      x: [hangzhou]");
+        let rendered = render(&app, POOLS, "edge").unwrap();
+        assert!(
+            rendered.errors.iter().any(|e| e.contains("give pool names, a selector, or both")),
+            "{:?}",
+            rendered.errors
+        );
+    }
+
+    #[test]
+    fn bad_manifests_are_clear_errors() {
+        assert!(matches!(render("a: [", POOLS, "edge"), Err(CliError::Yaml { .. })));
+        let err = render("apiVersion: apps.fanout.dev/v1alpha1\nkind: NodePoolApplication\nmetadata: {name: x}\nspec: {}\n", POOLS, "edge")
+            .unwrap_err();
+        assert!(err.to_string().starts_with("the application manifest: missing field"), "{err}");
+        let unnamed = INGRESS.replace("  name: ingress\n", "  labels: {}\n");
+        assert!(matches!(render(&unnamed, POOLS, "edge"), Err(CliError::MissingName)));
+    }
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+        let cli =
+            Cli::try_parse_from(["nodepool-fanout", "render", "-f", "a.yaml", "--pools", "p.yaml"]).unwrap();
+        let Command::Render(args) = cli.command else {
+            panic!()
+        };
+        assert_eq!(args.namespace, "default");
+    }
+}

@@ -1,0 +1,233 @@
+//! The controller: watches NodePoolApplications, the HelmReleases they own
+//! and the NodePools, and reconciles each application as observe → plan →
+//! apply → status.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::{ApiResource, DynamicObject};
+use kube::runtime::controller::{Action, Config as ControllerConfig};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::{watcher, Controller};
+use kube::{Api, Client, Resource, ResourceExt};
+use tracing::{info, warn};
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use crate::api::{ConditionStatus, NodePoolApplication, NodePoolApplicationStatus};
+use crate::apply::{self, ApplyError};
+use crate::cli::RunArgs;
+use crate::events::{self as transitions, Transition};
+use crate::observe::{self, helmrelease_resource, ObserveError};
+use crate::plan::{self, PlanInput};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "cannot connect to the Kubernetes API: {0} (is KUBECONFIG set, or is this running in a cluster?)"
+    )]
+    Connect(#[source] kube::Error),
+    #[error(transparent)]
+    Observe(#[from] ObserveError),
+    #[error(transparent)]
+    Apply(#[from] ApplyError),
+}
+
+impl Error {
+    pub fn category(&self) -> &'static str {
+        match self {
+            Self::Connect(_) => "ConnectFailed",
+            Self::Observe(e) => e.category(),
+            Self::Apply(e) => e.category(),
+        }
+    }
+}
+
+struct Context {
+    client: Client,
+    nodepools: ApiResource,
+    recorder: Recorder,
+    resync: Duration,
+    /// Consecutive failures per application, for exponential backoff.
+    failures: Mutex<HashMap<ObjectRef<NodePoolApplication>, u32>>,
+}
+
+pub async fn run(args: RunArgs) -> Result<(), Error> {
+    let client = Client::try_default().await.map_err(Error::Connect)?;
+    let nodepools = observe::nodepool_resource(&client).await?;
+    info!(nodepool_version = %nodepools.api_version, "using NodePools");
+
+    let apps: Api<NodePoolApplication> = match &args.watch_namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let releases: Api<DynamicObject> = match &args.watch_namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &helmrelease_resource()),
+        None => Api::all_with(client.clone(), &helmrelease_resource()),
+    };
+    let pool_api: Api<DynamicObject> = Api::all_with(client.clone(), &nodepools);
+
+    let reporter = Reporter {
+        controller: "nodepool-fanout".into(),
+        instance: std::env::var("POD_NAME").ok(),
+    };
+    let context = Arc::new(Context {
+        client: client.clone(),
+        nodepools: nodepools.clone(),
+        recorder: Recorder::new(client.clone(), reporter),
+        resync: args.resync,
+        failures: Mutex::new(HashMap::new()),
+    });
+
+    // Bursts of pool or release events (a site coming online) are folded
+    // into one reconcile per application.
+    let config = ControllerConfig::default().debounce(Duration::from_millis(500));
+    let controller = Controller::new(apps, watcher::Config::default().any_semantic()).with_config(config);
+    let store = controller.store();
+    controller
+        .owns_with(
+            releases,
+            helmrelease_resource(),
+            watcher::Config::default().labels("app.kubernetes.io/managed-by=nodepool-fanout"),
+        )
+        // Any pool change may add a pool to, or take one out of, any
+        // application's selection.
+        .watches_with(pool_api, nodepools, watcher::Config::default(), move |_pool| {
+            store.state().iter().map(|app| ObjectRef::from_obj(app.as_ref())).collect::<Vec<_>>()
+        })
+        .shutdown_on_signal()
+        .run(reconcile, error_policy, context)
+        .for_each(|result| async move {
+            match result {
+                Ok((app, _)) => tracing::debug!(app = %app, "reconciled"),
+                Err(e) => warn!(error = %e, "reconcile failed"),
+            }
+        })
+        .await;
+    info!("stopped");
+    Ok(())
+}
+
+async fn reconcile(app: Arc<NodePoolApplication>, ctx: Arc<Context>) -> Result<Action, Error> {
+    if app.meta().deletion_timestamp.is_some() {
+        // The garbage collector removes the releases through their owner
+        // references; nothing of ours needs to run first.
+        return Ok(Action::await_change());
+    }
+    let name = app.name_any();
+    let namespace = app.namespace().unwrap_or_default();
+    let observed = observe::observe(&ctx.client, &ctx.nodepools, &app).await?;
+    let planned = plan::plan(&PlanInput {
+        app: &app,
+        pools: &observed.pools,
+        owned: observed.owned.clone(),
+        foreign_names: observed.foreign_names.clone(),
+        now: Time(k8s_openapi::jiff::Timestamp::now()),
+    });
+    let mut new_status = planned.status;
+
+    let releases: Api<DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), &namespace, &helmrelease_resource());
+    let mut happened = Vec::new();
+    let mut first_error = None;
+    for desired in &planned.apply {
+        let exists = observed.owned.iter().any(|o| o.name == desired.name);
+        match apply::apply_release(&releases, &desired.name, &desired.object, exists).await {
+            Ok(()) => happened.push(Transition::applied(&desired.pool, &desired.name, exists)),
+            Err(e) => {
+                // One pool's failure does not stop the others.
+                warn!(app = %name, pool = %desired.pool, error = %e, "apply failed");
+                mark_failed(&mut new_status, &desired.pool, e.category(), &e.to_string());
+                happened.push(Transition::apply_failed(
+                    &desired.pool,
+                    &desired.name,
+                    e.category(),
+                    &e.to_string(),
+                ));
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    for release in observed.owned.iter().filter(|o| planned.prune.contains(&o.name)) {
+        let pool = release.pool.as_deref().unwrap_or_default();
+        let uid = release.uid.as_deref().unwrap_or_default();
+        match apply::prune_release(&releases, &release.name, uid).await {
+            Ok(()) => happened.push(Transition::pruned(pool, &release.name)),
+            Err(e) => {
+                warn!(app = %name, release = %release.name, error = %e, "prune failed");
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+
+    let old_status = app.status.clone().unwrap_or_default();
+    happened.extend(transitions::between(&old_status, &new_status));
+    if !transitions::same_ignoring_timestamps(&old_status, &new_status) {
+        let api: Api<NodePoolApplication> = Api::namespaced(ctx.client.clone(), &namespace);
+        apply::apply_status(&api, &name, &new_status).await?;
+    }
+    publish(&ctx, &app, &happened).await;
+
+    if let Some(e) = first_error {
+        return Err(e.into());
+    }
+    ctx.failures.lock().map(|mut f| f.remove(&ObjectRef::from_obj(app.as_ref()))).ok();
+    Ok(Action::requeue(ctx.resync))
+}
+
+async fn publish(ctx: &Context, app: &NodePoolApplication, happened: &[Transition]) {
+    let reference = app.object_ref(&());
+    for t in happened {
+        let event = Event {
+            type_: if t.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: t.reason.to_string(),
+            note: Some(t.message.clone()),
+            action: t.action.to_string(),
+            secondary: t.release.as_ref().map(|name| ObjectReference {
+                api_version: Some("helm.toolkit.fluxcd.io/v2".into()),
+                kind: Some("HelmRelease".into()),
+                name: Some(name.clone()),
+                namespace: app.namespace(),
+                ..ObjectReference::default()
+            }),
+        };
+        if let Err(e) = ctx.recorder.publish(&event, &reference).await {
+            warn!(error = %e, reason = t.reason, "cannot publish event");
+        }
+    }
+}
+
+/// A write the plan counted on failed: the pool's status says so.
+fn mark_failed(status: &mut NodePoolApplicationStatus, pool: &str, reason: &str, message: &str) {
+    if let Some(p) = status.pools.iter_mut().find(|p| p.pool == pool) {
+        p.ready = ConditionStatus::False;
+        p.reason = reason.to_string();
+        p.message = message.to_string();
+    }
+}
+
+/// Exponential backoff with jitter, from 1 s up to 5 min, per application.
+fn error_policy(app: Arc<NodePoolApplication>, error: &Error, ctx: Arc<Context>) -> Action {
+    let key = ObjectRef::from_obj(app.as_ref());
+    let attempts = ctx
+        .failures
+        .lock()
+        .map(|mut f| {
+            let n = f.entry(key).or_insert(0);
+            *n = n.saturating_add(1);
+            *n
+        })
+        .unwrap_or(1);
+    let base = Duration::from_secs(1u64 << attempts.min(8).saturating_sub(1)).min(Duration::from_secs(300));
+    let jitter = Duration::from_millis(fastrand::u64(0..1000));
+    warn!(app = %app.name_any(), category = error.category(), error = %error, retry_in = ?base + jitter, "reconcile failed");
+    Action::requeue(base + jitter)
+}

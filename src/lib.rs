@@ -1,0 +1,17 @@
+//! Fans a Helm chart out to OpenYurt node pools as one Flux HelmRelease per
+//! pool. Everything but `controller` is pure: the modules compute what should
+//! exist, and the controller makes it so.
+
+pub mod api;
+pub mod apply;
+pub mod cli;
+pub mod controller;
+pub mod events;
+pub mod naming;
+pub mod observe;
+pub mod plan;
+pub mod pools;
+pub mod release;
+pub mod status;
+pub mod template;
+pub mod values;

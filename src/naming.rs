@@ -1,0 +1,270 @@
+//! Names, labels and annotations of the HelmReleases an application owns.
+//!
+//! A release's name is `<app>-<pool>-<hash>`: readable parts first, then a
+//! hash of the full, unambiguous pair. The readable parts may be cut to fit
+//! Helm's 53-character limit on release names; the hash keeps two different
+//! pairs apart even when their readable parts look alike (`a-b` + `c` and
+//! `a` + `b-c`). These names are stored in clusters, so the scheme must never
+//! change: the tests pin exact outputs.
+
+use sha2::{Digest, Sha256};
+
+/// The application a release belongs to (a label value, see [`label_value`]).
+pub const LABEL_APPLICATION: &str = "apps.fanout.dev/application";
+/// The pool a release is for (a label value, see [`label_value`]).
+pub const LABEL_POOL: &str = "apps.fanout.dev/pool";
+/// The pool's full name, which a label value may be too short to hold.
+pub const ANNOTATION_POOL_NAME: &str = "apps.fanout.dev/pool-name";
+/// Hash of the spec and labels last written, to skip writes that change nothing.
+pub const ANNOTATION_SPEC_HASH: &str = "apps.fanout.dev/spec-hash";
+pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+pub const MANAGER: &str = "nodepool-fanout";
+
+/// Helm refuses longer release names, because it derives other names from them.
+pub const MAX_RELEASE_NAME: usize = 53;
+pub const MAX_LABEL_VALUE: usize = 63;
+const HASH_LEN: usize = 8;
+
+/// The HelmRelease's object name, also its default Helm release name.
+pub fn release_name(app: &str, pool: &str) -> String {
+    let hash = hex_prefix(&[app, pool], HASH_LEN);
+    let budget = MAX_RELEASE_NAME - HASH_LEN - 2;
+    let (app_len, pool_len) = split_budget(app.len(), pool.len(), budget);
+    let app_part = readable(app, app_len);
+    let pool_part = readable(pool, pool_len);
+    format!("{app_part}-{pool_part}-{hash}")
+}
+
+/// Shares the budget so that neither part is cut while the other has room;
+/// when both are long each gets about half.
+fn split_budget(app: usize, pool: usize, budget: usize) -> (usize, usize) {
+    if app + pool <= budget {
+        return (app, pool);
+    }
+    let half = budget / 2;
+    if app <= half {
+        (app, budget - app)
+    } else if pool <= budget - half {
+        (budget - pool, pool)
+    } else {
+        (half, budget - half)
+    }
+}
+
+/// Dots become dashes because charts build Service and other DNS-1035 names
+/// from the release name; a cut may leave a trailing dash, which is trimmed.
+fn readable(name: &str, max: usize) -> String {
+    let cleaned: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_lowercase() || c.is_ascii_digit() {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(max)
+        .collect();
+    let trimmed = cleaned.trim_matches('-');
+    if trimmed.is_empty() {
+        "x".to_string()
+    } else {
+        trimmed.to_string()
+    }
+}
+
+/// A label value for any name: the name itself when it fits in 63
+/// characters, otherwise a cut name with the hash of the whole one.
+pub fn label_value(name: &str) -> String {
+    if name.len() <= MAX_LABEL_VALUE && is_label_value(name) {
+        return name.to_string();
+    }
+    let hash = hex_prefix(&[name], HASH_LEN);
+    let cut: String = name.chars().take(MAX_LABEL_VALUE - HASH_LEN - 1).collect();
+    let head = cut.trim_end_matches(|c: char| !c.is_ascii_alphanumeric());
+    if head.is_empty() {
+        hash
+    } else {
+        format!("{head}-{hash}")
+    }
+}
+
+fn is_label_value(value: &str) -> bool {
+    let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    let ends_ok = |c: Option<char>| c.is_none_or(|c| c.is_ascii_alphanumeric());
+    value.chars().all(ok_char) && ends_ok(value.chars().next()) && ends_ok(value.chars().last())
+}
+
+/// The first `len` hex digits of the SHA-256 of the parts joined by NUL, a
+/// byte no Kubernetes name can contain, so the join is unambiguous.
+pub fn hex_prefix(parts: &[&str], len: usize) -> String {
+    let digest = Sha256::digest(parts.join("\0").as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    hex[..len.min(hex.len())].to_string()
+}
+
+/// Whether a string is a DNS-1123 subdomain: what Kubernetes object names
+/// and Helm release names must be.
+pub fn is_dns1123_subdomain(name: &str, max: usize) -> bool {
+    !name.is_empty() && name.len() <= max && name.split('.').all(is_dns1123_label_part)
+}
+
+/// Whether a string is a DNS-1123 label, as namespace names must be.
+pub fn is_dns1123_label(name: &str) -> bool {
+    name.len() <= 63 && is_dns1123_label_part(name)
+}
+
+fn is_dns1123_label_part(part: &str) -> bool {
+    let ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    !part.is_empty()
+        && part.chars().all(|c| ok(c) || c == '-')
+        && part.chars().next().is_some_and(ok)
+        && part.chars().last().is_some_and(ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    fn assert_valid(name: &str) {
+        assert!(name.len() <= MAX_RELEASE_NAME, "{name} is {} long", name.len());
+        assert!(is_dns1123_label(name), "{name} is not a DNS-1123 label");
+    }
+
+    #[test]
+    fn short_names_are_kept_whole() {
+        assert_eq!(release_name("gateway", "hangzhou"), "gateway-hangzhou-89ec6e65");
+        assert_eq!(release_name("a", "b"), "a-b-59b271ae");
+    }
+
+    #[test]
+    fn the_scheme_is_stable() {
+        // Changing any of these renames every release in every cluster.
+        assert_eq!(hex_prefix(&["gateway", "hangzhou"], 8), "89ec6e65");
+        assert_eq!(
+            label_value(&"p".repeat(70)),
+            format!("{}-{}", "p".repeat(54), hex_prefix(&[&"p".repeat(70)], 8))
+        );
+        assert_eq!(
+            release_name("edgex-foundry-per-pool-with-a-long-name", "shanghai-pudong-district-zone-a"),
+            "edgex-foundry-per-poo-shanghai-pudong-distri-509292ca"
+        );
+    }
+
+    #[test]
+    fn lookalike_pairs_do_not_collide() {
+        let one = release_name("a-b", "c");
+        let two = release_name("a", "b-c");
+        assert!(one.starts_with("a-b-c-") && two.starts_with("a-b-c-"));
+        assert_ne!(one, two);
+    }
+
+    #[test]
+    fn no_collisions_over_many_pairs() {
+        let words = [
+            "a", "a-b", "b", "b-c", "c", "edge", "edge-1", "1", "x.y", "x-y", "gw", "gw-edge",
+        ];
+        let long = "l".repeat(60);
+        let mut pairs = HashSet::new();
+        for app in words.iter().copied().chain([long.as_str()]) {
+            for pool in words.iter().copied().chain([long.as_str()]) {
+                for n in 0..8 {
+                    pairs.insert((app.to_string(), format!("{pool}-{n}")));
+                    pairs.insert((app.to_string(), pool.to_string()));
+                }
+            }
+        }
+        let mut seen = HashSet::new();
+        for (app, pool) in &pairs {
+            let name = release_name(app, pool);
+            assert_valid(&name);
+            assert!(seen.insert(name.clone()), "{app} + {pool} collides as {name}");
+        }
+        assert!(seen.len() > 1000);
+    }
+
+    #[test]
+    fn long_names_are_cut_to_53() {
+        let name = release_name(&"a".repeat(253), &"p".repeat(253));
+        assert_eq!(name.len(), 53);
+        assert_eq!(
+            name,
+            format!(
+                "{}-{}-{}",
+                "a".repeat(21),
+                "p".repeat(22),
+                hex_prefix(&[&"a".repeat(253), &"p".repeat(253)], 8)
+            )
+        );
+    }
+
+    #[test]
+    fn a_short_part_leaves_its_room_to_the_other() {
+        let name = release_name("gw", &"p".repeat(100));
+        assert_eq!(name, format!("gw-{}-{}", "p".repeat(41), hex_prefix(&["gw", &"p".repeat(100)], 8)));
+        let name = release_name(&"a".repeat(100), "hz");
+        assert_eq!(name, format!("{}-hz-{}", "a".repeat(41), hex_prefix(&[&"a".repeat(100), "hz"], 8)));
+    }
+
+    #[test]
+    fn every_length_combination_is_valid() {
+        for app_len in [1, 2, 20, 21, 22, 43, 44, 63, 253] {
+            for pool_len in [1, 2, 20, 21, 22, 43, 44, 63, 253] {
+                let app = "ab-".repeat(app_len).chars().take(app_len).collect::<String>();
+                let pool = "p.q".repeat(pool_len).chars().take(pool_len).collect::<String>();
+                assert_valid(&release_name(&app, &pool));
+            }
+        }
+    }
+
+    #[test]
+    fn cuts_do_not_leave_dashes_or_dots() {
+        // The cut at 21 characters falls just after a separator.
+        let app = format!("{}-{}", "a".repeat(20), "b".repeat(40));
+        let pool = format!("{}.{}", "p".repeat(21), "q".repeat(40));
+        let name = release_name(&app, &pool);
+        assert_valid(&name);
+        assert!(name.starts_with(&format!("{}-{}-", "a".repeat(20), "p".repeat(21))), "{name}");
+    }
+
+    #[test]
+    fn dots_in_pool_names_become_dashes() {
+        let name = release_name("gw", "cn.east.hz");
+        assert!(name.starts_with("gw-cn-east-hz-"), "{name}");
+        assert_ne!(name, release_name("gw", "cn-east-hz"));
+        assert_valid(&name);
+    }
+
+    #[test]
+    fn label_values_fit_and_stay_unique() {
+        assert_eq!(label_value("hangzhou"), "hangzhou");
+        assert_eq!(label_value(&"x".repeat(63)), "x".repeat(63));
+        let long_a = format!("{}a", "x".repeat(70));
+        let long_b = format!("{}b", "x".repeat(70));
+        for value in [label_value(&long_a), label_value(&long_b)] {
+            assert!(value.len() <= 63 && is_label_value(&value), "{value}");
+        }
+        assert_ne!(label_value(&long_a), label_value(&long_b));
+    }
+
+    #[test]
+    fn label_values_keep_dots_but_fix_ends() {
+        assert_eq!(label_value("cn.east.hz"), "cn.east.hz");
+        let cut = label_value(&format!("{}.{}", "a".repeat(53), "b".repeat(20)));
+        assert!(cut.starts_with(&format!("{}-", "a".repeat(53))), "{cut}");
+        assert!(is_label_value(&cut));
+    }
+
+    #[test]
+    fn dns_checks() {
+        assert!(is_dns1123_subdomain("a.b-c", 253));
+        assert!(!is_dns1123_subdomain("a..b", 253));
+        assert!(!is_dns1123_subdomain("-a", 253));
+        assert!(!is_dns1123_subdomain("A", 253));
+        assert!(!is_dns1123_subdomain(&"a".repeat(54), 53));
+        assert!(is_dns1123_label("edge-1"));
+        assert!(!is_dns1123_label("edge.1"));
+        assert!(!is_dns1123_label(""));
+    }
+}

@@ -1,0 +1,844 @@
+//! What one reconcile of an application should do: which HelmReleases to
+//! write, which to delete, and what to report. Pure, so every rule here is
+//! tested without a cluster; the controller only carries the plan out.
+//!
+//! Safety rules: a pool whose config fails is neither written nor pruned
+//! (its running release stays as it was); a name held by a HelmRelease this
+//! application does not own is never touched; an invalid selector stops the
+//! whole plan, since it cannot say which pools are wanted.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::DynamicObject;
+use serde_json::Value;
+
+use crate::api::{NodePoolApplication, NodePoolApplicationStatus};
+use crate::naming;
+use crate::pools::{self, Pool};
+use crate::release::{self, AppInfo, BuiltRelease, FieldError};
+use crate::status::{self, PoolReport, ReleaseState, ReleaseStatus, RollupInput};
+use crate::template::Renderer;
+
+/// Everything a plan is computed from.
+#[derive(Debug, Clone)]
+pub struct PlanInput<'a> {
+    /// With metadata name, namespace, uid and generation as the API server set them.
+    pub app: &'a NodePoolApplication,
+    pub pools: &'a [Pool],
+    /// HelmReleases whose controller owner reference is this application.
+    pub owned: Vec<ObservedRelease>,
+    /// Names of the namespace's HelmReleases this application does not own.
+    pub foreign_names: BTreeSet<String>,
+    /// Stamped on conditions that change status.
+    pub now: Time,
+}
+
+/// An existing HelmRelease this application owns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObservedRelease {
+    pub name: String,
+    /// Deletes carry it as a precondition, so only the observed object goes.
+    pub uid: Option<String>,
+    pub pool: Option<String>,
+    pub spec_hash: Option<String>,
+    pub generation: Option<i64>,
+    pub status: ReleaseStatus,
+}
+
+impl ObservedRelease {
+    /// Reads a HelmRelease listed from the API server; `None` when it does
+    /// not say which pool it is for (edited by hand), so that it is left alone.
+    pub fn from_object(object: &DynamicObject) -> Option<Self> {
+        Self::from_value(&serde_json::to_value(object).ok()?)
+    }
+
+    /// As [`ObservedRelease::from_object`], from the object's JSON.
+    pub fn from_value(object: &Value) -> Option<Self> {
+        let metadata = object.get("metadata")?;
+        let text = |map: &str, key: &str| metadata.get(map)?.get(key)?.as_str().map(str::to_string);
+        Some(Self {
+            name: metadata.get("name")?.as_str()?.to_string(),
+            uid: metadata.get("uid").and_then(Value::as_str).map(str::to_string),
+            pool: Some(
+                text("annotations", naming::ANNOTATION_POOL_NAME)
+                    .or_else(|| text("labels", naming::LABEL_POOL))?,
+            ),
+            spec_hash: text("annotations", naming::ANNOTATION_SPEC_HASH),
+            generation: metadata.get("generation").and_then(Value::as_i64),
+            status: status::classify(object),
+        })
+    }
+}
+
+/// A HelmRelease to create or update (server-side apply of `object`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DesiredRelease {
+    pub name: String,
+    pub pool: String,
+    pub object: Value,
+    pub spec_hash: String,
+}
+
+/// What happens to one selected pool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Its release is in `apply`.
+    Planned,
+    /// Its release already has this spec.
+    Unchanged,
+    /// Its config cannot be built; its release, if any, is left alone.
+    Failed { field: String, message: String },
+    /// The release name is taken by a HelmRelease this application does not own.
+    Conflict { name: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolOutcome {
+    pub pool: String,
+    /// The HelmRelease's object name.
+    pub release: String,
+    pub outcome: Outcome,
+}
+
+impl std::fmt::Display for PoolOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.outcome {
+            Outcome::Planned => {
+                write!(f, "pool {:?}: HelmRelease {} will be applied", self.pool, self.release)
+            }
+            Outcome::Unchanged => {
+                write!(f, "pool {:?}: HelmRelease {} is up to date", self.pool, self.release)
+            }
+            Outcome::Failed { field, message } => write!(f, "pool {:?}: {field}: {message}", self.pool),
+            Outcome::Conflict { name } => write!(
+                f,
+                "pool {:?}: HelmRelease {name} already exists and is not owned by this application; \
+                 delete or rename it",
+                self.pool
+            ),
+        }
+    }
+}
+
+/// The plan for one reconcile.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub apply: Vec<DesiredRelease>,
+    /// Names of owned releases that already match.
+    pub unchanged: Vec<String>,
+    /// Names of owned releases whose pool is no longer selected.
+    pub prune: Vec<String>,
+    /// One per selected pool, sorted by pool name.
+    pub pools: Vec<PoolOutcome>,
+    /// Pools named in the spec that do not exist.
+    pub missing_pools: Vec<String>,
+    /// Why nothing was planned at all, when something stopped it.
+    pub blocked: Option<String>,
+    pub status: NodePoolApplicationStatus,
+}
+
+impl Plan {
+    /// Whether any pool failed, conflicted, or the plan was blocked.
+    pub fn has_errors(&self) -> bool {
+        self.blocked.is_some()
+            || self
+                .pools
+                .iter()
+                .any(|p| matches!(p.outcome, Outcome::Failed { .. } | Outcome::Conflict { .. }))
+    }
+}
+
+pub fn plan(input: &PlanInput) -> Plan {
+    let app = app_info(input.app);
+    let selected = match check_selectors(input, &app) {
+        Ok(selected) => selected,
+        Err((reason, message)) => return blocked(input, reason, message),
+    };
+    let renderer = Renderer::new();
+    let mut built: BTreeMap<String, Result<BuiltRelease, FieldError>> = BTreeMap::new();
+    let mut outcomes = Vec::new();
+    for pool in &selected.pools {
+        let name = naming::release_name(app.name, &pool.name);
+        if input.foreign_names.contains(&name) {
+            outcomes.push(PoolOutcome {
+                pool: pool.name.clone(),
+                release: name.clone(),
+                outcome: Outcome::Conflict { name },
+            });
+        } else {
+            built.insert(pool.name.clone(), release::build(&app, pool, &renderer));
+        }
+    }
+    fail_duplicate_release_names(&mut built);
+    let owned: BTreeMap<&str, &ObservedRelease> = input.owned.iter().map(|o| (o.name.as_str(), o)).collect();
+    let mut plan = Plan {
+        apply: Vec::new(),
+        unchanged: Vec::new(),
+        prune: Vec::new(),
+        pools: outcomes,
+        missing_pools: selected.missing.clone(),
+        blocked: None,
+        status: NodePoolApplicationStatus::default(),
+    };
+    for (pool, result) in built {
+        place(&mut plan, &owned, pool, result, app.name);
+    }
+    plan.pools.sort_by(|a, b| a.pool.cmp(&b.pool));
+    let wanted: BTreeSet<&str> = plan.pools.iter().map(|p| p.release.as_str()).collect();
+    plan.prune = input
+        .owned
+        .iter()
+        .map(|o| o.name.clone())
+        .filter(|n| !wanted.contains(n.as_str()))
+        .collect();
+    plan.status = roll_up(input, &plan, &owned, None);
+    plan
+}
+
+fn app_info(app: &NodePoolApplication) -> AppInfo<'_> {
+    AppInfo {
+        name: app.metadata.name.as_deref().unwrap_or_default(),
+        namespace: app.metadata.namespace.as_deref().unwrap_or_default(),
+        uid: app.metadata.uid.as_deref(),
+        spec: &app.spec,
+    }
+}
+
+/// Selects the pools, and checks every override's selector up front: one
+/// that cannot be evaluated would make every pool's values uncertain.
+fn check_selectors<'a>(
+    input: &PlanInput<'a>,
+    app: &AppInfo,
+) -> Result<pools::Selected<'a>, (String, String)> {
+    let invalid =
+        |field: String, e: pools::SelectorError| ("InvalidSelector".to_string(), format!("{field}: {e}"));
+    let selected = pools::select(&app.spec.pools, input.pools).map_err(|e| invalid("pools".into(), e))?;
+    for (i, o) in app.spec.overrides.iter().enumerate() {
+        if let Some(selector) = &o.pools.selector {
+            pools::Selector::new(selector).map_err(|e| invalid(format!("overrides[{i}].pools"), e))?;
+        }
+    }
+    Ok(selected)
+}
+
+fn blocked(input: &PlanInput, reason: String, message: String) -> Plan {
+    let mut plan = Plan {
+        apply: Vec::new(),
+        unchanged: Vec::new(),
+        prune: Vec::new(),
+        pools: Vec::new(),
+        missing_pools: Vec::new(),
+        blocked: Some(message.clone()),
+        status: NodePoolApplicationStatus::default(),
+    };
+    plan.status = roll_up(input, &plan, &BTreeMap::new(), Some((reason, message)));
+    plan
+}
+
+/// Two pools installing the same Helm release would overwrite each other.
+fn fail_duplicate_release_names(built: &mut BTreeMap<String, Result<BuiltRelease, FieldError>>) {
+    let mut by_name: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (pool, result) in built.iter() {
+        if let Ok(release) = result {
+            by_name.entry(release.release_name.clone()).or_default().push(pool.clone());
+        }
+    }
+    for (release_name, pools) in by_name.into_iter().filter(|(_, pools)| pools.len() > 1) {
+        let message = format!(
+            "renders to {release_name:?} for pools {}; include {{{{pool.name}}}} so each pool's release is unique",
+            pools.join(", ")
+        );
+        for pool in pools {
+            built.insert(
+                pool,
+                Err(FieldError {
+                    field: "releaseName".into(),
+                    message: message.clone(),
+                }),
+            );
+        }
+    }
+}
+
+fn place(
+    plan: &mut Plan,
+    owned: &BTreeMap<&str, &ObservedRelease>,
+    pool: String,
+    result: Result<BuiltRelease, FieldError>,
+    app: &str,
+) {
+    let release = naming::release_name(app, &pool);
+    let outcome = match result {
+        Err(FieldError { field, message }) => Outcome::Failed { field, message },
+        Ok(built)
+            if owned.get(built.name.as_str()).and_then(|o| o.spec_hash.as_deref())
+                == Some(&built.spec_hash) =>
+        {
+            plan.unchanged.push(built.name);
+            Outcome::Unchanged
+        }
+        Ok(built) => {
+            let BuiltRelease {
+                name,
+                object,
+                spec_hash,
+                ..
+            } = built;
+            plan.apply.push(DesiredRelease {
+                name,
+                pool: pool.clone(),
+                object,
+                spec_hash,
+            });
+            Outcome::Planned
+        }
+    };
+    plan.pools.push(PoolOutcome {
+        pool,
+        release,
+        outcome,
+    });
+}
+
+fn roll_up(
+    input: &PlanInput,
+    plan: &Plan,
+    owned: &BTreeMap<&str, &ObservedRelease>,
+    blocker: Option<(String, String)>,
+) -> NodePoolApplicationStatus {
+    let reports: Vec<PoolReport> = plan
+        .pools
+        .iter()
+        .map(|p| PoolReport {
+            pool: p.pool.clone(),
+            helm_release: p.release.clone(),
+            status: pool_status(p, owned.get(p.release.as_str()).copied()),
+        })
+        .collect();
+    let previous = input.app.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
+    status::rollup(&RollupInput {
+        pools: &reports,
+        missing: &plan.missing_pools,
+        blocker,
+        generation: input.app.metadata.generation,
+        previous,
+        now: &input.now,
+    })
+}
+
+fn pool_status(outcome: &PoolOutcome, observed: Option<&ObservedRelease>) -> ReleaseStatus {
+    let chart_version = observed.and_then(|o| o.status.chart_version.clone());
+    let make = |state, reason: &str, message: String| ReleaseStatus {
+        state,
+        reason: reason.to_string(),
+        message,
+        chart_version: chart_version.clone(),
+        observed_latest: false,
+    };
+    match (&outcome.outcome, observed) {
+        (Outcome::Unchanged, Some(o)) => o.status.clone(),
+        (Outcome::Unchanged | Outcome::Planned, None) => {
+            make(ReleaseState::Progressing, "Progressing", "creating the HelmRelease".into())
+        }
+        (Outcome::Planned, Some(_)) => {
+            make(ReleaseState::Progressing, "Progressing", "updating the HelmRelease".into())
+        }
+        (Outcome::Failed { field, message }, _) => {
+            make(ReleaseState::Stalled, "InvalidPoolConfig", format!("{field}: {message}"))
+        }
+        (Outcome::Conflict { name }, _) => make(
+            ReleaseState::Stalled,
+            "NameConflict",
+            format!("HelmRelease {name} exists and is not owned by this application; delete or rename it"),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::ConditionStatus;
+    use serde_json::json;
+
+    fn app(spec: Value) -> NodePoolApplication {
+        let mut base = json!({
+            "pools": { "selector": { "matchLabels": { "region": "east" } } },
+            "chart": { "spec": { "chart": "ingress-gateway", "version": "1.0.0",
+                "sourceRef": { "kind": "HelmRepository", "name": "fixtures", "namespace": "flux-system" } } },
+            "interval": "10m",
+            "values": { "controller": { "replicas": 1, "ingressClass": { "name": "{{pool.name}}" } } },
+            "placement": { "valuesPaths": ["controller.nodeSelector"] }
+        });
+        for (k, v) in spec.as_object().unwrap() {
+            base[k] = v.clone();
+        }
+        serde_json::from_value(json!({
+            "apiVersion": "apps.fanout.dev/v1alpha1", "kind": "NodePoolApplication",
+            "metadata": { "name": "gw", "namespace": "edge", "uid": "uid-1", "generation": 3 },
+            "spec": base
+        }))
+        .unwrap()
+    }
+
+    fn pool(name: &str, region: &str) -> Pool {
+        Pool {
+            name: name.into(),
+            labels: [("region".to_string(), region.to_string())].into(),
+            annotations: Default::default(),
+        }
+    }
+
+    fn pools() -> Vec<Pool> {
+        vec![
+            pool("hangzhou", "east"),
+            pool("shanghai", "east"),
+            pool("beijing", "north"),
+        ]
+    }
+
+    fn now() -> Time {
+        Time("2030-01-01T00:00:00Z".parse().unwrap())
+    }
+
+    fn run(app: &NodePoolApplication, pools: &[Pool], owned: Vec<ObservedRelease>, foreign: &[&str]) -> Plan {
+        plan(&PlanInput {
+            app,
+            pools,
+            owned,
+            foreign_names: foreign.iter().map(|s| s.to_string()).collect(),
+            now: now(),
+        })
+    }
+
+    fn desired<'a>(plan: &'a Plan, pool: &str) -> &'a Value {
+        &plan
+            .apply
+            .iter()
+            .find(|d| d.pool == pool)
+            .unwrap_or_else(|| panic!("{pool} not applied: {plan:#?}"))
+            .object
+    }
+
+    fn outcome<'a>(plan: &'a Plan, pool: &str) -> &'a Outcome {
+        &plan.pools.iter().find(|p| p.pool == pool).unwrap().outcome
+    }
+
+    fn applied_pools(plan: &Plan) -> Vec<&str> {
+        plan.apply.iter().map(|d| d.pool.as_str()).collect()
+    }
+
+    fn ready_release(name: &str, pool: &str, hash: &str) -> ObservedRelease {
+        ObservedRelease {
+            name: name.into(),
+            uid: None,
+            pool: Some(pool.into()),
+            spec_hash: Some(hash.into()),
+            generation: Some(1),
+            status: ReleaseStatus {
+                state: ReleaseState::Ready,
+                reason: "UpgradeSucceeded".into(),
+                message: "ok".into(),
+                chart_version: Some("1.0.0".into()),
+                observed_latest: true,
+            },
+        }
+    }
+
+    #[test]
+    fn selection_is_the_union_of_names_and_selector() {
+        let a = app(
+            json!({ "pools": { "names": ["beijing"], "selector": { "matchLabels": { "region": "east" } } } }),
+        );
+        let plan = run(&a, &pools(), vec![], &[]);
+        assert_eq!(applied_pools(&plan), ["beijing", "hangzhou", "shanghai"]);
+        assert_eq!(plan.status.ready, "0/3");
+    }
+
+    #[test]
+    fn helm_release_object_shape() {
+        let plan = run(&app(json!({})), &pools(), vec![], &[]);
+        let hr = desired(&plan, "hangzhou");
+        let name = naming::release_name("gw", "hangzhou");
+        assert_eq!(hr["apiVersion"], "helm.toolkit.fluxcd.io/v2");
+        assert_eq!(hr["kind"], "HelmRelease");
+        assert_eq!(hr["metadata"]["name"], name);
+        assert_eq!(hr["metadata"]["namespace"], "edge");
+        assert_eq!(
+            hr["metadata"]["labels"],
+            json!({ "apps.fanout.dev/application": "gw", "apps.fanout.dev/pool": "hangzhou",
+                    "app.kubernetes.io/managed-by": "nodepool-fanout" })
+        );
+        assert_eq!(hr["metadata"]["annotations"]["apps.fanout.dev/pool-name"], "hangzhou");
+        assert_eq!(
+            hr["metadata"]["annotations"]["apps.fanout.dev/spec-hash"],
+            plan.apply[0].spec_hash.as_str()
+        );
+        assert_eq!(
+            hr["metadata"]["ownerReferences"],
+            json!([{ "apiVersion": "apps.fanout.dev/v1alpha1", "kind": "NodePoolApplication", "name": "gw",
+                     "uid": "uid-1", "controller": true, "blockOwnerDeletion": true }])
+        );
+        let spec = &hr["spec"];
+        assert_eq!(spec["releaseName"], name);
+        assert_eq!(spec["interval"], "10m");
+        assert_eq!(
+            spec["chart"]["spec"],
+            json!({ "chart": "ingress-gateway", "version": "1.0.0",
+                    "sourceRef": { "kind": "HelmRepository", "name": "fixtures", "namespace": "flux-system" } })
+        );
+        assert!(spec.get("targetNamespace").is_none() && spec.get("suspend").is_none());
+    }
+
+    #[test]
+    fn values_are_templated_per_pool_with_node_selector() {
+        let plan = run(&app(json!({})), &pools(), vec![], &[]);
+        for pool in ["hangzhou", "shanghai"] {
+            assert_eq!(
+                desired(&plan, pool)["spec"]["values"],
+                json!({ "controller": { "replicas": 1, "ingressClass": { "name": pool },
+                        "nodeSelector": { "apps.openyurt.io/nodepool": pool } } })
+            );
+        }
+    }
+
+    #[test]
+    fn node_selector_goes_to_every_values_path_with_a_custom_label() {
+        let a = app(json!({ "placement": { "nodeLabel": "example.com/pool",
+            "valuesPaths": ["controller.nodeSelector", "admission.nodeSelector"] } }));
+        let values = desired(&run(&a, &pools(), vec![], &[]), "hangzhou")["spec"]["values"].clone();
+        assert_eq!(values["controller"]["nodeSelector"], json!({ "example.com/pool": "hangzhou" }));
+        assert_eq!(values["admission"]["nodeSelector"], json!({ "example.com/pool": "hangzhou" }));
+    }
+
+    #[test]
+    fn overrides_apply_in_order_later_wins() {
+        let a = app(json!({ "overrides": [
+            { "pools": { "names": ["hangzhou"] }, "values": { "controller": { "replicas": 2, "a": 1 } } },
+            { "pools": { "selector": { "matchLabels": { "region": "east" } } }, "values": { "controller": { "replicas": 3 } } },
+            { "pools": { "names": ["shanghai"] }, "values": { "controller": { "replicas": 4 } } }
+        ] }));
+        let plan = run(&a, &pools(), vec![], &[]);
+        let hz = &desired(&plan, "hangzhou")["spec"]["values"]["controller"];
+        assert_eq!((hz["replicas"].clone(), hz["a"].clone()), (json!(3), json!(1)));
+        assert_eq!(desired(&plan, "shanghai")["spec"]["values"]["controller"]["replicas"], 4);
+    }
+
+    #[test]
+    fn null_in_an_override_is_kept_for_helm() {
+        let a = app(json!({ "overrides": [
+            { "pools": { "names": ["hangzhou"] }, "values": { "controller": { "ingressClass": null } } }
+        ] }));
+        let plan = run(&a, &pools(), vec![], &[]);
+        assert_eq!(desired(&plan, "hangzhou")["spec"]["values"]["controller"]["ingressClass"], Value::Null);
+        assert_eq!(
+            desired(&plan, "shanghai")["spec"]["values"]["controller"]["ingressClass"]["name"],
+            "shanghai"
+        );
+    }
+
+    #[test]
+    fn values_from_keeps_references_in_order_and_renders_names() {
+        let a = app(json!({
+            "valuesFrom": [{ "kind": "ConfigMap", "name": "common" }],
+            "overrides": [
+                { "pools": { "names": ["hangzhou"] }, "valuesFrom": [{ "kind": "Secret", "name": "creds-{{pool.name}}", "valuesKey": "v" }] },
+                { "pools": { "names": ["shanghai"] }, "valuesFrom": [{ "kind": "Secret", "name": "other" }] }
+            ]
+        }));
+        let plan = run(&a, &pools(), vec![], &[]);
+        assert_eq!(
+            desired(&plan, "hangzhou")["spec"]["valuesFrom"],
+            json!([{ "kind": "ConfigMap", "name": "common" }, { "kind": "Secret", "name": "creds-hangzhou", "valuesKey": "v" }])
+        );
+    }
+
+    #[test]
+    fn suspend_from_app_and_overrides() {
+        let a = app(json!({ "suspend": true, "overrides": [
+            { "pools": { "names": ["shanghai"] }, "suspend": false }
+        ] }));
+        let plan = run(&a, &pools(), vec![], &[]);
+        assert_eq!(desired(&plan, "hangzhou")["spec"]["suspend"], true);
+        assert_eq!(desired(&plan, "shanghai")["spec"]["suspend"], false);
+    }
+
+    #[test]
+    fn helm_release_options_pass_through() {
+        let a = app(json!({ "helmRelease": {
+            "install": { "remediation": { "retries": 3 }, "createNamespace": true },
+            "upgrade": { "cleanupOnFail": true }, "driftDetection": { "mode": "enabled" },
+            "timeout": "5m", "maxHistory": 2, "serviceAccountName": "deployer", "storageNamespace": "edge",
+            "persistentClient": false, "suspend": true,
+            "dependsOn": [{ "name": "crds-{{pool.name}}", "namespace": "edge" }]
+        } }));
+        let spec = desired(&run(&a, &pools(), vec![], &[]), "hangzhou")["spec"].clone();
+        assert_eq!(spec["install"], json!({ "remediation": { "retries": 3 }, "createNamespace": true }));
+        assert_eq!(spec["upgrade"]["cleanupOnFail"], true);
+        assert_eq!(spec["driftDetection"]["mode"], "enabled");
+        assert_eq!((spec["timeout"].clone(), spec["maxHistory"].clone()), (json!("5m"), json!(2)));
+        assert_eq!(spec["serviceAccountName"], "deployer");
+        assert_eq!(spec["storageNamespace"], "edge");
+        assert_eq!(spec["persistentClient"], false);
+        assert_eq!(spec["suspend"], true);
+        assert_eq!(spec["dependsOn"], json!([{ "name": "crds-hangzhou", "namespace": "edge" }]));
+    }
+
+    #[test]
+    fn release_name_and_target_namespace_templates() {
+        let a = app(
+            json!({ "releaseName": "{{app.name}}-{{pool.name}}", "targetNamespace": "edge-{{pool.labels.region}}" }),
+        );
+        let spec = desired(&run(&a, &pools(), vec![], &[]), "hangzhou")["spec"].clone();
+        assert_eq!(spec["releaseName"], "gw-hangzhou");
+        assert_eq!(spec["targetNamespace"], "edge-east");
+    }
+
+    #[test]
+    fn invalid_rendered_names_fail_the_pool() {
+        let long = ["{{pool.name}}"; 7].join("-");
+        let a = app(json!({ "releaseName": long }));
+        let plan = run(&a, &pools(), vec![], &[]);
+        let Outcome::Failed { field, message } = outcome(&plan, "hangzhou") else {
+            panic!("{plan:#?}")
+        };
+        assert_eq!(field, "releaseName");
+        assert!(message.contains("at most 53"), "{message}");
+        let a = app(json!({ "targetNamespace": "Edge.{{pool.name}}" }));
+        let plan = run(&a, &pools(), vec![], &[]);
+        assert!(
+            matches!(outcome(&plan, "hangzhou"), Outcome::Failed { field, .. } if field == "targetNamespace")
+        );
+    }
+
+    #[test]
+    fn duplicate_release_names_fail_both_pools() {
+        let a = app(json!({ "releaseName": "{{app.name}}-{{pool.labels.region}}" }));
+        let plan = run(&a, &pools(), vec![], &[]);
+        for pool in ["hangzhou", "shanghai"] {
+            let Outcome::Failed { field, message } = outcome(&plan, pool) else {
+                panic!("{plan:#?}")
+            };
+            assert_eq!(field, "releaseName");
+            assert!(message.contains("\"gw-east\" for pools hangzhou, shanghai"), "{message}");
+        }
+        assert!(plan.apply.is_empty());
+        assert!(plan.has_errors());
+    }
+
+    #[test]
+    fn one_bad_pool_does_not_stop_the_others() {
+        let mut ps = pools();
+        ps[0].labels.insert("zone".into(), "a".into());
+        let a = app(json!({ "overrides": [
+            { "pools": { "selector": {} }, "values": { "x": "ok" } },
+            { "pools": { "selector": {} }, "values": { "controller": { "image": "{{pool.labels.zone}}" } } }
+        ] }));
+        let owned = vec![ready_release(
+            &naming::release_name("gw", "shanghai"),
+            "shanghai",
+            "old",
+        )];
+        let plan = run(&a, &ps, owned, &[]);
+        assert_eq!(applied_pools(&plan), ["hangzhou"]);
+        let failed = plan.pools.iter().find(|p| p.pool == "shanghai").unwrap();
+        let Outcome::Failed { field, message } = &failed.outcome else {
+            panic!("{plan:#?}")
+        };
+        assert_eq!(field, "overrides[1].values.controller.image");
+        assert!(message.starts_with("unknown variable pool.labels.zone"), "{message}");
+        assert!(failed
+            .to_string()
+            .starts_with("pool \"shanghai\": overrides[1].values.controller.image: unknown variable"));
+        assert!(plan.prune.is_empty(), "a failed pool's release must stay");
+        let stalled = plan.status.conditions.iter().find(|c| c.type_ == "Stalled").unwrap();
+        assert_eq!(stalled.reason, "InvalidPoolConfig");
+    }
+
+    #[test]
+    fn bad_values_path_fails_the_pool_naming_the_path() {
+        let a = app(json!({ "values": { "controller": "off" } }));
+        let plan = run(&a, &pools(), vec![], &[]);
+        let Outcome::Failed { field, message } = outcome(&plan, "hangzhou") else {
+            panic!()
+        };
+        assert_eq!(field, "placement.valuesPaths[0]");
+        assert!(message.contains("\"controller.nodeSelector\""), "{message}");
+    }
+
+    #[test]
+    fn foreign_name_is_a_conflict_never_applied_or_pruned() {
+        let taken = naming::release_name("gw", "hangzhou");
+        let plan = run(&app(json!({})), &pools(), vec![], &[&taken]);
+        assert_eq!(outcome(&plan, "hangzhou"), &Outcome::Conflict { name: taken.clone() });
+        assert_eq!(applied_pools(&plan), ["shanghai"]);
+        assert!(plan.prune.is_empty());
+        assert_eq!(plan.status.pools[0].reason, "NameConflict");
+    }
+
+    #[test]
+    fn deselected_pools_are_pruned() {
+        let gone = naming::release_name("gw", "beijing");
+        let renamed = "gw-old-name".to_string();
+        let owned = vec![
+            ready_release(&gone, "beijing", "h"),
+            ready_release(&renamed, "hangzhou", "h"),
+        ];
+        let plan = run(&app(json!({})), &pools(), owned, &[]);
+        assert_eq!(plan.prune, [gone, renamed]);
+        assert_eq!(plan.status.selected_pools, 2);
+    }
+
+    #[test]
+    fn matching_hashes_are_a_no_op() {
+        let a = app(json!({}));
+        let first = run(&a, &pools(), vec![], &[]);
+        let owned: Vec<_> =
+            first.apply.iter().map(|d| ready_release(&d.name, &d.pool, &d.spec_hash)).collect();
+        let second = run(&a, &pools(), owned, &[]);
+        assert!(second.apply.is_empty(), "{second:#?}");
+        assert_eq!(second.unchanged.len(), 2);
+        assert!(second.pools.iter().all(|p| p.outcome == Outcome::Unchanged));
+        assert_eq!(second.status.ready, "2/2");
+        let ready = second.status.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+        assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("True", "Succeeded"));
+        assert_eq!(second.status.chart_version.as_deref(), Some("1.0.0"));
+    }
+
+    #[test]
+    fn a_changed_hash_is_applied_again() {
+        let a = app(json!({}));
+        let name = naming::release_name("gw", "hangzhou");
+        let plan = run(&a, &pools(), vec![ready_release(&name, "hangzhou", "stale")], &[]);
+        assert_eq!(applied_pools(&plan), ["hangzhou", "shanghai"]);
+        assert_eq!(plan.status.pools[0].reason, "Progressing");
+        assert_eq!(plan.status.pools[0].message, "updating the HelmRelease");
+    }
+
+    #[test]
+    fn hashes_differ_per_pool_and_follow_the_spec() {
+        let plan = run(&app(json!({})), &pools(), vec![], &[]);
+        assert_ne!(plan.apply[0].spec_hash, plan.apply[1].spec_hash);
+        let again = run(&app(json!({ "interval": "5m" })), &pools(), vec![], &[]);
+        assert_ne!(plan.apply[0].spec_hash, again.apply[0].spec_hash);
+        assert_eq!(plan.apply[0].spec_hash.len(), 16);
+        let same = run(&app(json!({})), &pools(), vec![], &[]);
+        assert_eq!(plan.apply, same.apply);
+    }
+
+    #[test]
+    fn post_renderer_pins_every_workload_kind() {
+        let a = app(
+            json!({ "placement": { "tolerations": [{ "key": "edge", "operator": "Exists", "effect": "NoSchedule" }] } }),
+        );
+        let hr = desired(&run(&a, &pools(), vec![], &[]), "hangzhou").clone();
+        let patches = hr["spec"]["postRenderers"][0]["kustomize"]["patches"].as_array().unwrap().clone();
+        let targets: Vec<_> = patches.iter().map(|p| p["target"].clone()).collect();
+        assert_eq!(
+            targets,
+            [
+                json!({ "group": "apps", "kind": "(Deployment|StatefulSet|DaemonSet)" }),
+                json!({ "group": "batch", "kind": "Job" }),
+                json!({ "group": "batch", "kind": "CronJob" })
+            ]
+        );
+        let parsed: Vec<Value> = patches
+            .iter()
+            .map(|p| serde_saphyr::from_str(p["patch"].as_str().unwrap()).unwrap())
+            .collect();
+        let pod = json!({ "nodeSelector": { "apps.openyurt.io/nodepool": "hangzhou" },
+            "tolerations": [{ "key": "edge", "operator": "Exists", "effect": "NoSchedule" }] });
+        assert_eq!(parsed[0]["spec"]["template"]["spec"], pod);
+        assert_eq!(parsed[0]["kind"], "Deployment");
+        assert_eq!(parsed[1]["spec"]["template"]["spec"], pod);
+        assert_eq!(parsed[1]["apiVersion"], "batch/v1");
+        assert_eq!(parsed[2]["spec"]["jobTemplate"]["spec"]["template"]["spec"], pod);
+        assert!(parsed.iter().all(|p| p["metadata"]["name"].is_string()));
+    }
+
+    #[test]
+    fn no_uid_means_no_owner_reference() {
+        let mut a = app(json!({}));
+        a.metadata.uid = None;
+        let plan = run(&a, &pools(), vec![], &[]);
+        assert!(desired(&plan, "hangzhou")["metadata"].get("ownerReferences").is_none());
+    }
+
+    #[test]
+    fn invalid_selector_blocks_everything() {
+        let a = app(
+            json!({ "pools": { "selector": { "matchExpressions": [{ "key": "k", "operator": "Near" }] } } }),
+        );
+        let owned = vec![ready_release("anything", "hangzhou", "h")];
+        let plan = run(&a, &pools(), owned, &[]);
+        assert!(plan.apply.is_empty() && plan.prune.is_empty() && plan.pools.is_empty());
+        assert!(plan.blocked.as_deref().unwrap().starts_with("pools: selector: operator \"Near\""));
+        let stalled = plan.status.conditions.iter().find(|c| c.type_ == "Stalled").unwrap();
+        assert_eq!(stalled.reason, "InvalidSelector");
+    }
+
+    #[test]
+    fn invalid_override_selector_blocks_everything() {
+        let a = app(
+            json!({ "overrides": [{ "pools": { "selector": { "matchExpressions": [{ "key": "k", "operator": "In" }] } } }] }),
+        );
+        let plan = run(&a, &pools(), vec![], &[]);
+        assert!(plan.apply.is_empty());
+        assert!(plan.blocked.as_deref().unwrap().starts_with("overrides[0].pools: "), "{:?}", plan.blocked);
+    }
+
+    #[test]
+    fn missing_named_pools_are_reported() {
+        let a = app(json!({ "pools": { "names": ["hangzhou", "atlantis"] } }));
+        let plan = run(&a, &pools(), vec![], &[]);
+        assert_eq!(plan.missing_pools, ["atlantis"]);
+        assert_eq!(applied_pools(&plan), ["hangzhou"]);
+    }
+
+    #[test]
+    fn status_rolls_up_observed_states() {
+        let a = app(json!({}));
+        let first = run(&a, &pools(), vec![], &[]);
+        let mut owned: Vec<_> =
+            first.apply.iter().map(|d| ready_release(&d.name, &d.pool, &d.spec_hash)).collect();
+        owned[1].status.state = ReleaseState::Failed;
+        owned[1].status.reason = "InstallFailed".into();
+        let plan = run(&a, &pools(), owned, &[]);
+        let s = &plan.status;
+        assert_eq!((s.selected_pools, s.ready_pools, s.ready.as_str()), (2, 1, "1/2"));
+        assert_eq!(s.observed_generation, Some(3));
+        assert_eq!(s.pools.len(), 2);
+        assert_eq!(s.pools[0].ready, ConditionStatus::True);
+        assert_eq!(s.pools[1].ready, ConditionStatus::False);
+        let ready = s.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+        assert_eq!(ready.reason, "InstallFailed");
+        assert_eq!(ready.last_transition_time, now());
+    }
+
+    #[test]
+    fn observed_release_reads_annotations_and_status() {
+        let object = json!({
+            "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+            "metadata": { "name": "gw-hz-1", "generation": 2,
+                "labels": { "apps.fanout.dev/pool": "hz-label" },
+                "annotations": { "apps.fanout.dev/pool-name": "hz", "apps.fanout.dev/spec-hash": "abc" } },
+            "status": { "observedGeneration": 2, "conditions": [{ "type": "Ready", "status": "True", "reason": "InstallSucceeded", "message": "" }] }
+        });
+        let dynamic: DynamicObject = serde_json::from_value(object.clone()).unwrap();
+        let o = ObservedRelease::from_object(&dynamic).unwrap();
+        assert_eq!(
+            (o.name.as_str(), o.pool.as_deref(), o.spec_hash.as_deref()),
+            ("gw-hz-1", Some("hz"), Some("abc"))
+        );
+        assert_eq!(o.generation, Some(2));
+        assert_eq!(o.status.state, ReleaseState::Ready);
+        assert_eq!(ObservedRelease::from_value(&object), Some(o));
+    }
+
+    #[test]
+    fn observed_release_falls_back_to_the_pool_label() {
+        let object = json!({ "metadata": { "name": "r", "labels": { "apps.fanout.dev/pool": "hz" } } });
+        assert_eq!(ObservedRelease::from_value(&object).unwrap().pool.as_deref(), Some("hz"));
+        assert_eq!(ObservedRelease::from_value(&json!({ "metadata": { "name": "r" } })), None);
+    }
+}

@@ -1,0 +1,389 @@
+//! The HelmRelease one pool gets: values merged and rendered for that pool,
+//! the pool's nodeSelector injected, and a post-renderer that pins every
+//! workload of the chart to the pool's nodes.
+
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::api::{NodePoolApplicationSpec, Placement, ValuesReference};
+use crate::naming;
+use crate::pools::{self, Pool};
+use crate::template::{Renderer, TemplateContext, TemplateError};
+use crate::values;
+
+pub const HELMRELEASE_API_VERSION: &str = "helm.toolkit.fluxcd.io/v2";
+pub const HELMRELEASE_KIND: &str = "HelmRelease";
+
+/// The application a release is built for.
+#[derive(Debug, Clone, Copy)]
+pub struct AppInfo<'a> {
+    pub name: &'a str,
+    pub namespace: &'a str,
+    /// Without a uid (a file not yet applied) the release gets no owner reference.
+    pub uid: Option<&'a str>,
+    pub spec: &'a NodePoolApplicationSpec,
+}
+
+/// A field of the application that could not be turned into this pool's release.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+impl FieldError {
+    fn new(field: impl Into<String>, message: impl ToString) -> Self {
+        Self {
+            field: field.into(),
+            message: message.to_string(),
+        }
+    }
+}
+
+impl From<TemplateError> for FieldError {
+    fn from(e: TemplateError) -> Self {
+        Self {
+            field: e.field,
+            message: e.message,
+        }
+    }
+}
+
+/// One pool's HelmRelease, ready to apply.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BuiltRelease {
+    pub name: String,
+    pub release_name: String,
+    pub object: Value,
+    pub spec_hash: String,
+}
+
+/// Builds the HelmRelease for one pool.
+pub fn build(app: &AppInfo, pool: &Pool, renderer: &Renderer) -> Result<BuiltRelease, FieldError> {
+    let ctx = TemplateContext::new(app.name, app.namespace, pool);
+    let name = naming::release_name(app.name, &pool.name);
+    let release_name = release_name(app, &ctx, renderer, &name)?;
+    let spec = spec(app, pool, &ctx, renderer, &release_name)?;
+    let labels = json!({
+        naming::LABEL_APPLICATION: naming::label_value(app.name),
+        naming::LABEL_POOL: naming::label_value(&pool.name),
+        naming::LABEL_MANAGED_BY: naming::MANAGER,
+    });
+    let spec_hash = spec_hash(&spec, &labels);
+    let mut metadata = json!({
+        "name": name,
+        "namespace": app.namespace,
+        "labels": labels,
+        "annotations": {
+            naming::ANNOTATION_POOL_NAME: pool.name,
+            naming::ANNOTATION_SPEC_HASH: spec_hash,
+        },
+    });
+    if let Some(uid) = app.uid {
+        metadata["ownerReferences"] = json!([{
+            "apiVersion": "apps.fanout.dev/v1alpha1",
+            "kind": "NodePoolApplication",
+            "name": app.name,
+            "uid": uid,
+            "controller": true,
+            "blockOwnerDeletion": true,
+        }]);
+    }
+    let object = json!({
+        "apiVersion": HELMRELEASE_API_VERSION,
+        "kind": HELMRELEASE_KIND,
+        "metadata": metadata,
+        "spec": spec,
+    });
+    Ok(BuiltRelease {
+        name,
+        release_name,
+        object,
+        spec_hash,
+    })
+}
+
+fn release_name(
+    app: &AppInfo,
+    ctx: &TemplateContext,
+    renderer: &Renderer,
+    default: &str,
+) -> Result<String, FieldError> {
+    let Some(template) = &app.spec.release_name else {
+        return Ok(default.to_string());
+    };
+    let rendered = renderer.render_str("releaseName", template, ctx)?;
+    if naming::is_dns1123_subdomain(&rendered, naming::MAX_RELEASE_NAME) {
+        Ok(rendered)
+    } else {
+        Err(FieldError::new(
+            "releaseName",
+            format!(
+                "renders to {rendered:?}, which Helm rejects: use lowercase letters, digits, '-' and '.', \
+                 at most {} characters",
+                naming::MAX_RELEASE_NAME
+            ),
+        ))
+    }
+}
+
+fn target_namespace(
+    app: &AppInfo,
+    ctx: &TemplateContext,
+    renderer: &Renderer,
+) -> Result<Option<String>, FieldError> {
+    let Some(template) = &app.spec.target_namespace else {
+        return Ok(None);
+    };
+    let rendered = renderer.render_str("targetNamespace", template, ctx)?;
+    if naming::is_dns1123_label(&rendered) {
+        Ok(Some(rendered))
+    } else {
+        let message = format!(
+            "renders to {rendered:?}, which is not a namespace name: use lowercase letters, digits and '-', \
+             at most 63 characters"
+        );
+        Err(FieldError::new("targetNamespace", message))
+    }
+}
+
+fn spec(
+    app: &AppInfo,
+    pool: &Pool,
+    ctx: &TemplateContext,
+    renderer: &Renderer,
+    release_name: &str,
+) -> Result<Value, FieldError> {
+    let layers = values_for(app.spec, pool, ctx, renderer)?;
+    let mut spec = Map::new();
+    spec.insert("releaseName".into(), json!(release_name));
+    if let Some(ns) = target_namespace(app, ctx, renderer)? {
+        spec.insert("targetNamespace".into(), json!(ns));
+    }
+    spec.insert("interval".into(), json!(app.spec.interval));
+    spec.insert("chart".into(), json!({ "spec": chart_spec(app.spec)? }));
+    passthrough(app.spec, ctx, renderer, &mut spec)?;
+    if let Some(suspend) = layers.suspend {
+        spec.insert("suspend".into(), json!(suspend));
+    }
+    if layers.values.as_object().is_some_and(|v| !v.is_empty()) {
+        spec.insert("values".into(), layers.values);
+    }
+    if !layers.values_from.is_empty() {
+        spec.insert("valuesFrom".into(), to_json("valuesFrom", &layers.values_from)?);
+    }
+    spec.insert("postRenderers".into(), post_renderers(&app.spec.placement, &pool.name)?);
+    Ok(Value::Object(spec))
+}
+
+fn chart_spec(spec: &NodePoolApplicationSpec) -> Result<Value, FieldError> {
+    let mut chart = to_json("chart.spec", &spec.chart.spec)?;
+    // The API server defaults this; doing the same keeps files and cluster
+    // objects hashing alike.
+    if chart.get("version").is_none() {
+        chart["version"] = json!("*");
+    }
+    Ok(chart)
+}
+
+/// The `spec.helmRelease` fields, copied; dependency names may be templates.
+fn passthrough(
+    spec: &NodePoolApplicationSpec,
+    ctx: &TemplateContext,
+    renderer: &Renderer,
+    out: &mut Map<String, Value>,
+) -> Result<(), FieldError> {
+    let Some(options) = &spec.helm_release else {
+        return Ok(());
+    };
+    let Value::Object(mut fields) = to_json("helmRelease", options)? else {
+        return Ok(());
+    };
+    // Suspension is decided per pool, with the overrides.
+    fields.remove("suspend");
+    if let Some(depends_on) = fields.get("dependsOn") {
+        let rendered = renderer.render_value("helmRelease.dependsOn", depends_on, ctx)?;
+        fields.insert("dependsOn".into(), rendered);
+    }
+    out.extend(fields);
+    Ok(())
+}
+
+/// Values, valuesFrom and suspend after the base and every matching override.
+struct Layers {
+    values: Value,
+    values_from: Vec<ValuesReference>,
+    suspend: Option<bool>,
+}
+
+fn values_for(
+    spec: &NodePoolApplicationSpec,
+    pool: &Pool,
+    ctx: &TemplateContext,
+    renderer: &Renderer,
+) -> Result<Layers, FieldError> {
+    // Rendering each source before merging keeps error paths pointing at
+    // what the user wrote.
+    let base = match &spec.values {
+        Some(v) => renderer.render_value("values", v, ctx)?,
+        None => json!({}),
+    };
+    let mut layers = Layers {
+        values: values::merge(&json!({}), &base, "values").map_err(|e| FieldError::new("values", e))?,
+        values_from: render_refs("valuesFrom", &spec.values_from, ctx, renderer)?,
+        suspend: spec.suspend.or(spec.helm_release.as_ref().and_then(|h| h.suspend)),
+    };
+    for (i, o) in spec.overrides.iter().enumerate() {
+        let field = format!("overrides[{i}]");
+        if !pools::contains(&o.pools, pool).map_err(|e| FieldError::new(format!("{field}.pools"), e))? {
+            continue;
+        }
+        if let Some(v) = &o.values {
+            let field = format!("{field}.values");
+            let rendered = renderer.render_value(&field, v, ctx)?;
+            layers.values =
+                values::merge(&layers.values, &rendered, &field).map_err(|e| FieldError::new(&field, e))?;
+        }
+        layers.values_from.extend(render_refs(
+            &format!("{field}.valuesFrom"),
+            &o.values_from,
+            ctx,
+            renderer,
+        )?);
+        layers.suspend = o.suspend.or(layers.suspend);
+    }
+    let selector = Map::from_iter([(spec.placement.node_label.clone(), json!(pool.name))]);
+    for (i, path) in spec.placement.values_paths.iter().enumerate() {
+        values::set_path(&mut layers.values, path, &selector)
+            .map_err(|e| FieldError::new(format!("placement.valuesPaths[{i}]"), e))?;
+    }
+    Ok(layers)
+}
+
+fn render_refs(
+    field: &str,
+    refs: &[ValuesReference],
+    ctx: &TemplateContext,
+    renderer: &Renderer,
+) -> Result<Vec<ValuesReference>, FieldError> {
+    refs.iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let name = renderer.render_str(&format!("{field}[{i}].name"), &r.name, ctx)?;
+            Ok(ValuesReference { name, ..r.clone() })
+        })
+        .collect()
+}
+
+/// One kustomize post-renderer pinning every pod template of the chart to
+/// the pool. It catches workloads whose chart has no nodeSelector value, and
+/// merges with any nodeSelector the chart sets rather than replacing it.
+pub fn post_renderers(placement: &Placement, pool: &str) -> Result<Value, FieldError> {
+    let mut pod_spec = json!({ "nodeSelector": { placement.node_label.as_str(): pool } });
+    if !placement.tolerations.is_empty() {
+        pod_spec["tolerations"] = to_json("placement.tolerations", &placement.tolerations)?;
+    }
+    let template = json!({ "template": { "spec": pod_spec } });
+    let workloads = json!({ "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": { "name": "pool-placement" }, "spec": template });
+    let jobs = json!({ "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": { "name": "pool-placement" }, "spec": template });
+    let cron_jobs = json!({ "apiVersion": "batch/v1", "kind": "CronJob",
+        "metadata": { "name": "pool-placement" }, "spec": { "jobTemplate": { "spec": template } } });
+    Ok(json!([{ "kustomize": { "patches": [
+        patch(json!({ "group": "apps", "kind": "(Deployment|StatefulSet|DaemonSet)" }), &workloads)?,
+        patch(json!({ "group": "batch", "kind": "Job" }), &jobs)?,
+        patch(json!({ "group": "batch", "kind": "CronJob" }), &cron_jobs)?,
+    ] } }]))
+}
+
+/// Patches are YAML text, as Flux users write them, so `kubectl get -o yaml`
+/// shows them readably.
+fn patch(target: Value, body: &Value) -> Result<Value, FieldError> {
+    let text = serde_saphyr::to_string(body)
+        .map_err(|e| FieldError::new("placement", format!("cannot write the placement patch: {e}")))?;
+    Ok(json!({ "target": target, "patch": text }))
+}
+
+/// The first 16 hex digits of the SHA-256 of the spec and labels, in
+/// canonical JSON (keys sorted at every level) so that field order never
+/// causes a write.
+pub fn spec_hash(spec: &Value, labels: &Value) -> String {
+    let mut text = String::new();
+    canonical(&json!({ "labels": labels, "spec": spec }), &mut text);
+    let digest = Sha256::digest(text.as_bytes());
+    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+fn canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                canonical(&map[key], out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                canonical(item, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+fn to_json<T: Serialize>(field: &str, value: &T) -> Result<Value, FieldError> {
+    serde_json::to_value(value).map_err(|e| FieldError::new(field, format!("cannot be written as JSON: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash_ignores_key_order() {
+        let a: Value = serde_json::from_str(r#"{"b":1,"a":{"y":[1,{"q":2,"p":3}],"x":null}}"#).unwrap();
+        let b: Value = serde_json::from_str(r#"{"a":{"x":null,"y":[1,{"p":3,"q":2}]},"b":1}"#).unwrap();
+        assert_eq!(spec_hash(&a, &json!({})), spec_hash(&b, &json!({})));
+        assert_ne!(spec_hash(&a, &json!({})), spec_hash(&a, &json!({ "l": "v" })));
+    }
+
+    #[test]
+    fn hash_is_stable() {
+        // A change here rewrites every release once after an upgrade.
+        assert_eq!(spec_hash(&json!({ "interval": "10m" }), &json!({})), "a0cd0b68163fc982");
+    }
+
+    #[test]
+    fn canonical_json_sorts_nested_keys() {
+        let mut out = String::new();
+        canonical(&json!({ "b": [true, "s\"q"], "a": { "d": 1.5, "c": null } }), &mut out);
+        assert_eq!(out, r#"{"a":{"c":null,"d":1.5},"b":[true,"s\"q"]}"#);
+    }
+
+    #[test]
+    fn placement_without_tolerations_sets_only_the_node_selector() {
+        let renderers = post_renderers(&Placement::default(), "hz").unwrap();
+        let patch = renderers[0]["kustomize"]["patches"][0]["patch"].as_str().unwrap();
+        let body: Value = serde_saphyr::from_str(patch).unwrap();
+        assert_eq!(
+            body["spec"]["template"]["spec"],
+            json!({ "nodeSelector": { "apps.openyurt.io/nodepool": "hz" } })
+        );
+    }
+}

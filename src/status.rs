@@ -1,0 +1,618 @@
+//! Reading a HelmRelease's status the way Flux means it, and rolling the
+//! pools up into the application's kstatus-compatible status.
+//!
+//! A release counts as ready only when Flux has seen its latest spec: a
+//! Ready=True left over from the previous generation says nothing about the
+//! spec this controller just wrote.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use serde_json::Value;
+
+use crate::api::{ConditionStatus, NodePoolApplicationStatus, PoolStatus};
+
+/// What a pool's release is doing, from the application's point of view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ReleaseState {
+    Ready,
+    /// Flux is working on it, or has not yet seen the latest spec.
+    Progressing,
+    /// Blocked on something outside the release: its source or a dependency.
+    Waiting,
+    /// A Helm action failed; Flux may still retry or remediate.
+    Failed,
+    /// Needs a person: Flux gave up, or the pool's config is wrong.
+    Stalled,
+    /// Nothing reported yet.
+    Unknown,
+}
+
+/// A classified HelmRelease status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReleaseStatus {
+    pub state: ReleaseState,
+    pub reason: String,
+    pub message: String,
+    pub chart_version: Option<String>,
+    /// Whether Flux has reconciled the release's current generation.
+    pub observed_latest: bool,
+}
+
+const FAILED_REASONS: &[&str] = &[
+    "InstallFailed",
+    "UpgradeFailed",
+    "TestFailed",
+    "RollbackFailed",
+    "UninstallFailed",
+    "RemediationFailed",
+];
+const WAITING_REASONS: &[&str] = &["ArtifactFailed", "SourceNotReady", "DependencyNotReady"];
+
+/// Classifies a HelmRelease object as returned by the API server.
+pub fn classify(release: &Value) -> ReleaseStatus {
+    let generation = release.pointer("/metadata/generation").and_then(Value::as_i64);
+    let observed = release.pointer("/status/observedGeneration").and_then(Value::as_i64);
+    let conditions = release.pointer("/status/conditions").and_then(Value::as_array);
+    let find = |kind: &str| conditions.and_then(|c| c.iter().find(|c| c["type"] == kind));
+    let ready = find("Ready");
+    let ready_generation = ready.and_then(|c| c.get("observedGeneration")).and_then(Value::as_i64);
+    let text = |c: &Value, key: &str| c.get(key).and_then(Value::as_str).unwrap_or_default().to_string();
+    // While Flux retries a failed install or upgrade it leaves
+    // status.observedGeneration behind (at -1 for a release never installed),
+    // but stamps the Ready condition with the generation it tried: a failure
+    // reported for the current generation is about the current spec.
+    let failing_now = generation.is_some()
+        && ready_generation == generation
+        && ready
+            .is_some_and(|c| c["status"] == "False" && FAILED_REASONS.contains(&text(c, "reason").as_str()));
+    let observed_latest = failing_now
+        || (generation.is_some()
+            && observed == generation
+            && ready_generation.is_none_or(|g| Some(g) == generation));
+    let status = |state, reason: &str, message: String| ReleaseStatus {
+        state,
+        reason: reason.to_string(),
+        message,
+        chart_version: chart_version(release),
+        observed_latest,
+    };
+    let from = |state, c: &Value| status(state, &text(c, "reason"), text(c, "message"));
+
+    if conditions.is_none_or(|c| c.is_empty()) {
+        return status(
+            ReleaseState::Unknown,
+            "NotObserved",
+            "helm-controller has not reported on this release yet".into(),
+        );
+    }
+    if let Some(ready) = ready.filter(|_| failing_now) {
+        return match find("Stalled").filter(|c| c["status"] == "True") {
+            Some(stalled) => from(ReleaseState::Stalled, stalled),
+            None => from(ReleaseState::Failed, ready),
+        };
+    }
+    // A Stalled left from an older generation may be cured by the new spec.
+    if !observed_latest {
+        let message =
+            format!("waiting for helm-controller to reconcile generation {}", generation.unwrap_or_default());
+        return status(ReleaseState::Progressing, "Progressing", message);
+    }
+    if let Some(c) = find("Stalled").filter(|c| c["status"] == "True") {
+        return from(ReleaseState::Stalled, c);
+    }
+    let Some(ready) = ready else {
+        return status(ReleaseState::Unknown, "NotObserved", "the release has no Ready condition yet".into());
+    };
+    let reason = text(ready, "reason");
+    match ready["status"].as_str() {
+        Some("True") => from(ReleaseState::Ready, ready),
+        Some("False") if FAILED_REASONS.contains(&reason.as_str()) => from(ReleaseState::Failed, ready),
+        Some("False") if WAITING_REASONS.contains(&reason.as_str()) => from(ReleaseState::Waiting, ready),
+        _ if find("Reconciling").is_some_and(|c| c["status"] == "True") => {
+            from(ReleaseState::Progressing, ready)
+        }
+        Some("False") => from(ReleaseState::Failed, ready),
+        _ => from(ReleaseState::Progressing, ready),
+    }
+}
+
+/// The chart version of the latest release Helm made, else the one Flux last tried.
+fn chart_version(release: &Value) -> Option<String> {
+    release
+        .pointer("/status/history/0/chartVersion")
+        .or_else(|| release.pointer("/status/lastAttemptedRevision"))
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
+/// A pool's line in the roll-up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolReport {
+    pub pool: String,
+    pub helm_release: String,
+    pub status: ReleaseStatus,
+}
+
+/// Everything the application's status is computed from.
+#[derive(Debug, Clone)]
+pub struct RollupInput<'a> {
+    pub pools: &'a [PoolReport],
+    /// Pools named in the spec that do not exist.
+    pub missing: &'a [String],
+    /// A problem that stopped all planning: (reason, message).
+    pub blocker: Option<(String, String)>,
+    pub generation: Option<i64>,
+    pub previous: &'a [Condition],
+    pub now: &'a Time,
+}
+
+/// The application's status. Reconciling and Stalled appear only while
+/// True, as Flux does, so that `kubectl wait --for=condition=Ready` and
+/// kstatus both read it the usual way.
+pub fn rollup(input: &RollupInput) -> NodePoolApplicationStatus {
+    let total = input.pools.len();
+    let ready = input.pools.iter().filter(|p| p.status.state == ReleaseState::Ready).count();
+    let stalled = first_with(input.pools, &[ReleaseState::Stalled]);
+    let busy = first_with(
+        input.pools,
+        &[
+            ReleaseState::Progressing,
+            ReleaseState::Waiting,
+            ReleaseState::Unknown,
+        ],
+    );
+    let make = |kind, status, reason: &str, message: &str| {
+        condition(kind, status, reason, message, input.generation, input.previous, input.now)
+    };
+
+    let (ready_status, reason) = ready_reason(input, ready == total);
+    let mut conditions = vec![make("Ready", ready_status, &reason, &summary(input, ready))];
+    if let Some(p) = busy {
+        conditions.push(make("Reconciling", ConditionStatus::True, "Progressing", &describe(p)));
+    }
+    if let Some((reason, message)) = &input.blocker {
+        conditions.push(make("Stalled", ConditionStatus::True, reason, message));
+    } else if let Some(p) = stalled {
+        conditions.push(make("Stalled", ConditionStatus::True, &p.status.reason, &describe(p)));
+    }
+    NodePoolApplicationStatus {
+        observed_generation: input.generation,
+        selected_pools: count(total),
+        ready_pools: count(ready),
+        ready: format!("{ready}/{total}"),
+        chart_version: chart_versions(input.pools),
+        conditions,
+        pools: input.pools.iter().map(pool_status).collect(),
+    }
+}
+
+fn ready_reason(input: &RollupInput, all_ready: bool) -> (ConditionStatus, String) {
+    let worst = |states: &[ReleaseState]| first_with(input.pools, states).map(|p| p.status.reason.clone());
+    let reason = if let Some((reason, _)) = &input.blocker {
+        reason.clone()
+    } else if let Some(reason) = worst(&[ReleaseState::Stalled]) {
+        reason
+    } else if let Some(reason) = worst(&[ReleaseState::Failed]) {
+        reason
+    } else if !input.missing.is_empty() {
+        "PoolNotFound".to_string()
+    } else if !all_ready {
+        "Progressing".to_string()
+    } else if input.pools.is_empty() {
+        return (ConditionStatus::True, "NoPoolsSelected".to_string());
+    } else {
+        return (ConditionStatus::True, "Succeeded".to_string());
+    };
+    (ConditionStatus::False, reason)
+}
+
+fn summary(input: &RollupInput, ready: usize) -> String {
+    if let Some((_, message)) = &input.blocker {
+        return message.clone();
+    }
+    let total = input.pools.len();
+    if total == 0 && input.missing.is_empty() {
+        return "no node pool matches spec.pools".to_string();
+    }
+    let mut problems: Vec<String> = input
+        .pools
+        .iter()
+        .filter(|p| p.status.state != ReleaseState::Ready)
+        .map(describe)
+        .collect();
+    if !input.missing.is_empty() {
+        problems.insert(0, format!("node pools not found: {}", input.missing.join(", ")));
+    }
+    let head = format!("{ready}/{total} pools ready");
+    match problems.len() {
+        0 => head,
+        n if n <= 3 => format!("{head}; {}", problems.join("; ")),
+        n => format!("{head}; {}; and {} more", problems[..3].join("; "), n - 3),
+    }
+}
+
+fn describe(p: &PoolReport) -> String {
+    if p.status.message.is_empty() {
+        format!("pool {:?}: {}", p.pool, p.status.reason)
+    } else {
+        format!("pool {:?}: {}: {}", p.pool, p.status.reason, p.status.message)
+    }
+}
+
+fn first_with<'a>(pools: &'a [PoolReport], states: &[ReleaseState]) -> Option<&'a PoolReport> {
+    pools.iter().find(|p| states.contains(&p.status.state))
+}
+
+fn count(n: usize) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
+
+fn chart_versions(pools: &[PoolReport]) -> Option<String> {
+    let versions: BTreeSet<&str> = pools.iter().filter_map(|p| p.status.chart_version.as_deref()).collect();
+    (!versions.is_empty()).then(|| versions.into_iter().collect::<Vec<_>>().join(", "))
+}
+
+fn pool_status(p: &PoolReport) -> PoolStatus {
+    let ready = match p.status.state {
+        ReleaseState::Ready => ConditionStatus::True,
+        ReleaseState::Failed | ReleaseState::Stalled | ReleaseState::Waiting => ConditionStatus::False,
+        ReleaseState::Progressing | ReleaseState::Unknown => ConditionStatus::Unknown,
+    };
+    PoolStatus {
+        pool: p.pool.clone(),
+        helm_release: p.helm_release.clone(),
+        ready,
+        reason: p.status.reason.clone(),
+        message: p.status.message.clone(),
+        chart_version: p.status.chart_version.clone(),
+        observed_latest: p.status.observed_latest,
+    }
+}
+
+/// A condition whose `lastTransitionTime` moves only when its status flips,
+/// so that "since when" stays true across reconciles.
+pub fn condition(
+    kind: &str,
+    status: ConditionStatus,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+    previous: &[Condition],
+    now: &Time,
+) -> Condition {
+    let since = previous
+        .iter()
+        .find(|c| c.type_ == kind && c.status == status.as_str())
+        .map_or_else(|| now.clone(), |c| c.last_transition_time.clone());
+    Condition {
+        type_: kind.to_string(),
+        status: status.as_str().to_string(),
+        reason: reason.to_string(),
+        message: message.to_string(),
+        observed_generation: generation,
+        last_transition_time: since,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn hr(generation: i64, observed: i64, conditions: Value) -> Value {
+        json!({
+            "metadata": { "generation": generation },
+            "status": { "observedGeneration": observed, "conditions": conditions,
+                        "history": [{ "chartVersion": "1.0.0" }] }
+        })
+    }
+
+    fn cond(kind: &str, status: &str, reason: &str) -> Value {
+        json!({ "type": kind, "status": status, "reason": reason, "message": format!("{reason} msg") })
+    }
+
+    fn state(release: Value) -> ReleaseState {
+        classify(&release).state
+    }
+
+    #[test]
+    fn ready_when_true_and_current() {
+        let s = classify(&hr(2, 2, json!([cond("Ready", "True", "UpgradeSucceeded")])));
+        assert_eq!(s.state, ReleaseState::Ready);
+        assert_eq!(s.reason, "UpgradeSucceeded");
+        assert_eq!(s.chart_version.as_deref(), Some("1.0.0"));
+        assert!(s.observed_latest);
+    }
+
+    #[test]
+    fn stale_ready_is_progressing() {
+        let s = classify(&hr(3, 2, json!([cond("Ready", "True", "UpgradeSucceeded")])));
+        assert_eq!(s.state, ReleaseState::Progressing);
+        assert!(!s.observed_latest);
+        assert!(s.message.contains("generation 3"));
+    }
+
+    #[test]
+    fn ready_condition_from_an_older_generation_is_progressing() {
+        let mut c = cond("Ready", "True", "UpgradeSucceeded");
+        c["observedGeneration"] = json!(1);
+        assert_eq!(state(hr(2, 2, json!([c.clone()]))), ReleaseState::Progressing);
+        c["observedGeneration"] = json!(2);
+        assert_eq!(state(hr(2, 2, json!([c]))), ReleaseState::Ready);
+    }
+
+    #[test]
+    fn stalled_is_terminal_when_current() {
+        let conditions = json!([
+            cond("Ready", "False", "InstallFailed"),
+            cond("Stalled", "True", "RetriesExceeded")
+        ]);
+        let s = classify(&hr(2, 2, conditions.clone()));
+        assert_eq!(s.state, ReleaseState::Stalled);
+        assert_eq!(s.reason, "RetriesExceeded");
+        assert_eq!(s.message, "RetriesExceeded msg");
+        assert_eq!(state(hr(3, 2, conditions)), ReleaseState::Progressing);
+    }
+
+    #[test]
+    fn stalled_false_is_ignored() {
+        let conditions = json!([
+            cond("Ready", "True", "InstallSucceeded"),
+            cond("Stalled", "False", "x")
+        ]);
+        assert_eq!(state(hr(1, 1, conditions)), ReleaseState::Ready);
+    }
+
+    #[test]
+    fn helm_action_failures_are_failed() {
+        for reason in FAILED_REASONS {
+            let conditions = json!([
+                cond("Ready", "False", reason),
+                cond("Reconciling", "True", "Progressing")
+            ]);
+            assert_eq!(state(hr(1, 1, conditions)), ReleaseState::Failed, "{reason}");
+        }
+    }
+
+    #[test]
+    fn a_failure_retried_before_any_success_is_failed_not_progressing() {
+        // What helm-controller reports while it retries a failed first install.
+        let mut ready = cond("Ready", "False", "InstallFailed");
+        ready["observedGeneration"] = json!(1);
+        let mut reconciling = cond("Reconciling", "True", "Progressing");
+        reconciling["observedGeneration"] = json!(1);
+        let s = classify(&hr(1, -1, json!([reconciling.clone(), ready.clone()])));
+        assert_eq!(s.state, ReleaseState::Failed);
+        assert_eq!(s.message, "InstallFailed msg");
+        assert!(s.observed_latest);
+        // The same failure for an older generation says nothing of the new spec.
+        assert_eq!(state(hr(2, -1, json!([reconciling, ready]))), ReleaseState::Progressing);
+    }
+
+    #[test]
+    fn source_and_dependency_problems_are_waiting() {
+        for reason in WAITING_REASONS {
+            assert_eq!(
+                state(hr(1, 1, json!([cond("Ready", "False", reason)]))),
+                ReleaseState::Waiting,
+                "{reason}"
+            );
+        }
+    }
+
+    #[test]
+    fn reconciling_is_progressing() {
+        let conditions = json!([
+            cond("Ready", "Unknown", "Progressing"),
+            cond("Reconciling", "True", "Progressing")
+        ]);
+        assert_eq!(state(hr(1, 1, conditions)), ReleaseState::Progressing);
+        let conditions = json!([
+            cond("Ready", "False", "Whatever"),
+            cond("Reconciling", "True", "Progressing")
+        ]);
+        assert_eq!(state(hr(1, 1, conditions)), ReleaseState::Progressing);
+    }
+
+    #[test]
+    fn ready_unknown_alone_is_progressing() {
+        assert_eq!(
+            state(hr(1, 1, json!([cond("Ready", "Unknown", "Progressing")]))),
+            ReleaseState::Progressing
+        );
+    }
+
+    #[test]
+    fn other_false_reasons_are_failed() {
+        assert_eq!(state(hr(1, 1, json!([cond("Ready", "False", "ValuesError")]))), ReleaseState::Failed);
+    }
+
+    #[test]
+    fn no_status_is_unknown() {
+        assert_eq!(state(json!({ "metadata": { "generation": 1 } })), ReleaseState::Unknown);
+        assert_eq!(state(hr(1, 1, json!([]))), ReleaseState::Unknown);
+        assert_eq!(
+            state(hr(1, 1, json!([cond("Reconciling", "True", "Progressing")]))),
+            ReleaseState::Unknown
+        );
+    }
+
+    #[test]
+    fn chart_version_falls_back_to_last_attempted() {
+        let release =
+            json!({ "metadata": { "generation": 1 }, "status": { "lastAttemptedRevision": "2.0.0" } });
+        assert_eq!(classify(&release).chart_version.as_deref(), Some("2.0.0"));
+    }
+
+    fn now() -> Time {
+        Time("2030-01-01T00:00:00Z".parse().unwrap())
+    }
+
+    fn earlier() -> Time {
+        Time("2020-01-01T00:00:00Z".parse().unwrap())
+    }
+
+    fn report(pool: &str, state: ReleaseState, reason: &str) -> PoolReport {
+        PoolReport {
+            pool: pool.into(),
+            helm_release: format!("app-{pool}"),
+            status: ReleaseStatus {
+                state,
+                reason: reason.into(),
+                message: String::new(),
+                chart_version: Some("1.0.0".into()),
+                observed_latest: state == ReleaseState::Ready,
+            },
+        }
+    }
+
+    fn roll(pools: &[PoolReport], missing: &[String]) -> NodePoolApplicationStatus {
+        let now = now();
+        rollup(&RollupInput {
+            pools,
+            missing,
+            blocker: None,
+            generation: Some(4),
+            previous: &[],
+            now: &now,
+        })
+    }
+
+    fn get<'a>(status: &'a NodePoolApplicationStatus, kind: &str) -> Option<&'a Condition> {
+        status.conditions.iter().find(|c| c.type_ == kind)
+    }
+
+    #[test]
+    fn all_ready() {
+        let s = roll(
+            &[
+                report("a", ReleaseState::Ready, "UpgradeSucceeded"),
+                report("b", ReleaseState::Ready, "x"),
+            ],
+            &[],
+        );
+        assert_eq!((s.ready.as_str(), s.ready_pools, s.selected_pools), ("2/2", 2, 2));
+        let ready = get(&s, "Ready").unwrap();
+        assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("True", "Succeeded"));
+        assert_eq!(ready.message, "2/2 pools ready");
+        assert_eq!(ready.observed_generation, Some(4));
+        assert!(get(&s, "Reconciling").is_none() && get(&s, "Stalled").is_none());
+        assert_eq!(s.chart_version.as_deref(), Some("1.0.0"));
+        assert_eq!(s.observed_generation, Some(4));
+    }
+
+    #[test]
+    fn progressing_pool_sets_reconciling() {
+        let s = roll(
+            &[
+                report("a", ReleaseState::Ready, "x"),
+                report("b", ReleaseState::Progressing, "Progressing"),
+            ],
+            &[],
+        );
+        assert_eq!(s.ready, "1/2");
+        assert_eq!(get(&s, "Ready").unwrap().status, "False");
+        assert_eq!(get(&s, "Reconciling").unwrap().status, "True");
+        assert!(get(&s, "Stalled").is_none());
+        assert_eq!(s.pools[1].ready, ConditionStatus::Unknown);
+    }
+
+    #[test]
+    fn stalled_pool_sets_stalled_and_ready_reason() {
+        let s = roll(
+            &[
+                report("a", ReleaseState::Stalled, "InvalidPoolConfig"),
+                report("b", ReleaseState::Failed, "InstallFailed"),
+            ],
+            &[],
+        );
+        let ready = get(&s, "Ready").unwrap();
+        assert_eq!(ready.reason, "InvalidPoolConfig");
+        assert_eq!(
+            ready.message,
+            "0/2 pools ready; pool \"a\": InvalidPoolConfig; pool \"b\": InstallFailed"
+        );
+        assert_eq!(get(&s, "Stalled").unwrap().reason, "InvalidPoolConfig");
+        assert_eq!(s.pools[0].ready, ConditionStatus::False);
+    }
+
+    #[test]
+    fn failed_pool_is_not_stalled() {
+        let s = roll(&[report("a", ReleaseState::Failed, "UpgradeFailed")], &[]);
+        assert_eq!(get(&s, "Ready").unwrap().reason, "UpgradeFailed");
+        assert!(get(&s, "Stalled").is_none());
+    }
+
+    #[test]
+    fn missing_pools_keep_ready_false() {
+        let s = roll(&[report("a", ReleaseState::Ready, "x")], &["gone".to_string()]);
+        let ready = get(&s, "Ready").unwrap();
+        assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("False", "PoolNotFound"));
+        assert!(ready.message.contains("node pools not found: gone"), "{}", ready.message);
+        assert_eq!(s.ready, "1/1");
+    }
+
+    #[test]
+    fn no_pools_is_ready_with_a_reason() {
+        let s = roll(&[], &[]);
+        let ready = get(&s, "Ready").unwrap();
+        assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("True", "NoPoolsSelected"));
+        assert_eq!(s.ready, "0/0");
+        assert_eq!(s.chart_version, None);
+    }
+
+    #[test]
+    fn blocker_stalls_everything() {
+        let now = now();
+        let input = RollupInput {
+            pools: &[],
+            missing: &[],
+            blocker: Some(("InvalidSelector".into(), "spec.pools.selector: bad".into())),
+            generation: Some(1),
+            previous: &[],
+            now: &now,
+        };
+        let s = rollup(&input);
+        assert_eq!(get(&s, "Ready").unwrap().reason, "InvalidSelector");
+        assert_eq!(get(&s, "Stalled").unwrap().message, "spec.pools.selector: bad");
+    }
+
+    #[test]
+    fn long_problem_lists_are_cut() {
+        let pools: Vec<_> = (0..5)
+            .map(|i| report(&format!("p{i}"), ReleaseState::Progressing, "Progressing"))
+            .collect();
+        let message = get(&roll(&pools, &[]), "Ready").unwrap().message.clone();
+        assert!(message.ends_with("and 2 more"), "{message}");
+    }
+
+    #[test]
+    fn differing_chart_versions_are_listed() {
+        let mut b = report("b", ReleaseState::Ready, "x");
+        b.status.chart_version = Some("1.1.0".into());
+        let s = roll(&[report("a", ReleaseState::Ready, "x"), b], &[]);
+        assert_eq!(s.chart_version.as_deref(), Some("1.0.0, 1.1.0"));
+    }
+
+    #[test]
+    fn transition_time_kept_while_status_holds() {
+        let previous = [condition(
+            "Ready",
+            ConditionStatus::True,
+            "Succeeded",
+            "old",
+            Some(1),
+            &[],
+            &earlier(),
+        )];
+        let same = condition("Ready", ConditionStatus::True, "Succeeded", "new", Some(2), &previous, &now());
+        assert_eq!(same.last_transition_time, earlier());
+        assert_eq!(same.message, "new");
+        let flipped =
+            condition("Ready", ConditionStatus::False, "Progressing", "m", Some(2), &previous, &now());
+        assert_eq!(flipped.last_transition_time, now());
+        let other = condition("Stalled", ConditionStatus::True, "r", "m", Some(2), &previous, &now());
+        assert_eq!(other.last_transition_time, now());
+    }
+}
