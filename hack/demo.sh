@@ -53,7 +53,7 @@ echo $! >"$pidfile"
 
 say "Applying examples/ingress-per-pool.yaml"
 kubectl create namespace edge --dry-run=client -o yaml | kubectl apply -f - >/dev/null
-kubectl apply -f examples/ingress-per-pool.yaml
+kubectl -n edge apply -f examples/ingress-per-pool.yaml
 
 say "Waiting for every pool's release to be Ready"
 for _ in $(seq 1 120); do

@@ -266,3 +266,76 @@ pub fn condition<'a>(obj: &'a serde_json::Value, type_: &str) -> Option<&'a serd
         .iter()
         .find(|c| c.get("type").and_then(|t| t.as_str()) == Some(type_))
 }
+
+/// Installs (or updates) the NodePoolApplication CRD from the Rust types and
+/// waits until the API server serves it.
+pub async fn ensure_crd(client: &Client) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{Patch, PatchParams};
+    use kube::CustomResourceExt;
+    let crd = nodepool_fanout::api::NodePoolApplication::crd();
+    let name = crd.metadata.name.clone().expect("the CRD has a name");
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    api.patch(&name, &PatchParams::apply("nodepool-fanout-e2e").force(), &Patch::Apply(&crd))
+        .await
+        .unwrap_or_else(|e| panic!("cannot apply CRD {name}: {e}"));
+    wait_for("the NodePoolApplication CRD to be Established", Duration::from_secs(30), || {
+        let api = api.clone();
+        let name = name.clone();
+        async move {
+            let crd = api.get(&name).await.map_err(|e| e.to_string())?;
+            let established = crd
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True");
+            if established {
+                Ok(())
+            } else {
+                Err("not established".into())
+            }
+        }
+    })
+    .await
+}
+
+/// The controller binary, running against the test cluster and watching only
+/// one test's namespace; killed when dropped. Its log is
+/// `target/e2e-logs/<namespace>.log`.
+pub struct RunningController {
+    child: std::process::Child,
+    pub log: PathBuf,
+}
+
+impl RunningController {
+    pub fn start(namespace: &str) -> Self {
+        let dir = repo_root().join("target/e2e-logs");
+        std::fs::create_dir_all(&dir).expect("cannot create target/e2e-logs");
+        let log = dir.join(format!("{namespace}.log"));
+        let file = std::fs::File::create(&log).expect("cannot create the controller's log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_nodepool-fanout"))
+            .args(["run", "--watch-namespace", namespace])
+            .env("KUBECONFIG", kubeconfig())
+            .env("RUST_LOG", "info,nodepool_fanout=debug")
+            .stdout(file.try_clone().expect("log file handle"))
+            .stderr(file)
+            .spawn()
+            .expect("cannot start the nodepool-fanout binary");
+        RunningController { child, log }
+    }
+
+    /// The controller's log so far, for failure messages.
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+}
+
+impl Drop for RunningController {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

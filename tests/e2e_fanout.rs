@@ -1,0 +1,496 @@
+//! The fan-out controller end to end: the real binary, real Flux installing
+//! the fixture charts, kwok nodes in OpenYurt node pools.
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod};
+use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::Api;
+use nodepool_fanout::api::NodePoolApplication;
+use nodepool_fanout::naming;
+use serde_json::{json, Value};
+use support::{
+    ensure_crd, helmrelease_resource, nodepool_resource, wait_for, RunningController, TestEnv, TestResult,
+    POOL_LABEL,
+};
+
+const READY_TIMEOUT: Duration = Duration::from_secs(180);
+const CHANGE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// An application of the ingress-shaped fixture chart over the pools labelled
+/// `e2e=<test prefix>`; `extra` is merged over the spec.
+fn ingress_app(env: &TestEnv, extra: Value) -> Value {
+    let mut spec = json!({
+        "pools": { "selector": { "matchLabels": { "e2e": env.prefix } } },
+        "chart": { "spec": {
+            "chart": "ingress-gateway", "version": "1.0.0",
+            "sourceRef": { "kind": "HelmRepository", "name": "fixtures", "namespace": "flux-system" }
+        }},
+        "interval": "10m",
+        "values": { "controller": {
+            // IngressClasses are cluster-scoped: one per pool and per test.
+            "ingressClass": { "name": "{{app.namespace}}-{{pool.name}}" },
+            "config": { "region": "{{pool.labels.region}}" }
+        }},
+        "placement": { "valuesPaths": ["controller.nodeSelector"] }
+    });
+    for (k, v) in extra.as_object().expect("extra spec is an object") {
+        spec[k] = v.clone();
+    }
+    json!({
+        "apiVersion": "apps.fanout.dev/v1alpha1",
+        "kind": "NodePoolApplication",
+        "metadata": { "name": "ingress", "namespace": env.namespace },
+        "spec": spec
+    })
+}
+
+/// `kubectl apply --server-side` of an application.
+async fn apply_app(env: &TestEnv, manifest: &Value) -> Result<NodePoolApplication, kube::Error> {
+    let api: Api<NodePoolApplication> = Api::namespaced(env.client.clone(), &env.namespace);
+    let name = manifest["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    api.patch(&name, &PatchParams::apply("e2e-user").force(), &Patch::Apply(manifest))
+        .await
+}
+
+/// Waits until the application's status is of its latest generation and
+/// satisfies `check`, which explains what it saw when it is not satisfied.
+async fn wait_app(
+    env: &TestEnv,
+    controller: &RunningController,
+    what: &str,
+    timeout: Duration,
+    check: impl Fn(&Value) -> Result<(), String>,
+) -> Value {
+    let api: Api<NodePoolApplication> = Api::namespaced(env.client.clone(), &env.namespace);
+    let deadline = Instant::now() + timeout;
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        match api.get("ingress").await.map(|app| serde_json::to_value(&app)) {
+            Ok(Ok(value)) => {
+                let generation = value.pointer("/metadata/generation");
+                if value.pointer("/status/observedGeneration") != generation {
+                    last = format!("status not of generation {generation:?}: {}", value["status"]);
+                } else {
+                    match check(&value) {
+                        Ok(()) => return value,
+                        Err(e) => last = format!("{e}; status: {}", value["status"]),
+                    }
+                }
+            }
+            Ok(Err(e)) => last = e.to_string(),
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    panic!(
+        "timed out after {timeout:?} waiting for {what}; last seen: {last}\n--- controller log ---\n{}",
+        controller.log_tail()
+    )
+}
+
+fn ready_is(expected: &'static str) -> impl Fn(&Value) -> Result<(), String> {
+    move |app| match app.pointer("/status/ready").and_then(Value::as_str) {
+        Some(r) if r == expected => Ok(()),
+        other => Err(format!("ready is {other:?}, want {expected}")),
+    }
+}
+
+fn pool_status<'a>(app: &'a Value, pool: &str) -> Option<&'a Value> {
+    app.pointer("/status/pools")?.as_array()?.iter().find(|p| p["pool"] == pool)
+}
+
+/// The application's HelmReleases by pool.
+async fn releases_by_pool(env: &TestEnv) -> BTreeMap<String, Value> {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), &env.namespace, &helmrelease_resource());
+    let list = api.list(&ListParams::default()).await.expect("list HelmReleases");
+    list.items
+        .into_iter()
+        .filter_map(|hr| {
+            let value = serde_json::to_value(&hr).ok()?;
+            let pool = value.pointer(&format!(
+                "/metadata/annotations/{}",
+                naming::ANNOTATION_POOL_NAME.replace('/', "~1")
+            ))?;
+            Some((pool.as_str()?.to_string(), value))
+        })
+        .collect()
+}
+
+async fn wait_pools_with_releases(env: &TestEnv, controller: &RunningController, want: &[&str]) {
+    let mut want: Vec<String> = want.iter().map(|s| s.to_string()).collect();
+    want.sort();
+    let result = tokio::time::timeout(CHANGE_TIMEOUT, async {
+        loop {
+            let have: Vec<String> = releases_by_pool(env).await.into_keys().collect();
+            if have == want {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    })
+    .await;
+    if result.is_err() {
+        let have: Vec<String> = releases_by_pool(env).await.into_keys().collect();
+        panic!(
+            "releases are for pools {have:?}, want {want:?}\n--- controller log ---\n{}",
+            controller.log_tail()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fans_out_one_release_per_pool_pinned_to_its_nodes() -> TestResult {
+    let mut env = TestEnv::new("fanout").await;
+    ensure_crd(&env.client).await;
+    let tag = env.prefix.clone();
+    let east = env.create_pool("east", &[("e2e", &tag), ("region", "east")], 2).await;
+    let west = env.create_pool("west", &[("e2e", &tag), ("region", "west")], 1).await;
+    let north = env.create_pool("north", &[("e2e", &tag), ("region", "north")], 1).await;
+    let controller = RunningController::start(&env.namespace);
+
+    let app = ingress_app(
+        &env,
+        json!({ "overrides": [
+            { "pools": { "names": [west] }, "values": { "controller": { "replicas": 2 } } },
+            { "pools": { "selector": { "matchLabels": { "region": "north" } } },
+              "values": { "controller": { "config": { "log-level": "debug", "region": null } } } }
+        ]}),
+    );
+    apply_app(&env, &app).await?;
+    let status = wait_app(&env, &controller, "READY 3/3", READY_TIMEOUT, ready_is("3/3")).await;
+    let ready = status["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(ready["status"], "True", "Ready condition: {ready}");
+    assert_eq!(status["status"]["chartVersion"], "1.0.0");
+
+    let releases = releases_by_pool(&env).await;
+    assert_eq!(releases.len(), 3, "one HelmRelease per pool: {:?}", releases.keys());
+    for (pool, hr) in &releases {
+        let name = hr["metadata"]["name"].as_str().unwrap_or_default();
+        assert!(name.len() <= 53, "release name {name} is longer than 53 characters");
+        assert_eq!(hr["spec"]["releaseName"], name, "releaseName is the object name");
+        let owner = &hr["metadata"]["ownerReferences"][0];
+        assert_eq!(owner["kind"], "NodePoolApplication");
+        assert_eq!(owner["controller"], true);
+        assert_eq!(hr["spec"]["values"]["controller"]["nodeSelector"][POOL_LABEL], pool.as_str());
+        assert_eq!(
+            hr["spec"]["values"]["controller"]["ingressClass"]["name"],
+            format!("{}-{pool}", env.namespace),
+            "templates are rendered per pool"
+        );
+    }
+    // Overrides land in the right pool only; later ones win; null removes.
+    assert_eq!(releases[&west]["spec"]["values"]["controller"]["replicas"], 2);
+    assert!(releases[&east]["spec"]["values"]["controller"].get("replicas").is_none());
+    assert_eq!(releases[&north]["spec"]["values"]["controller"]["config"]["log-level"], "debug");
+    assert_eq!(releases[&north]["spec"]["values"]["controller"]["config"]["region"], Value::Null);
+    assert_eq!(releases[&east]["spec"]["values"]["controller"]["config"]["region"], "east");
+
+    // Helm really rendered the per-pool values.
+    let configmaps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
+    let east_release = releases[&east]["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let cm = configmaps.get(&format!("{east_release}-config")).await?;
+    let data = cm.data.unwrap_or_default();
+    assert_eq!(data.get("region").map(String::as_str), Some("east"));
+    assert_eq!(data.get("ingress-class"), Some(&format!("{}-{east}", env.namespace)));
+
+    // Every pod runs on its own pool's nodes.
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), &env.namespace);
+    for (pool, hr) in &releases {
+        let nodes = env.nodes_of(pool).await;
+        let release = hr["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        let want = if *pool == west { 2 } else { 1 };
+        let placed = wait_for(&format!("{want} Running pods of {release}"), CHANGE_TIMEOUT, || {
+            let pods = pods.clone();
+            let selector = format!("app.kubernetes.io/instance={release}");
+            async move {
+                let list = pods
+                    .list(&ListParams::default().labels(&selector))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let running: Vec<Pod> = list
+                    .items
+                    .into_iter()
+                    .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+                    .collect();
+                if running.len() == want {
+                    Ok(running)
+                } else {
+                    Err(format!("{} running", running.len()))
+                }
+            }
+        })
+        .await;
+        for pod in placed {
+            let node = pod.spec.and_then(|s| s.node_name).unwrap_or_default();
+            assert!(nodes.contains(&node), "a pod of pool {pool} runs on {node}, not on {nodes:?}");
+        }
+    }
+
+    // Deleting the application removes all its releases.
+    let apps: Api<NodePoolApplication> = Api::namespaced(env.client.clone(), &env.namespace);
+    apps.delete("ingress", &DeleteParams::foreground()).await?;
+    wait_pools_with_releases(&env, &controller, &[]).await;
+
+    env.cleanup().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn follows_pools_as_they_appear_change_and_vanish() -> TestResult {
+    let mut env = TestEnv::new("follow").await;
+    ensure_crd(&env.client).await;
+    let tag = env.prefix.clone();
+    let a = env.create_pool("a", &[("e2e", &tag), ("region", "east")], 1).await;
+    let b = env.create_pool("b", &[("e2e", &tag), ("region", "east")], 1).await;
+    let controller = RunningController::start(&env.namespace);
+    // Installs are not awaited: this test is about which releases exist.
+    let app = ingress_app(&env, json!({ "helmRelease": { "install": { "disableWait": true } } }));
+    apply_app(&env, &app).await?;
+    wait_pools_with_releases(&env, &controller, &[&a, &b]).await;
+
+    // A new pool gets its release.
+    let c = env.create_pool("c", &[("e2e", &tag), ("region", "west")], 1).await;
+    wait_pools_with_releases(&env, &controller, &[&a, &b, &c]).await;
+
+    // A pool relabelled out of the selection loses its release.
+    let pools: Api<DynamicObject> = Api::all_with(env.client.clone(), &nodepool_resource());
+    pools
+        .patch(
+            &a,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "metadata": { "labels": { "e2e": null } } })),
+        )
+        .await?;
+    wait_pools_with_releases(&env, &controller, &[&b, &c]).await;
+
+    // A deleted pool loses its release.
+    pools.delete(&b, &DeleteParams::default()).await?;
+    wait_pools_with_releases(&env, &controller, &[&c]).await;
+
+    let status = wait_app(&env, &controller, "one selected pool", CHANGE_TIMEOUT, |app| {
+        match app.pointer("/status/selectedPools").and_then(Value::as_i64) {
+            Some(1) => Ok(()),
+            other => Err(format!("selectedPools {other:?}")),
+        }
+    })
+    .await;
+    assert_eq!(status["status"]["pools"].as_array().map(Vec::len), Some(1));
+
+    let events: Api<Event> = Api::namespaced(env.client.clone(), &env.namespace);
+    let reasons: Vec<String> = events
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect();
+    assert!(reasons.iter().any(|r| r == "ReleaseCreated"), "Events: {reasons:?}");
+    assert!(reasons.iter().any(|r| r == "ReleasePruned"), "Events: {reasons:?}");
+
+    env.cleanup().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_broken_override_fails_only_its_pool_and_keeps_its_release() -> TestResult {
+    let mut env = TestEnv::new("broken").await;
+    ensure_crd(&env.client).await;
+    let tag = env.prefix.clone();
+    let good = env.create_pool("good", &[("e2e", &tag), ("region", "east")], 1).await;
+    let bad = env.create_pool("bad", &[("e2e", &tag), ("region", "west")], 1).await;
+    let controller = RunningController::start(&env.namespace);
+    apply_app(&env, &ingress_app(&env, json!({}))).await?;
+    wait_app(&env, &controller, "READY 2/2", READY_TIMEOUT, ready_is("2/2")).await;
+    let before = releases_by_pool(&env).await;
+
+    // The override for one pool names a label that pool does not have.
+    let broken = ingress_app(
+        &env,
+        json!({ "overrides": [
+            { "pools": { "names": [bad] }, "values": { "controller": { "image": { "tag": "{{pool.labels.version}}" } } } },
+            { "pools": { "names": [good] }, "values": { "controller": { "replicas": 2 } } }
+        ]}),
+    );
+    apply_app(&env, &broken).await?;
+    let bad_pool = bad.clone();
+    let status = wait_app(&env, &controller, "the bad pool failing", CHANGE_TIMEOUT, move |app| {
+        match pool_status(app, &bad_pool) {
+            Some(p) if p["ready"] == "False" => Ok(()),
+            other => Err(format!("bad pool status {other:?}")),
+        }
+    })
+    .await;
+    let failed = pool_status(&status, &bad).cloned().unwrap_or_default();
+    let message = failed["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("overrides[0].values.controller.image.tag")
+            && message.contains("pool.labels.version"),
+        "the message names the field and the variable: {message}"
+    );
+
+    // The healthy pool still gets its change; the broken pool's release is untouched.
+    let after = releases_by_pool(&env).await;
+    assert_eq!(after[&good]["spec"]["values"]["controller"]["replicas"], 2);
+    assert_eq!(
+        (&after[&bad]["metadata"]["generation"], &after[&bad]["spec"]),
+        (&before[&bad]["metadata"]["generation"], &before[&bad]["spec"]),
+        "the failing pool's release was rewritten"
+    );
+    wait_app(&env, &controller, "the good pool ready again", READY_TIMEOUT, {
+        let good = good.clone();
+        move |app| match pool_status(app, &good) {
+            Some(p) if p["ready"] == "True" && p["observedLatest"] == true => Ok(()),
+            other => Err(format!("good pool status {other:?}")),
+        }
+    })
+    .await;
+
+    let events: Api<Event> = Api::namespaced(env.client.clone(), &env.namespace);
+    let warnings: Vec<String> = events
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| e.type_.as_deref() == Some("Warning"))
+        .filter_map(|e| e.message)
+        .collect();
+    assert!(
+        warnings.iter().any(|m| m.contains(&bad) && m.contains("pool.labels.version")),
+        "a Warning Event names the pool and the problem: {warnings:?}"
+    );
+    env.cleanup().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_foreign_release_with_a_clashing_name_is_left_untouched() -> TestResult {
+    let mut env = TestEnv::new("clash").await;
+    ensure_crd(&env.client).await;
+    let tag = env.prefix.clone();
+    let mine = env.create_pool("mine", &[("e2e", &tag)], 1).await;
+    let taken = env.create_pool("taken", &[("e2e", &tag)], 1).await;
+
+    // Someone else's HelmRelease holds the name the app would give pool `taken`.
+    let clashing = naming::release_name("ingress", &taken);
+    let foreign: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+        "metadata": { "name": clashing, "namespace": env.namespace, "labels": { "owner": "someone-else" } },
+        "spec": {
+            "suspend": true, "interval": "1h",
+            "chart": { "spec": { "chart": "edgex-lite",
+                "sourceRef": { "kind": "HelmRepository", "name": "fixtures", "namespace": "flux-system" } } }
+        }
+    }))?;
+    let hrs: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), &env.namespace, &helmrelease_resource());
+    let created = hrs.create(&PostParams::default(), &foreign).await?;
+    let controller = RunningController::start(&env.namespace);
+    apply_app(&env, &ingress_app(&env, json!({ "helmRelease": { "install": { "disableWait": true } } })))
+        .await?;
+
+    let taken_pool = taken.clone();
+    let status = wait_app(&env, &controller, "the clash reported", CHANGE_TIMEOUT, move |app| {
+        match pool_status(app, &taken_pool) {
+            Some(p) if p["reason"] == "NameConflict" => Ok(()),
+            other => Err(format!("taken pool status {other:?}")),
+        }
+    })
+    .await;
+    assert!(pool_status(&status, &mine).is_some());
+    assert_untouched(&hrs.get(&clashing).await?, &created);
+
+    // Deleting the application leaves the foreign release alone too.
+    let apps: Api<NodePoolApplication> = Api::namespaced(env.client.clone(), &env.namespace);
+    apps.delete("ingress", &DeleteParams::foreground()).await?;
+    wait_pools_with_releases(&env, &controller, &[]).await;
+    assert_untouched(&hrs.get(&clashing).await?, &created);
+    env.cleanup().await;
+    Ok(())
+}
+
+/// Flux itself adds a finalizer and status to any HelmRelease; what matters
+/// is that this controller changed nothing: spec, labels, owners, and no
+/// field of its manager.
+fn assert_untouched(now: &DynamicObject, created: &DynamicObject) {
+    assert_eq!(now.metadata.generation, created.metadata.generation, "foreign release spec changed");
+    assert_eq!(now.data["spec"], created.data["spec"], "foreign release spec changed");
+    assert_eq!(now.metadata.labels, created.metadata.labels, "foreign release labels changed");
+    assert!(
+        now.metadata.owner_references.clone().unwrap_or_default().is_empty(),
+        "foreign release adopted"
+    );
+    let managers: Vec<String> = now
+        .metadata
+        .managed_fields
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|m| m.manager)
+        .collect();
+    assert!(!managers.iter().any(|m| m == "nodepool-fanout"), "managers: {managers:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failing_chart_install_is_reported_with_flux_message() -> TestResult {
+    let mut env = TestEnv::new("failing").await;
+    ensure_crd(&env.client).await;
+    let tag = env.prefix.clone();
+    let pool = env.create_pool("only", &[("e2e", &tag)], 1).await;
+    let controller = RunningController::start(&env.namespace);
+    // strict-schema's values.schema.json allows mode edge or cloud only.
+    let app = json!({
+        "apiVersion": "apps.fanout.dev/v1alpha1", "kind": "NodePoolApplication",
+        "metadata": { "name": "ingress", "namespace": env.namespace },
+        "spec": {
+            "pools": { "names": [pool] },
+            "chart": { "spec": { "chart": "strict-schema",
+                "sourceRef": { "kind": "HelmRepository", "name": "fixtures", "namespace": "flux-system" } } },
+            "interval": "10m",
+            "values": { "mode": "orbit" }
+        }
+    });
+    apply_app(&env, &app).await?;
+    let pool_name = pool.clone();
+    let status = wait_app(&env, &controller, "the install failure", READY_TIMEOUT, move |app| {
+        match pool_status(app, &pool_name) {
+            Some(p) if p["ready"] == "False" && p["observedLatest"] == true => Ok(()),
+            other => Err(format!("pool status {other:?}")),
+        }
+    })
+    .await;
+    let p = pool_status(&status, &pool).cloned().unwrap_or_default();
+    let message = p["message"].as_str().unwrap_or_default();
+    assert!(message.contains("mode"), "Flux's message names the bad value: {p}");
+    assert_eq!(status["status"]["ready"], "0/1");
+    let ready = status["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(ready["status"], "False", "Ready condition: {ready}");
+    env.cleanup().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_application_without_pools_is_refused_at_admission() -> TestResult {
+    let env = TestEnv::new("admission").await;
+    ensure_crd(&env.client).await;
+    let mut app = ingress_app(&env, json!({}));
+    app["spec"]["pools"] = json!({});
+    let err = apply_app(&env, &app)
+        .await
+        .expect_err("an application selecting no pools was accepted");
+    let text = err.to_string();
+    assert!(text.contains("give pool names, a selector, or both"), "admission message: {text}");
+    env.cleanup().await;
+    Ok(())
+}
