@@ -494,3 +494,77 @@ async fn an_application_without_pools_is_refused_at_admission() -> TestResult {
     env.cleanup().await;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_workload_of_a_chart_without_placement_values_is_pinned() -> TestResult {
+    let mut env = TestEnv::new("edgex").await;
+    ensure_crd(&env.client).await;
+    let tag = env.prefix.clone();
+    let east = env.create_pool("east", &[("e2e", &tag), ("city", "hangzhou")], 2).await;
+    let west = env.create_pool("west", &[("e2e", &tag), ("city", "chengdu")], 2).await;
+    let controller = RunningController::start(&env.namespace);
+    // edgex-lite has no nodeSelector in its values: only the post-renderer
+    // can pin its Deployments, StatefulSet and Job.
+    let app = json!({
+        "apiVersion": "apps.fanout.dev/v1alpha1", "kind": "NodePoolApplication",
+        "metadata": { "name": "ingress", "namespace": env.namespace },
+        "spec": {
+            "pools": { "selector": { "matchLabels": { "e2e": tag } } },
+            "chart": { "spec": { "chart": "edgex-lite", "version": "0.3.x",
+                "sourceRef": { "kind": "HelmRepository", "name": "fixtures", "namespace": "flux-system" } } },
+            "interval": "10m",
+            "releaseName": "edgex-{{pool.labels.city}}",
+            "values": { "deviceProfile": "{{pool.labels.city}}-sensors" }
+        }
+    });
+    apply_app(&env, &app).await?;
+    let status = wait_app(&env, &controller, "READY 2/2", READY_TIMEOUT, ready_is("2/2")).await;
+    assert_eq!(status["status"]["chartVersion"], "0.3.0");
+
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), &env.namespace);
+    for (pool, city) in [(&east, "hangzhou"), (&west, "chengdu")] {
+        let nodes = env.nodes_of(pool).await;
+        let selector = format!("app.kubernetes.io/instance=edgex-{city}");
+        // Three service Deployments and the database StatefulSet.
+        let placed = wait_for(&format!("four Running pods of edgex-{city}"), CHANGE_TIMEOUT, || {
+            let pods = pods.clone();
+            let selector = selector.clone();
+            async move {
+                let list = pods
+                    .list(&ListParams::default().labels(&selector))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let running = list
+                    .items
+                    .iter()
+                    .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+                    .count();
+                if running == 4 {
+                    Ok(list.items)
+                } else {
+                    Err(format!("{running} running"))
+                }
+            }
+        })
+        .await;
+        let job_pods = pods
+            .list(&ListParams::default().labels(&format!("job-name=edgex-{city}-bootstrap")))
+            .await?;
+        assert!(!job_pods.items.is_empty(), "the bootstrap Job of edgex-{city} made no pod");
+        for pod in placed.iter().chain(job_pods.items.iter()) {
+            let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+            assert!(
+                nodes.contains(&node),
+                "pod {:?} of pool {pool} runs on {node:?}, not on {nodes:?}",
+                pod.metadata.name
+            );
+        }
+        let env_value = placed
+            .iter()
+            .filter_map(|p| p.spec.as_ref()?.containers.first()?.env.as_ref()?.first()?.value.clone())
+            .next();
+        assert_eq!(env_value.as_deref(), Some(format!("{city}-sensors").as_str()));
+    }
+    env.cleanup().await;
+    Ok(())
+}
