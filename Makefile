@@ -31,3 +31,9 @@ cluster-down: ## Stop the local control plane and forget its state
 .PHONY: crds
 crds: ## Regenerate crds/ from the Rust types
 	cargo run --quiet -- crd > crds/apps.fanout.dev_nodepoolapplications.yaml
+
+POOLS ?= 50
+.PHONY: bench-fanout
+bench-fanout: ## Time the fan-out to POOLS pools, shared chart vs a chart per release (starts the local control plane)
+	hack/cluster.sh up >/dev/null
+	POOLS=$(POOLS) KUBECONFIG=$(KUBECONFIG_LOCAL) cargo bench --locked --bench fanout

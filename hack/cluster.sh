@@ -195,9 +195,16 @@ package_charts() {
   local out=$dir/charts
   rm -rf "$out"
   mkdir -p "$out"
-  local chart
+  local chart version
   for chart in "$repo"/charts-fixtures/*/; do
     helm package "$chart" --destination "$out" >/dev/null
+    # Further versions of the same chart, for version resolution and
+    # upgrades: one per line of the chart's fixture-versions file.
+    if [[ -f $chart/fixture-versions ]]; then
+      while read -r version; do
+        [[ -n $version ]] && helm package "$chart" --version "$version" --destination "$out" >/dev/null
+      done <"$chart/fixture-versions"
+    fi
   done
   helm repo index "$out" --url "http://$host:$charts_port" >/dev/null
   log "packaged $(find "$out" -name '*.tgz' | wc -l) fixture charts"

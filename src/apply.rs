@@ -1,11 +1,14 @@
 //! Apply: writes what `plan` decided, with server-side apply under one field
 //! manager, and deletes only releases this application owns.
 
-use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
-use kube::Api;
+use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, Preconditions};
+use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
 use crate::api::{NodePoolApplication, NodePoolApplicationStatus};
+use crate::naming;
+use crate::shared_chart::{ChartRef, LABEL_APPLICATION_NAMESPACE};
+use crate::source::helmchart_resource;
 
 /// The one field manager every write of this controller uses.
 pub const FIELD_MANAGER: &str = "nodepool-fanout";
@@ -34,6 +37,12 @@ pub enum ApplyError {
         #[source]
         source: kube::Error,
     },
+    #[error("cannot update the finalizers of NodePoolApplication {name}: {source}")]
+    Finalizer {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
 }
 
 impl ApplyError {
@@ -44,6 +53,7 @@ impl ApplyError {
             Self::Apply { .. } => "ApplyFailed",
             Self::Delete { .. } => "PruneFailed",
             Self::Status { .. } => "StatusFailed",
+            Self::Finalizer { .. } => "FinalizerFailed",
         }
     }
 }
@@ -109,6 +119,7 @@ pub async fn apply_status(
     let patch = json!({
         "apiVersion": "apps.fanout.dev/v1alpha1",
         "kind": "NodePoolApplication",
+        "metadata": { "name": name },
         "status": status,
     });
     api.patch_status(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch))
@@ -118,4 +129,134 @@ pub async fn apply_status(
             name: name.to_string(),
             source,
         })
+}
+
+/// The finalizer that lets the application delete its shared HelmCharts,
+/// which live in the source's namespace where owner references cannot reach.
+pub const FINALIZER: &str = "apps.fanout.dev/shared-charts";
+
+fn chart_selector(app: &NodePoolApplication) -> String {
+    format!(
+        "{}={},{}={},{}={}",
+        naming::LABEL_APPLICATION,
+        naming::label_value(&app.name_any()),
+        LABEL_APPLICATION_NAMESPACE,
+        naming::label_value(&app.namespace().unwrap_or_default()),
+        naming::LABEL_MANAGED_BY,
+        naming::MANAGER
+    )
+}
+
+/// Makes sure the shared HelmChart exists with the desired spec and returns
+/// it as the API server has it. Writes nothing when it already matches; a
+/// HelmChart of that name that is not ours is never touched.
+pub async fn ensure_chart(
+    client: &Client,
+    chart: &ChartRef,
+    desired: &serde_json::Value,
+) -> Result<serde_json::Value, ApplyError> {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &chart.namespace, &helmchart_resource());
+    let failed = |source| ApplyError::Apply {
+        name: format!("HelmChart {}/{}", chart.namespace, chart.name),
+        source,
+    };
+    let mut exists = false;
+    if let Some(current) = api.get_opt(&chart.name).await.map_err(failed)? {
+        let current = serde_json::to_value(current).unwrap_or_default();
+        let ours = current.pointer("/metadata/labels").and_then(|l| l.get(naming::LABEL_MANAGED_BY))
+            == Some(&json!(naming::MANAGER));
+        if !ours {
+            return Err(ApplyError::NameClash {
+                name: format!("HelmChart {}/{}", chart.namespace, chart.name),
+            });
+        }
+        let same_spec = desired["spec"]
+            .as_object()
+            .is_some_and(|want| want.iter().all(|(k, v)| current["spec"].get(k) == Some(v)));
+        if same_spec {
+            return Ok(current);
+        }
+        exists = true;
+    }
+    let mut params = PatchParams::apply(FIELD_MANAGER);
+    if exists {
+        params = params.force();
+    }
+    let applied = api.patch(&chart.name, &params, &Patch::Apply(desired)).await.map_err(failed)?;
+    Ok(serde_json::to_value(applied).unwrap_or_default())
+}
+
+/// Deletes this application's shared HelmCharts in `namespace` other than
+/// those named in `keep`.
+pub async fn prune_charts(
+    client: &Client,
+    app: &NodePoolApplication,
+    namespace: &str,
+    keep: &[&str],
+) -> Result<(), ApplyError> {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &helmchart_resource());
+    let list = api
+        .list(&ListParams::default().labels(&chart_selector(app)))
+        .await
+        .map_err(|source| ApplyError::Delete {
+            name: format!("HelmCharts in {namespace}"),
+            source,
+        })?;
+    for chart in list.items {
+        let name = chart.name_any();
+        if keep.contains(&name.as_str()) {
+            continue;
+        }
+        let uid = chart.metadata.uid.clone().unwrap_or_default();
+        prune_release(&api, &name, &uid).await?;
+    }
+    Ok(())
+}
+
+/// Adds the finalizer, if missing, so the shared HelmCharts outlive no
+/// application.
+pub async fn add_finalizer(
+    api: &Api<NodePoolApplication>,
+    app: &NodePoolApplication,
+) -> Result<(), ApplyError> {
+    if app.finalizers().iter().any(|f| f == FINALIZER) {
+        return Ok(());
+    }
+    let patch = json!({
+        "apiVersion": "apps.fanout.dev/v1alpha1",
+        "kind": "NodePoolApplication",
+        "metadata": { "name": app.name_any(), "finalizers": [FINALIZER] },
+    });
+    api.patch(&app.name_any(), &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch))
+        .await
+        .map(|_| ())
+        .map_err(|source| ApplyError::Finalizer {
+            name: app.name_any(),
+            source,
+        })
+}
+
+/// Removes the finalizer once the shared HelmCharts are gone: applying an
+/// empty list under our field manager withdraws only our entry.
+pub async fn remove_finalizer(
+    api: &Api<NodePoolApplication>,
+    app: &NodePoolApplication,
+) -> Result<(), ApplyError> {
+    let patch = json!({
+        "apiVersion": "apps.fanout.dev/v1alpha1",
+        "kind": "NodePoolApplication",
+        "metadata": { "name": app.name_any(), "finalizers": [] },
+    });
+    match api
+        .patch(&app.name_any(), &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(source) => Err(ApplyError::Finalizer {
+            name: app.name_any(),
+            source,
+        }),
+    }
 }

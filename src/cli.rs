@@ -9,8 +9,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
 
 use crate::api::{self, NodePoolApplication};
+use crate::chart::{Chart, ChartError};
 use crate::plan::{self, Outcome, PlanInput};
 use crate::pools::{Pool, PoolError};
+use crate::{shared_chart, version};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -49,6 +51,11 @@ pub struct RenderArgs {
         default_value = "default"
     )]
     pub namespace: String,
+    /// The chart, as a directory or a packaged .tgz: every pool's values are
+    /// checked against its values.schema.json, and the releases point at the
+    /// shared HelmChart of its version, exactly as the controller writes them.
+    #[arg(long, env = "NODEPOOL_FANOUT_CHART")]
+    pub chart: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -59,6 +66,11 @@ pub struct RunArgs {
     /// How often every application is reconciled even when nothing changed, e.g. `5m`.
     #[arg(long, env = "NODEPOOL_FANOUT_RESYNC", default_value = "5m", value_parser = humantime::parse_duration)]
     pub resync: std::time::Duration,
+    /// Let every release share one HelmChart per resolved chart version
+    /// (`true`), or give each release its own `chart.spec` as Flux does by
+    /// default (`false`).
+    #[arg(long, env = "NODEPOOL_FANOUT_SHARED_CHART", default_value_t = true, action = clap::ArgAction::Set)]
+    pub shared_chart: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -82,6 +94,8 @@ pub enum CliError {
     Output(#[from] std::io::Error),
     #[error(transparent)]
     Crd(#[from] api::CrdError),
+    #[error("--chart {path}: {source}")]
+    Chart { path: PathBuf, source: ChartError },
     #[error(transparent)]
     Controller(#[from] crate::controller::Error),
 }
@@ -107,7 +121,14 @@ pub async fn execute(cli: Cli, out: &mut impl Write, err: &mut impl Write) -> Re
         Command::Render(args) => {
             let app = read(&args.file)?;
             let pools = read(&args.pools)?;
-            let rendered = render(&app, &pools, &args.namespace)?;
+            let chart = match &args.chart {
+                Some(path) => Some(Chart::load(path).map_err(|source| CliError::Chart {
+                    path: path.clone(),
+                    source,
+                })?),
+                None => None,
+            };
+            let rendered = render(&app, &pools, &args.namespace, chart.as_ref())?;
             out.write_all(rendered.yaml.as_bytes())?;
             for line in rendered.warnings.iter().map(|w| format!("warning: {w}")) {
                 writeln!(err, "{line}")?;
@@ -133,7 +154,12 @@ fn read(path: &Path) -> Result<String, CliError> {
 
 /// The HelmReleases `plan` would write for an application file and a pools
 /// file, as the controller would on its first reconcile.
-pub fn render(app_yaml: &str, pools_yaml: &str, namespace: &str) -> Result<Rendered, CliError> {
+pub fn render(
+    app_yaml: &str,
+    pools_yaml: &str,
+    namespace: &str,
+    chart: Option<&Chart>,
+) -> Result<Rendered, CliError> {
     let app = parse_app(app_yaml, namespace)?;
     let pools = parse_pools(pools_yaml)?;
     let mut errors: Vec<String> = match kube::core::cel::validate_cel(&app) {
@@ -141,12 +167,24 @@ pub fn render(app_yaml: &str, pools_yaml: &str, namespace: &str) -> Result<Rende
         Err(e) => vec![format!("the API server would reject this application: {e}")],
     };
     let now = Time(k8s_openapi::jiff::Timestamp::now());
+    // The controller points every release at the shared HelmChart of the
+    // resolved version: known here from the chart given, or from an exact
+    // version in the spec; a range needs the repository's index.
+    let version = chart
+        .map(|c| c.version.clone())
+        .or_else(|| app.spec.chart.spec.version.clone().filter(|v| version::is_exact(v)));
+    let app_name = app.metadata.name.clone().unwrap_or_default();
+    let app_namespace = app.metadata.namespace.clone().unwrap_or_else(|| namespace.to_string());
+    let chart_ref = version.map(|v| shared_chart::chart_ref(&app.spec, &app_name, &app_namespace, &v));
     let plan = plan::plan(&PlanInput {
         app: &app,
         pools: &pools,
         owned: Vec::new(),
         foreign_names: Default::default(),
         now,
+        chart_ref: chart_ref.as_ref(),
+        chart,
+        hold: None,
     });
     errors.extend(plan.blocked.iter().cloned());
     errors.extend(
@@ -252,7 +290,7 @@ mod tests {
 
     #[test]
     fn ingress_example_renders_one_release_per_pool() {
-        let rendered = render(INGRESS, POOLS, "edge").unwrap();
+        let rendered = render(INGRESS, POOLS, "edge", None).unwrap();
         assert_eq!(rendered.errors, Vec::<String>::new());
         let docs = documents(&rendered.yaml);
         assert_eq!(docs.len(), 3);
@@ -271,12 +309,55 @@ mod tests {
         let bj = &for_pool(&docs, "beijing")["spec"]["values"]["controller"];
         assert_eq!(bj["config"]["log-level"], "debug");
         assert!(bj.get("replicas").is_none());
-        assert_eq!(sh["spec"]["chart"]["spec"]["sourceRef"]["namespace"], "flux-system");
+        // An exact version needs no index: the releases point at the shared
+        // HelmChart of that version, beside the source.
+        assert_eq!(sh["spec"]["chartRef"]["kind"], "HelmChart");
+        assert_eq!(sh["spec"]["chartRef"]["namespace"], "flux-system");
+        assert!(sh["spec"].get("chart").is_none());
+    }
+
+    #[test]
+    fn a_version_range_without_a_chart_keeps_chart_spec() {
+        let app = INGRESS.replace("version: \"1.0.0\"", "version: \"^1.0\"");
+        let rendered = render(&app, POOLS, "edge", None).unwrap();
+        let docs = documents(&rendered.yaml);
+        assert_eq!(docs[0]["spec"]["chart"]["spec"]["version"], "^1.0");
+        assert!(docs[0]["spec"].get("chartRef").is_none());
+    }
+
+    #[test]
+    fn a_chart_checks_every_pools_values_against_its_schema() {
+        let chart_dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("charts-fixtures/strict-schema");
+        let chart = Chart::load(&chart_dir).unwrap();
+        let app = r#"
+apiVersion: apps.fanout.dev/v1alpha1
+kind: NodePoolApplication
+metadata: { name: strict, namespace: edge }
+spec:
+  pools: { names: [hangzhou, shanghai] }
+  chart: { spec: { chart: strict-schema, version: "2.x", sourceRef: { kind: HelmRepository, name: fixtures, namespace: flux-system } } }
+  interval: 10m
+  values: { message: "hi {{pool.name}}" }
+  overrides:
+    - pools: { names: [shanghai] }
+      values: { mode: orbit }
+"#;
+        let rendered = render(app, POOLS, "edge", Some(&chart)).unwrap();
+        assert_eq!(rendered.errors.len(), 1, "{:?}", rendered.errors);
+        let error = &rendered.errors[0];
+        assert!(error.contains("shanghai") && error.contains("/mode") && error.contains("enum"), "{error}");
+        let docs = documents(&rendered.yaml);
+        assert_eq!(docs.len(), 1, "the good pool is still printed");
+        assert_eq!(
+            docs[0]["spec"]["chartRef"]["kind"], "HelmChart",
+            "the chart's version pins the shared chart"
+        );
     }
 
     #[test]
     fn edgex_example_renders_the_eastern_pools() {
-        let rendered = render(EDGEX, POOLS, "edge").unwrap();
+        let rendered = render(EDGEX, POOLS, "edge", None).unwrap();
         assert!(rendered.errors.is_empty(), "{:?}", rendered.errors);
         let docs = documents(&rendered.yaml);
         assert_eq!(docs.len(), 2);
@@ -293,9 +374,9 @@ mod tests {
 
     #[test]
     fn rendered_yaml_round_trips_to_the_plan_objects() {
-        let rendered = render(INGRESS, POOLS, "edge").unwrap();
+        let rendered = render(INGRESS, POOLS, "edge", None).unwrap();
         let docs = documents(&rendered.yaml);
-        let again = documents(&render(INGRESS, POOLS, "edge").unwrap().yaml);
+        let again = documents(&render(INGRESS, POOLS, "edge", None).unwrap().yaml);
         assert_eq!(docs, again);
         let hash = docs[0]["metadata"]["annotations"]["apps.fanout.dev/spec-hash"].as_str().unwrap();
         assert_eq!(hash.len(), 16);
@@ -306,7 +387,7 @@ mod tests {
         let broken = INGRESS.replace("gateway-{{pool.name}}", "gateway-{{pool.labels.zone}}");
         let broken = broken.replace("names: [beijing]", "names: [beijing, atlantis]");
         let pools = POOLS.replacen("city: hangzhou", "city: hangzhou\n    zone: a", 1);
-        let rendered = render(&broken, &pools, "edge").unwrap();
+        let rendered = render(&broken, &pools, "edge", None).unwrap();
         assert_eq!(documents(&rendered.yaml).len(), 1);
         assert_eq!(rendered.errors.len(), 2, "{:?}", rendered.errors);
         assert!(rendered.errors[0].starts_with(
@@ -321,7 +402,7 @@ mod tests {
             "selector:\n      matchExpressions:\n        - key: region\n          operator: Exists",
             "names: [hangzhou, atlantis]",
         );
-        let rendered = render(&app, POOLS, "edge").unwrap();
+        let rendered = render(&app, POOLS, "edge", None).unwrap();
         assert!(rendered.errors.is_empty(), "{:?}", rendered.errors);
         assert_eq!(rendered.warnings, ["node pool \"atlantis\" is listed but does not exist"]);
     }
@@ -330,7 +411,7 @@ mod tests {
     fn cel_violations_are_errors() {
         let app = INGRESS
             .replace("    - pools:\n        names: [hangzhou]", "    - pools: {}\n      x: [hangzhou]");
-        let rendered = render(&app, POOLS, "edge").unwrap();
+        let rendered = render(&app, POOLS, "edge", None).unwrap();
         assert!(
             rendered.errors.iter().any(|e| e.contains("give pool names, a selector, or both")),
             "{:?}",
@@ -340,12 +421,12 @@ mod tests {
 
     #[test]
     fn bad_manifests_are_clear_errors() {
-        assert!(matches!(render("a: [", POOLS, "edge"), Err(CliError::Yaml { .. })));
-        let err = render("apiVersion: apps.fanout.dev/v1alpha1\nkind: NodePoolApplication\nmetadata: {name: x}\nspec: {}\n", POOLS, "edge")
+        assert!(matches!(render("a: [", POOLS, "edge", None), Err(CliError::Yaml { .. })));
+        let err = render("apiVersion: apps.fanout.dev/v1alpha1\nkind: NodePoolApplication\nmetadata: {name: x}\nspec: {}\n", POOLS, "edge", None)
             .unwrap_err();
         assert!(err.to_string().starts_with("the application manifest: missing field"), "{err}");
         let unnamed = INGRESS.replace("  name: ingress\n", "  labels: {}\n");
-        assert!(matches!(render(&unnamed, POOLS, "edge"), Err(CliError::MissingName)));
+        assert!(matches!(render(&unnamed, POOLS, "edge", None), Err(CliError::MissingName)));
     }
 
     #[test]

@@ -20,10 +20,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::{ConditionStatus, NodePoolApplication, NodePoolApplicationStatus};
 use crate::apply::{self, ApplyError};
+use crate::chart::Chart;
 use crate::cli::RunArgs;
 use crate::events::{self as transitions, Transition};
 use crate::observe::{self, helmrelease_resource, ObserveError};
-use crate::plan::{self, PlanInput};
+use crate::plan::{self, Hold, PlanInput};
+use crate::shared_chart::{self, ChartRef};
+use crate::source::{SourceError, Sources};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -52,6 +55,8 @@ struct Context {
     nodepools: ApiResource,
     recorder: Recorder,
     resync: Duration,
+    shared_chart: bool,
+    sources: Sources,
     /// Consecutive failures per application, for exponential backoff.
     failures: Mutex<HashMap<ObjectRef<NodePoolApplication>, u32>>,
 }
@@ -80,6 +85,8 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         nodepools: nodepools.clone(),
         recorder: Recorder::new(client.clone(), reporter),
         resync: args.resync,
+        shared_chart: args.shared_chart,
+        sources: Sources::new(client.clone()),
         failures: Mutex::new(HashMap::new()),
     });
 
@@ -113,20 +120,41 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
 }
 
 async fn reconcile(app: Arc<NodePoolApplication>, ctx: Arc<Context>) -> Result<Action, Error> {
-    if app.meta().deletion_timestamp.is_some() {
-        // The garbage collector removes the releases through their owner
-        // references; nothing of ours needs to run first.
-        return Ok(Action::await_change());
-    }
     let name = app.name_any();
     let namespace = app.namespace().unwrap_or_default();
+    let apps: Api<NodePoolApplication> = Api::namespaced(ctx.client.clone(), &namespace);
+    if app.meta().deletion_timestamp.is_some() {
+        // The garbage collector removes the releases through their owner
+        // references; the shared HelmCharts, beyond their reach, go here.
+        if app.finalizers().iter().any(|f| f == apply::FINALIZER) {
+            let source_namespace = shared_chart::source_namespace(&app.spec, &namespace);
+            apply::prune_charts(&ctx.client, &app, source_namespace, &[]).await?;
+            apply::remove_finalizer(&apps, &app).await?;
+        }
+        return Ok(Action::await_change());
+    }
+    if ctx.shared_chart {
+        apply::add_finalizer(&apps, &app).await?;
+    }
     let observed = observe::observe(&ctx.client, &ctx.nodepools, &app).await?;
+    let shared = match ctx.shared_chart {
+        true => Some(shared_chart(&ctx, &app).await),
+        false => None,
+    };
+    let (chart_ref, chart, hold) = match &shared {
+        Some(Ok((r, chart))) => (Some(r), Some(chart.as_ref()), None),
+        Some(Err(hold)) => (None, None, Some(hold.clone())),
+        None => (None, None, None),
+    };
     let planned = plan::plan(&PlanInput {
         app: &app,
         pools: &observed.pools,
         owned: observed.owned.clone(),
         foreign_names: observed.foreign_names.clone(),
         now: Time(k8s_openapi::jiff::Timestamp::now()),
+        chart_ref,
+        chart,
+        hold: hold.clone(),
     });
     let mut new_status = planned.status;
 
@@ -167,16 +195,65 @@ async fn reconcile(app: Arc<NodePoolApplication>, ctx: Arc<Context>) -> Result<A
     let old_status = app.status.clone().unwrap_or_default();
     happened.extend(transitions::between(&old_status, &new_status));
     if !transitions::same_ignoring_timestamps(&old_status, &new_status) {
-        let api: Api<NodePoolApplication> = Api::namespaced(ctx.client.clone(), &namespace);
-        apply::apply_status(&api, &name, &new_status).await?;
+        apply::apply_status(&apps, &name, &new_status).await?;
     }
     publish(&ctx, &app, &happened).await;
 
+    if first_error.is_none() {
+        if let Some(current) = chart_ref {
+            // Charts still in use: the current one, and those of releases
+            // left as they were (pools whose config fails).
+            let kept: Vec<&str> = observed
+                .owned
+                .iter()
+                .filter(|o| {
+                    !planned.apply.iter().any(|d| d.name == o.name) && !planned.prune.contains(&o.name)
+                })
+                .filter_map(|o| o.chart_ref.as_deref())
+                .chain([current.name.as_str()])
+                .collect();
+            if let Err(e) = apply::prune_charts(&ctx.client, &app, &current.namespace, &kept).await {
+                first_error = Some(e);
+            }
+        }
+    }
     if let Some(e) = first_error {
         return Err(e.into());
     }
+    if let Some(hold) = hold.filter(|h| h.transient) {
+        // Waiting for source-controller: look again soon rather than at resync.
+        tracing::debug!(app = %name, reason = %hold.reason, "waiting for the chart");
+        return Ok(Action::requeue(Duration::from_secs(3)));
+    }
     ctx.failures.lock().map(|mut f| f.remove(&ObjectRef::from_obj(app.as_ref()))).ok();
     Ok(Action::requeue(ctx.resync))
+}
+
+/// Resolves the chart version, makes sure the shared HelmChart of that
+/// version exists, and reads its artifact; or says why writes must wait.
+async fn shared_chart(ctx: &Context, app: &NodePoolApplication) -> Result<(ChartRef, Arc<Chart>), Hold> {
+    let name = app.name_any();
+    let namespace = app.namespace().unwrap_or_default();
+    let hold = |e: SourceError| Hold {
+        reason: e.reason().to_string(),
+        message: e.to_string(),
+        transient: !e.needs_user(),
+    };
+    let spec = &app.spec;
+    let version = if shared_chart::needs_resolution(spec) {
+        ctx.sources.resolve_version(&spec.chart.spec, &namespace).await.map_err(hold)?
+    } else {
+        spec.chart.spec.version.clone().unwrap_or_else(|| "*".into())
+    };
+    let chart_ref = shared_chart::chart_ref(spec, &name, &namespace, &version);
+    let desired = shared_chart::helmchart(spec, &name, &namespace, &version, &chart_ref);
+    let helmchart = apply::ensure_chart(&ctx.client, &chart_ref, &desired).await.map_err(|e| Hold {
+        reason: e.category().to_string(),
+        message: e.to_string(),
+        transient: true,
+    })?;
+    let chart = ctx.sources.chart(&helmchart).await.map_err(hold)?;
+    Ok((chart_ref, chart))
 }
 
 async fn publish(ctx: &Context, app: &NodePoolApplication, happened: &[Transition]) {
@@ -188,7 +265,7 @@ async fn publish(ctx: &Context, app: &NodePoolApplication, happened: &[Transitio
             } else {
                 EventType::Normal
             },
-            reason: t.reason.to_string(),
+            reason: t.reason.clone(),
             note: Some(t.message.clone()),
             action: t.action.to_string(),
             secondary: t.release.as_ref().map(|name| ObjectReference {
@@ -200,7 +277,7 @@ async fn publish(ctx: &Context, app: &NodePoolApplication, happened: &[Transitio
             }),
         };
         if let Err(e) = ctx.recorder.publish(&event, &reference).await {
-            warn!(error = %e, reason = t.reason, "cannot publish event");
+            warn!(error = %e, reason = %t.reason, "cannot publish event");
         }
     }
 }

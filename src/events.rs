@@ -9,7 +9,7 @@ use crate::api::{ConditionStatus, NodePoolApplicationStatus, PoolStatus};
 pub struct Transition {
     pub warning: bool,
     /// PascalCase, shown by `kubectl describe` as the reason.
-    pub reason: &'static str,
+    pub reason: String,
     /// The action field of the Event.
     pub action: &'static str,
     pub message: String,
@@ -25,7 +25,7 @@ impl Transition {
         };
         Self {
             warning: false,
-            reason,
+            reason: reason.to_string(),
             action: "Apply",
             message: format!("pool {pool:?}: {verb} HelmRelease {release}"),
             release: Some(release.to_string()),
@@ -35,7 +35,7 @@ impl Transition {
     pub fn pruned(pool: &str, release: &str) -> Self {
         Self {
             warning: false,
-            reason: "ReleasePruned",
+            reason: "ReleasePruned".to_string(),
             action: "Prune",
             message: format!("pool {pool:?} left the selection: deleted HelmRelease {release}"),
             release: Some(release.to_string()),
@@ -45,7 +45,7 @@ impl Transition {
     pub fn apply_failed(pool: &str, release: &str, reason: &'static str, message: &str) -> Self {
         Self {
             warning: true,
-            reason,
+            reason: reason.to_string(),
             action: "Apply",
             message: format!("pool {pool:?}: {message}"),
             release: Some(release.to_string()),
@@ -69,10 +69,15 @@ pub fn between(old: &NodePoolApplicationStatus, new: &NodePoolApplicationStatus)
 
 fn pool_transition(p: &PoolStatus) -> Option<Transition> {
     let (warning, reason) = match (p.ready, p.reason.as_str()) {
-        (ConditionStatus::True, _) => (false, "PoolReady"),
+        (ConditionStatus::True, _) => (false, "PoolReady".to_string()),
         // Progress is visible in the status; an Event each step would be noise.
-        (_, "Progressing" | "Reconciling" | "Planned" | "Waiting" | "Unknown") => return None,
-        (ConditionStatus::False, _) => (true, "PoolNotReady"),
+        (_, "Progressing" | "Reconciling" | "Planned" | "Waiting" | "Unknown" | "ChartNotReady") => {
+            return None
+        }
+        // The pool's own reason (InvalidPoolConfig, NameConflict, Flux's
+        // InstallFailed…): Events of one reason form one series, so a
+        // generic reason would hide a new problem behind an old message.
+        (ConditionStatus::False, reason) => (true, reason.to_string()),
         (ConditionStatus::Unknown, _) => return None,
     };
     Some(Transition {
@@ -143,7 +148,7 @@ mod tests {
         let events = between(&old, &new);
         assert_eq!(events.len(), 1);
         assert!(events[0].warning);
-        assert_eq!(events[0].reason, "PoolNotReady");
+        assert_eq!(events[0].reason, "TemplateError", "the pool's own reason");
         assert!(events[0].message.contains("TemplateError"));
         assert!(events[0].message.contains("overrides[0].values.x"));
     }
@@ -152,6 +157,12 @@ mod tests {
     fn an_unchanged_pool_is_no_event() {
         let s = status(vec![pool("hz", ConditionStatus::True, "InstallSucceeded", "ok")]);
         assert!(between(&s, &s).is_empty());
+    }
+
+    #[test]
+    fn waiting_for_the_chart_is_no_event() {
+        let new = status(vec![pool("hz", ConditionStatus::False, "ChartNotReady", "waiting")]);
+        assert!(between(&status(vec![]), &new).is_empty());
     }
 
     #[test]

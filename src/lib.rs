@@ -4,6 +4,7 @@
 
 pub mod api;
 pub mod apply;
+pub mod chart;
 pub mod cli;
 pub mod controller;
 pub mod events;
@@ -12,6 +13,9 @@ pub mod observe;
 pub mod plan;
 pub mod pools;
 pub mod release;
+pub mod shared_chart;
+pub mod source;
 pub mod status;
 pub mod template;
 pub mod values;
+pub mod version;

@@ -14,9 +14,11 @@ use kube::api::DynamicObject;
 use serde_json::Value;
 
 use crate::api::{NodePoolApplication, NodePoolApplicationStatus};
+use crate::chart::Chart;
 use crate::naming;
 use crate::pools::{self, Pool};
 use crate::release::{self, AppInfo, BuiltRelease, FieldError};
+use crate::shared_chart::ChartRef;
 use crate::status::{self, PoolReport, ReleaseState, ReleaseStatus, RollupInput};
 use crate::template::Renderer;
 
@@ -32,6 +34,22 @@ pub struct PlanInput<'a> {
     pub foreign_names: BTreeSet<String>,
     /// Stamped on conditions that change status.
     pub now: Time,
+    /// The shared HelmChart the releases point at, if the controller made one.
+    pub chart_ref: Option<&'a ChartRef>,
+    /// The chart itself, for checking each pool's values against its schema.
+    pub chart: Option<&'a Chart>,
+    /// Why the chart cannot be used yet: nothing is written or pruned.
+    pub hold: Option<Hold>,
+}
+
+/// A chart problem that holds every write back: an unresolvable version, a
+/// missing source (`transient: false`, the user must act), or an artifact
+/// source-controller has not produced yet (`transient: true`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hold {
+    pub reason: String,
+    pub message: String,
+    pub transient: bool,
 }
 
 /// An existing HelmRelease this application owns.
@@ -44,6 +62,8 @@ pub struct ObservedRelease {
     pub spec_hash: Option<String>,
     pub generation: Option<i64>,
     pub status: ReleaseStatus,
+    /// The shared HelmChart it points at, if any.
+    pub chart_ref: Option<String>,
 }
 
 impl ObservedRelease {
@@ -67,6 +87,7 @@ impl ObservedRelease {
             spec_hash: text("annotations", naming::ANNOTATION_SPEC_HASH),
             generation: metadata.get("generation").and_then(Value::as_i64),
             status: status::classify(object),
+            chart_ref: object.pointer("/spec/chartRef/name").and_then(Value::as_str).map(str::to_string),
         })
     }
 }
@@ -91,6 +112,8 @@ pub enum Outcome {
     Failed { field: String, message: String },
     /// The release name is taken by a HelmRelease this application does not own.
     Conflict { name: String },
+    /// Would be applied, but the chart is not usable yet (see [`Hold`]).
+    Held,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,6 +134,7 @@ impl std::fmt::Display for PoolOutcome {
                 write!(f, "pool {:?}: HelmRelease {} is up to date", self.pool, self.release)
             }
             Outcome::Failed { field, message } => write!(f, "pool {:?}: {field}: {message}", self.pool),
+            Outcome::Held => write!(f, "pool {:?}: waiting for the chart", self.pool),
             Outcome::Conflict { name } => write!(
                 f,
                 "pool {:?}: HelmRelease {name} already exists and is not owned by this application; \
@@ -150,7 +174,7 @@ impl Plan {
 }
 
 pub fn plan(input: &PlanInput) -> Plan {
-    let app = app_info(input.app);
+    let app = app_info(input);
     let selected = match check_selectors(input, &app) {
         Ok(selected) => selected,
         Err((reason, message)) => return blocked(input, reason, message),
@@ -192,16 +216,31 @@ pub fn plan(input: &PlanInput) -> Plan {
         .map(|o| o.name.clone())
         .filter(|n| !wanted.contains(n.as_str()))
         .collect();
-    plan.status = roll_up(input, &plan, &owned, None);
+    let blocker = input.hold.as_ref().and_then(|hold| hold_writes(&mut plan, hold));
+    plan.status = roll_up(input, &plan, &owned, blocker);
     plan
 }
 
-fn app_info(app: &NodePoolApplication) -> AppInfo<'_> {
+/// Turns every write of the plan into a held pool; returns the blocker the
+/// status reports when the user must act.
+fn hold_writes(plan: &mut Plan, hold: &Hold) -> Option<(String, String)> {
+    plan.apply.clear();
+    plan.prune.clear();
+    for p in plan.pools.iter_mut().filter(|p| p.outcome == Outcome::Planned) {
+        p.outcome = Outcome::Held;
+    }
+    (!hold.transient).then(|| (hold.reason.clone(), hold.message.clone()))
+}
+
+fn app_info<'a>(input: &PlanInput<'a>) -> AppInfo<'a> {
+    let app = input.app;
     AppInfo {
         name: app.metadata.name.as_deref().unwrap_or_default(),
         namespace: app.metadata.namespace.as_deref().unwrap_or_default(),
         uid: app.metadata.uid.as_deref(),
         spec: &app.spec,
+        chart_ref: input.chart_ref,
+        chart: input.chart,
     }
 }
 
@@ -344,6 +383,10 @@ fn pool_status(outcome: &PoolOutcome, observed: Option<&ObservedRelease>) -> Rel
         (Outcome::Planned, Some(_)) => {
             make(ReleaseState::Progressing, "Progressing", "updating the HelmRelease".into())
         }
+        (Outcome::Held, Some(o)) if o.status.state == ReleaseState::Ready => {
+            make(ReleaseState::Waiting, "ChartNotReady", "waiting for the chart before updating".into())
+        }
+        (Outcome::Held, _) => make(ReleaseState::Waiting, "ChartNotReady", "waiting for the chart".into()),
         (Outcome::Failed { field, message }, _) => {
             make(ReleaseState::Stalled, "InvalidPoolConfig", format!("{field}: {message}"))
         }
@@ -408,6 +451,9 @@ mod tests {
             owned,
             foreign_names: foreign.iter().map(|s| s.to_string()).collect(),
             now: now(),
+            chart_ref: None,
+            chart: None,
+            hold: None,
         })
     }
 
@@ -442,6 +488,7 @@ mod tests {
                 chart_version: Some("1.0.0".into()),
                 observed_latest: true,
             },
+            chart_ref: None,
         }
     }
 

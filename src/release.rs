@@ -7,8 +7,10 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::api::{NodePoolApplicationSpec, Placement, ValuesReference};
+use crate::chart::Chart;
 use crate::naming;
 use crate::pools::{self, Pool};
+use crate::shared_chart::ChartRef;
 use crate::template::{Renderer, TemplateContext, TemplateError};
 use crate::values;
 
@@ -23,6 +25,12 @@ pub struct AppInfo<'a> {
     /// Without a uid (a file not yet applied) the release gets no owner reference.
     pub uid: Option<&'a str>,
     pub spec: &'a NodePoolApplicationSpec,
+    /// The shared HelmChart every release points at; `None` writes the
+    /// application's `chart.spec` into each release instead.
+    pub chart_ref: Option<&'a ChartRef>,
+    /// The chart, when known: each pool's values are checked against its
+    /// `values.schema.json` before anything is written.
+    pub chart: Option<&'a Chart>,
 }
 
 /// A field of the application that could not be turned into this pool's release.
@@ -157,13 +165,29 @@ fn spec(
     release_name: &str,
 ) -> Result<Value, FieldError> {
     let layers = values_for(app.spec, pool, ctx, renderer)?;
+    if let Some(chart) = app.chart {
+        // Values from ConfigMaps and Secrets are Flux's to read, not ours:
+        // only what the application writes inline is checked here.
+        chart.validate(&layers.values).map_err(|violations| {
+            FieldError::new(
+                "values",
+                format!("chart {} {} rejects them: {violations}", chart.name, chart.version),
+            )
+        })?;
+    }
     let mut spec = Map::new();
     spec.insert("releaseName".into(), json!(release_name));
     if let Some(ns) = target_namespace(app, ctx, renderer)? {
         spec.insert("targetNamespace".into(), json!(ns));
     }
     spec.insert("interval".into(), json!(app.spec.interval));
-    spec.insert("chart".into(), json!({ "spec": chart_spec(app.spec)? }));
+    match app.chart_ref {
+        Some(r) => spec.insert(
+            "chartRef".into(),
+            json!({ "kind": "HelmChart", "name": r.name, "namespace": r.namespace }),
+        ),
+        None => spec.insert("chart".into(), json!({ "spec": chart_spec(app.spec)? })),
+    };
     passthrough(app.spec, ctx, renderer, &mut spec)?;
     if let Some(suspend) = layers.suspend {
         spec.insert("suspend".into(), json!(suspend));

@@ -78,6 +78,17 @@ pub fn classify(release: &Value) -> ReleaseStatus {
         observed_latest,
     };
     let from = |state, c: &Value| status(state, &text(c, "reason"), text(c, "message"));
+    // Flux's Stalled says only that it gave up ("Failed to install after 1
+    // attempt(s)"); the Ready condition still holds why.
+    let stalled_with_cause = |stalled: &Value, ready: Option<&Value>| {
+        let mut message = text(stalled, "message");
+        if let Some(cause) = ready.filter(|r| r["status"] == "False").map(|r| text(r, "message")) {
+            if !cause.is_empty() && cause != message {
+                message = format!("{message}: {cause}");
+            }
+        }
+        status(ReleaseState::Stalled, &text(stalled, "reason"), message)
+    };
 
     if conditions.is_none_or(|c| c.is_empty()) {
         return status(
@@ -88,7 +99,7 @@ pub fn classify(release: &Value) -> ReleaseStatus {
     }
     if let Some(ready) = ready.filter(|_| failing_now) {
         return match find("Stalled").filter(|c| c["status"] == "True") {
-            Some(stalled) => from(ReleaseState::Stalled, stalled),
+            Some(stalled) => stalled_with_cause(stalled, Some(ready)),
             None => from(ReleaseState::Failed, ready),
         };
     }
@@ -99,7 +110,7 @@ pub fn classify(release: &Value) -> ReleaseStatus {
         return status(ReleaseState::Progressing, "Progressing", message);
     }
     if let Some(c) = find("Stalled").filter(|c| c["status"] == "True") {
-        return from(ReleaseState::Stalled, c);
+        return stalled_with_cause(c, ready);
     }
     let Some(ready) = ready else {
         return status(ReleaseState::Unknown, "NotObserved", "the release has no Ready condition yet".into());
@@ -351,7 +362,7 @@ mod tests {
         let s = classify(&hr(2, 2, conditions.clone()));
         assert_eq!(s.state, ReleaseState::Stalled);
         assert_eq!(s.reason, "RetriesExceeded");
-        assert_eq!(s.message, "RetriesExceeded msg");
+        assert_eq!(s.message, "RetriesExceeded msg: InstallFailed msg", "the cause is kept");
         assert_eq!(state(hr(3, 2, conditions)), ReleaseState::Progressing);
     }
 

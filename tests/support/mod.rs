@@ -8,6 +8,8 @@
 //! component's log tail: end-to-end tests are never skipped.
 #![allow(dead_code)] // each test binary uses its own part of this module
 
+pub mod apps;
+
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -310,12 +312,18 @@ pub struct RunningController {
 
 impl RunningController {
     pub fn start(namespace: &str) -> Self {
+        Self::start_with(namespace, &[])
+    }
+
+    /// As `start`, with further flags for `nodepool-fanout run`.
+    pub fn start_with(namespace: &str, flags: &[&str]) -> Self {
         let dir = repo_root().join("target/e2e-logs");
         std::fs::create_dir_all(&dir).expect("cannot create target/e2e-logs");
         let log = dir.join(format!("{namespace}.log"));
         let file = std::fs::File::create(&log).expect("cannot create the controller's log file");
         let child = Command::new(env!("CARGO_BIN_EXE_nodepool-fanout"))
             .args(["run", "--watch-namespace", namespace])
+            .args(flags)
             .env("KUBECONFIG", kubeconfig())
             .env("RUST_LOG", "info,nodepool_fanout=debug")
             .stdout(file.try_clone().expect("log file handle"))

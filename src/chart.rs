@@ -1,0 +1,755 @@
+//! Reading a Helm chart's metadata, default values and values schema, and
+//! checking the values a release would get against that schema the way Helm
+//! does at install time, so a bad override is reported before Flux is asked
+//! to install it.
+//!
+//! Only the parent chart's schema is checked: Helm also validates each
+//! subchart's values against the subchart's own schema, which needs the
+//! subcharts' values scoped and coalesced the way Helm's dependency handling
+//! does, and is out of reach of this module.
+
+use std::fmt;
+use std::fs;
+use std::io::{self, Read};
+use std::path::Path;
+
+use serde_json::{Map, Value};
+
+/// Packaged charts are a few hundred KiB at most; anything unpacking to more
+/// is refused before it is read, so a crafted archive cannot exhaust memory.
+const MAX_UNPACKED_BYTES: u64 = 20 * 1024 * 1024;
+const MAX_FILE_BYTES: u64 = 5 * 1024 * 1024;
+const MIB: u64 = 1024 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ChartError {
+    #[error("cannot read the chart at {path}: {source}; check the path and its permissions")]
+    Read { path: String, source: io::Error },
+    #[error(
+        "the chart archive is not a readable gzipped tar file ({source}); package the chart with \
+         `helm package` or point at the unpacked chart directory"
+    )]
+    Archive { source: io::Error },
+    #[error(
+        "the chart archive unpacks to more than {limit_mib} MiB, which is refused as a possible \
+         decompression bomb; keep large files out of the chart (list them in .helmignore)"
+    )]
+    ArchiveTooLarge { limit_mib: u64 },
+    #[error(
+        "{file} in the chart archive is {size} bytes, over the {limit_mib} MiB limit for one file, and is \
+         refused as a possible decompression bomb; keep large files out of the chart (list them in .helmignore)"
+    )]
+    FileTooLarge { file: String, size: u64, limit_mib: u64 },
+    #[error(
+        "no Chart.yaml at the root of {location}; point at a chart directory or at a .tgz made by \
+         `helm package`"
+    )]
+    MissingChartYaml { location: String },
+    #[error(
+        "Chart.yaml is at the top of the archive instead of inside the chart's directory; package the \
+         chart with `helm package`, which puts everything under one directory named after the chart"
+    )]
+    ChartYamlAtArchiveRoot,
+    #[error("{file} in the chart is not UTF-8 text; save it as UTF-8")]
+    NotUtf8 { file: String },
+    #[error("{file} in the chart is not valid YAML: {source}; fix the file")]
+    Yaml {
+        file: String,
+        source: Box<serde_saphyr::Error>,
+    },
+    #[error("{file} in the chart is not valid JSON: {source}; fix the file")]
+    Json { file: String, source: serde_json::Error },
+    #[error("Chart.yaml must be a map of fields like `name: mychart`, not {found}; fix the file")]
+    ChartYamlNotAMap { found: &'static str },
+    #[error("Chart.yaml has no `{field}`; add it (Helm requires both name and version)")]
+    MissingField { field: &'static str },
+    #[error("Chart.yaml `{field}` must be a string, not {found}; quote it, e.g. {field}: \"1.0.0\"")]
+    FieldNotString {
+        field: &'static str,
+        found: &'static str,
+    },
+    #[error("values.yaml must be a map of values at its top level, not {found}; fix the file")]
+    ValuesNotAMap { found: &'static str },
+    #[error(
+        "values.schema.json is not a usable JSON Schema: {message}; fix the schema (references to \
+         other files or URLs are not fetched, so inline them under $defs)"
+    )]
+    Schema { message: String },
+}
+
+/// A chart's identity, default values and values schema.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Chart {
+    pub name: String,
+    pub version: String,
+    /// values.yaml, `{}` if the chart has none.
+    pub values: Value,
+    /// values.schema.json, if the chart has one.
+    pub schema: Option<Value>,
+}
+
+/// Every way the values break the chart's schema, one line each when shown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchemaViolations(pub Vec<Violation>);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// A JSON pointer into the values, e.g. `/mode`, or `(root)`.
+    pub path: String,
+    /// The schema keyword that failed, e.g. `enum`, `minimum`, `required`.
+    pub rule: String,
+    pub message: String,
+}
+
+impl fmt::Display for SchemaViolations {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, violation) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{violation}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for SchemaViolations {}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {} ({})", self.path, self.message, self.rule)
+    }
+}
+
+/// The three files of a chart this module reads, as raw bytes.
+#[derive(Default)]
+struct ChartFiles {
+    chart_yaml: Option<Vec<u8>>,
+    values_yaml: Option<Vec<u8>>,
+    schema_json: Option<Vec<u8>>,
+}
+
+impl Chart {
+    /// A packaged chart (.tgz as helm package writes it: one top-level directory named after the chart).
+    pub fn from_tgz(bytes: &[u8]) -> Result<Self, ChartError> {
+        // The cap sits under the tar reader, so it also bounds what the tar
+        // format itself makes us buffer (long names, extended headers).
+        let unpacked = CappedReader {
+            inner: flate2::read::GzDecoder::new(bytes),
+            left: MAX_UNPACKED_BYTES,
+        };
+        let mut archive = tar::Archive::new(unpacked);
+        let mut files = ChartFiles::default();
+        let entries = archive.entries().map_err(archive_error)?;
+        for entry in entries {
+            let mut entry = entry.map_err(archive_error)?;
+            let entry_type = entry.header().entry_type();
+            if !(entry_type.is_file() || entry_type == tar::EntryType::Continuous) {
+                continue;
+            }
+            let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+            let size = entry.size();
+            if size > MAX_FILE_BYTES {
+                return Err(ChartError::FileTooLarge {
+                    file: name,
+                    size,
+                    limit_mib: MAX_FILE_BYTES / MIB,
+                });
+            }
+            // As Helm's loader does: drop the first path component (the
+            // chart's directory) and look at what is left.
+            let normalised = name.replace('\\', "/");
+            let mut parts = normalised.splitn(2, '/');
+            let first = parts.next().unwrap_or_default();
+            let Some(inside) = parts.next() else {
+                if first == "Chart.yaml" {
+                    return Err(ChartError::ChartYamlAtArchiveRoot);
+                }
+                continue;
+            };
+            let slot = match inside {
+                "Chart.yaml" => &mut files.chart_yaml,
+                "values.yaml" => &mut files.values_yaml,
+                "values.schema.json" => &mut files.schema_json,
+                _ => continue,
+            };
+            let mut data = Vec::new();
+            // `size` is what the header claims; the cap holds whatever it says.
+            (&mut entry).take(MAX_FILE_BYTES).read_to_end(&mut data).map_err(archive_error)?;
+            // Helm's loader lets a later copy of a file replace an earlier one.
+            *slot = Some(data);
+        }
+        Self::from_files(files, "the chart archive")
+    }
+
+    /// An unpacked chart directory (Chart.yaml at its root).
+    pub fn from_dir(path: &Path) -> Result<Self, ChartError> {
+        let read_optional = |name: &str| -> Result<Option<Vec<u8>>, ChartError> {
+            let file = path.join(name);
+            match fs::read(&file) {
+                Ok(data) => Ok(Some(data)),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+                Err(source) => Err(ChartError::Read {
+                    path: file.display().to_string(),
+                    source,
+                }),
+            }
+        };
+        let files = ChartFiles {
+            chart_yaml: read_optional("Chart.yaml")?,
+            values_yaml: read_optional("values.yaml")?,
+            schema_json: read_optional("values.schema.json")?,
+        };
+        Self::from_files(files, &path.display().to_string())
+    }
+
+    /// Either, by looking at the path.
+    pub fn load(path: &Path) -> Result<Self, ChartError> {
+        let read_error = |source| ChartError::Read {
+            path: path.display().to_string(),
+            source,
+        };
+        let metadata = fs::metadata(path).map_err(read_error)?;
+        if metadata.is_dir() {
+            return Self::from_dir(path);
+        }
+        // Checked before reading, so a huge file is not pulled into memory
+        // only to be refused: compression makes a valid archive smaller than
+        // what it unpacks to, never larger by more than its headers.
+        if metadata.len() > MAX_UNPACKED_BYTES {
+            return Err(ChartError::ArchiveTooLarge {
+                limit_mib: MAX_UNPACKED_BYTES / MIB,
+            });
+        }
+        let bytes = fs::read(path).map_err(read_error)?;
+        Self::from_tgz(&bytes)
+    }
+
+    fn from_files(files: ChartFiles, location: &str) -> Result<Self, ChartError> {
+        let chart_yaml = files.chart_yaml.ok_or_else(|| ChartError::MissingChartYaml {
+            location: location.to_string(),
+        })?;
+        let metadata = parse_yaml("Chart.yaml", &chart_yaml)?;
+        let Value::Object(metadata) = metadata else {
+            return Err(ChartError::ChartYamlNotAMap {
+                found: kind(&metadata),
+            });
+        };
+        let name = string_field(&metadata, "name")?;
+        let version = string_field(&metadata, "version")?;
+
+        let values = match files.values_yaml {
+            None => Value::Object(Map::new()),
+            Some(data) => match parse_yaml("values.yaml", &data)? {
+                // An empty or all-comment values.yaml means no defaults.
+                Value::Null => Value::Object(Map::new()),
+                values @ Value::Object(_) => values,
+                other => return Err(ChartError::ValuesNotAMap { found: kind(&other) }),
+            },
+        };
+
+        let schema = match files.schema_json {
+            // Helm skips validation when the schema file is empty.
+            Some(data) if !data.iter().all(u8::is_ascii_whitespace) => {
+                let schema: Value = serde_json::from_slice(&data).map_err(|source| ChartError::Json {
+                    file: "values.schema.json".to_string(),
+                    source,
+                })?;
+                // Compiled now so a broken schema is reported when the chart
+                // is read, not as a puzzling failure of some values later.
+                compile(&schema).map_err(|message| ChartError::Schema { message })?;
+                Some(schema)
+            }
+            _ => None,
+        };
+
+        Ok(Self {
+            name,
+            version,
+            values,
+            schema,
+        })
+    }
+
+    /// Validates the values a release would get against values.schema.json, as Helm does:
+    /// Helm validates the chart's values.yaml COALESCED with the user values (user values win;
+    /// a null in the user values removes the key), then drops keys whose value is null.
+    pub fn validate(&self, user_values: &Value) -> Result<(), SchemaViolations> {
+        let Some(schema) = &self.schema else {
+            return Ok(());
+        };
+        // Missing user values are no values, as with a release that sets none.
+        let empty = Value::Object(Map::new());
+        let user_values = if user_values.is_null() {
+            &empty
+        } else {
+            user_values
+        };
+        let mut values = crate::values::merge(&self.values, user_values, "values").map_err(|e| {
+            SchemaViolations(vec![Violation {
+                path: "(root)".to_string(),
+                rule: "type".to_string(),
+                message: e.to_string(),
+            }])
+        })?;
+        drop_nulls(&mut values);
+
+        // The schema was compiled when the chart was read; this only fails
+        // for a Chart built by hand around a broken schema.
+        let validator = compile(schema).map_err(|message| {
+            SchemaViolations(vec![Violation {
+                path: "(root)".to_string(),
+                rule: "$schema".to_string(),
+                message: format!("the chart's values.schema.json is not a usable JSON Schema: {message}"),
+            }])
+        })?;
+        let violations: Vec<Violation> = validator
+            .iter_errors(&values)
+            .map(|error| {
+                let path = error.instance_path().as_str();
+                Violation {
+                    path: if path.is_empty() {
+                        "(root)".to_string()
+                    } else {
+                        path.to_string()
+                    },
+                    rule: error.kind().keyword().to_string(),
+                    message: error.to_string(),
+                }
+            })
+            .collect();
+        if violations.is_empty() {
+            Ok(())
+        } else {
+            Err(SchemaViolations(violations))
+        }
+    }
+}
+
+/// Draft detected from `$schema` (2020-12 when absent), as Helm's current
+/// validator does; no remote references can be fetched (the crate is built
+/// without that), so a chart cannot make the controller reach out.
+fn compile(schema: &Value) -> Result<jsonschema::Validator, String> {
+    jsonschema::validator_for(schema).map_err(|e| e.to_string())
+}
+
+/// Helm removes keys set to null once values are coalesced; lists are left
+/// alone, as there.
+fn drop_nulls(value: &mut Value) {
+    if let Value::Object(map) = value {
+        map.retain(|_, v| !v.is_null());
+        map.values_mut().for_each(drop_nulls);
+    }
+}
+
+fn parse_yaml(file: &str, data: &[u8]) -> Result<Value, ChartError> {
+    let text = std::str::from_utf8(data).map_err(|_| ChartError::NotUtf8 {
+        file: file.to_string(),
+    })?;
+    if text.trim().is_empty() {
+        return Ok(Value::Null);
+    }
+    serde_saphyr::from_str(text).map_err(|e| ChartError::Yaml {
+        file: file.to_string(),
+        source: Box::new(e),
+    })
+}
+
+fn string_field(metadata: &Map<String, Value>, field: &'static str) -> Result<String, ChartError> {
+    match metadata.get(field) {
+        None | Some(Value::Null) => Err(ChartError::MissingField { field }),
+        Some(Value::String(s)) if s.trim().is_empty() => Err(ChartError::MissingField { field }),
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(other) => Err(ChartError::FieldNotString {
+            field,
+            found: kind(other),
+        }),
+    }
+}
+
+fn archive_error(source: io::Error) -> ChartError {
+    if source.kind() == io::ErrorKind::FileTooLarge {
+        ChartError::ArchiveTooLarge {
+            limit_mib: MAX_UNPACKED_BYTES / MIB,
+        }
+    } else {
+        ChartError::Archive { source }
+    }
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "empty",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a map",
+    }
+}
+
+/// Fails reads once more than `left` bytes have come through, with an error
+/// kind the archive code turns into the size-limit message.
+struct CappedReader<R> {
+    inner: R,
+    left: u64,
+}
+
+impl<R: Read> Read for CappedReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.left == 0 {
+            // One byte more than allowed tells a stream that ends exactly at
+            // the limit from one that goes on.
+            let mut probe = [0u8; 1];
+            return match self.inner.read(&mut probe)? {
+                0 => Ok(0),
+                _ => Err(io::Error::new(io::ErrorKind::FileTooLarge, "chart archive too large")),
+            };
+        }
+        let max = buf.len().min(usize::try_from(self.left).unwrap_or(usize::MAX));
+        let n = self.inner.read(&mut buf[..max])?;
+        self.left -= n as u64;
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flate2::write::GzEncoder;
+    use flate2::Compression;
+    use serde_json::json;
+    use std::io::Write;
+    use std::path::PathBuf;
+
+    const CHART_YAML: &[u8] = b"apiVersion: v2\nname: demo\nversion: 1.4.0\n";
+    const SCHEMA: &str = r#"{
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "required": ["port"],
+        "properties": { "port": { "type": "integer", "maximum": 65535 } }
+    }"#;
+
+    fn tgz(files: &[(&str, &[u8])]) -> Vec<u8> {
+        let mut builder = tar::Builder::new(GzEncoder::new(Vec::new(), Compression::fast()));
+        for (path, data) in files {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(data.len() as u64);
+            header.set_mode(0o644);
+            builder.append_data(&mut header, path, *data).unwrap();
+        }
+        builder.into_inner().unwrap().finish().unwrap()
+    }
+
+    fn fixture() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("charts-fixtures/strict-schema")
+    }
+
+    fn strict() -> Chart {
+        Chart::from_dir(&fixture()).unwrap()
+    }
+
+    fn violations(chart: &Chart, values: Value) -> Vec<Violation> {
+        chart.validate(&values).unwrap_err().0
+    }
+
+    fn rules_at(chart: &Chart, values: Value) -> Vec<(String, String)> {
+        violations(chart, values).into_iter().map(|v| (v.path, v.rule)).collect()
+    }
+
+    fn pair(path: &str, rule: &str) -> (String, String) {
+        (path.to_string(), rule.to_string())
+    }
+
+    #[test]
+    fn a_packaged_chart_is_read() {
+        let archive = tgz(&[
+            ("demo/Chart.yaml", CHART_YAML),
+            ("demo/values.yaml", b"port: 8080\nimage:\n  tag: \"1.0\"\n"),
+            ("demo/values.schema.json", SCHEMA.as_bytes()),
+            ("demo/templates/deployment.yaml", b"kind: Deployment\n"),
+            ("demo/charts/sub/values.yaml", b"port: not-this-one\n"),
+        ]);
+        let chart = Chart::from_tgz(&archive).unwrap();
+        assert_eq!(chart.name, "demo");
+        assert_eq!(chart.version, "1.4.0");
+        assert_eq!(chart.values, json!({ "port": 8080, "image": { "tag": "1.0" } }));
+        assert_eq!(chart.schema.as_ref().unwrap()["required"], json!(["port"]));
+        assert_eq!(chart.validate(&json!({ "port": 443 })), Ok(()));
+        assert_eq!(rules_at(&chart, json!({ "port": 70000 })), vec![pair("/port", "maximum")]);
+    }
+
+    #[test]
+    fn a_chart_without_values_or_schema_accepts_anything() {
+        let chart = Chart::from_tgz(&tgz(&[("demo/Chart.yaml", CHART_YAML)])).unwrap();
+        assert_eq!(chart.values, json!({}));
+        assert_eq!(chart.schema, None);
+        assert_eq!(chart.validate(&json!({ "anything": [1, { "at": "all" }] })), Ok(()));
+        assert_eq!(chart.validate(&Value::Null), Ok(()));
+    }
+
+    #[test]
+    fn empty_values_and_schema_files_count_as_absent() {
+        let archive = tgz(&[
+            ("demo/Chart.yaml", CHART_YAML),
+            ("demo/values.yaml", b"# nothing to set\n"),
+            ("demo/values.schema.json", b"\n"),
+        ]);
+        let chart = Chart::from_tgz(&archive).unwrap();
+        assert_eq!(chart.values, json!({}));
+        assert_eq!(chart.schema, None);
+    }
+
+    #[test]
+    fn the_fixture_directory_is_read() {
+        let chart = strict();
+        assert_eq!(chart.name, "strict-schema");
+        assert_eq!(chart.version, "2.0.0");
+        assert_eq!(chart.values, json!({ "replicas": 1, "message": "hello", "mode": "edge" }));
+        assert!(chart.schema.is_some());
+    }
+
+    #[test]
+    fn valid_values_pass_the_strict_schema() {
+        let chart = strict();
+        assert_eq!(chart.validate(&json!({})), Ok(()));
+        assert_eq!(chart.validate(&Value::Null), Ok(()));
+        let all = json!({ "replicas": 5, "message": "hi", "mode": "cloud", "nodeSelector": { "pool": "a" } });
+        assert_eq!(chart.validate(&all), Ok(()));
+    }
+
+    #[test]
+    fn a_value_outside_the_enum_fails() {
+        let found = violations(&strict(), json!({ "mode": "orbit" }));
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].path, "/mode");
+        assert_eq!(found[0].rule, "enum");
+        assert!(found[0].message.contains("orbit"), "{}", found[0].message);
+    }
+
+    #[test]
+    fn bounds_and_types_fail_with_their_keyword() {
+        let chart = strict();
+        assert_eq!(rules_at(&chart, json!({ "replicas": 0 })), vec![pair("/replicas", "minimum")]);
+        assert_eq!(rules_at(&chart, json!({ "replicas": 6 })), vec![pair("/replicas", "maximum")]);
+        assert_eq!(rules_at(&chart, json!({ "replicas": "2" })), vec![pair("/replicas", "type")]);
+        assert_eq!(rules_at(&chart, json!({ "message": "" })), vec![pair("/message", "minLength")]);
+        assert_eq!(
+            rules_at(&chart, json!({ "nodeSelector": { "pool": 1 } })),
+            vec![pair("/nodeSelector/pool", "type")]
+        );
+    }
+
+    #[test]
+    fn unknown_keys_fail_additional_properties() {
+        assert_eq!(rules_at(&strict(), json!({ "extra": 1 })), vec![pair("(root)", "additionalProperties")]);
+    }
+
+    #[test]
+    fn a_null_removes_the_default_and_fails_required() {
+        let found = violations(&strict(), json!({ "message": null }));
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!((found[0].path.as_str(), found[0].rule.as_str()), ("(root)", "required"));
+        assert!(found[0].message.contains("message"), "{}", found[0].message);
+    }
+
+    #[test]
+    fn nested_nulls_are_removed_too() {
+        let schema = json!({
+            "type": "object",
+            "properties": { "image": { "type": "object", "required": ["tag"] } }
+        });
+        let chart = Chart {
+            name: "demo".to_string(),
+            version: "1.0.0".to_string(),
+            values: json!({ "image": { "repository": "r", "tag": "1" } }),
+            schema: Some(schema),
+        };
+        assert_eq!(rules_at(&chart, json!({ "image": { "tag": null } })), vec![pair("/image", "required")]);
+        assert_eq!(chart.validate(&json!({ "image": { "repository": null } })), Ok(()));
+    }
+
+    #[test]
+    fn every_violation_is_reported_one_per_line() {
+        let err = strict()
+            .validate(&json!({ "mode": "orbit", "replicas": 0, "extra": true }))
+            .unwrap_err();
+        assert_eq!(err.0.len(), 3, "{err}");
+        let text = err.to_string();
+        assert_eq!(text.lines().count(), 3, "{text}");
+        assert!(text.lines().any(|l| l.starts_with("/mode: ") && l.ends_with(" (enum)")), "{text}");
+    }
+
+    #[test]
+    fn user_values_that_are_not_a_map_are_reported() {
+        let found = violations(&strict(), json!(["a"]));
+        assert_eq!((found[0].path.as_str(), found[0].rule.as_str()), ("(root)", "type"));
+    }
+
+    #[test]
+    fn a_hand_built_chart_with_a_broken_schema_reports_it() {
+        let chart = Chart {
+            schema: Some(json!({ "type": 12 })),
+            ..strict()
+        };
+        assert_eq!(rules_at(&chart, json!({})), vec![pair("(root)", "$schema")]);
+    }
+
+    #[test]
+    fn the_draft_is_taken_from_the_schema() {
+        // Draft 4 spells an exclusive bound as a boolean beside `maximum`;
+        // read as 2020-12 the boolean would be rejected when compiling.
+        let schema = r#"{
+            "$schema": "http://json-schema.org/draft-04/schema#",
+            "properties": { "n": { "maximum": 3, "exclusiveMaximum": true } }
+        }"#;
+        let archive = tgz(&[
+            ("demo/Chart.yaml", CHART_YAML),
+            ("demo/values.schema.json", schema.as_bytes()),
+        ]);
+        let chart = Chart::from_tgz(&archive).unwrap();
+        assert_eq!(chart.validate(&json!({ "n": 2 })), Ok(()));
+        assert_eq!(rules_at(&chart, json!({ "n": 3 })), vec![pair("/n", "exclusiveMaximum")]);
+
+        let undeclared = schema.replace(r#""$schema": "http://json-schema.org/draft-04/schema#","#, "");
+        let archive = tgz(&[
+            ("demo/Chart.yaml", CHART_YAML),
+            ("demo/values.schema.json", undeclared.as_bytes()),
+        ]);
+        assert!(matches!(Chart::from_tgz(&archive), Err(ChartError::Schema { .. })));
+    }
+
+    #[test]
+    fn a_schema_that_does_not_compile_is_refused() {
+        for schema in [
+            r#"{ "type": 12 }"#,
+            r#"{ "$ref": "https://example.com/values.json" }"#,
+        ] {
+            let archive = tgz(&[
+                ("demo/Chart.yaml", CHART_YAML),
+                ("demo/values.schema.json", schema.as_bytes()),
+            ]);
+            let err = Chart::from_tgz(&archive).unwrap_err();
+            assert!(matches!(err, ChartError::Schema { .. }), "{schema}: {err}");
+            assert!(err.to_string().contains("values.schema.json"), "{err}");
+        }
+    }
+
+    #[test]
+    fn bad_files_are_named() {
+        let yaml = tgz(&[
+            ("demo/Chart.yaml", CHART_YAML),
+            ("demo/values.yaml", b"a: [1, 2\n"),
+        ]);
+        let err = Chart::from_tgz(&yaml).unwrap_err();
+        assert!(matches!(&err, ChartError::Yaml { file, .. } if file == "values.yaml"), "{err}");
+        assert!(err.to_string().starts_with("values.yaml in the chart is not valid YAML"), "{err}");
+
+        let json = tgz(&[
+            ("demo/Chart.yaml", CHART_YAML),
+            ("demo/values.schema.json", b"{ nope"),
+        ]);
+        let err = Chart::from_tgz(&json).unwrap_err();
+        assert!(err.to_string().starts_with("values.schema.json in the chart is not valid JSON"), "{err}");
+
+        let chart_yaml = tgz(&[("demo/Chart.yaml", b"name: [unclosed\n")]);
+        let err = Chart::from_tgz(&chart_yaml).unwrap_err();
+        assert!(matches!(&err, ChartError::Yaml { file, .. } if file == "Chart.yaml"), "{err}");
+
+        let list = tgz(&[
+            ("demo/Chart.yaml", CHART_YAML),
+            ("demo/values.yaml", b"- a\n- b\n"),
+        ]);
+        assert!(matches!(Chart::from_tgz(&list), Err(ChartError::ValuesNotAMap { found: "a list" })));
+    }
+
+    #[test]
+    fn chart_yaml_must_name_and_version_the_chart() {
+        let cases: &[(&[u8], &str)] = &[
+            (b"apiVersion: v2\nversion: 1.0.0\n", "Chart.yaml has no `name`"),
+            (b"apiVersion: v2\nname: demo\n", "Chart.yaml has no `version`"),
+            (b"apiVersion: v2\nname: demo\nversion: 1.0\n", "`version` must be a string, not a number"),
+            (b"- demo\n", "Chart.yaml must be a map"),
+        ];
+        for (chart_yaml, expected) in cases {
+            let err = Chart::from_tgz(&tgz(&[("demo/Chart.yaml", chart_yaml)])).unwrap_err();
+            assert!(err.to_string().contains(expected), "{err}");
+        }
+    }
+
+    #[test]
+    fn chart_yaml_must_be_inside_the_chart_directory() {
+        let missing = tgz(&[
+            ("demo/values.yaml", b"a: 1\n"),
+            ("demo/sub/Chart.yaml", CHART_YAML),
+        ]);
+        assert!(matches!(Chart::from_tgz(&missing), Err(ChartError::MissingChartYaml { .. })));
+        let at_root = tgz(&[("Chart.yaml", CHART_YAML)]);
+        assert!(matches!(Chart::from_tgz(&at_root), Err(ChartError::ChartYamlAtArchiveRoot)));
+    }
+
+    #[test]
+    fn something_that_is_not_an_archive_is_refused() {
+        let err = Chart::from_tgz(b"apiVersion: v2\nname: demo\n").unwrap_err();
+        assert!(matches!(err, ChartError::Archive { .. }), "{err}");
+    }
+
+    #[test]
+    fn an_oversized_file_is_refused() {
+        let big = vec![0u8; (MAX_FILE_BYTES + 1) as usize];
+        let archive = tgz(&[("demo/Chart.yaml", CHART_YAML), ("demo/files/blob.bin", &big)]);
+        // Zeros compress about a thousandfold: this is what a bomb looks like.
+        assert!(archive.len() < 64 * 1024, "{}", archive.len());
+        let err = Chart::from_tgz(&archive).unwrap_err();
+        assert!(
+            matches!(&err, ChartError::FileTooLarge { file, .. } if file == "demo/files/blob.bin"),
+            "{err}"
+        );
+        assert!(err.to_string().contains("decompression bomb"), "{err}");
+    }
+
+    #[test]
+    fn an_archive_unpacking_past_the_total_limit_is_refused() {
+        let chunk = vec![0u8; (4 * MIB) as usize];
+        let names: Vec<String> = (0..6).map(|i| format!("demo/files/part{i}.bin")).collect();
+        let mut files: Vec<(&str, &[u8])> = names.iter().map(|n| (n.as_str(), chunk.as_slice())).collect();
+        // Last, so the limit has to stop the read before Chart.yaml is seen.
+        files.push(("demo/Chart.yaml", CHART_YAML));
+        let err = Chart::from_tgz(&tgz(&files)).unwrap_err();
+        assert!(matches!(err, ChartError::ArchiveTooLarge { limit_mib: 20 }), "{err}");
+        assert!(err.to_string().contains("more than 20 MiB"), "{err}");
+    }
+
+    #[test]
+    fn a_header_claiming_a_huge_file_is_refused_before_reading() {
+        let mut header = tar::Header::new_gnu();
+        header.set_path("demo/values.yaml").unwrap();
+        header.set_size(1 << 40);
+        header.set_mode(0o644);
+        header.set_cksum();
+        let mut raw = header.as_bytes().to_vec();
+        raw.extend_from_slice(&[0u8; 1024]);
+        let mut gz = GzEncoder::new(Vec::new(), Compression::fast());
+        gz.write_all(&raw).unwrap();
+        let err = Chart::from_tgz(&gz.finish().unwrap()).unwrap_err();
+        assert!(matches!(err, ChartError::FileTooLarge { size, .. } if size == 1 << 40), "{err}");
+    }
+
+    #[test]
+    fn load_tells_a_directory_from_an_archive() {
+        assert_eq!(Chart::load(&fixture()).unwrap(), strict());
+
+        let dir = std::env::temp_dir().join(format!("chart-load-test-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("demo-1.4.0.tgz");
+        fs::write(&file, tgz(&[("demo/Chart.yaml", CHART_YAML)])).unwrap();
+        let loaded = Chart::load(&file);
+        let missing = Chart::load(&dir.join("absent.tgz"));
+        fs::remove_dir_all(&dir).unwrap();
+
+        assert_eq!(loaded.unwrap().name, "demo");
+        assert!(matches!(missing, Err(ChartError::Read { .. })));
+        let err = Chart::from_dir(&fixture().join("templates")).unwrap_err();
+        assert!(matches!(err, ChartError::MissingChartYaml { .. }), "{err}");
+    }
+}

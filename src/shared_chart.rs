@@ -1,0 +1,190 @@
+//! The one HelmChart an application's releases share.
+//!
+//! With `chart.spec` in every HelmRelease, Flux makes a HelmChart per
+//! release: N pools mean N chart downloads and N version resolutions, each
+//! on its own clock. Instead the controller resolves the version once and
+//! creates one HelmChart per resolved version; every release points at it
+//! with `chartRef`.
+//!
+//! A HelmChart's `sourceRef` is local to its namespace, so the shared chart
+//! lives beside the source, which may be another namespace than the
+//! application's. Owner references cannot cross namespaces: the chart is
+//! found by labels, and the application's finalizer deletes it.
+
+use serde_json::{json, Value};
+
+use crate::api::{NodePoolApplicationSpec, SourceKind};
+use crate::naming;
+
+pub const HELMCHART_API_VERSION: &str = "source.toolkit.fluxcd.io/v1";
+/// The namespace of the application a shared HelmChart belongs to; the
+/// application's name is in `naming::LABEL_APPLICATION`.
+pub const LABEL_APPLICATION_NAMESPACE: &str = "apps.fanout.dev/application-namespace";
+
+/// Where the shared HelmChart of one resolved version lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChartRef {
+    pub name: String,
+    pub namespace: String,
+}
+
+/// The namespace of the application's chart source.
+pub fn source_namespace<'a>(spec: &'a NodePoolApplicationSpec, app_namespace: &'a str) -> &'a str {
+    spec.chart.spec.source_ref.namespace.as_deref().unwrap_or(app_namespace)
+}
+
+/// `<app>-<chart>-<hash>`, at most 63 characters; the hash covers everything
+/// that makes the artifact, so a version bump gets a new chart beside the
+/// old one, which goes once no release uses it.
+pub fn chart_ref(spec: &NodePoolApplicationSpec, app: &str, app_namespace: &str, version: &str) -> ChartRef {
+    let source = &spec.chart.spec.source_ref;
+    let kind = format!("{:?}", source.kind);
+    let hash = naming::hex_prefix(
+        &[
+            app_namespace,
+            app,
+            &spec.chart.spec.chart,
+            version,
+            &kind,
+            &source.name,
+        ],
+        8,
+    );
+    let mut readable: String = format!("{app}-{}", spec.chart.spec.chart)
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    readable.truncate(63 - 9);
+    let readable = readable.trim_end_matches('-');
+    ChartRef {
+        name: format!("{readable}-{hash}"),
+        namespace: source_namespace(spec, app_namespace).to_string(),
+    }
+}
+
+/// The HelmChart object for one resolved version.
+pub fn helmchart(
+    spec: &NodePoolApplicationSpec,
+    app: &str,
+    app_namespace: &str,
+    version: &str,
+    chart: &ChartRef,
+) -> Value {
+    let chart_spec = &spec.chart.spec;
+    let mut object = json!({
+        "apiVersion": HELMCHART_API_VERSION,
+        "kind": "HelmChart",
+        "metadata": {
+            "name": chart.name,
+            "namespace": chart.namespace,
+            "labels": {
+                naming::LABEL_APPLICATION: naming::label_value(app),
+                LABEL_APPLICATION_NAMESPACE: naming::label_value(app_namespace),
+                naming::LABEL_MANAGED_BY: naming::MANAGER,
+            },
+        },
+        "spec": {
+            "chart": chart_spec.chart,
+            "version": version,
+            "sourceRef": {
+                "kind": format!("{:?}", chart_spec.source_ref.kind),
+                "name": chart_spec.source_ref.name,
+            },
+            "interval": chart_spec.interval.as_deref().unwrap_or(&spec.interval),
+        },
+    });
+    let out = &mut object["spec"];
+    if let Some(strategy) = &chart_spec.reconcile_strategy {
+        out["reconcileStrategy"] = json!(strategy);
+    }
+    if !chart_spec.values_files.is_empty() {
+        out["valuesFiles"] = json!(chart_spec.values_files);
+    }
+    if let Some(ignore) = chart_spec.ignore_missing_values_files {
+        out["ignoreMissingValuesFiles"] = json!(ignore);
+    }
+    object
+}
+
+/// The version a shared chart is created with: resolved centrally from a
+/// HelmRepository's index, or, for Git and Bucket sources (one chart at a
+/// path), the spec's own.
+pub fn needs_resolution(spec: &NodePoolApplicationSpec) -> bool {
+    matches!(spec.chart.spec.source_ref.kind, SourceKind::HelmRepository)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(extra: Value) -> NodePoolApplicationSpec {
+        let mut base = json!({
+            "pools": { "names": ["a"] },
+            "chart": { "spec": { "chart": "ingress-gateway", "version": "^1.0",
+                "sourceRef": { "kind": "HelmRepository", "name": "fixtures", "namespace": "flux-system" } } },
+            "interval": "10m"
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            base["chart"]["spec"][k] = v.clone();
+        }
+        serde_json::from_value(base).unwrap()
+    }
+
+    #[test]
+    fn one_name_per_version_in_the_source_namespace() {
+        let s = spec(json!({}));
+        let a = chart_ref(&s, "ingress", "edge", "1.0.0");
+        let b = chart_ref(&s, "ingress", "edge", "1.1.0");
+        assert_ne!(a.name, b.name);
+        assert_eq!(a.namespace, "flux-system");
+        assert!(a.name.starts_with("ingress-ingress-gateway-"), "{}", a.name);
+        assert_eq!(a, chart_ref(&s, "ingress", "edge", "1.0.0"), "stable");
+        assert_ne!(
+            a.name,
+            chart_ref(&s, "ingress", "other", "1.0.0").name,
+            "apps in other namespaces differ"
+        );
+    }
+
+    #[test]
+    fn long_names_fit_63_characters() {
+        let s = spec(json!({ "chart": "a-chart-with-a-very-long-name-that-goes-on-and-on-and-on-forever" }));
+        let r = chart_ref(&s, "an-application-with-a-long-name", "edge", "1.0.0");
+        assert!(r.name.len() <= 63, "{} is {} long", r.name, r.name.len());
+        assert!(!r.name.contains("--"));
+    }
+
+    #[test]
+    fn a_source_in_the_apps_namespace_by_default() {
+        let mut s = spec(json!({}));
+        s.chart.spec.source_ref.namespace = None;
+        assert_eq!(chart_ref(&s, "ingress", "edge", "1.0.0").namespace, "edge");
+    }
+
+    #[test]
+    fn the_helmchart_pins_the_resolved_version() {
+        let s = spec(json!({ "valuesFiles": ["values-edge.yaml"], "interval": "2m" }));
+        let r = chart_ref(&s, "ingress", "edge", "1.0.0");
+        let hc = helmchart(&s, "ingress", "edge", "1.0.0", &r);
+        assert_eq!(hc["spec"]["version"], "1.0.0");
+        assert_eq!(hc["spec"]["chart"], "ingress-gateway");
+        assert_eq!(hc["spec"]["sourceRef"], json!({ "kind": "HelmRepository", "name": "fixtures" }));
+        assert_eq!(hc["spec"]["interval"], "2m");
+        assert_eq!(hc["spec"]["valuesFiles"], json!(["values-edge.yaml"]));
+        assert_eq!(hc["metadata"]["labels"][LABEL_APPLICATION_NAMESPACE], "edge");
+        assert_eq!(hc["metadata"]["labels"][naming::LABEL_APPLICATION], "ingress");
+    }
+
+    #[test]
+    fn only_helm_repositories_have_an_index() {
+        assert!(needs_resolution(&spec(json!({}))));
+        let git = spec(json!({ "sourceRef": { "kind": "GitRepository", "name": "repo" } }));
+        assert!(!needs_resolution(&git));
+    }
+}

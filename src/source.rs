@@ -1,0 +1,359 @@
+//! Chart sources: resolves an application's chart version once, centrally,
+//! from the HelmRepository's index, and reads the shared HelmChart's
+//! artifact, both from what source-controller serves.
+//!
+//! source-controller serves every artifact over plain HTTP at
+//! `status.artifact.url` with its digest in `status.artifact.digest`; both
+//! downloads are verified against that digest and cached by it, so a
+//! reconcile that finds the same artifact fetches nothing.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kube::api::{ApiResource, DynamicObject};
+use kube::{Api, Client};
+use serde::Deserialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::api::{ChartSpec, SourceKind};
+use crate::chart::{Chart, ChartError};
+use crate::version::{self, VersionError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("cannot read {kind} {namespace}/{name}: {source}")]
+    Get {
+        kind: &'static str,
+        namespace: String,
+        name: String,
+        #[source]
+        source: Box<kube::Error>,
+    },
+    #[error("{kind} {namespace}/{name} does not exist: create it, or fix spec.chart.spec.sourceRef")]
+    Missing {
+        kind: &'static str,
+        namespace: String,
+        name: String,
+    },
+    #[error("{kind} {namespace}/{name} has no artifact yet ({why}); waiting for source-controller")]
+    NotReady {
+        kind: &'static str,
+        namespace: String,
+        name: String,
+        why: String,
+    },
+    #[error("cannot download {url}: {source}")]
+    Download {
+        url: String,
+        #[source]
+        source: reqwest::Error,
+    },
+    #[error(
+        "the artifact at {url} does not match its digest {digest}: it changed during the download; retrying"
+    )]
+    Digest { url: String, digest: String },
+    #[error("the index of HelmRepository {repository} is not valid YAML: {message}")]
+    Index { repository: String, message: String },
+    #[error("chart {chart:?} is not in HelmRepository {repository}: check spec.chart.spec.chart")]
+    NoSuchChart { chart: String, repository: String },
+    #[error("spec.chart.spec.version: {0}")]
+    Version(#[from] VersionError),
+    #[error("the chart artifact at {url}: {source}")]
+    Chart {
+        url: String,
+        #[source]
+        source: ChartError,
+    },
+}
+
+impl SourceError {
+    /// Whether the user must change something (as opposed to waiting or retrying).
+    pub fn needs_user(&self) -> bool {
+        matches!(
+            self,
+            Self::Missing { .. } | Self::NoSuchChart { .. } | Self::Version(_) | Self::Chart { .. }
+        )
+    }
+
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Missing { .. } => "SourceNotFound",
+            Self::NotReady { .. } => "SourceNotReady",
+            Self::NoSuchChart { .. } => "ChartNotFound",
+            Self::Version(_) => "ChartVersionNotFound",
+            Self::Chart { .. } => "InvalidChart",
+            Self::Get { .. } | Self::Download { .. } | Self::Digest { .. } | Self::Index { .. } => {
+                "SourceUnavailable"
+            }
+        }
+    }
+}
+
+pub fn helmrepository_resource() -> ApiResource {
+    source_resource("HelmRepository", "helmrepositories")
+}
+
+pub fn helmchart_resource() -> ApiResource {
+    source_resource("HelmChart", "helmcharts")
+}
+
+fn source_resource(kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: "source.toolkit.fluxcd.io".into(),
+        version: "v1".into(),
+        api_version: "source.toolkit.fluxcd.io/v1".into(),
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+/// An artifact as source-controller reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Artifact {
+    pub url: String,
+    pub digest: String,
+}
+
+/// The Ready artifact of a Flux source object, or why there is none.
+pub fn artifact_of(object: &Value, kind: &'static str) -> Result<Artifact, SourceError> {
+    let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    let namespace = object.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default();
+    let not_ready = |why: String| SourceError::NotReady {
+        kind,
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        why,
+    };
+    let url = object.pointer("/status/artifact/url").and_then(Value::as_str);
+    let digest = object.pointer("/status/artifact/digest").and_then(Value::as_str);
+    match (url, digest) {
+        (Some(url), Some(digest)) => Ok(Artifact {
+            url: url.to_string(),
+            digest: digest.to_string(),
+        }),
+        _ => {
+            let ready = object
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .and_then(|c| c.iter().find(|c| c["type"] == "Ready"));
+            let why = ready.and_then(|c| c["message"].as_str()).unwrap_or("not reconciled yet").to_string();
+            Err(not_ready(why))
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct Index {
+    #[serde(default)]
+    entries: BTreeMap<String, Vec<IndexEntry>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct IndexEntry {
+    #[serde(default)]
+    version: String,
+}
+
+/// The versions of each chart in a repository index.
+pub type IndexVersions = BTreeMap<String, Vec<String>>;
+
+/// Reads the chart versions out of an index.yaml.
+pub fn parse_index(bytes: &[u8], repository: &str) -> Result<IndexVersions, SourceError> {
+    let text = String::from_utf8_lossy(bytes);
+    let index: Index = serde_saphyr::from_str(&text).map_err(|e| SourceError::Index {
+        repository: repository.to_string(),
+        message: e.to_string(),
+    })?;
+    Ok(index
+        .entries
+        .into_iter()
+        .map(|(chart, entries)| (chart, entries.into_iter().map(|e| e.version).collect()))
+        .collect())
+}
+
+/// Downloads and caches source-controller artifacts by digest.
+pub struct Sources {
+    client: Client,
+    http: reqwest::Client,
+    indexes: Mutex<HashMap<String, Arc<IndexVersions>>>,
+    charts: Mutex<HashMap<String, Arc<Chart>>>,
+    /// Chart archives downloaded since start, for the benchmark and metrics.
+    pub downloads: std::sync::atomic::AtomicU64,
+}
+
+/// Entries kept per cache: one per repository revision and chart version in
+/// use is plenty; older ones are dropped wholesale.
+const CACHE_LIMIT: usize = 64;
+
+impl Sources {
+    pub fn new(client: Client) -> Self {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .unwrap_or_else(|_| reqwest::Client::new());
+        Self {
+            client,
+            http,
+            indexes: Mutex::new(HashMap::new()),
+            charts: Mutex::new(HashMap::new()),
+            downloads: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// The version string of the index entry `spec.version` resolves to.
+    pub async fn resolve_version(&self, spec: &ChartSpec, default_ns: &str) -> Result<String, SourceError> {
+        let namespace = spec.source_ref.namespace.as_deref().unwrap_or(default_ns);
+        let repo = self
+            .get(&helmrepository_resource(), "HelmRepository", namespace, &spec.source_ref.name)
+            .await?;
+        let artifact = artifact_of(&repo, "HelmRepository")?;
+        let repository = format!("{namespace}/{}", spec.source_ref.name);
+        let index = self.index(&artifact, &repository).await?;
+        let versions = index.get(&spec.chart).ok_or_else(|| SourceError::NoSuchChart {
+            chart: spec.chart.clone(),
+            repository: repository.clone(),
+        })?;
+        let wanted = spec.version.as_deref().unwrap_or("*");
+        Ok(version::resolve(wanted, versions.iter().map(String::as_str))?.to_string())
+    }
+
+    /// The chart in a HelmChart's artifact, once source-controller has one.
+    pub async fn chart(&self, helmchart: &Value) -> Result<Arc<Chart>, SourceError> {
+        let artifact = artifact_of(helmchart, "HelmChart")?;
+        if let Some(chart) = lock(&self.charts).get(&artifact.digest) {
+            return Ok(chart.clone());
+        }
+        let bytes = self.download(&artifact).await?;
+        self.downloads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let chart = Arc::new(Chart::from_tgz(&bytes).map_err(|source| SourceError::Chart {
+            url: artifact.url.clone(),
+            source,
+        })?);
+        insert(&self.charts, artifact.digest, chart.clone());
+        Ok(chart)
+    }
+
+    async fn index(&self, artifact: &Artifact, repository: &str) -> Result<Arc<IndexVersions>, SourceError> {
+        if let Some(index) = lock(&self.indexes).get(&artifact.digest) {
+            return Ok(index.clone());
+        }
+        let bytes = self.download(artifact).await?;
+        let index = Arc::new(parse_index(&bytes, repository)?);
+        insert(&self.indexes, artifact.digest.clone(), index.clone());
+        Ok(index)
+    }
+
+    async fn get(
+        &self,
+        resource: &ApiResource,
+        kind: &'static str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Value, SourceError> {
+        let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), namespace, resource);
+        match api.get_opt(name).await {
+            Ok(Some(object)) => Ok(serde_json::to_value(object).unwrap_or_default()),
+            Ok(None) => Err(SourceError::Missing {
+                kind,
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+            }),
+            Err(source) => Err(SourceError::Get {
+                kind,
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                source: Box::new(source),
+            }),
+        }
+    }
+
+    async fn download(&self, artifact: &Artifact) -> Result<Vec<u8>, SourceError> {
+        let failed = |source| SourceError::Download {
+            url: artifact.url.clone(),
+            source,
+        };
+        let response = self.http.get(&artifact.url).send().await.map_err(failed)?;
+        let bytes = response.error_for_status().map_err(failed)?.bytes().await.map_err(failed)?;
+        if !digest_matches(&artifact.digest, &bytes) {
+            return Err(SourceError::Digest {
+                url: artifact.url.clone(),
+                digest: artifact.digest.clone(),
+            });
+        }
+        Ok(bytes.to_vec())
+    }
+}
+
+/// Flux writes digests as `sha256:<hex>`; other algorithms are trusted as
+/// served, since source-controller computed them itself.
+fn digest_matches(digest: &str, bytes: &[u8]) -> bool {
+    match digest.split_once(':') {
+        Some(("sha256", hex)) => {
+            let actual = Sha256::digest(bytes);
+            let actual: String = actual.iter().map(|b| format!("{b:02x}")).collect();
+            actual.eq_ignore_ascii_case(hex)
+        }
+        _ => true,
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn insert<T>(cache: &Mutex<HashMap<String, T>>, key: String, value: T) {
+    let mut map = lock(cache);
+    if map.len() >= CACHE_LIMIT {
+        map.clear();
+    }
+    map.insert(key, value);
+}
+
+/// Whether the source kind has an index to resolve versions in. Git and
+/// Bucket sources carry one chart at a path; its version is the chart's own.
+pub fn has_index(kind: &SourceKind) -> bool {
+    matches!(kind, SourceKind::HelmRepository)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn index_versions_by_chart() {
+        let index = b"apiVersion: v1\nentries:\n  ingress-gateway:\n  - version: 1.1.0\n    urls: [a]\n  - version: 1.0.0\n  edgex-lite:\n  - version: 0.3.0\ngenerated: now\n";
+        let v = parse_index(index, "flux-system/fixtures").unwrap();
+        assert_eq!(v["ingress-gateway"], vec!["1.1.0", "1.0.0"]);
+        assert_eq!(v["edgex-lite"], vec!["0.3.0"]);
+    }
+
+    #[test]
+    fn a_broken_index_names_the_repository() {
+        let e = parse_index(b"entries: [: :", "flux-system/fixtures").unwrap_err();
+        assert!(e.to_string().contains("flux-system/fixtures"), "{e}");
+    }
+
+    #[test]
+    fn artifacts_need_url_and_digest() {
+        let ready = json!({ "metadata": { "name": "r", "namespace": "n" },
+            "status": { "artifact": { "url": "http://x/index.yaml", "digest": "sha256:00" } } });
+        assert_eq!(artifact_of(&ready, "HelmRepository").unwrap().url, "http://x/index.yaml");
+        let pending = json!({ "metadata": { "name": "r", "namespace": "n" },
+            "status": { "conditions": [{ "type": "Ready", "status": "False", "message": "fetch failed: 404" }] } });
+        let e = artifact_of(&pending, "HelmRepository").unwrap_err();
+        assert!(e.to_string().contains("fetch failed: 404"), "{e}");
+        assert_eq!(e.reason(), "SourceNotReady");
+        assert!(!e.needs_user());
+    }
+
+    #[test]
+    fn sha256_digests_are_checked() {
+        let hex: String = Sha256::digest(b"abc").iter().map(|b| format!("{b:02x}")).collect();
+        assert!(digest_matches(&format!("sha256:{hex}"), b"abc"));
+        assert!(!digest_matches(&format!("sha256:{hex}"), b"abd"));
+        assert!(digest_matches("blake3:whatever", b"abc"));
+    }
+}

@@ -1,0 +1,181 @@
+//! One chart for all pools, end to end: the version resolved once from the
+//! repository index, one shared HelmChart per version, and values checked
+//! against the chart's schema before anything is written.
+mod support;
+
+use kube::api::{DynamicObject, ListParams};
+use kube::Api;
+use serde_json::{json, Value};
+use support::apps::{
+    apply_app, ingress_app, pool_status, ready_is, releases_by_pool, wait_app, CHANGE_TIMEOUT, READY_TIMEOUT,
+};
+use support::{ensure_crd, RunningController, TestEnv, TestResult};
+
+fn helmchart_resource() -> kube::api::ApiResource {
+    kube::api::ApiResource {
+        group: "source.toolkit.fluxcd.io".into(),
+        version: "v1".into(),
+        api_version: "source.toolkit.fluxcd.io/v1".into(),
+        kind: "HelmChart".into(),
+        plural: "helmcharts".into(),
+    }
+}
+
+/// HelmCharts in flux-system that belong to this test: the shared ones
+/// (labelled with the application's namespace) and any per-release ones
+/// Flux would make (named after the namespace).
+async fn charts_of(env: &TestEnv) -> Vec<Value> {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), "flux-system", &helmchart_resource());
+    let list = api.list(&ListParams::default()).await.expect("list HelmCharts");
+    list.items
+        .into_iter()
+        .filter_map(|c| serde_json::to_value(c).ok())
+        .filter(|c| {
+            let name = c["metadata"]["name"].as_str().unwrap_or_default();
+            c["metadata"]["labels"]["apps.fanout.dev/application-namespace"] == env.namespace.as_str()
+                || name.starts_with(&env.namespace)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_pool_shares_one_helmchart_of_the_centrally_resolved_version() -> TestResult {
+    let mut env = TestEnv::new("shared").await;
+    ensure_crd(&env.client).await;
+    let tag = env.prefix.clone();
+    for pool in ["a", "b", "c", "d"] {
+        env.create_pool(pool, &[("e2e", &tag), ("region", "east")], 1).await;
+    }
+    let controller = RunningController::start(&env.namespace);
+
+    // ^1.0 matches 1.0.0 and 1.1.0; 2.0.0-rc.1 is a prerelease of another major.
+    let mut app = ingress_app(&env, json!({}));
+    app["spec"]["chart"]["spec"]["version"] = json!("^1.0");
+    apply_app(&env, &app).await?;
+    let status = wait_app(&env, &controller, "READY 4/4", READY_TIMEOUT, ready_is("4/4")).await;
+    assert_eq!(status["status"]["chartVersion"], "1.1.0", "latest stable matching ^1.0");
+
+    let charts = charts_of(&env).await;
+    assert_eq!(charts.len(), 1, "one HelmChart for four pools: {:?}", names(&charts));
+    let shared = charts[0]["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    assert_eq!(charts[0]["spec"]["version"], "1.1.0", "the shared chart pins the resolved version");
+    for (pool, hr) in releases_by_pool(&env).await {
+        assert_eq!(hr["spec"]["chartRef"]["name"], shared.as_str(), "pool {pool}");
+        assert_eq!(hr["spec"]["chartRef"]["kind"], "HelmChart");
+        assert!(hr["spec"].get("chart").is_none(), "pool {pool} carries its own chart.spec");
+    }
+
+    // A version change moves every pool to a new shared chart; the old one goes.
+    app["spec"]["chart"]["spec"]["version"] = json!("1.0.0");
+    apply_app(&env, &app).await?;
+    let status = wait_app(&env, &controller, "every pool on 1.0.0", READY_TIMEOUT, |app| {
+        ready_is("4/4")(app)?;
+        match app.pointer("/status/chartVersion").and_then(Value::as_str) {
+            Some("1.0.0") => Ok(()),
+            other => Err(format!("chartVersion {other:?}")),
+        }
+    })
+    .await;
+    assert_eq!(status["status"]["readyPools"], 4);
+    let charts = charts_of(&env).await;
+    assert_eq!(charts.len(), 1, "the old HelmChart is gone: {:?}", names(&charts));
+    assert_ne!(charts[0]["metadata"]["name"], shared.as_str());
+    assert_eq!(charts[0]["spec"]["version"], "1.0.0");
+
+    // Deleting the application deletes the shared chart (in another namespace).
+    let apps: Api<nodepool_fanout::api::NodePoolApplication> =
+        Api::namespaced(env.client.clone(), &env.namespace);
+    apps.delete("ingress", &Default::default()).await?;
+    support::wait_for("the shared HelmChart to go", CHANGE_TIMEOUT, || async {
+        let left = charts_of(&env).await;
+        if left.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{:?}", names(&left)))
+        }
+    })
+    .await;
+    env.cleanup().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unresolvable_version_holds_every_write_and_says_why() -> TestResult {
+    let mut env = TestEnv::new("noversion").await;
+    ensure_crd(&env.client).await;
+    let tag = env.prefix.clone();
+    env.create_pool("a", &[("e2e", &tag)], 1).await;
+    let controller = RunningController::start(&env.namespace);
+    let mut app = ingress_app(&env, json!({}));
+    app["spec"]["chart"]["spec"]["version"] = json!(">=3.0.0");
+    apply_app(&env, &app).await?;
+    let status = wait_app(&env, &controller, "a Stalled condition", CHANGE_TIMEOUT, |app| {
+        let stalled = app
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .and_then(|c| c.iter().find(|c| c["type"] == "Stalled"))
+            .cloned();
+        match stalled {
+            Some(c) if c["reason"] == "ChartVersionNotFound" => Ok(()),
+            other => Err(format!("Stalled {other:?}")),
+        }
+    })
+    .await;
+    let message = status.to_string();
+    assert!(
+        message.contains(">=3.0.0") && message.contains("1.1.0"),
+        "names wanted and available: {message}"
+    );
+    assert!(releases_by_pool(&env).await.is_empty(), "nothing is written while the version is unknown");
+    env.cleanup().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn values_that_break_the_charts_schema_fail_only_their_pool_before_anything_is_written() -> TestResult {
+    let mut env = TestEnv::new("schema").await;
+    ensure_crd(&env.client).await;
+    let tag = env.prefix.clone();
+    let good = env.create_pool("good", &[("e2e", &tag)], 1).await;
+    let bad = env.create_pool("bad", &[("e2e", &tag)], 1).await;
+    let controller = RunningController::start(&env.namespace);
+    let app = json!({
+        "apiVersion": "apps.fanout.dev/v1alpha1", "kind": "NodePoolApplication",
+        "metadata": { "name": "ingress", "namespace": env.namespace },
+        "spec": {
+            "pools": { "selector": { "matchLabels": { "e2e": tag } } },
+            "chart": { "spec": { "chart": "strict-schema", "version": "2.x",
+                "sourceRef": { "kind": "HelmRepository", "name": "fixtures", "namespace": "flux-system" } } },
+            "interval": "10m",
+            "values": { "message": "hello {{pool.name}}" },
+            "overrides": [ { "pools": { "names": [bad] }, "values": { "mode": "orbit" } } ]
+        }
+    });
+    apply_app(&env, &app).await?;
+    let bad_pool = bad.clone();
+    let good_pool = good.clone();
+    let status = wait_app(&env, &controller, "good ready, bad failed", READY_TIMEOUT, move |app| {
+        match (pool_status(app, &good_pool), pool_status(app, &bad_pool)) {
+            (Some(g), Some(b)) if g["ready"] == "True" && b["ready"] == "False" => Ok(()),
+            other => Err(format!("pools {other:?}")),
+        }
+    })
+    .await;
+    let failed = pool_status(&status, &bad).cloned().unwrap_or_default();
+    let message = failed["message"].as_str().unwrap_or_default();
+    assert!(message.contains("/mode") && message.contains("enum"), "names path and rule: {message}");
+    let releases = releases_by_pool(&env).await;
+    assert!(releases.contains_key(&good));
+    assert!(!releases.contains_key(&bad), "a release was written for values the schema rejects");
+    assert_eq!(status["status"]["ready"], "1/2");
+    env.cleanup().await;
+    Ok(())
+}
+
+fn names(charts: &[Value]) -> Vec<String> {
+    charts
+        .iter()
+        .filter_map(|c| c["metadata"]["name"].as_str().map(str::to_string))
+        .collect()
+}

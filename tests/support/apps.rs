@@ -1,0 +1,139 @@
+//! Helpers for tests of NodePoolApplications: applying them, waiting on
+//! their status, and reading the HelmReleases they own.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
+use kube::Api;
+use nodepool_fanout::api::NodePoolApplication;
+use nodepool_fanout::naming;
+use serde_json::{json, Value};
+
+use super::{helmrelease_resource, RunningController, TestEnv};
+
+pub const READY_TIMEOUT: Duration = Duration::from_secs(180);
+pub const CHANGE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// An application of the ingress-shaped fixture chart over the pools labelled
+/// `e2e=<test prefix>`; `extra` is merged over the spec.
+pub fn ingress_app(env: &TestEnv, extra: Value) -> Value {
+    let mut spec = json!({
+        "pools": { "selector": { "matchLabels": { "e2e": env.prefix } } },
+        "chart": { "spec": {
+            "chart": "ingress-gateway", "version": "1.0.0",
+            "sourceRef": { "kind": "HelmRepository", "name": "fixtures", "namespace": "flux-system" }
+        }},
+        "interval": "10m",
+        "values": { "controller": {
+            // IngressClasses are cluster-scoped: one per pool and per test.
+            "ingressClass": { "name": "{{app.namespace}}-{{pool.name}}" },
+            "config": { "region": "{{pool.labels.region}}" }
+        }},
+        "placement": { "valuesPaths": ["controller.nodeSelector"] }
+    });
+    for (k, v) in extra.as_object().expect("extra spec is an object") {
+        spec[k] = v.clone();
+    }
+    json!({
+        "apiVersion": "apps.fanout.dev/v1alpha1",
+        "kind": "NodePoolApplication",
+        "metadata": { "name": "ingress", "namespace": env.namespace },
+        "spec": spec
+    })
+}
+
+/// `kubectl apply --server-side` of an application.
+pub async fn apply_app(env: &TestEnv, manifest: &Value) -> Result<NodePoolApplication, kube::Error> {
+    let api: Api<NodePoolApplication> = Api::namespaced(env.client.clone(), &env.namespace);
+    let name = manifest["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    api.patch(&name, &PatchParams::apply("e2e-user").force(), &Patch::Apply(manifest))
+        .await
+}
+
+/// Waits until the application's status is of its latest generation and
+/// satisfies `check`, which explains what it saw when it is not satisfied.
+pub async fn wait_app(
+    env: &TestEnv,
+    controller: &RunningController,
+    what: &str,
+    timeout: Duration,
+    check: impl Fn(&Value) -> Result<(), String>,
+) -> Value {
+    let api: Api<NodePoolApplication> = Api::namespaced(env.client.clone(), &env.namespace);
+    let deadline = Instant::now() + timeout;
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        match api.get("ingress").await.map(|app| serde_json::to_value(&app)) {
+            Ok(Ok(value)) => {
+                let generation = value.pointer("/metadata/generation");
+                if value.pointer("/status/observedGeneration") != generation {
+                    last = format!("status not of generation {generation:?}: {}", value["status"]);
+                } else {
+                    match check(&value) {
+                        Ok(()) => return value,
+                        Err(e) => last = format!("{e}; status: {}", value["status"]),
+                    }
+                }
+            }
+            Ok(Err(e)) => last = e.to_string(),
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    panic!(
+        "timed out after {timeout:?} waiting for {what}; last seen: {last}\n--- controller log ---\n{}",
+        controller.log_tail()
+    )
+}
+
+pub fn ready_is(expected: &'static str) -> impl Fn(&Value) -> Result<(), String> {
+    move |app| match app.pointer("/status/ready").and_then(Value::as_str) {
+        Some(r) if r == expected => Ok(()),
+        other => Err(format!("ready is {other:?}, want {expected}")),
+    }
+}
+
+pub fn pool_status<'a>(app: &'a Value, pool: &str) -> Option<&'a Value> {
+    app.pointer("/status/pools")?.as_array()?.iter().find(|p| p["pool"] == pool)
+}
+
+/// The application's HelmReleases by pool.
+pub async fn releases_by_pool(env: &TestEnv) -> BTreeMap<String, Value> {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), &env.namespace, &helmrelease_resource());
+    let list = api.list(&ListParams::default()).await.expect("list HelmReleases");
+    list.items
+        .into_iter()
+        .filter_map(|hr| {
+            let value = serde_json::to_value(&hr).ok()?;
+            let pool = value.pointer(&format!(
+                "/metadata/annotations/{}",
+                naming::ANNOTATION_POOL_NAME.replace('/', "~1")
+            ))?;
+            Some((pool.as_str()?.to_string(), value))
+        })
+        .collect()
+}
+
+pub async fn wait_pools_with_releases(env: &TestEnv, controller: &RunningController, want: &[&str]) {
+    let mut want: Vec<String> = want.iter().map(|s| s.to_string()).collect();
+    want.sort();
+    let result = tokio::time::timeout(CHANGE_TIMEOUT, async {
+        loop {
+            let have: Vec<String> = releases_by_pool(env).await.into_keys().collect();
+            if have == want {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    })
+    .await;
+    if result.is_err() {
+        let have: Vec<String> = releases_by_pool(env).await.into_keys().collect();
+        panic!(
+            "releases are for pools {have:?}, want {want:?}\n--- controller log ---\n{}",
+            controller.log_tail()
+        );
+    }
+}
