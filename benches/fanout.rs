@@ -14,12 +14,15 @@ use futures::{stream, StreamExt};
 use kube::api::{DynamicObject, ListParams, PostParams};
 use kube::Api;
 use serde_json::{json, Value};
-use support::apps::apply_app;
-use support::{ensure_crd, helmrelease_resource, RunningController, TestEnv};
+use support::apps::{app, apply_app};
+use support::{ensure_crd, helmchart_resource, helmrelease_resource, RunningController, TestEnv};
 
 const TIMEOUT: Duration = Duration::from_secs(1800);
 
 struct Figures {
+    env: TestEnv,
+    /// Kept running until cleanup: the application's finalizer is its to remove.
+    _controller: RunningController,
     mode: &'static str,
     write_all: Duration,
     all_ready: Duration,
@@ -48,6 +51,9 @@ async fn main() {
     );
     println!("plain parallel create of {pools} HelmReleases: {}", secs(plain));
     println!("({} and {} were the modes measured)", shared.mode, per_release.mode);
+    // Not measured: leaves the cluster as it was for the next run.
+    shared.env.cleanup().await;
+    per_release.env.cleanup().await;
 }
 
 fn secs(d: Duration) -> String {
@@ -75,17 +81,16 @@ async fn run_mode(pools: usize, shared: bool) -> Figures {
     }
     let controller = RunningController::start_with(&env.namespace, &[&format!("--shared-chart={shared}")]);
     let downloads_before = chart_downloads();
-    let app = json!({
-        "apiVersion": "apps.fanout.dev/v1alpha1", "kind": "NodePoolApplication",
-        "metadata": { "name": "ingress", "namespace": env.namespace },
-        "spec": {
+    let app = app(
+        &env,
+        "ingress-gateway",
+        "1.0.0",
+        json!({
             "pools": { "selector": { "matchLabels": { "e2e": tag } } },
-            "chart": { "spec": { "chart": "ingress-gateway", "version": "1.0.0",
-                "sourceRef": { "kind": "HelmRepository", "name": "fixtures", "namespace": "flux-system" } } },
             "interval": "1h",
             "values": { "controller": { "ingressClass": { "name": "{{app.namespace}}-{{pool.name}}" } } }
-        }
-    });
+        }),
+    );
     let start = Instant::now();
     apply_app(&env, &app).await.expect("apply the application");
 
@@ -120,6 +125,8 @@ async fn run_mode(pools: usize, shared: bool) -> Figures {
     let all_ready = start.elapsed();
     let helmcharts = count_helmcharts(&env).await;
     let figures = Figures {
+        env,
+        _controller: controller,
         mode,
         write_all: write_all.unwrap_or(all_ready),
         all_ready,
@@ -132,13 +139,12 @@ async fn run_mode(pools: usize, shared: bool) -> Figures {
         secs(figures.all_ready),
         figures.downloads
     );
-    drop(controller);
     figures
 }
 
 async fn count_helmcharts(env: &TestEnv) -> usize {
-    let resource = nodepool_fanout::source::helmchart_resource();
-    let api: Api<DynamicObject> = Api::namespaced_with(env.client.clone(), "flux-system", &resource);
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), "flux-system", &helmchart_resource());
     let list = api.list(&ListParams::default()).await.expect("list HelmCharts");
     list.items
         .iter()

@@ -23,10 +23,14 @@ use crate::apply::{self, ApplyError};
 use crate::chart::Chart;
 use crate::cli::RunArgs;
 use crate::events::{self as transitions, Transition};
+use crate::naming;
 use crate::observe::{self, helmrelease_resource, ObserveError};
 use crate::plan::{self, Hold, PlanInput};
 use crate::shared_chart::{self, ChartRef};
-use crate::source::{SourceError, Sources};
+use crate::source::{helmchart_resource, SourceError, Sources};
+
+/// HelmReleases written at once per reconcile.
+const APPLY_CONCURRENCY: usize = 16;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -75,6 +79,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         None => Api::all_with(client.clone(), &helmrelease_resource()),
     };
     let pool_api: Api<DynamicObject> = Api::all_with(client.clone(), &nodepools);
+    let charts: Api<DynamicObject> = Api::all_with(client.clone(), &helmchart_resource());
 
     let reporter = Reporter {
         controller: "nodepool-fanout".into(),
@@ -106,6 +111,14 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         .watches_with(pool_api, nodepools, watcher::Config::default(), move |_pool| {
             store.state().iter().map(|app| ObjectRef::from_obj(app.as_ref())).collect::<Vec<_>>()
         })
+        // A shared HelmChart's artifact turning ready lets its application's
+        // releases be written at once rather than at the next poll.
+        .watches_with(
+            charts,
+            helmchart_resource(),
+            watcher::Config::default().labels(&format!("{}={}", naming::LABEL_MANAGED_BY, naming::MANAGER)),
+            |chart| shared_chart::owner_of(&chart),
+        )
         .shutdown_on_signal()
         .run(reconcile, error_policy, context)
         .for_each(|result| async move {
@@ -162,9 +175,23 @@ async fn reconcile(app: Arc<NodePoolApplication>, ctx: Arc<Context>) -> Result<A
         Api::namespaced_with(ctx.client.clone(), &namespace, &helmrelease_resource());
     let mut happened = Vec::new();
     let mut first_error = None;
-    for desired in &planned.apply {
-        let exists = observed.owned.iter().any(|o| o.name == desired.name);
-        match apply::apply_release(&releases, &desired.name, &desired.object, exists).await {
+    // Releases are independent objects: writing them in parallel keeps a
+    // fan-out to hundreds of pools close to the API server's own pace.
+    let writes: Vec<_> = planned
+        .apply
+        .iter()
+        .map(|desired| {
+            let exists = observed.owned.iter().any(|o| o.name == desired.name);
+            let (releases, desired) = (releases.clone(), desired.clone());
+            async move {
+                let result = apply::apply_release(&releases, &desired.name, &desired.object, exists).await;
+                (desired, exists, result)
+            }
+        })
+        .collect();
+    let results: Vec<_> = futures::stream::iter(writes).buffer_unordered(APPLY_CONCURRENCY).collect().await;
+    for (desired, exists, result) in results {
+        match result {
             Ok(()) => happened.push(Transition::applied(&desired.pool, &desired.name, exists)),
             Err(e) => {
                 // One pool's failure does not stop the others.

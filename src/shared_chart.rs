@@ -13,13 +13,18 @@
 
 use serde_json::{json, Value};
 
-use crate::api::{NodePoolApplicationSpec, SourceKind};
+use kube::api::DynamicObject;
+use kube::runtime::reflector::ObjectRef;
+
+use crate::api::{NodePoolApplication, NodePoolApplicationSpec, SourceKind};
 use crate::naming;
 
 pub const HELMCHART_API_VERSION: &str = "source.toolkit.fluxcd.io/v1";
 /// The namespace of the application a shared HelmChart belongs to; the
 /// application's name is in `naming::LABEL_APPLICATION`.
 pub const LABEL_APPLICATION_NAMESPACE: &str = "apps.fanout.dev/application-namespace";
+/// `<namespace>/<name>` of the application, whole: label values may be cut.
+pub const ANNOTATION_APPLICATION: &str = "apps.fanout.dev/application";
 
 /// Where the shared HelmChart of one resolved version lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,6 +93,7 @@ pub fn helmchart(
                 LABEL_APPLICATION_NAMESPACE: naming::label_value(app_namespace),
                 naming::LABEL_MANAGED_BY: naming::MANAGER,
             },
+            "annotations": { ANNOTATION_APPLICATION: format!("{app_namespace}/{app}") },
         },
         "spec": {
             "chart": chart_spec.chart,
@@ -110,6 +116,13 @@ pub fn helmchart(
         out["ignoreMissingValuesFiles"] = json!(ignore);
     }
     object
+}
+
+/// The application a shared HelmChart belongs to, from its annotation.
+pub fn owner_of(chart: &DynamicObject) -> Option<ObjectRef<NodePoolApplication>> {
+    let owner = chart.metadata.annotations.as_ref()?.get(ANNOTATION_APPLICATION)?;
+    let (namespace, name) = owner.split_once('/')?;
+    Some(ObjectRef::new(name).within(namespace))
 }
 
 /// The version a shared chart is created with: resolved centrally from a
@@ -179,6 +192,8 @@ mod tests {
         assert_eq!(hc["spec"]["valuesFiles"], json!(["values-edge.yaml"]));
         assert_eq!(hc["metadata"]["labels"][LABEL_APPLICATION_NAMESPACE], "edge");
         assert_eq!(hc["metadata"]["labels"][naming::LABEL_APPLICATION], "ingress");
+        let object: DynamicObject = serde_json::from_value(hc).unwrap();
+        assert_eq!(owner_of(&object), Some(ObjectRef::new("ingress").within("edge")));
     }
 
     #[test]

@@ -9,12 +9,12 @@ use nodepool_fanout::api::NodePoolApplication;
 use nodepool_fanout::naming;
 use serde_json::{json, Value};
 use support::apps::{
-    apply_app, ingress_app, pool_status, ready_is, releases_by_pool, wait_app, wait_pools_with_releases,
+    app, apply_app, ingress_app, pool_status, ready_is, releases_by_pool, wait_app, wait_pools_with_releases,
     CHANGE_TIMEOUT, READY_TIMEOUT,
 };
 use support::{
-    ensure_crd, helmrelease_resource, nodepool_resource, wait_for, RunningController, TestEnv, TestResult,
-    POOL_LABEL,
+    ensure_crd, helmrelease_resource, node_of, nodepool_resource, running_pods, RunningController, TestEnv,
+    TestResult, POOL_LABEL,
 };
 
 #[tokio::test(flavor = "multi_thread")]
@@ -77,34 +77,14 @@ async fn fans_out_one_release_per_pool_pinned_to_its_nodes() -> TestResult {
     assert_eq!(data.get("ingress-class"), Some(&format!("{}-{east}", env.namespace)));
 
     // Every pod runs on its own pool's nodes.
-    let pods: Api<Pod> = Api::namespaced(env.client.clone(), &env.namespace);
     for (pool, hr) in &releases {
         let nodes = env.nodes_of(pool).await;
         let release = hr["metadata"]["name"].as_str().unwrap_or_default().to_string();
         let want = if *pool == west { 2 } else { 1 };
-        let placed = wait_for(&format!("{want} Running pods of {release}"), CHANGE_TIMEOUT, || {
-            let pods = pods.clone();
-            let selector = format!("app.kubernetes.io/instance={release}");
-            async move {
-                let list = pods
-                    .list(&ListParams::default().labels(&selector))
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let running: Vec<Pod> = list
-                    .items
-                    .into_iter()
-                    .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
-                    .collect();
-                if running.len() == want {
-                    Ok(running)
-                } else {
-                    Err(format!("{} running", running.len()))
-                }
-            }
-        })
-        .await;
+        let selector = format!("app.kubernetes.io/instance={release}");
+        let placed = running_pods(&env, &selector, want, CHANGE_TIMEOUT).await;
         for pod in placed {
-            let node = pod.spec.and_then(|s| s.node_name).unwrap_or_default();
+            let node = node_of(&pod);
             assert!(nodes.contains(&node), "a pod of pool {pool} runs on {node}, not on {nodes:?}");
         }
     }
@@ -322,17 +302,15 @@ async fn a_failing_chart_install_is_reported_with_flux_message() -> TestResult {
     let controller = RunningController::start(&env.namespace);
     // A chart without a schema: only the API server, during Helm's install,
     // finds that replicas is not a number.
-    let app = json!({
-        "apiVersion": "apps.fanout.dev/v1alpha1", "kind": "NodePoolApplication",
-        "metadata": { "name": "ingress", "namespace": env.namespace },
-        "spec": {
+    let app = app(
+        &env,
+        "ingress-gateway",
+        "1.0.0",
+        json!({
             "pools": { "names": [pool] },
-            "chart": { "spec": { "chart": "ingress-gateway", "version": "1.0.0",
-                "sourceRef": { "kind": "HelmRepository", "name": "fixtures", "namespace": "flux-system" } } },
-            "interval": "10m",
             "values": { "controller": { "replicas": "three", "ingressClass": { "name": "{{app.namespace}}" } } }
-        }
-    });
+        }),
+    );
     apply_app(&env, &app).await?;
     let pool_name = pool.clone();
     let status = wait_app(&env, &controller, "the install failure", READY_TIMEOUT, move |app| {
@@ -384,18 +362,16 @@ async fn every_workload_of_a_chart_without_placement_values_is_pinned() -> TestR
     let controller = RunningController::start(&env.namespace);
     // edgex-lite has no nodeSelector in its values: only the post-renderer
     // can pin its Deployments, StatefulSet and Job.
-    let app = json!({
-        "apiVersion": "apps.fanout.dev/v1alpha1", "kind": "NodePoolApplication",
-        "metadata": { "name": "ingress", "namespace": env.namespace },
-        "spec": {
+    let app = app(
+        &env,
+        "edgex-lite",
+        "0.3.x",
+        json!({
             "pools": { "selector": { "matchLabels": { "e2e": tag } } },
-            "chart": { "spec": { "chart": "edgex-lite", "version": "0.3.x",
-                "sourceRef": { "kind": "HelmRepository", "name": "fixtures", "namespace": "flux-system" } } },
-            "interval": "10m",
             "releaseName": "edgex-{{pool.labels.city}}",
             "values": { "deviceProfile": "{{pool.labels.city}}-sensors" }
-        }
-    });
+        }),
+    );
     apply_app(&env, &app).await?;
     let status = wait_app(&env, &controller, "READY 2/2", READY_TIMEOUT, ready_is("2/2")).await;
     assert_eq!(status["status"]["chartVersion"], "0.3.0");
@@ -405,33 +381,13 @@ async fn every_workload_of_a_chart_without_placement_values_is_pinned() -> TestR
         let nodes = env.nodes_of(pool).await;
         let selector = format!("app.kubernetes.io/instance=edgex-{city}");
         // Three service Deployments and the database StatefulSet.
-        let placed = wait_for(&format!("four Running pods of edgex-{city}"), CHANGE_TIMEOUT, || {
-            let pods = pods.clone();
-            let selector = selector.clone();
-            async move {
-                let list = pods
-                    .list(&ListParams::default().labels(&selector))
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let running = list
-                    .items
-                    .iter()
-                    .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
-                    .count();
-                if running == 4 {
-                    Ok(list.items)
-                } else {
-                    Err(format!("{running} running"))
-                }
-            }
-        })
-        .await;
+        let placed = running_pods(&env, &selector, 4, CHANGE_TIMEOUT).await;
         let job_pods = pods
             .list(&ListParams::default().labels(&format!("job-name=edgex-{city}-bootstrap")))
             .await?;
         assert!(!job_pods.items.is_empty(), "the bootstrap Job of edgex-{city} made no pod");
         for pod in placed.iter().chain(job_pods.items.iter()) {
-            let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+            let node = node_of(pod);
             assert!(
                 nodes.contains(&node),
                 "pod {:?} of pool {pool} runs on {node:?}, not on {nodes:?}",

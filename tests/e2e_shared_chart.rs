@@ -7,19 +7,10 @@ use kube::api::{DynamicObject, ListParams};
 use kube::Api;
 use serde_json::{json, Value};
 use support::apps::{
-    apply_app, ingress_app, pool_status, ready_is, releases_by_pool, wait_app, CHANGE_TIMEOUT, READY_TIMEOUT,
+    app, apply_app, ingress_app, pool_status, ready_is, releases_by_pool, wait_app, CHANGE_TIMEOUT,
+    READY_TIMEOUT,
 };
-use support::{ensure_crd, RunningController, TestEnv, TestResult};
-
-fn helmchart_resource() -> kube::api::ApiResource {
-    kube::api::ApiResource {
-        group: "source.toolkit.fluxcd.io".into(),
-        version: "v1".into(),
-        api_version: "source.toolkit.fluxcd.io/v1".into(),
-        kind: "HelmChart".into(),
-        plural: "helmcharts".into(),
-    }
-}
+use support::{ensure_crd, helmchart_resource, RunningController, TestEnv, TestResult};
 
 /// HelmCharts in flux-system that belong to this test: the shared ones
 /// (labelled with the application's namespace) and any per-release ones
@@ -140,18 +131,16 @@ async fn values_that_break_the_charts_schema_fail_only_their_pool_before_anythin
     let good = env.create_pool("good", &[("e2e", &tag)], 1).await;
     let bad = env.create_pool("bad", &[("e2e", &tag)], 1).await;
     let controller = RunningController::start(&env.namespace);
-    let app = json!({
-        "apiVersion": "apps.fanout.dev/v1alpha1", "kind": "NodePoolApplication",
-        "metadata": { "name": "ingress", "namespace": env.namespace },
-        "spec": {
+    let app = app(
+        &env,
+        "strict-schema",
+        "2.x",
+        json!({
             "pools": { "selector": { "matchLabels": { "e2e": tag } } },
-            "chart": { "spec": { "chart": "strict-schema", "version": "2.x",
-                "sourceRef": { "kind": "HelmRepository", "name": "fixtures", "namespace": "flux-system" } } },
-            "interval": "10m",
             "values": { "message": "hello {{pool.name}}" },
             "overrides": [ { "pools": { "names": [bad] }, "values": { "mode": "orbit" } } ]
-        }
-    });
+        }),
+    );
     apply_app(&env, &app).await?;
     let bad_pool = bad.clone();
     let good_pool = good.clone();

@@ -15,16 +15,33 @@ use super::{helmrelease_resource, RunningController, TestEnv};
 pub const READY_TIMEOUT: Duration = Duration::from_secs(180);
 pub const CHANGE_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// An application of the ingress-shaped fixture chart over the pools labelled
+/// An application named `ingress` in the test's namespace installing
+/// `chart` at `version` from the fixture repository; `spec` adds to or
+/// replaces fields of its spec.
+pub fn app(env: &TestEnv, chart: &str, version: &str, spec: Value) -> Value {
+    let mut full = json!({
+        "chart": { "spec": {
+            "chart": chart, "version": version,
+            "sourceRef": { "kind": "HelmRepository", "name": "fixtures", "namespace": "flux-system" }
+        }},
+        "interval": "10m"
+    });
+    for (k, v) in spec.as_object().expect("spec is an object") {
+        full[k] = v.clone();
+    }
+    json!({
+        "apiVersion": "apps.fanout.dev/v1alpha1",
+        "kind": "NodePoolApplication",
+        "metadata": { "name": "ingress", "namespace": env.namespace },
+        "spec": full
+    })
+}
+
+/// The ingress-shaped fixture chart over the pools labelled
 /// `e2e=<test prefix>`; `extra` is merged over the spec.
 pub fn ingress_app(env: &TestEnv, extra: Value) -> Value {
     let mut spec = json!({
         "pools": { "selector": { "matchLabels": { "e2e": env.prefix } } },
-        "chart": { "spec": {
-            "chart": "ingress-gateway", "version": "1.0.0",
-            "sourceRef": { "kind": "HelmRepository", "name": "fixtures", "namespace": "flux-system" }
-        }},
-        "interval": "10m",
         "values": { "controller": {
             // IngressClasses are cluster-scoped: one per pool and per test.
             "ingressClass": { "name": "{{app.namespace}}-{{pool.name}}" },
@@ -35,12 +52,7 @@ pub fn ingress_app(env: &TestEnv, extra: Value) -> Value {
     for (k, v) in extra.as_object().expect("extra spec is an object") {
         spec[k] = v.clone();
     }
-    json!({
-        "apiVersion": "apps.fanout.dev/v1alpha1",
-        "kind": "NodePoolApplication",
-        "metadata": { "name": "ingress", "namespace": env.namespace },
-        "spec": spec
-    })
+    app(env, "ingress-gateway", "1.0.0", spec)
 }
 
 /// `kubectl apply --server-side` of an application.

@@ -17,7 +17,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Namespace, Node};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
@@ -94,15 +94,8 @@ pub fn nodepool_resource() -> ApiResource {
     }
 }
 
-pub fn helmrelease_resource() -> ApiResource {
-    ApiResource {
-        group: "helm.toolkit.fluxcd.io".into(),
-        version: "v2".into(),
-        api_version: "helm.toolkit.fluxcd.io/v2".into(),
-        kind: "HelmRelease".into(),
-        plural: "helmreleases".into(),
-    }
-}
+#[allow(unused_imports)] // each test binary uses its own part of this module
+pub use nodepool_fanout::{observe::helmrelease_resource, source::helmchart_resource};
 
 /// A short random suffix, so concurrent tests and repeated runs never share
 /// a name.
@@ -259,6 +252,34 @@ where
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+}
+
+/// Waits until exactly `count` pods matching `selector` run in the test's
+/// namespace, and returns them.
+pub async fn running_pods(env: &TestEnv, selector: &str, count: usize, timeout: Duration) -> Vec<Pod> {
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), &env.namespace);
+    wait_for(&format!("{count} Running pods of {selector}"), timeout, || {
+        let pods = pods.clone();
+        async move {
+            let list = pods.list(&ListParams::default().labels(selector)).await.map_err(|e| e.to_string())?;
+            let running: Vec<Pod> = list
+                .items
+                .into_iter()
+                .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+                .collect();
+            if running.len() == count {
+                Ok(running)
+            } else {
+                Err(format!("{} running", running.len()))
+            }
+        }
+    })
+    .await
+}
+
+/// The node a pod is bound to.
+pub fn node_of(pod: &Pod) -> String {
+    pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default()
 }
 
 /// The status of a condition of `type_` on an object, if it has one.
