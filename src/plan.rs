@@ -191,7 +191,8 @@ pub fn plan(input: &PlanInput) -> Plan {
                 outcome: Outcome::Conflict { name },
             });
         } else {
-            built.insert(pool.name.clone(), release::build(&app, pool, &renderer));
+            let written = input.owned.iter().find(|o| o.name == name).and_then(|o| o.spec_hash.as_deref());
+            built.insert(pool.name.clone(), release::build(&app, pool, &renderer, written));
         }
     }
     fail_duplicate_release_names(&mut built);
@@ -750,6 +751,49 @@ mod tests {
         let ready = second.status.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
         assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("True", "Succeeded"));
         assert_eq!(second.status.chart_version.as_deref(), Some("1.0.0"));
+    }
+
+    fn with_chart(a: &NodePoolApplication, owned: Vec<ObservedRelease>, chart: &Chart) -> Plan {
+        plan(&PlanInput {
+            app: a,
+            pools: &pools(),
+            owned,
+            foreign_names: BTreeSet::new(),
+            now: now(),
+            chart_ref: None,
+            chart: Some(chart),
+            hold: None,
+        })
+    }
+
+    #[test]
+    fn values_are_checked_against_the_schema_only_when_they_change() {
+        let chart = Chart {
+            name: "ingress-gateway".into(),
+            version: "1.0.0".into(),
+            values: json!({}),
+            schema: Some(json!({ "type": "object", "properties": { "controller": { "type": "object",
+                "properties": { "replicas": { "type": "integer", "maximum": 2 } } } } })),
+        };
+        let bad = app(json!({ "overrides": [ { "pools": { "names": ["shanghai"] },
+            "values": { "controller": { "replicas": 9 } } } ] }));
+        let first = with_chart(&bad, vec![], &chart);
+        assert_eq!(applied_pools(&first), ["hangzhou"], "the pool breaking the schema is not written");
+        let Outcome::Failed { field, message } = outcome(&first, "shanghai") else {
+            panic!("{first:#?}")
+        };
+        assert_eq!(field, "values");
+        assert!(message.contains("/controller/replicas") && message.contains("maximum"), "{message}");
+
+        // A release already written with this very spec was checked then: the
+        // check is not repeated on every reconcile.
+        let written: Vec<_> = run(&bad, &pools(), vec![], &[])
+            .apply
+            .iter()
+            .map(|d| ready_release(&d.name, &d.pool, &d.spec_hash))
+            .collect();
+        let again = with_chart(&bad, written, &chart);
+        assert!(again.pools.iter().all(|p| p.outcome == Outcome::Unchanged), "{again:#?}");
     }
 
     #[test]

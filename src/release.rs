@@ -68,8 +68,16 @@ pub struct BuiltRelease {
     pub spec_hash: String,
 }
 
-/// Builds the HelmRelease for one pool.
-pub fn build(app: &AppInfo, pool: &Pool, renderer: &Renderer) -> Result<BuiltRelease, FieldError> {
+/// Builds the HelmRelease for one pool. `written_hash` is the spec hash of
+/// the pool's existing release: a spec that hashes the same was checked
+/// against the chart's schema when it was written (the chart reference is
+/// part of the spec), so only a changed spec is checked again.
+pub fn build(
+    app: &AppInfo,
+    pool: &Pool,
+    renderer: &Renderer,
+    written_hash: Option<&str>,
+) -> Result<BuiltRelease, FieldError> {
     let ctx = TemplateContext::new(app.name, app.namespace, pool);
     let name = naming::release_name(app.name, &pool.name);
     let release_name = release_name(app, &ctx, renderer, &name)?;
@@ -80,6 +88,9 @@ pub fn build(app: &AppInfo, pool: &Pool, renderer: &Renderer) -> Result<BuiltRel
         naming::LABEL_MANAGED_BY: naming::MANAGER,
     });
     let spec_hash = spec_hash(&spec, &labels);
+    if let Some(chart) = app.chart.filter(|_| written_hash != Some(spec_hash.as_str())) {
+        check_schema(chart, &spec)?;
+    }
     let mut metadata = json!({
         "name": name,
         "namespace": app.namespace,
@@ -110,6 +121,18 @@ pub fn build(app: &AppInfo, pool: &Pool, renderer: &Renderer) -> Result<BuiltRel
         release_name,
         object,
         spec_hash,
+    })
+}
+
+/// Values from ConfigMaps and Secrets are Flux's to read, not ours: only
+/// what the application writes inline is checked.
+fn check_schema(chart: &Chart, spec: &Value) -> Result<(), FieldError> {
+    let values = spec.get("values").cloned().unwrap_or_else(|| json!({}));
+    chart.validate(&values).map_err(|violations| {
+        FieldError::new(
+            "values",
+            format!("chart {} {} rejects them: {violations}", chart.name, chart.version),
+        )
     })
 }
 
@@ -165,16 +188,6 @@ fn spec(
     release_name: &str,
 ) -> Result<Value, FieldError> {
     let layers = values_for(app.spec, pool, ctx, renderer)?;
-    if let Some(chart) = app.chart {
-        // Values from ConfigMaps and Secrets are Flux's to read, not ours:
-        // only what the application writes inline is checked here.
-        chart.validate(&layers.values).map_err(|violations| {
-            FieldError::new(
-                "values",
-                format!("chart {} {} rejects them: {violations}", chart.name, chart.version),
-            )
-        })?;
-    }
     let mut spec = Map::new();
     spec.insert("releaseName".into(), json!(release_name));
     if let Some(ns) = target_namespace(app, ctx, renderer)? {
