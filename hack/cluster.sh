@@ -264,7 +264,7 @@ up() {
     --authorization-mode=RBAC \
     --service-account-issuer=https://kubernetes.default.svc \
     --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
-    --service-cluster-ip-range=10.0.0.0/24 \
+    --service-cluster-ip-range=10.96.0.0/16 \
     --disable-admission-plugins=ServiceAccount \
     --allow-privileged=true \
     --endpoint-reconciler-type=none
