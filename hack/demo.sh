@@ -18,7 +18,7 @@ say "Building nodepool-fanout"
 cargo build --quiet --locked --bin nodepool-fanout
 
 say "Installing the NodePoolApplication CRD"
-kubectl apply --server-side -f crds/
+kubectl apply --server-side -k crds/
 kubectl wait --for=condition=Established crd/nodepoolapplications.apps.fanout.dev --timeout=30s >/dev/null
 
 say "Creating three node pools with two kwok nodes each"

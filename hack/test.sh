@@ -20,6 +20,7 @@ fi
 stop() { if $started; then hack/cluster.sh down; fi; }
 trap stop EXIT
 
-# Unit tests and end-to-end tests alike; the end-to-end tests find the
+# Unit tests and end-to-end tests alike (not the benchmark: `make
+# bench-fanout`); the end-to-end tests find the
 # cluster through KUBECONFIG and fail (never skip) when it is unreachable.
-cargo test --all-targets --locked -- --test-threads="${E2E_PARALLELISM:-4}"
+cargo test --lib --bins --tests --locked -- --test-threads="${E2E_PARALLELISM:-4}"

@@ -254,6 +254,54 @@ where
     }
 }
 
+/// The local control plane's binaries (kubectl among them), built or cached.
+pub fn controlplane_bin() -> PathBuf {
+    let output = Command::new(repo_root().join("hack/controlplane/build.sh"))
+        .output()
+        .expect("hack/controlplane/build.sh could not be run");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
+}
+
+/// Runs kubectl of the local control plane against the test cluster.
+pub fn kubectl(args: &[&str]) -> String {
+    let output = Command::new(controlplane_bin().join("kubectl"))
+        .args(args)
+        .env("KUBECONFIG", kubeconfig())
+        .current_dir(repo_root())
+        .output()
+        .expect("kubectl could not be run");
+    assert!(
+        output.status.success(),
+        "kubectl {} failed: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// A kubeconfig acting as a service account, by impersonation from the
+/// admin identity, written beside the test logs.
+pub fn kubeconfig_as(namespace: &str, service_account: &str) -> PathBuf {
+    let mut config = Kubeconfig::read_from(kubeconfig()).expect("read the kubeconfig");
+    for user in &mut config.auth_infos {
+        if let Some(auth) = user.auth_info.as_mut() {
+            auth.impersonate = Some(format!("system:serviceaccount:{namespace}:{service_account}"));
+            auth.impersonate_groups = Some(vec![
+                "system:serviceaccounts".into(),
+                format!("system:serviceaccounts:{namespace}"),
+                "system:authenticated".into(),
+            ]);
+        }
+    }
+    let dir = repo_root().join("target/e2e-logs");
+    std::fs::create_dir_all(&dir).expect("create target/e2e-logs");
+    let path = dir.join(format!("{namespace}-{service_account}.kubeconfig"));
+    let yaml = serde_saphyr::to_string(&config).expect("serialize the kubeconfig");
+    std::fs::write(&path, yaml).expect("write the kubeconfig");
+    path
+}
+
 /// Waits until exactly `count` pods matching `selector` run in the test's
 /// namespace, and returns them.
 pub async fn running_pods(env: &TestEnv, selector: &str, count: usize, timeout: Duration) -> Vec<Pod> {
@@ -338,6 +386,11 @@ impl RunningController {
 
     /// As `start`, with further flags for `nodepool-fanout run`.
     pub fn start_with(namespace: &str, flags: &[&str]) -> Self {
+        Self::start_as(namespace, flags, kubeconfig())
+    }
+
+    /// As `start_with`, with the identity of another kubeconfig.
+    pub fn start_as(namespace: &str, flags: &[&str], kubeconfig: &Path) -> Self {
         let dir = repo_root().join("target/e2e-logs");
         std::fs::create_dir_all(&dir).expect("cannot create target/e2e-logs");
         let log = dir.join(format!("{namespace}.log"));
@@ -345,7 +398,7 @@ impl RunningController {
         let child = Command::new(env!("CARGO_BIN_EXE_nodepool-fanout"))
             .args(["run", "--watch-namespace", namespace])
             .args(flags)
-            .env("KUBECONFIG", kubeconfig())
+            .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "info,nodepool_fanout=debug")
             .stdout(file.try_clone().expect("log file handle"))
             .stderr(file)

@@ -1,0 +1,19 @@
+# A small non-root image of the controller:
+#   docker build -t nodepool-fanout:dev .
+# then `kubectl apply -k deploy/` (deploy/deployment.yaml runs image nodepool-fanout:dev).
+FROM rust:1.95-bookworm AS build
+WORKDIR /src
+COPY Cargo.toml Cargo.lock rustfmt.toml ./
+COPY src ./src
+COPY benches ./benches
+COPY tests ./tests
+COPY crds ./crds
+COPY examples ./examples
+COPY charts-fixtures ./charts-fixtures
+RUN cargo build --release --locked --bin nodepool-fanout
+
+FROM gcr.io/distroless/cc-debian12:nonroot
+COPY --from=build /src/target/release/nodepool-fanout /usr/local/bin/nodepool-fanout
+USER nonroot:nonroot
+ENTRYPOINT ["/usr/local/bin/nodepool-fanout"]
+CMD ["run"]

@@ -1,0 +1,81 @@
+//! `kubectl apply -k deploy/` installs the controller, and the RBAC it ships
+//! is sufficient: the controller, acting as the deployed service account,
+//! fans an application out end to end and cleans up after it. It is no
+//! broader than needed: that identity cannot read Secrets or make workloads.
+mod support;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
+use nodepool_fanout::api::NodePoolApplication;
+use serde_json::json;
+use support::apps::{apply_app, ingress_app, ready_is, wait_app, wait_pools_with_releases, READY_TIMEOUT};
+use support::{ensure_crd, kubeconfig_as, kubectl, RunningController, TestEnv, TestResult};
+
+const NAMESPACE: &str = "nodepool-fanout-system";
+const SERVICE_ACCOUNT: &str = "nodepool-fanout";
+
+async fn client_from(path: &std::path::Path) -> Client {
+    let config = Config::from_custom_kubeconfig(
+        Kubeconfig::read_from(path).expect("read kubeconfig"),
+        &KubeConfigOptions::default(),
+    )
+    .await
+    .expect("valid kubeconfig");
+    Client::try_from(config).expect("client")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_shipped_rbac_is_enough_to_fan_out_and_no_more() -> TestResult {
+    let mut env = TestEnv::new("rbac").await;
+    kubectl(&["apply", "--server-side", "-k", "deploy/"]);
+    ensure_crd(&env.client).await; // waits until the CRD deploy/ installed is served
+    let tag = env.prefix.clone();
+    env.create_pool("a", &[("e2e", &tag), ("region", "east")], 1).await;
+    env.create_pool("b", &[("e2e", &tag), ("region", "west")], 1).await;
+
+    let as_controller = kubeconfig_as(NAMESPACE, SERVICE_ACCOUNT);
+    let controller = RunningController::start_as(&env.namespace, &[], &as_controller);
+    apply_app(&env, &ingress_app(&env, json!({}))).await?;
+    wait_app(&env, &controller, "READY 2/2 under the service account", READY_TIMEOUT, ready_is("2/2")).await;
+
+    // Deleting needs the finalizer removed, by the controller, as that identity.
+    let apps: Api<NodePoolApplication> = Api::namespaced(env.client.clone(), &env.namespace);
+    apps.delete("ingress", &DeleteParams::default()).await?;
+    wait_pools_with_releases(&env, &controller, &[]).await;
+    support::wait_for("the application to be gone", support::apps::CHANGE_TIMEOUT, || {
+        let apps = apps.clone();
+        async move {
+            match apps.get_opt("ingress").await {
+                Ok(None) => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        }
+    })
+    .await;
+
+    // And nothing beyond: no Secrets, no workloads of its own.
+    let restricted = client_from(&as_controller).await;
+    let secrets: Api<Secret> = Api::namespaced(restricted.clone(), &env.namespace);
+    let denied = secrets
+        .list(&ListParams::default())
+        .await
+        .expect_err("the controller may list Secrets");
+    assert!(denied.to_string().contains("forbidden"), "{denied}");
+    let deployments: Api<Deployment> = Api::namespaced(restricted, &env.namespace);
+    let deployment: Deployment = serde_json::from_value(json!({
+        "metadata": { "name": "not-allowed" },
+        "spec": { "selector": { "matchLabels": { "a": "b" } },
+                  "template": { "metadata": { "labels": { "a": "b" } },
+                                "spec": { "containers": [{ "name": "c", "image": "x" }] } } }
+    }))?;
+    let denied = deployments
+        .create(&PostParams::default(), &deployment)
+        .await
+        .expect_err("the controller may create Deployments");
+    assert!(denied.to_string().contains("forbidden"), "{denied}");
+    env.cleanup().await;
+    Ok(())
+}
