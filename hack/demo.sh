@@ -48,7 +48,7 @@ if [[ -f $pidfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
   kill "$(cat "$pidfile")"
   sleep 1
 fi
-setsid target/debug/nodepool-fanout run >target/local-cluster/logs/nodepool-fanout.log 2>&1 </dev/null &
+setsid target/debug/nodepool-fanout run --metrics-addr 127.0.0.1:16480 >target/local-cluster/logs/nodepool-fanout.log 2>&1 </dev/null &
 echo $! >"$pidfile"
 
 say "Applying examples/ingress-per-pool.yaml"

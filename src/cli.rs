@@ -71,6 +71,18 @@ pub struct RunArgs {
     /// default (`false`).
     #[arg(long, env = "NODEPOOL_FANOUT_SHARED_CHART", default_value_t = true, action = clap::ArgAction::Set)]
     pub shared_chart: bool,
+    /// Where /metrics, /healthz and /readyz are served.
+    #[arg(long, env = "NODEPOOL_FANOUT_METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    pub metrics_addr: std::net::SocketAddr,
+    /// `text` for people, `json` for log pipelines.
+    #[arg(long, env = "NODEPOOL_FANOUT_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -28,6 +28,7 @@ use crate::observe::{self, helmrelease_resource, ObserveError};
 use crate::plan::{self, Hold, PlanInput};
 use crate::shared_chart::{self, ChartRef};
 use crate::source::{helmchart_resource, SourceError, Sources};
+use crate::telemetry::{self, Metrics, ServeError};
 
 /// HelmReleases written at once per reconcile.
 const APPLY_CONCURRENCY: usize = 16;
@@ -42,6 +43,8 @@ pub enum Error {
     Observe(#[from] ObserveError),
     #[error(transparent)]
     Apply(#[from] ApplyError),
+    #[error(transparent)]
+    Serve(#[from] ServeError),
 }
 
 impl Error {
@@ -50,6 +53,7 @@ impl Error {
             Self::Connect(_) => "ConnectFailed",
             Self::Observe(e) => e.category(),
             Self::Apply(e) => e.category(),
+            Self::Serve(_) => "ServeFailed",
         }
     }
 }
@@ -61,14 +65,18 @@ struct Context {
     resync: Duration,
     shared_chart: bool,
     sources: Sources,
+    metrics: Arc<Metrics>,
     /// Consecutive failures per application, for exponential backoff.
     failures: Mutex<HashMap<ObjectRef<NodePoolApplication>, u32>>,
 }
 
 pub async fn run(args: RunArgs) -> Result<(), Error> {
+    let metrics = Arc::new(Metrics::default());
+    telemetry::serve(args.metrics_addr, metrics.clone()).await?;
     let client = Client::try_default().await.map_err(Error::Connect)?;
     let nodepools = observe::nodepool_resource(&client).await?;
     info!(nodepool_version = %nodepools.api_version, "using NodePools");
+    metrics.ready.store(true, std::sync::atomic::Ordering::Relaxed);
 
     let apps: Api<NodePoolApplication> = match &args.watch_namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
@@ -92,6 +100,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         resync: args.resync,
         shared_chart: args.shared_chart,
         sources: Sources::new(client.clone()),
+        metrics,
         failures: Mutex::new(HashMap::new()),
     });
 
@@ -133,6 +142,17 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
 }
 
 async fn reconcile(app: Arc<NodePoolApplication>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let start = std::time::Instant::now();
+    let result = reconcile_app(app, &ctx).await;
+    let outcome = match &result {
+        Ok(_) => "success",
+        Err(e) => e.category(),
+    };
+    ctx.metrics.observe_reconcile(outcome, start.elapsed());
+    result
+}
+
+async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) -> Result<Action, Error> {
     let name = app.name_any();
     let namespace = app.namespace().unwrap_or_default();
     let apps: Api<NodePoolApplication> = Api::namespaced(ctx.client.clone(), &namespace);
@@ -144,6 +164,7 @@ async fn reconcile(app: Arc<NodePoolApplication>, ctx: Arc<Context>) -> Result<A
             apply::prune_charts(&ctx.client, &app, source_namespace, &[]).await?;
             apply::remove_finalizer(&apps, &app).await?;
         }
+        ctx.metrics.forget(&namespace, &name);
         return Ok(Action::await_change());
     }
     if ctx.shared_chart {
@@ -151,7 +172,7 @@ async fn reconcile(app: Arc<NodePoolApplication>, ctx: Arc<Context>) -> Result<A
     }
     let observed = observe::observe(&ctx.client, &ctx.nodepools, &app).await?;
     let shared = match ctx.shared_chart {
-        true => Some(shared_chart(&ctx, &app).await),
+        true => Some(shared_chart(ctx, &app).await),
         false => None,
     };
     let (chart_ref, chart, hold) = match &shared {
@@ -221,10 +242,16 @@ async fn reconcile(app: Arc<NodePoolApplication>, ctx: Arc<Context>) -> Result<A
 
     let old_status = app.status.clone().unwrap_or_default();
     happened.extend(transitions::between(&old_status, &new_status));
+    ctx.metrics.set_pools(
+        &namespace,
+        &name,
+        i64::from(new_status.selected_pools),
+        i64::from(new_status.ready_pools),
+    );
     if !transitions::same_ignoring_timestamps(&old_status, &new_status) {
         apply::apply_status(&apps, &name, &new_status).await?;
     }
-    publish(&ctx, &app, &happened).await;
+    publish(ctx, &app, &happened).await;
 
     if first_error.is_none() {
         if let Some(current) = chart_ref {

@@ -16,6 +16,7 @@ pub mod release;
 pub mod shared_chart;
 pub mod source;
 pub mod status;
+pub mod telemetry;
 pub mod template;
 pub mod values;
 pub mod version;

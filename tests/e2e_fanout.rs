@@ -13,8 +13,8 @@ use support::apps::{
     CHANGE_TIMEOUT, READY_TIMEOUT,
 };
 use support::{
-    ensure_crd, helmrelease_resource, node_of, nodepool_resource, running_pods, RunningController, TestEnv,
-    TestResult, POOL_LABEL,
+    ensure_crd, helmrelease_resource, node_of, nodepool_resource, running_pods, wait_for, RunningController,
+    TestEnv, TestResult, POOL_LABEL,
 };
 
 #[tokio::test(flavor = "multi_thread")]
@@ -400,6 +400,50 @@ async fn every_workload_of_a_chart_without_placement_values_is_pinned() -> TestR
             .next();
         assert_eq!(env_value.as_deref(), Some(format!("{city}-sensors").as_str()));
     }
+    env.cleanup().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn metrics_health_and_readiness_are_served() -> TestResult {
+    let mut env = TestEnv::new("metrics").await;
+    ensure_crd(&env.client).await;
+    let tag = env.prefix.clone();
+    env.create_pool("a", &[("e2e", &tag), ("region", "east")], 1).await;
+    env.create_pool("b", &[("e2e", &tag), ("region", "west")], 1).await;
+    let controller = RunningController::start(&env.namespace);
+    apply_app(&env, &ingress_app(&env, json!({}))).await?;
+    wait_app(&env, &controller, "READY 2/2", READY_TIMEOUT, ready_is("2/2")).await;
+
+    let base = format!("http://{}", controller.metrics_addr);
+    let http = reqwest::Client::new();
+    for path in ["/healthz", "/readyz"] {
+        let response = http.get(format!("{base}{path}")).send().await?;
+        assert_eq!(response.status(), 200, "{path}");
+    }
+    let labels = format!(r#"{{namespace="{}",application="ingress"}}"#, env.namespace);
+    let text = wait_for("the pool gauges", CHANGE_TIMEOUT, || {
+        let (http, url, labels) = (http.clone(), format!("{base}/metrics"), labels.clone());
+        async move {
+            let text = http
+                .get(url)
+                .send()
+                .await
+                .map_err(|e| e.to_string())?
+                .text()
+                .await
+                .map_err(|e| e.to_string())?;
+            if text.contains(&format!("nodepool_fanout_ready_pools{labels} 2")) {
+                Ok(text)
+            } else {
+                Err(text)
+            }
+        }
+    })
+    .await;
+    assert!(text.contains(&format!("nodepool_fanout_pools{labels} 2")), "{text}");
+    assert!(text.contains(r#"nodepool_fanout_reconciles_total{result="success"}"#), "{text}");
+    assert!(text.contains("nodepool_fanout_reconcile_duration_seconds_bucket"), "{text}");
     env.cleanup().await;
     Ok(())
 }

@@ -377,6 +377,8 @@ pub async fn ensure_crd(client: &Client) {
 pub struct RunningController {
     child: std::process::Child,
     pub log: PathBuf,
+    /// Where it serves /metrics, /healthz and /readyz.
+    pub metrics_addr: std::net::SocketAddr,
 }
 
 impl RunningController {
@@ -395,8 +397,13 @@ impl RunningController {
         std::fs::create_dir_all(&dir).expect("cannot create target/e2e-logs");
         let log = dir.join(format!("{namespace}.log"));
         let file = std::fs::File::create(&log).expect("cannot create the controller's log file");
+        // Many controllers run at once, one per test: each on a free port.
+        let metrics_addr = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free loopback port");
         let child = Command::new(env!("CARGO_BIN_EXE_nodepool-fanout"))
             .args(["run", "--watch-namespace", namespace])
+            .args(["--metrics-addr", &metrics_addr.to_string()])
             .args(flags)
             .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "info,nodepool_fanout=debug")
@@ -404,7 +411,11 @@ impl RunningController {
             .stderr(file)
             .spawn()
             .expect("cannot start the nodepool-fanout binary");
-        RunningController { child, log }
+        RunningController {
+            child,
+            log,
+            metrics_addr,
+        }
     }
 
     /// The controller's log so far, for failure messages.
