@@ -77,6 +77,13 @@ pub struct RunArgs {
     /// `text` for people, `json` for log pipelines.
     #[arg(long, env = "NODEPOOL_FANOUT_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// Reconcile only while holding the `nodepool-fanout` Lease, so that
+    /// replicas stand by and take over within seconds of the leader's loss.
+    #[arg(long, env = "NODEPOOL_FANOUT_LEADER_ELECTION", default_value_t = false, action = clap::ArgAction::Set)]
+    pub leader_election: bool,
+    /// Namespace of the Lease; the pod's own namespace in a cluster.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    pub leader_election_namespace: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -45,6 +45,14 @@ pub enum Error {
     Apply(#[from] ApplyError),
     #[error(transparent)]
     Serve(#[from] ServeError),
+    #[error("leader election on Lease {namespace}/nodepool-fanout failed: {source}")]
+    LeaderElection {
+        namespace: String,
+        #[source]
+        source: kube_lease_manager::LeaseManagerError,
+    },
+    #[error("lost the leadership of Lease {0}/nodepool-fanout; exiting so that a standby takes over")]
+    LostLeadership(String),
 }
 
 impl Error {
@@ -54,6 +62,7 @@ impl Error {
             Self::Observe(e) => e.category(),
             Self::Apply(e) => e.category(),
             Self::Serve(_) => "ServeFailed",
+            Self::LeaderElection { .. } | Self::LostLeadership(_) => "LeaderElection",
         }
     }
 }
@@ -104,6 +113,29 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         failures: Mutex::new(HashMap::new()),
     });
 
+    let leadership = match args.leader_election {
+        true => Some(lead(&client, &args.leader_election_namespace).await?),
+        false => None,
+    };
+    let (lost_tx, lost_rx) = tokio::sync::oneshot::channel::<()>();
+    let watching = leadership.map(|mut channel| {
+        tokio::spawn(async move {
+            // Ends when the lease is lost or the manager stops.
+            while channel.changed().await.is_ok() && *channel.borrow_and_update() {}
+            let _ = lost_tx.send(());
+        })
+    });
+    let lost = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let lost_flag = lost.clone();
+    let lost_leadership = async move {
+        if lost_rx.await.is_ok() {
+            lost_flag.store(true, std::sync::atomic::Ordering::Relaxed);
+            warn!("lost the leadership; stopping");
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
+
     // Bursts of pool or release events (a site coming online) are folded
     // into one reconcile per application.
     let config = ControllerConfig::default().debounce(Duration::from_millis(500));
@@ -129,6 +161,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
             |chart| shared_chart::owner_of(&chart),
         )
         .shutdown_on_signal()
+        .graceful_shutdown_on(lost_leadership)
         .run(reconcile, error_policy, context)
         .for_each(|result| async move {
             match result {
@@ -138,7 +171,44 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         })
         .await;
     info!("stopped");
-    Ok(())
+    if let Some(task) = watching {
+        task.abort();
+    }
+    match lost.load(std::sync::atomic::Ordering::Relaxed) {
+        true => Err(Error::LostLeadership(args.leader_election_namespace.clone())),
+        false => Ok(()),
+    }
+}
+
+/// Waits until this replica holds the Lease; the returned channel says
+/// whether it still does.
+async fn lead(client: &Client, namespace: &str) -> Result<tokio::sync::watch::Receiver<bool>, Error> {
+    let identity =
+        std::env::var("POD_NAME").unwrap_or_else(|_| format!("nodepool-fanout-{}", std::process::id()));
+    let failed = |source| Error::LeaderElection {
+        namespace: namespace.to_string(),
+        source,
+    };
+    // A 15 s lease renewed well before expiry: a standby takes over within
+    // about 15 s of the leader's death.
+    let manager = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), "nodepool-fanout")
+        .with_namespace(namespace)
+        .with_identity(&identity)
+        .with_duration(15)
+        .with_grace(5)
+        .with_field_manager(crate::apply::FIELD_MANAGER)
+        .build()
+        .await
+        .map_err(failed)?;
+    let (mut channel, _task) = manager.watch().await;
+    info!(%identity, lease = %format!("{namespace}/nodepool-fanout"), "waiting for the leadership");
+    while !*channel.borrow_and_update() {
+        if channel.changed().await.is_err() {
+            return Err(Error::LostLeadership(namespace.to_string()));
+        }
+    }
+    info!(%identity, "leading");
+    Ok(channel)
 }
 
 async fn reconcile(app: Arc<NodePoolApplication>, ctx: Arc<Context>) -> Result<Action, Error> {

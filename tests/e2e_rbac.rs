@@ -37,7 +37,9 @@ async fn the_shipped_rbac_is_enough_to_fan_out_and_no_more() -> TestResult {
     env.create_pool("b", &[("e2e", &tag), ("region", "west")], 1).await;
 
     let as_controller = kubeconfig_as(NAMESPACE, SERVICE_ACCOUNT);
-    let controller = RunningController::start_as(&env.namespace, &[], &as_controller);
+    // As deployed: with leader election on the Lease in the controller's namespace.
+    let flags = ["--leader-election=true", "--leader-election-namespace", NAMESPACE];
+    let controller = RunningController::start_as(&env.namespace, &flags, &as_controller);
     apply_app(&env, &ingress_app(&env, json!({}))).await?;
     wait_app(&env, &controller, "READY 2/2 under the service account", READY_TIMEOUT, ready_is("2/2")).await;
 

@@ -393,9 +393,23 @@ impl RunningController {
 
     /// As `start_with`, with the identity of another kubeconfig.
     pub fn start_as(namespace: &str, flags: &[&str], kubeconfig: &Path) -> Self {
+        Self::start_full(namespace, flags, kubeconfig, &[])
+    }
+
+    /// As `start_with`, with further environment variables (POD_NAME…).
+    pub fn start_env(namespace: &str, flags: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::start_full(namespace, flags, kubeconfig(), env)
+    }
+
+    fn start_full(namespace: &str, flags: &[&str], kubeconfig: &Path, env: &[(&str, &str)]) -> Self {
         let dir = repo_root().join("target/e2e-logs");
         std::fs::create_dir_all(&dir).expect("cannot create target/e2e-logs");
-        let log = dir.join(format!("{namespace}.log"));
+        let suffix = env
+            .iter()
+            .find(|(k, _)| *k == "POD_NAME")
+            .map(|(_, v)| format!("-{v}"))
+            .unwrap_or_default();
+        let log = dir.join(format!("{namespace}{suffix}.log"));
         let file = std::fs::File::create(&log).expect("cannot create the controller's log file");
         // Many controllers run at once, one per test: each on a free port.
         let metrics_addr = std::net::TcpListener::bind("127.0.0.1:0")
@@ -407,6 +421,7 @@ impl RunningController {
             .args(flags)
             .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "info,nodepool_fanout=debug")
+            .envs(env.iter().copied())
             .stdout(file.try_clone().expect("log file handle"))
             .stderr(file)
             .spawn()
@@ -423,6 +438,14 @@ impl RunningController {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+}
+
+impl RunningController {
+    /// SIGKILL, as a crashing node would: no lease release, no clean-up.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
