@@ -84,6 +84,10 @@ pub struct RunArgs {
     /// Namespace of the Lease; the pod's own namespace in a cluster.
     #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
     pub leader_election_namespace: String,
+    /// Refuse applications whose chart source or dependencies are in
+    /// another namespace, as Flux's `--no-cross-namespace-refs` does.
+    #[arg(long, env = "NODEPOOL_FANOUT_NO_CROSS_NAMESPACE_REFS", default_value_t = false, action = clap::ArgAction::Set)]
+    pub no_cross_namespace_refs: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -73,6 +73,7 @@ struct Context {
     recorder: Recorder,
     resync: Duration,
     shared_chart: bool,
+    no_cross_namespace_refs: bool,
     sources: Sources,
     metrics: Arc<Metrics>,
     /// Consecutive failures per application, for exponential backoff.
@@ -108,6 +109,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         recorder: Recorder::new(client.clone(), reporter),
         resync: args.resync,
         shared_chart: args.shared_chart,
+        no_cross_namespace_refs: args.no_cross_namespace_refs,
         sources: Sources::new(client.clone()),
         metrics,
         failures: Mutex::new(HashMap::new()),
@@ -241,9 +243,18 @@ async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) -> Result<A
         apply::add_finalizer(&apps, &app).await?;
     }
     let observed = observe::observe(&ctx.client, &ctx.nodepools, &app).await?;
-    let shared = match ctx.shared_chart {
-        true => Some(shared_chart(ctx, &app).await),
-        false => None,
+    let refused = ctx
+        .no_cross_namespace_refs
+        .then(|| shared_chart::cross_namespace_reference(&app.spec, &namespace))
+        .flatten();
+    let shared = match (refused, ctx.shared_chart) {
+        (Some(message), _) => Some(Err(Hold {
+            reason: "CrossNamespaceRefForbidden".into(),
+            message,
+            transient: false,
+        })),
+        (None, true) => Some(shared_chart(ctx, &app).await),
+        (None, false) => None,
     };
     let (chart_ref, chart, hold) = match &shared {
         Some(Ok((r, chart))) => (Some(r), Some(chart.as_ref()), None),

@@ -38,6 +38,26 @@ pub fn source_namespace<'a>(spec: &'a NodePoolApplicationSpec, app_namespace: &'
     spec.chart.spec.source_ref.namespace.as_deref().unwrap_or(app_namespace)
 }
 
+/// With `--no-cross-namespace-refs`, as Flux's own lockdown flag: the first
+/// reference the application makes to another namespace, if any.
+pub fn cross_namespace_reference(spec: &NodePoolApplicationSpec, app_namespace: &str) -> Option<String> {
+    let source = source_namespace(spec, app_namespace);
+    if source != app_namespace {
+        return Some(format!(
+            "spec.chart.spec.sourceRef names namespace {source:?}; cross-namespace references are \
+             refused here: put the source in namespace {app_namespace:?}"
+        ));
+    }
+    let depends_on = spec.helm_release.as_ref().map(|h| h.depends_on.as_slice()).unwrap_or_default();
+    depends_on.iter().enumerate().find_map(|(i, d)| {
+        d.namespace.as_deref().filter(|ns| *ns != app_namespace).map(|ns| {
+            format!(
+                "spec.helmRelease.dependsOn[{i}] names namespace {ns:?}; cross-namespace references are refused here"
+            )
+        })
+    })
+}
+
 /// `<app>-<chart>-<hash>`, at most 63 characters; the hash covers everything
 /// that makes the artifact, so a version bump gets a new chart beside the
 /// old one, which goes once no release uses it.
@@ -194,6 +214,24 @@ mod tests {
         assert_eq!(hc["metadata"]["labels"][naming::LABEL_APPLICATION], "ingress");
         let object: DynamicObject = serde_json::from_value(hc).unwrap();
         assert_eq!(owner_of(&object), Some(ObjectRef::new("ingress").within("edge")));
+    }
+
+    #[test]
+    fn cross_namespace_references_are_named() {
+        let s = spec(json!({}));
+        let found = cross_namespace_reference(&s, "edge").unwrap();
+        assert!(found.contains("sourceRef") && found.contains("flux-system"), "{found}");
+        assert_eq!(cross_namespace_reference(&s, "flux-system"), None);
+        let mut local = s.clone();
+        local.chart.spec.source_ref.namespace = None;
+        assert_eq!(cross_namespace_reference(&local, "edge"), None);
+        local.helm_release = Some(
+            serde_json::from_value(json!({ "dependsOn": [
+            { "name": "db" }, { "name": "cert-manager", "namespace": "infra" } ] }))
+            .unwrap(),
+        );
+        let found = cross_namespace_reference(&local, "edge").unwrap();
+        assert!(found.contains("dependsOn[1]") && found.contains("infra"), "{found}");
     }
 
     #[test]

@@ -7,8 +7,8 @@ use kube::api::{DynamicObject, ListParams};
 use kube::Api;
 use serde_json::{json, Value};
 use support::apps::{
-    app, apply_app, ingress_app, pool_status, ready_is, releases_by_pool, wait_app, CHANGE_TIMEOUT,
-    READY_TIMEOUT,
+    app, apply_app, ingress_app, pool_status, ready_is, releases_by_pool, stalled_because, wait_app,
+    CHANGE_TIMEOUT, READY_TIMEOUT,
 };
 use support::{ensure_crd, helmchart_resource, RunningController, TestEnv, TestResult};
 
@@ -101,17 +101,13 @@ async fn an_unresolvable_version_holds_every_write_and_says_why() -> TestResult 
     let mut app = ingress_app(&env, json!({}));
     app["spec"]["chart"]["spec"]["version"] = json!(">=3.0.0");
     apply_app(&env, &app).await?;
-    let status = wait_app(&env, &controller, "a Stalled condition", CHANGE_TIMEOUT, |app| {
-        let stalled = app
-            .pointer("/status/conditions")
-            .and_then(Value::as_array)
-            .and_then(|c| c.iter().find(|c| c["type"] == "Stalled"))
-            .cloned();
-        match stalled {
-            Some(c) if c["reason"] == "ChartVersionNotFound" => Ok(()),
-            other => Err(format!("Stalled {other:?}")),
-        }
-    })
+    let status = wait_app(
+        &env,
+        &controller,
+        "a Stalled condition",
+        CHANGE_TIMEOUT,
+        stalled_because("ChartVersionNotFound"),
+    )
     .await;
     let message = status.to_string();
     assert!(
@@ -167,4 +163,28 @@ fn names(charts: &[Value]) -> Vec<String> {
         .iter()
         .filter_map(|c| c["metadata"]["name"].as_str().map(str::to_string))
         .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cross_namespace_sources_are_refused_when_locked_down() -> TestResult {
+    let mut env = TestEnv::new("lockdown").await;
+    ensure_crd(&env.client).await;
+    let tag = env.prefix.clone();
+    env.create_pool("a", &[("e2e", &tag), ("region", "east")], 1).await;
+    let controller = RunningController::start_with(&env.namespace, &["--no-cross-namespace-refs=true"]);
+    // The fixture repository lives in flux-system, another namespace.
+    apply_app(&env, &ingress_app(&env, json!({}))).await?;
+    let status = wait_app(
+        &env,
+        &controller,
+        "a Stalled condition",
+        CHANGE_TIMEOUT,
+        stalled_because("CrossNamespaceRefForbidden"),
+    )
+    .await;
+    assert!(status.to_string().contains("sourceRef"), "{status}");
+    assert!(releases_by_pool(&env).await.is_empty(), "nothing is written for a refused application");
+    assert!(charts_of(&env).await.is_empty(), "no HelmChart is made for a refused application");
+    env.cleanup().await;
+    Ok(())
 }

@@ -106,6 +106,20 @@ pub fn ready_is(expected: &'static str) -> impl Fn(&Value) -> Result<(), String>
     }
 }
 
+/// The application is Stalled for `reason`.
+pub fn stalled_because(reason: &'static str) -> impl Fn(&Value) -> Result<(), String> {
+    move |app| {
+        let stalled = app
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .and_then(|c| c.iter().find(|c| c["type"] == "Stalled"));
+        match stalled {
+            Some(c) if c["reason"] == reason => Ok(()),
+            other => Err(format!("Stalled is {other:?}, want reason {reason}")),
+        }
+    }
+}
+
 pub fn pool_status<'a>(app: &'a Value, pool: &str) -> Option<&'a Value> {
     app.pointer("/status/pools")?.as_array()?.iter().find(|p| p["pool"] == pool)
 }
