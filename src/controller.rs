@@ -119,22 +119,18 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         true => Some(lead(&client, &args.leader_election_namespace).await?),
         false => None,
     };
-    let (lost_tx, lost_rx) = tokio::sync::oneshot::channel::<()>();
-    let watching = leadership.map(|mut channel| {
-        tokio::spawn(async move {
-            // Ends when the lease is lost or the manager stops.
+    // Losing the Lease stops the controller gracefully; `run` then fails so
+    // the process restarts as a standby.
+    let lost = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let lost_leadership = {
+        let lost = lost.clone();
+        async move {
+            let Some(mut channel) = leadership else {
+                return std::future::pending::<()>().await;
+            };
             while channel.changed().await.is_ok() && *channel.borrow_and_update() {}
-            let _ = lost_tx.send(());
-        })
-    });
-    let lost = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let lost_flag = lost.clone();
-    let lost_leadership = async move {
-        if lost_rx.await.is_ok() {
-            lost_flag.store(true, std::sync::atomic::Ordering::Relaxed);
+            lost.store(true, std::sync::atomic::Ordering::Relaxed);
             warn!("lost the leadership; stopping");
-        } else {
-            std::future::pending::<()>().await;
         }
     };
 
@@ -143,12 +139,9 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     let config = ControllerConfig::default().debounce(Duration::from_millis(500));
     let controller = Controller::new(apps, watcher::Config::default().any_semantic()).with_config(config);
     let store = controller.store();
+    let managed_by = format!("{}={}", naming::LABEL_MANAGED_BY, naming::MANAGER);
     controller
-        .owns_with(
-            releases,
-            helmrelease_resource(),
-            watcher::Config::default().labels("app.kubernetes.io/managed-by=nodepool-fanout"),
-        )
+        .owns_with(releases, helmrelease_resource(), watcher::Config::default().labels(&managed_by))
         // Any pool change may add a pool to, or take one out of, any
         // application's selection.
         .watches_with(pool_api, nodepools, watcher::Config::default(), move |_pool| {
@@ -156,12 +149,9 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         })
         // A shared HelmChart's artifact turning ready lets its application's
         // releases be written at once rather than at the next poll.
-        .watches_with(
-            charts,
-            helmchart_resource(),
-            watcher::Config::default().labels(&format!("{}={}", naming::LABEL_MANAGED_BY, naming::MANAGER)),
-            |chart| shared_chart::owner_of(&chart),
-        )
+        .watches_with(charts, helmchart_resource(), watcher::Config::default().labels(&managed_by), |chart| {
+            shared_chart::owner_of(&chart)
+        })
         .shutdown_on_signal()
         .graceful_shutdown_on(lost_leadership)
         .run(reconcile, error_policy, context)
@@ -173,9 +163,6 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         })
         .await;
     info!("stopped");
-    if let Some(task) = watching {
-        task.abort();
-    }
     match lost.load(std::sync::atomic::Ordering::Relaxed) {
         true => Err(Error::LostLeadership(args.leader_election_namespace.clone())),
         false => Ok(()),
