@@ -15,19 +15,21 @@ pub const FIELD_MANAGER: &str = "nodepool-fanout";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
+    /// `object` is `<Kind> <name>`, as in every variant here: releases and
+    /// shared HelmCharts go through the same writes.
     #[error(
-        "HelmRelease {name} exists and was not created by this application: rename or delete it, or leave this pool out"
+        "{object} exists and was not created by this application: rename or delete it, or leave this pool out"
     )]
-    NameClash { name: String },
-    #[error("cannot apply HelmRelease {name}: {source}")]
+    NameClash { object: String },
+    #[error("cannot apply {object}: {source}")]
     Apply {
-        name: String,
+        object: String,
         #[source]
         source: kube::Error,
     },
-    #[error("cannot delete HelmRelease {name}: {source}")]
+    #[error("cannot delete {object}: {source}")]
     Delete {
-        name: String,
+        object: String,
         #[source]
         source: kube::Error,
     },
@@ -79,18 +81,24 @@ pub async fn apply_release(
     match api.patch(name, &params, &Patch::Apply(object)).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(status)) if status.code == 409 && !exists => Err(ApplyError::NameClash {
-            name: name.to_string(),
+            object: format!("HelmRelease {name}"),
         }),
         Err(source) => Err(ApplyError::Apply {
-            name: name.to_string(),
+            object: format!("HelmRelease {name}"),
             source,
         }),
     }
 }
 
-/// Deletes a release this application owns; the uid precondition makes sure
-/// the object deleted is the one observed, not a newer one of the same name.
-pub async fn prune_release(api: &Api<DynamicObject>, name: &str, uid: &str) -> Result<(), ApplyError> {
+/// Deletes an object this application owns (a release or a shared chart);
+/// the uid precondition makes sure the object deleted is the one observed,
+/// not a newer one of the same name.
+pub async fn delete_observed(
+    api: &Api<DynamicObject>,
+    kind: &str,
+    name: &str,
+    uid: &str,
+) -> Result<(), ApplyError> {
     let params = DeleteParams {
         preconditions: Some(Preconditions {
             uid: Some(uid.to_string()),
@@ -103,7 +111,7 @@ pub async fn prune_release(api: &Api<DynamicObject>, name: &str, uid: &str) -> R
         // Already gone, or replaced by an object we must not touch.
         Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
         Err(source) => Err(ApplyError::Delete {
-            name: name.to_string(),
+            object: format!("{kind} {name}"),
             source,
         }),
     }
@@ -158,7 +166,7 @@ pub async fn ensure_chart(
     let api: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), &chart.namespace, &helmchart_resource());
     let failed = |source| ApplyError::Apply {
-        name: format!("HelmChart {}/{}", chart.namespace, chart.name),
+        object: format!("HelmChart {}/{}", chart.namespace, chart.name),
         source,
     };
     let mut exists = false;
@@ -168,7 +176,7 @@ pub async fn ensure_chart(
             == Some(&json!(naming::MANAGER));
         if !ours {
             return Err(ApplyError::NameClash {
-                name: format!("HelmChart {}/{}", chart.namespace, chart.name),
+                object: format!("HelmChart {}/{}", chart.namespace, chart.name),
             });
         }
         let same_spec = desired["spec"]
@@ -200,7 +208,7 @@ pub async fn prune_charts(
         .list(&ListParams::default().labels(&chart_selector(app)))
         .await
         .map_err(|source| ApplyError::Delete {
-            name: format!("HelmCharts in {namespace}"),
+            object: format!("the HelmCharts in {namespace} (listing them failed)"),
             source,
         })?;
     for chart in list.items {
@@ -209,7 +217,7 @@ pub async fn prune_charts(
             continue;
         }
         let uid = chart.metadata.uid.clone().unwrap_or_default();
-        prune_release(&api, &name, &uid).await?;
+        delete_observed(&api, "HelmChart", &name, &uid).await?;
     }
     Ok(())
 }

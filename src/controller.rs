@@ -299,7 +299,7 @@ async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) -> Result<A
     for release in observed.owned.iter().filter(|o| planned.prune.contains(&o.name)) {
         let pool = release.pool.as_deref().unwrap_or_default();
         let uid = release.uid.as_deref().unwrap_or_default();
-        match apply::prune_release(&releases, &release.name, uid).await {
+        match apply::delete_observed(&releases, "HelmRelease", &release.name, uid).await {
             Ok(()) => happened.push(Transition::pruned(pool, &release.name)),
             Err(e) => {
                 warn!(app = %name, release = %release.name, error = %e, "prune failed");
