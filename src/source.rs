@@ -17,7 +17,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::api::{ChartSpec, SourceKind};
+use crate::api::ChartSpec;
 use crate::chart::{Chart, ChartError};
 use crate::version::{self, VersionError};
 
@@ -179,8 +179,6 @@ pub struct Sources {
     http: reqwest::Client,
     indexes: Mutex<HashMap<String, Arc<IndexVersions>>>,
     charts: Mutex<HashMap<String, Arc<Chart>>>,
-    /// Chart archives downloaded since start, for the benchmark and metrics.
-    pub downloads: std::sync::atomic::AtomicU64,
 }
 
 /// Entries kept per cache: one per repository revision and chart version in
@@ -198,7 +196,6 @@ impl Sources {
             http,
             indexes: Mutex::new(HashMap::new()),
             charts: Mutex::new(HashMap::new()),
-            downloads: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -226,7 +223,6 @@ impl Sources {
             return Ok(chart.clone());
         }
         let bytes = self.download(&artifact).await?;
-        self.downloads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let chart = Arc::new(Chart::from_tgz(&bytes).map_err(|source| SourceError::Chart {
             url: artifact.url.clone(),
             source,
@@ -309,12 +305,6 @@ fn insert<T>(cache: &Mutex<HashMap<String, T>>, key: String, value: T) {
         map.clear();
     }
     map.insert(key, value);
-}
-
-/// Whether the source kind has an index to resolve versions in. Git and
-/// Bucket sources carry one chart at a path; its version is the chart's own.
-pub fn has_index(kind: &SourceKind) -> bool {
-    matches!(kind, SourceKind::HelmRepository)
 }
 
 #[cfg(test)]
