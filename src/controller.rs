@@ -19,6 +19,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::{ConditionStatus, NodePoolApplication, NodePoolApplicationStatus};
+use crate::api_errors;
 use crate::apply::{self, ApplyError};
 use crate::chart::Chart;
 use crate::cli::RunArgs;
@@ -83,7 +84,7 @@ struct Context {
 pub async fn run(args: RunArgs) -> Result<(), Error> {
     let metrics = Arc::new(Metrics::default());
     telemetry::serve(args.metrics_addr, metrics.clone()).await?;
-    let client = Client::try_default().await.map_err(Error::Connect)?;
+    let client = api_errors::client(metrics.clone()).await.map_err(Error::Connect)?;
     let nodepools = observe::nodepool_resource(&client).await?;
     info!(nodepool_version = %nodepools.api_version, "using NodePools");
     metrics.ready.store(true, std::sync::atomic::Ordering::Relaxed);

@@ -3,6 +3,7 @@
 //! exist, and the controller makes it so.
 
 pub mod api;
+pub mod api_errors;
 pub mod apply;
 pub mod chart;
 pub mod cli;

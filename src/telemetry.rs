@@ -25,6 +25,16 @@ pub struct ResultLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ApiErrorLabels {
+    /// `get`, `list`, `watch`, `create`, `update`, `patch`, `apply`, `delete`, …
+    pub verb: String,
+    /// `plural.group` (`pods` for the core group), with `/subresource`.
+    pub resource: String,
+    /// The HTTP status code, or `transport` when no answer came.
+    pub code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct AppLabels {
     pub namespace: String,
     pub application: String,
@@ -37,6 +47,7 @@ pub struct Metrics {
     pub reconcile_duration: Histogram,
     pub pools: Family<AppLabels, Gauge>,
     pub ready_pools: Family<AppLabels, Gauge>,
+    pub api_errors: Family<ApiErrorLabels, Counter>,
     /// Set once the controller has connected and found the APIs it needs.
     pub ready: AtomicBool,
 }
@@ -56,12 +67,19 @@ impl Default for Metrics {
         registry.register("pools", "Node pools an application selects", pools.clone());
         let ready_pools = Family::<AppLabels, Gauge>::default();
         registry.register("ready_pools", "Node pools whose release is ready", ready_pools.clone());
+        let api_errors = Family::<ApiErrorLabels, Counter>::default();
+        registry.register(
+            "api_errors",
+            "Kubernetes API requests that failed, by verb, resource and HTTP code",
+            api_errors.clone(),
+        );
         Self {
             registry,
             reconciles,
             reconcile_duration,
             pools,
             ready_pools,
+            api_errors,
             ready: AtomicBool::new(false),
         }
     }
@@ -75,6 +93,16 @@ impl Metrics {
             })
             .inc();
         self.reconcile_duration.observe(took.as_secs_f64());
+    }
+
+    pub fn observe_api_error(&self, verb: &str, resource: &str, code: &str) {
+        self.api_errors
+            .get_or_create(&ApiErrorLabels {
+                verb: verb.to_string(),
+                resource: resource.to_string(),
+                code: code.to_string(),
+            })
+            .inc();
     }
 
     pub fn set_pools(&self, namespace: &str, application: &str, selected: i64, ready: i64) {
@@ -175,6 +203,7 @@ mod tests {
         m.observe_reconcile("success", Duration::from_millis(20));
         m.observe_reconcile("ApiError", Duration::from_millis(20));
         m.set_pools("edge", "ingress", 3, 2);
+        m.observe_api_error("apply", "helmreleases.helm.toolkit.fluxcd.io", "409");
         let text = m.encode().unwrap();
         assert!(text.contains(r#"nodepool_fanout_reconciles_total{result="success"} 1"#), "{text}");
         assert!(text.contains(r#"nodepool_fanout_reconciles_total{result="ApiError"} 1"#), "{text}");
@@ -187,6 +216,12 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("nodepool_fanout_reconcile_duration_seconds_count 2"), "{text}");
+        assert!(
+            text.contains(
+                r#"nodepool_fanout_api_errors_total{verb="apply",resource="helmreleases.helm.toolkit.fluxcd.io",code="409"} 1"#
+            ),
+            "{text}"
+        );
         m.forget("edge", "ingress");
         assert!(!m.encode().unwrap().contains(r#"application="ingress""#));
     }
