@@ -6,12 +6,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
-use kube::api::{ApiResource, DynamicObject};
+use futures::{Stream, StreamExt};
+use kube::api::{ApiResource, DynamicObject, PartialObjectMeta};
 use kube::runtime::controller::{Action, Config as ControllerConfig};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{watcher, Controller};
+use kube::runtime::reflector::{self, reflector, ObjectRef};
+use kube::runtime::utils::ResetTimerBackoff;
+use kube::runtime::{watcher, Controller, WatchStreamExt};
 use kube::{Api, Client, Resource, ResourceExt};
 use tracing::{info, warn};
 
@@ -93,7 +94,8 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
-    let releases: Api<DynamicObject> = match &args.watch_namespace {
+    // Only the releases' metadata: their owner references are all a trigger needs.
+    let releases: Api<PartialObjectMeta<DynamicObject>> = match &args.watch_namespace {
         Some(ns) => Api::namespaced_with(client.clone(), ns, &helmrelease_resource()),
         None => Api::all_with(client.clone(), &helmrelease_resource()),
     };
@@ -138,21 +140,32 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     // Bursts of pool or release events (a site coming online) are folded
     // into one reconcile per application.
     let config = ControllerConfig::default().debounce(Duration::from_millis(500));
-    let controller = Controller::new(apps, watcher::Config::default().any_semantic()).with_config(config);
-    let store = controller.store();
+    let (store, writer) = reflector::store();
+    let app_events = reflector(writer, watcher(apps, watcher::Config::default().any_semantic()));
+    let controller = Controller::for_stream(resilient("NodePoolApplications", app_events), store.clone())
+        .with_config(config);
     let managed_by = format!("{}={}", naming::LABEL_MANAGED_BY, naming::MANAGER);
+    let release_events = watcher(releases, watcher::Config::default().labels(&managed_by));
+    let pool_events = watcher(pool_api, watcher::Config::default());
+    let chart_events = watcher(charts, watcher::Config::default().labels(&managed_by));
     controller
-        .owns_with(releases, helmrelease_resource(), watcher::Config::default().labels(&managed_by))
+        .owns_stream_with(resilient("HelmReleases", release_events), helmrelease_resource())
         // Any pool change may add a pool to, or take one out of, any
         // application's selection.
-        .watches_with(pool_api, nodepools, watcher::Config::default(), move |_pool| {
-            store.state().iter().map(|app| ObjectRef::from_obj(app.as_ref())).collect::<Vec<_>>()
-        })
+        .watches_stream_with(
+            resilient("NodePools", pool_events),
+            move |_pool| {
+                store.state().iter().map(|app| ObjectRef::from_obj(app.as_ref())).collect::<Vec<_>>()
+            },
+            nodepools,
+        )
         // A shared HelmChart's artifact turning ready lets its application's
         // releases be written at once rather than at the next poll.
-        .watches_with(charts, helmchart_resource(), watcher::Config::default().labels(&managed_by), |chart| {
-            shared_chart::owner_of(&chart)
-        })
+        .watches_stream_with(
+            resilient("HelmCharts", chart_events),
+            |chart| shared_chart::owner_of(&chart),
+            helmchart_resource(),
+        )
         .shutdown_on_signal()
         .graceful_shutdown_on(lost_leadership)
         .run(reconcile, error_policy, context)
@@ -168,6 +181,39 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         true => Err(Error::LostLeadership(args.leader_election_namespace.clone())),
         false => Ok(()),
     }
+}
+
+/// One watch's objects, each watch retrying on its own schedule.
+///
+/// kube's Controller merges its watches into one stream under one backoff,
+/// so a single failing watch (every watch, once the API server comes back
+/// from an outage and answers `410 Gone`) pauses all the others for up to
+/// 30 s per error, and the pauses add up to minutes. Here each watch backs
+/// off alone (250 ms doubling to 5 s, as quick as client-go's reflector is
+/// to re-list) and its errors are logged and end there, so the controller's
+/// shared backoff never fires.
+fn resilient<K, S>(watch: &'static str, events: S) -> impl Stream<Item = Result<K, watcher::Error>> + Send
+where
+    K: Resource + Clone + Send + 'static,
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+{
+    let schedule = backon::ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(250))
+        .with_max_delay(Duration::from_secs(5))
+        .with_factor(2.0)
+        .with_jitter()
+        .without_max_times();
+    let backoff =
+        ResetTimerBackoff::new(watcher::ExponentialBackoff::from(schedule), Duration::from_secs(30));
+    events.backoff(backoff).touched_objects().filter_map(move |event| async move {
+        match event {
+            Ok(object) => Some(Ok(object)),
+            Err(error) => {
+                warn!(watch, %error, "watch failed; retrying");
+                None
+            }
+        }
+    })
 }
 
 /// Waits until this replica holds the Lease; the returned channel says
