@@ -6,6 +6,8 @@
 #   hack/cluster.sh up      start it (a no-op when it already runs)
 #   hack/cluster.sh down    stop it and forget its state
 #   hack/cluster.sh status  exit 0 when every component runs
+#   hack/cluster.sh stop C  stop one component (an outage, for fault tests)
+#   hack/cluster.sh start C start it again and wait until it serves
 #
 # The binaries are built from the Go modules under hack/controlplane/ by
 # hack/controlplane/build.sh (cached outside the work tree). State, the admin
@@ -80,7 +82,8 @@ start() {
   local name=$1
   shift
   log "starting $name"
-  setsid "$@" >"$logs/$name.log" 2>&1 </dev/null &
+  # Appended: a component restarted after an outage keeps its earlier log.
+  setsid "$@" >>"$logs/$name.log" 2>&1 </dev/null &
   echo $! >"$pids/$name.pid"
 }
 
@@ -228,6 +231,90 @@ spec:
 EOF
 }
 
+# Starts one component and, for etcd and kube-apiserver, which the rest
+# need, waits until it serves. `up` starts them all; `start` one again after
+# `stop` (the fault tests' outages).
+launch() {
+  case $1 in
+  etcd)
+    # fsync off: this etcd holds only disposable test state.
+    start etcd etcd --name=local --data-dir="$dir/etcd" --unsafe-no-fsync \
+      --listen-client-urls="http://$host:$etcd_port" --advertise-client-urls="http://$host:$etcd_port" \
+      --listen-peer-urls="http://$host:$etcd_peer_port" --initial-advertise-peer-urls="http://$host:$etcd_peer_port" \
+      --initial-cluster="local=http://$host:$etcd_peer_port" --listen-metrics-urls="" --log-level=warn
+    wait_for etcd 60 curl -sf "http://$host:$etcd_port/health"
+    ;;
+  kube-apiserver)
+    start kube-apiserver kube-apiserver \
+      --etcd-servers="http://$host:$etcd_port" \
+      --bind-address=$host --advertise-address=$host --secure-port=$apiserver_port \
+      --cert-dir="$dir/cert-dir" \
+      --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
+      --client-ca-file="$pki/ca.crt" \
+      --authorization-mode=RBAC \
+      --service-account-issuer=https://kubernetes.default.svc \
+      --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
+      --service-cluster-ip-range=10.96.0.0/16 \
+      --disable-admission-plugins=ServiceAccount \
+      --allow-privileged=true \
+      --endpoint-reconciler-type=none
+    wait_for kube-apiserver 120 apiserver_ready
+    ;;
+  kube-controller-manager)
+    start kube-controller-manager kube-controller-manager \
+      --kubeconfig="$kubeconfig" --authentication-kubeconfig="$kubeconfig" --authorization-kubeconfig="$kubeconfig" \
+      --leader-elect=false --bind-address=$host --secure-port=$kcm_port \
+      --service-account-private-key-file="$pki/sa.key" --root-ca-file="$pki/ca.crt" \
+      --cluster-signing-cert-file="$pki/ca.crt" --cluster-signing-key-file="$pki/ca.key" \
+      --controllers='*'
+    ;;
+  kube-scheduler)
+    start kube-scheduler kube-scheduler \
+      --kubeconfig="$kubeconfig" --authentication-kubeconfig="$kubeconfig" --authorization-kubeconfig="$kubeconfig" \
+      --leader-elect=false --bind-address=$host --secure-port=$scheduler_port
+    ;;
+  kwok)
+    # shellcheck disable=SC2046 # one word per flag
+    start kwok kwok --kubeconfig="$kubeconfig" \
+      --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+      --node-lease-duration-seconds=40 --server-address="$host:$kwok_port" \
+      --cidr=10.244.0.0/16 --node-ip=$host \
+      $(kwok_stages)
+    ;;
+  chart-repository)
+    start chart-repository python3 -m http.server "$charts_port" --bind $host --directory "$dir/charts"
+    ;;
+  # Flux's controllers run out of cluster: they read KUBECONFIG and need
+  # distinct metrics and health ports.
+  source-controller)
+    start source-controller env RUNTIME_NAMESPACE=flux-system source-controller \
+      --enable-leader-election=false --watch-all-namespaces=true \
+      --storage-path="$dir/storage" --storage-addr="$host:$storage_port" --storage-adv-addr="$host:$storage_port" \
+      --metrics-addr="$host:$sc_metrics_port" --health-addr="$host:$sc_health_port" --log-level=info
+    ;;
+  helm-controller)
+    start helm-controller env RUNTIME_NAMESPACE=flux-system helm-controller \
+      --enable-leader-election=false --watch-all-namespaces=true --concurrent=8 \
+      --metrics-addr="$host:$hc_metrics_port" --health-addr="$host:$hc_health_port" --log-level=info
+    ;;
+  *) die "no component $1; the components are: ${components[*]}" ;;
+  esac
+}
+
+# The readiness check of one component, for `start`.
+component_ready() {
+  case $1 in
+  etcd) curl -sf "http://$host:$etcd_port/health" ;;
+  kube-apiserver) apiserver_ready ;;
+  kube-controller-manager) curl -skf "https://$host:$kcm_port/healthz" ;;
+  kube-scheduler) curl -skf "https://$host:$scheduler_port/healthz" ;;
+  kwok) curl -sf "http://$host:$kwok_port/healthz" ;;
+  chart-repository) curl -sf "http://$host:$charts_port/index.yaml" ;;
+  source-controller) curl -sf "http://$host:$sc_health_port/readyz" ;;
+  helm-controller) curl -sf "http://$host:$hc_health_port/readyz" ;;
+  esac
+}
+
 up() {
   mkdir -p "$dir"
   export KUBECONFIG=$kubeconfig
@@ -245,62 +332,21 @@ up() {
   fi
   local start_time=$SECONDS
   mkdir -p "$logs" "$pids" "$dir/etcd" "$dir/storage" "$dir/cert-dir"
+  rm -f "$logs"/*.log
   make_pki
   write_kubeconfig
 
-  # fsync off: this etcd holds only disposable test state.
-  start etcd etcd --name=local --data-dir="$dir/etcd" --unsafe-no-fsync \
-    --listen-client-urls="http://$host:$etcd_port" --advertise-client-urls="http://$host:$etcd_port" \
-    --listen-peer-urls="http://$host:$etcd_peer_port" --initial-advertise-peer-urls="http://$host:$etcd_peer_port" \
-    --initial-cluster="local=http://$host:$etcd_peer_port" --listen-metrics-urls="" --log-level=warn
-  wait_for etcd 60 curl -sf "http://$host:$etcd_port/health"
-
-  start kube-apiserver kube-apiserver \
-    --etcd-servers="http://$host:$etcd_port" \
-    --bind-address=$host --advertise-address=$host --secure-port=$apiserver_port \
-    --cert-dir="$dir/cert-dir" \
-    --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
-    --client-ca-file="$pki/ca.crt" \
-    --authorization-mode=RBAC \
-    --service-account-issuer=https://kubernetes.default.svc \
-    --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
-    --service-cluster-ip-range=10.96.0.0/16 \
-    --disable-admission-plugins=ServiceAccount \
-    --allow-privileged=true \
-    --endpoint-reconciler-type=none
-  wait_for kube-apiserver 120 apiserver_ready
-
-  start kube-controller-manager kube-controller-manager \
-    --kubeconfig="$kubeconfig" --authentication-kubeconfig="$kubeconfig" --authorization-kubeconfig="$kubeconfig" \
-    --leader-elect=false --bind-address=$host --secure-port=$kcm_port \
-    --service-account-private-key-file="$pki/sa.key" --root-ca-file="$pki/ca.crt" \
-    --cluster-signing-cert-file="$pki/ca.crt" --cluster-signing-key-file="$pki/ca.key" \
-    --controllers='*'
-  start kube-scheduler kube-scheduler \
-    --kubeconfig="$kubeconfig" --authentication-kubeconfig="$kubeconfig" --authorization-kubeconfig="$kubeconfig" \
-    --leader-elect=false --bind-address=$host --secure-port=$scheduler_port
-
-  # shellcheck disable=SC2046 # one word per flag
-  start kwok kwok --kubeconfig="$kubeconfig" \
-    --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
-    --node-lease-duration-seconds=40 --server-address="$host:$kwok_port" \
-    --cidr=10.244.0.0/16 --node-ip=$host \
-    $(kwok_stages)
-
+  launch etcd
+  launch kube-apiserver
+  launch kube-controller-manager
+  launch kube-scheduler
+  launch kwok
   install_crds
   package_charts
-  start chart-repository python3 -m http.server "$charts_port" --bind $host --directory "$dir/charts"
+  launch chart-repository
   create_flux_objects
-
-  # Flux's controllers run out of cluster: they read KUBECONFIG and need
-  # distinct metrics and health ports.
-  start source-controller env RUNTIME_NAMESPACE=flux-system source-controller \
-    --enable-leader-election=false --watch-all-namespaces=true \
-    --storage-path="$dir/storage" --storage-addr="$host:$storage_port" --storage-adv-addr="$host:$storage_port" \
-    --metrics-addr="$host:$sc_metrics_port" --health-addr="$host:$sc_health_port" --log-level=info
-  start helm-controller env RUNTIME_NAMESPACE=flux-system helm-controller \
-    --enable-leader-election=false --watch-all-namespaces=true --concurrent=8 \
-    --metrics-addr="$host:$hc_metrics_port" --health-addr="$host:$hc_health_port" --log-level=info
+  launch source-controller
+  launch helm-controller
 
   wait_for chart-repository 30 curl -sf "http://$host:$charts_port/index.yaml"
   wait_for kube-controller-manager 60 curl -skf "https://$host:$kcm_port/healthz"
@@ -314,21 +360,26 @@ up() {
   echo "export KUBECONFIG=$kubeconfig"
 }
 
+# Stops one component (its whole process group), leaving the rest running.
+stop_component() {
+  local c=$1 pidfile pid
+  pidfile=$pids/$c.pid
+  [[ -f $pidfile ]] || return 0
+  pid=$(cat "$pidfile")
+  kill -TERM -- "-$pid" 2>/dev/null || true
+  for _ in $(seq 1 50); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -KILL -- "-$pid" 2>/dev/null || true
+  rm -f "$pidfile"
+}
+
 down() {
-  local c pidfile pid
+  local i pidfile
   for ((i = ${#components[@]} - 1; i >= 0; i--)); do
-    c=${components[i]}
-    pidfile=$pids/$c.pid
-    [[ -f $pidfile ]] || continue
-    pid=$(cat "$pidfile")
     # Each component leads its own process group (setsid): stop it whole.
-    kill -TERM -- "-$pid" 2>/dev/null || true
-    for _ in $(seq 1 50); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -KILL -- "-$pid" 2>/dev/null || true
-    rm -f "$pidfile"
+    stop_component "${components[i]}"
   done
   # Whatever else was started beside the cluster (the demo's controller).
   for pidfile in "$pids"/*.pid; do
@@ -350,9 +401,32 @@ status() {
   return $ok
 }
 
+is_component() {
+  local c
+  for c in "${components[@]}"; do [[ $c == "$1" ]] && return 0; done
+  die "no component '$1'; the components are: ${components[*]}"
+}
+
 case ${1:-} in
   up) up ;;
   down) down ;;
   status) status ;;
-  *) die "usage: $0 up|down|status" ;;
+  stop)
+    is_component "${2:-}"
+    stop_component "$2"
+    log "stopped $2"
+    ;;
+  start)
+    is_component "${2:-}"
+    export KUBECONFIG=$kubeconfig
+    PATH=$("$repo/hack/controlplane/build.sh"):$PATH
+    if running "$2"; then
+      log "$2 already runs"
+    else
+      launch "$2"
+      wait_for "$2" 120 component_ready "$2"
+      log "started $2"
+    fi
+    ;;
+  *) die "usage: $0 up|down|status|stop <component>|start <component>" ;;
 esac

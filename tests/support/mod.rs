@@ -36,9 +36,16 @@ fn local_kubeconfig() -> PathBuf {
     repo_root().join("target/local-cluster/kubeconfig")
 }
 
+/// The kubeconfig of this test binary's private control plane, when it has
+/// one (see `PrivateCluster`).
+static PRIVATE_KUBECONFIG: OnceLock<PathBuf> = OnceLock::new();
+
 /// Starts the local control plane once per test binary, unless `KUBECONFIG`
 /// points at a cluster other than ours, and returns the kubeconfig to use.
 fn kubeconfig_path() -> &'static Path {
+    if let Some(private) = PRIVATE_KUBECONFIG.get() {
+        return private;
+    }
     static PATH: OnceLock<PathBuf> = OnceLock::new();
     PATH.get_or_init(|| {
         let ours = local_kubeconfig();
@@ -64,6 +71,72 @@ fn kubeconfig_path() -> &'static Path {
         );
         ours
     })
+}
+
+/// A control plane of one test binary's own, on its own loopback ports and
+/// state directory (`target/local-cluster-<name>`), for tests that stop its
+/// parts: an outage there disturbs no other test. Once it is up, every
+/// client, kubectl and controller of the binary uses it. Stopped when
+/// dropped.
+pub struct PrivateCluster {
+    dir: PathBuf,
+    port_base: u16,
+}
+
+impl PrivateCluster {
+    /// Starts it; `port_base` is the first of 13 ports, clear of the shared
+    /// control plane's 16440–16452.
+    pub fn up(name: &str, port_base: u16) -> Self {
+        let cluster = PrivateCluster {
+            dir: repo_root().join(format!("target/local-cluster-{name}")),
+            port_base,
+        };
+        cluster.run(&["up"]);
+        let kubeconfig = cluster.dir.join("kubeconfig");
+        assert!(
+            PRIVATE_KUBECONFIG.set(kubeconfig).is_ok(),
+            "a test binary has at most one private control plane"
+        );
+        cluster
+    }
+
+    /// Stops one component: `kube-apiserver`, `helm-controller`, …
+    pub fn stop(&self, component: &str) {
+        self.run(&["stop", component]);
+    }
+
+    /// Starts a stopped component again and waits until it serves.
+    pub fn start(&self, component: &str) {
+        self.run(&["start", component]);
+    }
+
+    fn run(&self, args: &[&str]) {
+        let output = Command::new(repo_root().join("hack/cluster.sh"))
+            .args(args)
+            .env("LOCAL_CLUSTER_DIR", &self.dir)
+            .env("LOCAL_CLUSTER_PORT_BASE", self.port_base.to_string())
+            .env_remove("KUBECONFIG")
+            .output()
+            .expect("hack/cluster.sh could not be run");
+        assert!(
+            output.status.success(),
+            "hack/cluster.sh {} of {} exited {}:\n{}",
+            args.join(" "),
+            self.dir.display(),
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+impl Drop for PrivateCluster {
+    fn drop(&mut self) {
+        let _ = Command::new(repo_root().join("hack/cluster.sh"))
+            .arg("down")
+            .env("LOCAL_CLUSTER_DIR", &self.dir)
+            .env("LOCAL_CLUSTER_PORT_BASE", self.port_base.to_string())
+            .output();
+    }
 }
 
 /// A client for the test cluster. Each test makes its own: a client's
@@ -442,6 +515,20 @@ impl RunningController {
 }
 
 impl RunningController {
+    /// Whether the process is still alive: it has neither exited nor been
+    /// restarted.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// The controller's /metrics, in the text exposition format.
+    pub async fn scrape(&self) -> String {
+        let url = format!("http://{}/metrics", self.metrics_addr);
+        let response = reqwest::get(&url).await.unwrap_or_else(|e| panic!("GET {url}: {e}"));
+        assert!(response.status().is_success(), "GET {url}: {}", response.status());
+        response.text().await.unwrap_or_else(|e| panic!("GET {url}: {e}"))
+    }
+
     /// SIGKILL, as a crashing node would: no lease release, no clean-up.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
