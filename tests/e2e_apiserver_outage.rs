@@ -3,6 +3,9 @@
 //! server is back: its watches resume, it sees what changed before and
 //! after the outage, and it counts the failed requests.
 //!
+//! The controller runs with leader election, as deployed: a lone replica
+//! keeps its Lease through the outage and renews it once it can.
+//!
 //! The outage would break every other test's requests, so this test has a
 //! control plane of its own (`PrivateCluster`).
 mod support;
@@ -25,7 +28,14 @@ async fn the_controller_rides_out_an_api_server_outage_while_pools_change() -> T
     let tag = env.prefix.clone();
     let a = env.create_pool("a", &[("e2e", &tag), ("region", "east")], 1).await;
     let b = env.create_pool("b", &[("e2e", &tag), ("region", "west")], 1).await;
-    let mut controller = RunningController::start(&env.namespace);
+    // As deploy/ runs it: with leader election, whose Lease cannot be
+    // renewed while the API server is away.
+    let flags = [
+        "--leader-election=true",
+        "--leader-election-namespace",
+        &env.namespace,
+    ];
+    let mut controller = RunningController::start_with(&env.namespace, &flags);
     apply_app(&env, &ingress_app(&env, json!({}))).await?;
     wait_app(&env, &controller, "READY 2/2 before the outage", READY_TIMEOUT, ready_is("2/2")).await;
 
@@ -69,7 +79,10 @@ async fn the_controller_rides_out_an_api_server_outage_while_pools_change() -> T
         transport_errors > 0.0,
         "no API error with code=transport counted during a {OUTAGE:?} outage:\n{metrics}"
     );
-    println!("{transport_errors} requests failed during the outage");
+    println!("{transport_errors} requests failed during the outage:");
+    for line in metrics.lines().filter(|l| l.starts_with("nodepool_fanout_api_errors_total{")) {
+        println!("  {line}");
+    }
     env.cleanup().await;
     drop(controller);
     drop(cluster);
