@@ -6,9 +6,18 @@
 //! pool that reports the mistake. Output is not HTML-escaped because it is
 //! YAML values, not HTML. A chart that needs a literal `{{` (a Go template in
 //! its values) writes `\{{`.
+//!
+//! Partials and decorators (`{{> x}}`, `{{#*inline "x"}}`) are refused,
+//! blocks and subexpressions may nest only [`MAX_NESTING`] deep, and a
+//! template holds at most [`MAX_PARENS`] `(` after its first `{{`:
+//! handlebars parses and renders these recursively, so an inline partial
+//! that includes itself, or a few hundred nested `{{#if}}`s or
+//! `(eq (eq ...))`, would overflow the stack and abort the controller
+//! instead of failing the one release.
 
 use std::collections::BTreeMap;
 
+use handlebars::template::{Parameter, Template, TemplateElement};
 use handlebars::{Handlebars, RenderError, RenderErrorReason};
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -88,13 +97,24 @@ impl Renderer {
     ) -> Result<String, TemplateError> {
         // Strings without a tag come back as they are, so values never meant
         // as templates cannot trip over handlebars syntax such as a lone `\`.
-        if !template.contains("{{") {
+        let Some(first_tag) = template.find("{{") else {
             return Ok(template.to_string());
-        }
-        self.engine.render_template(template, ctx).map_err(|e| TemplateError {
+        };
+        let error = |message| TemplateError {
             field: field.to_string(),
-            message: describe(&e),
-        })
+            message,
+        };
+        // Handlebars parses subexpressions recursively, before
+        // `check_structure` can see them; every one needs a `(` in a tag.
+        if template[first_tag..].matches('(').count() > MAX_PARENS {
+            return Err(error(format!(
+                "more than {MAX_PARENS} `(` after the first `{{{{`, too many to parse safely; \
+                 keep long text without templates in a value of its own"
+            )));
+        }
+        let compiled = Template::compile(template).map_err(|e| error(describe(&e.into())))?;
+        check_structure(&compiled).map_err(error)?;
+        self.engine.render_template(template, ctx).map_err(|e| error(describe(&e)))
     }
 
     /// Renders every string inside `value`; keys, numbers and booleans are
@@ -121,6 +141,64 @@ impl Renderer {
             other => Ok(other.clone()),
         }
     }
+}
+
+/// How deep blocks, subexpressions and literal lists or maps may nest.
+pub const MAX_NESTING: usize = 32;
+
+/// How many `(` a template may hold after its first `{{`. Handlebars
+/// overflows an ordinary 2 MiB thread stack parsing about 300 nested
+/// subexpressions in a debug build.
+pub const MAX_PARENS: usize = 128;
+
+/// Refuses what handlebars would render by unbounded recursion: partials and
+/// decorators, and nesting deeper than [`MAX_NESTING`]. Walks with its own
+/// stack, so the check itself cannot overflow.
+fn check_structure(template: &Template) -> Result<(), String> {
+    enum Node<'a> {
+        Template(&'a Template),
+        Element(&'a TemplateElement),
+        Param(&'a Parameter),
+        Literal(&'a Value),
+    }
+    let mut stack = vec![(Node::Template(template), 0)];
+    while let Some((node, depth)) = stack.pop() {
+        if depth > MAX_NESTING {
+            return Err(format!(
+                "blocks and subexpressions nest more than {MAX_NESTING} deep; flatten the template"
+            ));
+        }
+        match node {
+            Node::Template(t) => stack.extend(t.elements.iter().map(|e| (Node::Element(e), depth))),
+            Node::Element(TemplateElement::RawString(_) | TemplateElement::Comment(_)) => {}
+            Node::Element(
+                TemplateElement::Expression(h)
+                | TemplateElement::HtmlExpression(h)
+                | TemplateElement::HelperBlock(h),
+            ) => {
+                let inner = depth + 1;
+                let params = std::iter::once(&h.name).chain(&h.params).chain(h.hash.values());
+                stack.extend(params.map(|p| (Node::Param(p), inner)));
+                stack.extend(h.template.iter().chain(&h.inverse).map(|t| (Node::Template(t), inner)));
+            }
+            Node::Element(_) => {
+                return Err("partials and decorators ({{> ...}}, {{#> ...}}, {{* ...}}, {{#* ...}}) are \
+                     not supported; write \\{{ for a literal {{"
+                    .to_string())
+            }
+            Node::Param(Parameter::Subexpression(sub)) => stack.push((Node::Element(&sub.element), depth)),
+            Node::Param(Parameter::Literal(value)) => stack.push((Node::Literal(value), depth)),
+            Node::Param(_) => {}
+            Node::Literal(Value::Array(items)) => {
+                stack.extend(items.iter().map(|v| (Node::Literal(v), depth + 1)))
+            }
+            Node::Literal(Value::Object(map)) => {
+                stack.extend(map.values().map(|v| (Node::Literal(v), depth + 1)))
+            }
+            Node::Literal(_) => {}
+        }
+    }
+    Ok(())
 }
 
 /// Keys that would read ambiguously in a dotted path are bracketed.
@@ -272,6 +350,64 @@ mod tests {
     fn numbers_and_booleans_are_untouched() {
         let values = json!({ "n": 1.5, "b": true, "i": -3 });
         assert_eq!(Renderer::new().render_value("values", &values, &ctx()).unwrap(), values);
+    }
+
+    #[test]
+    fn partials_and_decorators_are_refused_not_a_stack_overflow() {
+        // An inline partial that includes itself recursed until the stack
+        // overflowed, aborting the whole controller.
+        for template in [
+            "{{#*inline \"a\"}}{{> a}}{{/inline}}{{> a}}",
+            "{{#*inline \"a\"}}{{> b}}{{/inline}}{{#*inline \"b\"}}{{> a}}{{/inline}}{{> a}}",
+            "{{> missing}}",
+            "{{#> layout}}x{{/layout}}",
+            "{{#if true}}{{~> a}}{{/if}}",
+            "{{*inline \"a\"}}",
+        ] {
+            let err = render(template).unwrap_err();
+            assert_eq!(err.field, "releaseName");
+            assert!(err.message.starts_with("partials and decorators"), "{template}: {}", err.message);
+        }
+        assert_eq!(render("\\{{> a}}").unwrap(), "{{> a}}");
+    }
+
+    #[test]
+    fn nesting_is_bounded_not_a_stack_overflow() {
+        let ifs = |n: usize| format!("{}x{}", "{{#if true}}".repeat(n), "{{/if}}".repeat(n));
+        assert_eq!(render(&ifs(MAX_NESTING)).unwrap(), "x");
+        let subs =
+            |n: usize| format!("{{{{#if {}true{}}}}}x{{{{/if}}}}", "(eq ".repeat(n), " true)".repeat(n));
+        assert_eq!(render(&subs(MAX_NESTING - 1)).unwrap(), "x");
+        let lists = |n: usize| format!("{{{{#if (eq {}1{} 1)}}}}x{{{{/if}}}}", "[".repeat(n), "]".repeat(n));
+        assert_eq!(render(&lists(MAX_NESTING - 2)).unwrap(), "");
+        // A few hundred levels overflowed the stack while parsing or rendering.
+        for n in [MAX_NESTING + 1, 300, 600, 5000] {
+            for template in [ifs(n), subs(n), lists(n)] {
+                let err = render(&template).unwrap_err();
+                assert!(
+                    err.message.contains("nest more than 32 deep")
+                        || err.message.starts_with("more than 128 `(`")
+                        || err.message.starts_with("bad template"),
+                    "{n}: {}",
+                    err.message
+                );
+            }
+        }
+        assert!(render(&ifs(MAX_NESTING + 1)).unwrap_err().message.contains("nest more than 32 deep"));
+        assert!(render(&subs(MAX_NESTING)).unwrap_err().message.contains("nest more than 32 deep"));
+        assert!(render(&lists(MAX_NESTING)).unwrap_err().message.contains("nest more than 32 deep"));
+        let err = render(&subs(MAX_PARENS + 1)).unwrap_err();
+        assert!(err.message.starts_with("more than 128 `(` after the first `{{`"), "{}", err.message);
+    }
+
+    #[test]
+    fn parentheses_before_the_first_tag_or_within_the_limit_are_fine() {
+        let text = "f(x) ".repeat(MAX_PARENS + 1);
+        assert_eq!(render(&format!("{text}{{{{pool.name}}}}")).unwrap(), format!("{text}hangzhou"));
+        let text = "(".repeat(MAX_PARENS);
+        assert_eq!(render(&format!("{{{{pool.name}}}}{text}")).unwrap(), format!("hangzhou{text}"));
+        let err = render(&format!("{{{{pool.name}}}}({text}")).unwrap_err();
+        assert!(err.message.starts_with("more than 128 `(`"), "{}", err.message);
     }
 
     #[test]
