@@ -13,7 +13,9 @@
 //! handlebars parses and renders these recursively, so an inline partial
 //! that includes itself, or a few hundred nested `{{#if}}`s or
 //! `(eq (eq ...))`, would overflow the stack and abort the controller
-//! instead of failing the one release.
+//! instead of failing the one release. `{{#each}}` blocks may not nest, as
+//! each level multiplies the output: nested loops over a pool's labels
+//! would exhaust the controller's memory.
 
 use std::collections::BTreeMap;
 
@@ -161,15 +163,22 @@ fn check_structure(template: &Template) -> Result<(), String> {
         Param(&'a Parameter),
         Literal(&'a Value),
     }
-    let mut stack = vec![(Node::Template(template), 0)];
-    while let Some((node, depth)) = stack.pop() {
+    // (node, nesting depth, `each` blocks around it)
+    let mut stack = vec![(Node::Template(template), 0, 0)];
+    while let Some((node, depth, each)) = stack.pop() {
+        if each > 1 {
+            // Each level multiplies the output by the length of what it
+            // walks: six `each` over ten labels render a megabyte, nine a
+            // gigabyte.
+            return Err("{{#each}} blocks may not nest: each level multiplies the output".to_string());
+        }
         if depth > MAX_NESTING {
             return Err(format!(
                 "blocks and subexpressions nest more than {MAX_NESTING} deep; flatten the template"
             ));
         }
         match node {
-            Node::Template(t) => stack.extend(t.elements.iter().map(|e| (Node::Element(e), depth))),
+            Node::Template(t) => stack.extend(t.elements.iter().map(|e| (Node::Element(e), depth, each))),
             Node::Element(TemplateElement::RawString(_) | TemplateElement::Comment(_)) => {}
             Node::Element(
                 TemplateElement::Expression(h)
@@ -177,23 +186,28 @@ fn check_structure(template: &Template) -> Result<(), String> {
                 | TemplateElement::HelperBlock(h),
             ) => {
                 let inner = depth + 1;
+                let is_each = matches!(&h.name, Parameter::Name(n) if n == "each") && h.block;
+                let body_each = each + usize::from(is_each);
                 let params = std::iter::once(&h.name).chain(&h.params).chain(h.hash.values());
-                stack.extend(params.map(|p| (Node::Param(p), inner)));
-                stack.extend(h.template.iter().chain(&h.inverse).map(|t| (Node::Template(t), inner)));
+                stack.extend(params.map(|p| (Node::Param(p), inner, each)));
+                stack.extend(h.template.iter().map(|t| (Node::Template(t), inner, body_each)));
+                stack.extend(h.inverse.iter().map(|t| (Node::Template(t), inner, each)));
             }
             Node::Element(_) => {
                 return Err("partials and decorators ({{> ...}}, {{#> ...}}, {{* ...}}, {{#* ...}}) are \
                      not supported; write \\{{ for a literal {{"
                     .to_string())
             }
-            Node::Param(Parameter::Subexpression(sub)) => stack.push((Node::Element(&sub.element), depth)),
-            Node::Param(Parameter::Literal(value)) => stack.push((Node::Literal(value), depth)),
+            Node::Param(Parameter::Subexpression(sub)) => {
+                stack.push((Node::Element(&sub.element), depth, each))
+            }
+            Node::Param(Parameter::Literal(value)) => stack.push((Node::Literal(value), depth, each)),
             Node::Param(_) => {}
             Node::Literal(Value::Array(items)) => {
-                stack.extend(items.iter().map(|v| (Node::Literal(v), depth + 1)))
+                stack.extend(items.iter().map(|v| (Node::Literal(v), depth + 1, each)))
             }
             Node::Literal(Value::Object(map)) => {
-                stack.extend(map.values().map(|v| (Node::Literal(v), depth + 1)))
+                stack.extend(map.values().map(|v| (Node::Literal(v), depth + 1, each)))
             }
             Node::Literal(_) => {}
         }
@@ -350,6 +364,24 @@ mod tests {
     fn numbers_and_booleans_are_untouched() {
         let values = json!({ "n": 1.5, "b": true, "i": -3 });
         assert_eq!(Renderer::new().render_value("values", &values, &ctx()).unwrap(), values);
+    }
+
+    #[test]
+    fn one_each_is_fine_nested_each_is_refused() {
+        assert_eq!(
+            render("{{#each pool.labels}}{{@key}}={{this}};{{/each}}").unwrap(),
+            "region=east;topology.kubernetes.io/region=cn-east-1;"
+        );
+        // An `each` beside another, or in the `else` of one, multiplies nothing.
+        assert!(render("{{#each pool.labels}}a{{/each}}{{#each pool.labels}}b{{/each}}").is_ok());
+        assert!(render("{{#each pool.labels}}a{{else}}{{#each pool.labels}}b{{/each}}{{/each}}").is_ok());
+        for template in [
+            "{{#each pool.labels}}{{#each @root.pool.labels}}x{{/each}}{{/each}}",
+            "{{#each pool.labels}}{{#if true}}{{#each @root.pool.labels}}x{{/each}}{{/if}}{{/each}}",
+        ] {
+            let err = render(template).unwrap_err();
+            assert!(err.message.contains("{{#each}} blocks may not nest"), "{template}: {err}");
+        }
     }
 
     #[test]
