@@ -2,7 +2,7 @@
 //! manager, and deletes only releases this application owns.
 
 use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, Preconditions};
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 
 use crate::api::{NodePoolApplication, NodePoolApplicationStatus};
@@ -143,7 +143,7 @@ pub async fn apply_status(
 /// which live in the source's namespace where owner references cannot reach.
 pub const FINALIZER: &str = "apps.fanout.dev/shared-charts";
 
-fn chart_selector(app: &NodePoolApplication) -> String {
+fn chart_selector(app: &impl Resource) -> String {
     format!(
         "{}={},{}={},{}={}",
         naming::LABEL_APPLICATION,
@@ -195,20 +195,27 @@ pub async fn ensure_chart(
     Ok(serde_json::to_value(applied).unwrap_or_default())
 }
 
-/// Deletes this application's shared HelmCharts in `namespace` other than
-/// those named in `keep`.
+/// Deletes this application's shared HelmCharts in `namespace` (in every
+/// namespace for `None`) other than those named in `keep`.
 pub async fn prune_charts(
     client: &Client,
-    app: &NodePoolApplication,
-    namespace: &str,
+    app: &impl Resource,
+    namespace: Option<&str>,
     keep: &[&str],
 ) -> Result<(), ApplyError> {
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &helmchart_resource());
-    let list = api
+    let all: Api<DynamicObject> = Api::all_with(client.clone(), &helmchart_resource());
+    let listed = match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &helmchart_resource()),
+        None => all,
+    };
+    let list = listed
         .list(&ListParams::default().labels(&chart_selector(app)))
         .await
         .map_err(|source| ApplyError::Delete {
-            object: format!("the HelmCharts in {namespace} (listing them failed)"),
+            object: format!(
+                "the HelmCharts in {} (listing them failed)",
+                namespace.unwrap_or("all namespaces")
+            ),
             source,
         })?;
     for chart in list.items {
@@ -217,9 +224,47 @@ pub async fn prune_charts(
             continue;
         }
         let uid = chart.metadata.uid.clone().unwrap_or_default();
+        let api = Api::namespaced_with(
+            client.clone(),
+            &chart.namespace().unwrap_or_default(),
+            &helmchart_resource(),
+        );
         delete_observed(&api, "HelmChart", &name, &uid).await?;
     }
     Ok(())
+}
+
+/// Says on the application that its spec cannot be read: the Ready and
+/// Stalled conditions, by merge patch so the last known pools stay. The
+/// answer, the whole object, is just as unreadable and is not decoded.
+pub async fn report_unreadable(
+    api: &Api<NodePoolApplication>,
+    app: &impl Resource,
+    reason: &str,
+    message: &str,
+) -> Result<(), ApplyError> {
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    let condition = |type_: &str, status: &str| {
+        json!({
+            "type": type_, "status": status, "reason": reason, "message": message,
+            "observedGeneration": app.meta().generation, "lastTransitionTime": now,
+        })
+    };
+    let patch = json!({ "status": {
+        "observedGeneration": app.meta().generation,
+        "conditions": [condition("Ready", "False"), condition("Stalled", "True")],
+    }});
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PatchParams::default()
+    };
+    match api.patch_status(&app.name_any(), &params, &Patch::Merge(&patch)).await {
+        Ok(_) | Err(kube::Error::SerdeError(_)) => Ok(()),
+        Err(source) => Err(ApplyError::Status {
+            name: app.name_any(),
+            source,
+        }),
+    }
 }
 
 /// Adds the finalizer, if missing, so the shared HelmCharts outlive no
@@ -247,10 +292,7 @@ pub async fn add_finalizer(
 
 /// Removes the finalizer once the shared HelmCharts are gone: applying an
 /// empty list under our field manager withdraws only our entry.
-pub async fn remove_finalizer(
-    api: &Api<NodePoolApplication>,
-    app: &NodePoolApplication,
-) -> Result<(), ApplyError> {
+pub async fn remove_finalizer(api: &Api<NodePoolApplication>, app: &impl Resource) -> Result<(), ApplyError> {
     let patch = json!({
         "apiVersion": "apps.fanout.dev/v1alpha1",
         "kind": "NodePoolApplication",
@@ -260,7 +302,8 @@ pub async fn remove_finalizer(
         .patch(&app.name_any(), &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch))
         .await
     {
-        Ok(_) => Ok(()),
+        // An unreadable answer (see report_unreadable) still means done.
+        Ok(_) | Err(kube::Error::SerdeError(_)) => Ok(()),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
         Err(source) => Err(ApplyError::Finalizer {
             name: app.name_any(),

@@ -41,6 +41,13 @@ pub enum Error {
         "cannot connect to the Kubernetes API: {0} (is KUBECONFIG set, or is this running in a cluster?)"
     )]
     Connect(#[source] kube::Error),
+    #[error("cannot read NodePoolApplication {namespace}/{name}: {source}")]
+    Read {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
     #[error(transparent)]
     Observe(#[from] ObserveError),
     #[error(transparent)]
@@ -61,6 +68,7 @@ impl Error {
     pub fn category(&self) -> &'static str {
         match self {
             Self::Connect(_) => "ConnectFailed",
+            Self::Read { .. } => "ApiError",
             Self::Observe(e) => e.category(),
             Self::Apply(e) => e.category(),
             Self::Serve(_) => "ServeFailed",
@@ -79,7 +87,7 @@ struct Context {
     sources: Sources,
     metrics: Arc<Metrics>,
     /// Consecutive failures per application, for exponential backoff.
-    failures: Mutex<HashMap<ObjectRef<NodePoolApplication>, u32>>,
+    failures: Mutex<HashMap<ObjectRef<AppMeta>, u32>>,
 }
 
 pub async fn run(args: RunArgs) -> Result<(), Error> {
@@ -90,7 +98,10 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     info!(nodepool_version = %nodepools.api_version, "using NodePools");
     metrics.ready.store(true, std::sync::atomic::Ordering::Relaxed);
 
-    let apps: Api<NodePoolApplication> = match &args.watch_namespace {
+    // Applications are watched by their metadata alone and read in full by
+    // each reconcile: a spec this client cannot decode then fails that one
+    // application instead of every list and watch of them all.
+    let apps: Api<AppMeta> = match &args.watch_namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
@@ -163,7 +174,15 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         // releases be written at once rather than at the next poll.
         .watches_stream_with(
             resilient("HelmCharts", chart_events),
-            |chart| shared_chart::owner_of(&chart),
+            |chart| {
+                shared_chart::owner_of(&chart).map(|app| {
+                    let app_ref = ObjectRef::<AppMeta>::new(&app.name);
+                    match app.namespace {
+                        Some(ns) => app_ref.within(&ns),
+                        None => app_ref,
+                    }
+                })
+            },
             helmchart_resource(),
         )
         .shutdown_on_signal()
@@ -247,9 +266,27 @@ async fn lead(client: &Client, namespace: &str) -> Result<tokio::sync::watch::Re
     Ok(channel)
 }
 
-async fn reconcile(app: Arc<NodePoolApplication>, ctx: Arc<Context>) -> Result<Action, Error> {
+/// What the controller watches of an application.
+type AppMeta = PartialObjectMeta<NodePoolApplication>;
+
+async fn reconcile(meta: Arc<AppMeta>, ctx: Arc<Context>) -> Result<Action, Error> {
     let start = std::time::Instant::now();
-    let result = reconcile_app(app, &ctx).await;
+    let name = meta.name_any();
+    let namespace = meta.namespace().unwrap_or_default();
+    let apps: Api<NodePoolApplication> = Api::namespaced(ctx.client.clone(), &namespace);
+    let result = match apps.get_opt(&name).await {
+        Ok(Some(app)) => reconcile_app(Arc::new(app), &ctx).await,
+        Ok(None) => {
+            ctx.metrics.forget(&namespace, &name);
+            Ok(Action::await_change())
+        }
+        Err(kube::Error::SerdeError(e)) => unreadable(&meta, &e, &ctx).await,
+        Err(source) => Err(Error::Read {
+            namespace,
+            name,
+            source,
+        }),
+    };
     let outcome = match &result {
         Ok(_) => "success",
         Err(e) => e.category(),
@@ -267,8 +304,8 @@ async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) -> Result<A
         // references; the shared HelmCharts, beyond their reach, go here.
         if app.finalizers().iter().any(|f| f == apply::FINALIZER) {
             let source_namespace = shared_chart::source_namespace(&app.spec, &namespace);
-            apply::prune_charts(&ctx.client, &app, source_namespace, &[]).await?;
-            apply::remove_finalizer(&apps, &app).await?;
+            apply::prune_charts(&ctx.client, app.as_ref(), Some(source_namespace), &[]).await?;
+            apply::remove_finalizer(&apps, app.as_ref()).await?;
         }
         ctx.metrics.forget(&namespace, &name);
         return Ok(Action::await_change());
@@ -381,7 +418,9 @@ async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) -> Result<A
                 .filter_map(|o| o.chart_ref.as_deref())
                 .chain([current.name.as_str()])
                 .collect();
-            if let Err(e) = apply::prune_charts(&ctx.client, &app, &current.namespace, &kept).await {
+            if let Err(e) =
+                apply::prune_charts(&ctx.client, app.as_ref(), Some(&current.namespace), &kept).await
+            {
                 first_error = Some(e);
             }
         }
@@ -394,8 +433,47 @@ async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) -> Result<A
         tracing::debug!(app = %name, reason = %hold.reason, "waiting for the chart");
         return Ok(Action::requeue(Duration::from_secs(3)));
     }
-    ctx.failures.lock().map(|mut f| f.remove(&ObjectRef::from_obj(app.as_ref()))).ok();
+    let key = ObjectRef::<AppMeta>::new(&name).within(&namespace);
+    ctx.failures.lock().map(|mut f| f.remove(&key)).ok();
     Ok(Action::requeue(ctx.resync))
+}
+
+/// An application whose spec the client cannot decode: values nested
+/// deeper than serde_json's 128 levels, which the API server accepts. It is
+/// reported on the application (conditions and an Event); its releases are
+/// left as they are, and deleting it still releases its shared HelmCharts.
+async fn unreadable(meta: &AppMeta, error: &serde_json::Error, ctx: &Context) -> Result<Action, Error> {
+    let name = meta.name_any();
+    let namespace = meta.namespace().unwrap_or_default();
+    let apps: Api<NodePoolApplication> = Api::namespaced(ctx.client.clone(), &namespace);
+    if meta.metadata.deletion_timestamp.is_some() {
+        if meta.finalizers().iter().any(|f| f == apply::FINALIZER) {
+            // Without the spec the source's namespace is unknown: the
+            // charts are found by their labels wherever they are.
+            apply::prune_charts(&ctx.client, meta, None, &[]).await?;
+            apply::remove_finalizer(&apps, meta).await?;
+        }
+        ctx.metrics.forget(&namespace, &name);
+        return Ok(Action::await_change());
+    }
+    let message = format!(
+        "the spec cannot be read ({error}); values may nest at most {} levels: flatten them",
+        crate::values::MAX_DEPTH
+    );
+    warn!(app = %name, %namespace, %message, "unreadable application");
+    apply::report_unreadable(&apps, meta, "SpecUnreadable", &message).await?;
+    let event = Event {
+        type_: EventType::Warning,
+        reason: "SpecUnreadable".into(),
+        note: Some(message),
+        action: "Read".into(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&event, &meta.object_ref(&())).await {
+        warn!(error = %e, "cannot publish event");
+    }
+    // A fix is a new generation, which the watch delivers.
+    Ok(Action::await_change())
 }
 
 /// Resolves the chart version, makes sure the shared HelmChart of that
@@ -461,7 +539,7 @@ fn mark_failed(status: &mut NodePoolApplicationStatus, pool: &str, reason: &str,
 }
 
 /// Exponential backoff with jitter, from 1 s up to 5 min, per application.
-fn error_policy(app: Arc<NodePoolApplication>, error: &Error, ctx: Arc<Context>) -> Action {
+fn error_policy(app: Arc<AppMeta>, error: &Error, ctx: Arc<Context>) -> Action {
     let key = ObjectRef::from_obj(app.as_ref());
     let attempts = ctx
         .failures

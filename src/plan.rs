@@ -704,6 +704,27 @@ mod tests {
     }
 
     #[test]
+    fn values_too_deep_fail_only_the_pools_they_apply_to() {
+        let mut deep = json!("x");
+        for _ in 0..crate::values::MAX_DEPTH {
+            deep = json!({ "a": deep });
+        }
+        let just_enough = deep.clone();
+        let too_deep = json!({ "a": deep });
+        let a = app(json!({ "overrides": [
+            { "pools": { "names": ["hangzhou"] }, "values": just_enough },
+            { "pools": { "names": ["shanghai"] }, "values": too_deep }
+        ] }));
+        let plan = run(&a, &pools(), vec![], &[]);
+        assert_eq!(applied_pools(&plan), ["hangzhou"]);
+        let Outcome::Failed { field, message } = outcome(&plan, "shanghai") else {
+            panic!("{plan:#?}")
+        };
+        assert_eq!(field, "overrides[1].values");
+        assert_eq!(message, "values nest 65 levels deep, more than the 64 allowed; flatten them");
+    }
+
+    #[test]
     fn bad_values_path_fails_the_pool_naming_the_path() {
         let a = app(json!({ "values": { "controller": "off" } }));
         let plan = run(&a, &pools(), vec![], &[]);

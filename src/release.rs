@@ -264,7 +264,7 @@ fn values_for(
     // Rendering each source before merging keeps error paths pointing at
     // what the user wrote.
     let base = match &spec.values {
-        Some(v) => renderer.render_value("values", v, ctx)?,
+        Some(v) => renderer.render_value("values", not_too_deep("values", v)?, ctx)?,
         None => json!({}),
     };
     let mut layers = Layers {
@@ -279,7 +279,7 @@ fn values_for(
         }
         if let Some(v) = &o.values {
             let field = format!("{field}.values");
-            let rendered = renderer.render_value(&field, v, ctx)?;
+            let rendered = renderer.render_value(&field, not_too_deep(&field, v)?, ctx)?;
             layers.values =
                 values::merge(&layers.values, &rendered, &field).map_err(|e| FieldError::new(&field, e))?;
         }
@@ -297,6 +297,21 @@ fn values_for(
             .map_err(|e| FieldError::new(format!("placement.valuesPaths[{i}]"), e))?;
     }
     Ok(layers)
+}
+
+/// Values deeper than [`values::MAX_DEPTH`] are refused before anything
+/// walks them.
+fn not_too_deep<'a>(field: &str, values: &'a Value) -> Result<&'a Value, FieldError> {
+    match values::depth(values) {
+        depth if depth > values::MAX_DEPTH => Err(FieldError::new(
+            field,
+            format!(
+                "values nest {depth} levels deep, more than the {} allowed; flatten them",
+                values::MAX_DEPTH
+            ),
+        )),
+        _ => Ok(values),
+    }
 }
 
 fn render_refs(

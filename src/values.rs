@@ -111,6 +111,28 @@ fn kind(value: &Value) -> &'static str {
     }
 }
 
+/// How deep values may nest. The HelmReleases carrying them sit a few levels
+/// deeper still, and must stay readable by clients whose JSON decoders stop
+/// at 128 levels (this controller's among them).
+pub const MAX_DEPTH: usize = 64;
+
+/// How many levels of maps and lists `value` nests; a scalar is 0. Walks
+/// with its own stack, so any depth can be measured.
+pub fn depth(value: &Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(value, 0)];
+    while let Some((value, level)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match value {
+            Value::Object(map) => Box::new(map.values()),
+            Value::Array(items) => Box::new(items.iter()),
+            _ => continue,
+        };
+        deepest = deepest.max(level + 1);
+        stack.extend(children.map(|c| (c, level + 1)));
+    }
+    deepest
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -279,5 +301,22 @@ mod tests {
     fn set_path_on_non_map_values() {
         let err = set(json!(3), "a", json!({})).unwrap_err();
         assert!(matches!(err, ValuesError::NotAMap { ref at, .. } if at == "(the values)"), "{err}");
+    }
+
+    #[test]
+    fn depth_counts_maps_and_lists() {
+        assert_eq!(depth(&json!("x")), 0);
+        assert_eq!(depth(&json!({})), 1);
+        assert_eq!(depth(&json!({ "a": { "b": [1, { "c": 2 }] }, "d": 1 })), 4);
+        let mut deep = json!(1);
+        for _ in 0..100_000 {
+            deep = Value::Array(vec![deep]);
+        }
+        assert_eq!(depth(&deep), 100_000);
+        // serde_json drops values recursively: take the nest apart level by
+        // level so the test itself cannot overflow the stack.
+        while let Value::Array(mut items) = deep {
+            deep = items.pop().unwrap_or_default();
+        }
     }
 }
