@@ -48,6 +48,8 @@ const FAILED_REASONS: &[&str] = &[
     "RemediationFailed",
 ];
 const WAITING_REASONS: &[&str] = &["ArtifactFailed", "SourceNotReady", "DependencyNotReady"];
+/// Reasons Flux gives while it is still working: never a verdict on the spec.
+const PROGRESSING_REASONS: &[&str] = &["Progressing", "ProgressingWithRetry"];
 
 /// Classifies a HelmRelease object as returned by the API server.
 pub fn classify(release: &Value) -> ReleaseStatus {
@@ -58,14 +60,19 @@ pub fn classify(release: &Value) -> ReleaseStatus {
     let ready = find("Ready");
     let ready_generation = ready.and_then(|c| c.get("observedGeneration")).and_then(Value::as_i64);
     let text = |c: &Value, key: &str| c.get(key).and_then(Value::as_str).unwrap_or_default().to_string();
-    // While Flux retries a failed install or upgrade it leaves
+    // Whenever a reconcile ends in an error (a failed install or upgrade
+    // being retried, but also a missing valuesFrom Secret, a chart that
+    // cannot be loaded, a client that cannot be built…) Flux leaves
     // status.observedGeneration behind (at -1 for a release never installed),
-    // but stamps the Ready condition with the generation it tried: a failure
-    // reported for the current generation is about the current spec.
+    // yet stamps the Ready condition it sets with the generation it tried.
+    // So a Ready=False for the current generation is about the current spec,
+    // whatever its reason: helm-controller adds reasons over time, and a list
+    // of them here would hide every new one as "progressing" forever.
     let failing_now = generation.is_some()
         && ready_generation == generation
-        && ready
-            .is_some_and(|c| c["status"] == "False" && FAILED_REASONS.contains(&text(c, "reason").as_str()));
+        && ready.is_some_and(|c| {
+            c["status"] == "False" && !PROGRESSING_REASONS.contains(&text(c, "reason").as_str())
+        });
     let observed_latest = failing_now
         || (generation.is_some()
             && observed == generation
@@ -98,8 +105,12 @@ pub fn classify(release: &Value) -> ReleaseStatus {
         );
     }
     if let Some(ready) = ready.filter(|_| failing_now) {
+        // Reconciling=True beside it only says that Flux retries.
         return match find("Stalled").filter(|c| c["status"] == "True") {
             Some(stalled) => stalled_with_cause(stalled, Some(ready)),
+            None if WAITING_REASONS.contains(&text(ready, "reason").as_str()) => {
+                from(ReleaseState::Waiting, ready)
+            }
             None => from(ReleaseState::Failed, ready),
         };
     }
@@ -399,6 +410,70 @@ mod tests {
         assert!(s.observed_latest);
         // The same failure for an older generation says nothing of the new spec.
         assert_eq!(state(hr(2, -1, json!([reconciling, ready]))), ReleaseState::Progressing);
+    }
+
+    /// A condition as helm-controller sets it: stamped with the generation it tried.
+    fn cond_at(kind: &str, status: &str, reason: &str, generation: i64) -> Value {
+        let mut c = cond(kind, status, reason);
+        c["observedGeneration"] = json!(generation);
+        c
+    }
+
+    /// What helm-controller v1.6 reports when a reconcile of the current
+    /// generation ends in an error before or after any Helm action: Ready=False
+    /// stamped with the generation, Reconciling=True left from "Fulfilling
+    /// prerequisites", status.observedGeneration left behind.
+    #[test]
+    fn any_ready_false_for_the_current_generation_is_current() {
+        let reconciling = |g| cond_at("Reconciling", "True", "Progressing", g);
+        #[rustfmt::skip]
+        let table: &[(&str, i64, i64, Value, ReleaseState, &str)] = &[
+            // (case, generation, status.observedGeneration, conditions, state, reason)
+            ("a missing valuesFrom Secret, never installed", 1, -1,
+                json!([reconciling(1), cond_at("Ready", "False", "ValuesError", 1)]),
+                ReleaseState::Failed, "ValuesError"),
+            ("a missing valuesFrom Secret after a good install", 3, 2,
+                json!([reconciling(3), cond_at("Ready", "False", "ValuesError", 3)]),
+                ReleaseState::Failed, "ValuesError"),
+            ("a reason no list here knows", 1, -1,
+                json!([reconciling(1), cond_at("Ready", "False", "ChartMutateError", 1)]),
+                ReleaseState::Failed, "ChartMutateError"),
+            ("the REST client cannot be built", 2, 1,
+                json!([cond_at("Ready", "False", "RESTClientError", 2)]),
+                ReleaseState::Failed, "RESTClientError"),
+            ("the chart artifact cannot be loaded", 1, -1,
+                json!([reconciling(1), cond_at("Ready", "False", "ArtifactFailed", 1)]),
+                ReleaseState::Waiting, "ArtifactFailed"),
+            ("the source is not ready", 1, -1,
+                json!([cond_at("Ready", "False", "SourceNotReady", 1)]),
+                ReleaseState::Waiting, "SourceNotReady"),
+            ("refused for good: Stalled, with Ready's cause", 1, -1,
+                json!([cond_at("Ready", "False", "AccessDenied", 1),
+                       cond_at("Stalled", "True", "AccessDenied", 1)]),
+                ReleaseState::Stalled, "AccessDenied"),
+            ("the same error for an older generation says nothing of the new spec", 2, 1,
+                json!([reconciling(2), cond_at("Ready", "False", "ValuesError", 1)]),
+                ReleaseState::Progressing, "Progressing"),
+            ("a progressing reason is no verdict", 2, 1,
+                json!([reconciling(2), cond_at("Ready", "False", "ProgressingWithRetry", 2)]),
+                ReleaseState::Progressing, "Progressing"),
+            ("Ready=Unknown for the current generation is still progressing", 1, -1,
+                json!([reconciling(1), cond_at("Ready", "Unknown", "Progressing", 1)]),
+                ReleaseState::Progressing, "Progressing"),
+        ];
+        for (case, generation, observed, conditions, want, reason) in table {
+            let s = classify(&hr(*generation, *observed, conditions.clone()));
+            assert_eq!((s.state, s.reason.as_str()), (*want, *reason), "{case}");
+            let current = !matches!(want, ReleaseState::Progressing);
+            assert_eq!(s.observed_latest, current, "{case}");
+            if current {
+                assert!(
+                    s.message.starts_with(&format!("{reason} msg")),
+                    "{case}: Flux's message: {}",
+                    s.message
+                );
+            }
+        }
     }
 
     #[test]
