@@ -4,6 +4,26 @@
 
 use crate::api::{ConditionStatus, NodePoolApplicationStatus, PoolStatus};
 
+/// The longest note the API server accepts in an Event (events.k8s.io/v1),
+/// in bytes; a longer one is refused and the Event is lost.
+pub const MAX_NOTE_BYTES: usize = 1024;
+const ELLIPSIS: &str = "…";
+
+/// `message` cut to fit an Event's note: at a char boundary, ending in an
+/// ellipsis when anything was cut. The status keeps the whole message.
+pub fn fit_note(mut message: String) -> String {
+    if message.len() <= MAX_NOTE_BYTES {
+        return message;
+    }
+    let mut end = MAX_NOTE_BYTES - ELLIPSIS.len();
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    message.truncate(end);
+    message.push_str(ELLIPSIS);
+    message
+}
+
 /// One Event to publish on the application.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Transition {
@@ -12,6 +32,7 @@ pub struct Transition {
     pub reason: String,
     /// The action field of the Event.
     pub action: &'static str,
+    /// The Event's note: at most [`MAX_NOTE_BYTES`], cut by [`fit_note`].
     pub message: String,
     /// The HelmRelease it concerns; also keeps each pool's Events a series of their own.
     pub release: Option<String>,
@@ -27,7 +48,7 @@ impl Transition {
             warning: false,
             reason: reason.to_string(),
             action: "Apply",
-            message: format!("pool {pool:?}: {verb} HelmRelease {release}"),
+            message: fit_note(format!("pool {pool:?}: {verb} HelmRelease {release}")),
             release: Some(release.to_string()),
         }
     }
@@ -37,7 +58,7 @@ impl Transition {
             warning: false,
             reason: "ReleasePruned".to_string(),
             action: "Prune",
-            message: format!("pool {pool:?} left the selection: deleted HelmRelease {release}"),
+            message: fit_note(format!("pool {pool:?} left the selection: deleted HelmRelease {release}")),
             release: Some(release.to_string()),
         }
     }
@@ -47,7 +68,7 @@ impl Transition {
             warning: true,
             reason: reason.to_string(),
             action: "Apply",
-            message: format!("pool {pool:?}: {message}"),
+            message: fit_note(format!("pool {pool:?}: {message}")),
             release: Some(release.to_string()),
         }
     }
@@ -84,7 +105,7 @@ fn pool_transition(p: &PoolStatus) -> Option<Transition> {
         warning,
         reason,
         action: "Reconcile",
-        message: format!("pool {:?} ({}): {}: {}", p.pool, p.helm_release, p.reason, p.message),
+        message: fit_note(format!("pool {:?} ({}): {}: {}", p.pool, p.helm_release, p.reason, p.message)),
         release: Some(p.helm_release.clone()),
     })
 }
@@ -196,6 +217,38 @@ mod tests {
         assert!(same_ignoring_timestamps(&a, &b));
         b.ready_pools = 1;
         assert!(!same_ignoring_timestamps(&a, &b));
+    }
+
+    #[test]
+    fn notes_fit_the_api_servers_limit() {
+        let short = "pool \"hz\": created HelmRelease r".to_string();
+        assert_eq!(fit_note(short.clone()), short, "short notes are kept whole");
+        let exact = "x".repeat(MAX_NOTE_BYTES);
+        assert_eq!(fit_note(exact.clone()), exact, "exactly the limit is kept whole");
+        for long in [
+            "y".repeat(5000),
+            // Multi-byte characters straddling the cut: 1021 is no char boundary.
+            format!("{}{}", "a".repeat(1020), "é".repeat(100)),
+            "漢".repeat(700),
+        ] {
+            let note = fit_note(long.clone());
+            assert!(note.len() <= MAX_NOTE_BYTES, "{} bytes", note.len());
+            assert!(note.len() > MAX_NOTE_BYTES - 8, "cut no more than needed: {} bytes", note.len());
+            assert!(note.ends_with('…'));
+            assert!(long.starts_with(note.trim_end_matches('…')), "a prefix of the message");
+        }
+    }
+
+    #[test]
+    fn long_apply_failures_still_make_an_event() {
+        // An API server's refusal can quote a whole HelmRelease.
+        let refusal = format!("HelmRelease app-hz is invalid: {}", "spec.values: too long; ".repeat(100));
+        let t = Transition::apply_failed("hz", "app-hz", "ApplyFailed", &refusal);
+        assert!(t.message.len() <= MAX_NOTE_BYTES, "{} bytes", t.message.len());
+        assert!(t.message.starts_with("pool \"hz\": HelmRelease app-hz is invalid"), "{}", t.message);
+        let failing = pool("hz", ConditionStatus::False, "InstallFailed", &"x".repeat(4000));
+        let events = between(&status(vec![]), &status(vec![failing]));
+        assert!(events[0].message.len() <= MAX_NOTE_BYTES);
     }
 
     #[test]
