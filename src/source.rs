@@ -99,6 +99,24 @@ pub fn helmchart_resource() -> ApiResource {
     source_resource("HelmChart", "helmcharts")
 }
 
+/// The API resource of each kind of chart source a HelmChart may name in
+/// `spec.sourceRef`, with the kind as a static string for errors.
+pub fn chart_source_resource(kind: &str) -> Option<(&'static str, ApiResource)> {
+    match kind {
+        "HelmRepository" => Some(("HelmRepository", helmrepository_resource())),
+        "GitRepository" => Some(("GitRepository", source_resource("GitRepository", "gitrepositories"))),
+        "Bucket" => Some(("Bucket", source_resource("Bucket", "buckets"))),
+        _ => None,
+    }
+}
+
+/// The source a HelmChart builds from: (kind, namespace, name). A HelmChart's
+/// `sourceRef` is local to its own namespace.
+pub fn source_of(helmchart: &Value) -> Option<(&str, &str, &str)> {
+    let text = |pointer: &str| helmchart.pointer(pointer).and_then(Value::as_str);
+    Some((text("/spec/sourceRef/kind")?, text("/metadata/namespace")?, text("/spec/sourceRef/name")?))
+}
+
 fn source_resource(kind: &str, plural: &str) -> ApiResource {
     ApiResource {
         group: "source.toolkit.fluxcd.io".into(),
@@ -217,8 +235,16 @@ impl Sources {
     }
 
     /// The chart in a HelmChart's artifact, once source-controller has one.
+    ///
+    /// Without an artifact the HelmChart may be waiting for its source, or
+    /// its source may not exist at all, which no wait cures: that is
+    /// reported as [`SourceError::Missing`], as for a missing HelmRepository
+    /// at resolution, whatever kind of source the chart names.
     pub async fn chart(&self, helmchart: &Value) -> Result<Arc<Chart>, SourceError> {
-        let artifact = artifact_of(helmchart, "HelmChart")?;
+        let artifact = match artifact_of(helmchart, "HelmChart") {
+            Ok(artifact) => artifact,
+            Err(not_ready) => return Err(self.missing_source(helmchart).await.unwrap_or(not_ready)),
+        };
         if let Some(chart) = lock(&self.charts).get(&artifact.digest) {
             return Ok(chart.clone());
         }
@@ -229,6 +255,22 @@ impl Sources {
         })?);
         insert(&self.charts, artifact.digest, chart.clone());
         Ok(chart)
+    }
+
+    /// [`SourceError::Missing`] when the HelmChart's source is known not to
+    /// exist; `None` when it exists, or when it cannot be told (the read
+    /// failed, or an unknown kind): the chart is then simply not ready yet.
+    async fn missing_source(&self, helmchart: &Value) -> Option<SourceError> {
+        let (kind, namespace, name) = source_of(helmchart)?;
+        let (kind, resource) = chart_source_resource(kind)?;
+        match self.get(&resource, kind, namespace, name).await {
+            Err(missing @ SourceError::Missing { .. }) => Some(missing),
+            Err(error) => {
+                tracing::debug!(%error, "cannot tell whether the chart's source exists");
+                None
+            }
+            Ok(_) => None,
+        }
     }
 
     async fn index(&self, artifact: &Artifact, repository: &str) -> Result<Arc<IndexVersions>, SourceError> {
@@ -337,6 +379,41 @@ mod tests {
         assert!(e.to_string().contains("fetch failed: 404"), "{e}");
         assert_eq!(e.reason(), "SourceNotReady");
         assert!(!e.needs_user());
+    }
+
+    #[test]
+    fn every_chart_source_kind_has_its_resource() {
+        for (kind, plural) in [
+            ("HelmRepository", "helmrepositories"),
+            ("GitRepository", "gitrepositories"),
+            ("Bucket", "buckets"),
+        ] {
+            let (named, resource) = chart_source_resource(kind).unwrap();
+            assert_eq!((named, resource.kind.as_str()), (kind, kind));
+            assert_eq!(resource.plural, plural);
+            assert_eq!(resource.api_version, "source.toolkit.fluxcd.io/v1");
+        }
+        assert!(chart_source_resource("OCIRepository").is_none());
+    }
+
+    #[test]
+    fn a_helmchart_names_its_source_in_its_own_namespace() {
+        let chart = json!({ "metadata": { "name": "c", "namespace": "flux-system" },
+            "spec": { "sourceRef": { "kind": "GitRepository", "name": "no-such-git" } } });
+        assert_eq!(source_of(&chart), Some(("GitRepository", "flux-system", "no-such-git")));
+        assert_eq!(source_of(&json!({ "metadata": { "name": "c" } })), None);
+    }
+
+    #[test]
+    fn a_missing_source_names_kind_namespace_and_name_and_needs_the_user() {
+        let e = SourceError::Missing {
+            kind: "GitRepository",
+            namespace: "flux-system".into(),
+            name: "no-such-git".into(),
+        };
+        assert_eq!(e.reason(), "SourceNotFound");
+        assert!(e.needs_user());
+        assert!(e.to_string().starts_with("GitRepository flux-system/no-such-git does not exist"), "{e}");
     }
 
     #[test]
