@@ -176,6 +176,7 @@ pub enum ReconcileStrategy {
 /// settings are kept opaque so that new Flux fields need no new version of
 /// this controller.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[x_kube(cel)]
 #[serde(rename_all = "camelCase")]
 pub struct HelmReleaseOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -199,7 +200,13 @@ pub struct HelmReleaseOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "optional_duration_schema")]
     pub timeout: Option<String>,
+    /// The ServiceAccount Flux installs each release as.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    #[x_kube(validation = Rule::new(DNS1123_SUBDOMAIN_RULE).message(
+        "must be a ServiceAccount name: a DNS-1123 subdomain of at most 253 characters, lowercase \
+         letters, digits, '-' and '.', starting and ending with a letter or digit"
+    ))]
     pub service_account_name: Option<String>,
     /// Other HelmReleases each release waits for; names may use templates.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -261,10 +268,17 @@ pub struct Override {
 
 /// How a release is pinned to its pool's nodes.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[x_kube(cel)]
 #[serde(rename_all = "camelCase")]
 pub struct Placement {
     /// Node label that names a node's pool.
     #[serde(default = "default_node_label")]
+    #[schemars(length(max = 317))]
+    #[x_kube(validation = Rule::new(LABEL_KEY_RULE).message(
+        "must be a label key: an optional DNS subdomain prefix of at most 253 characters and '/', then \
+         a name of at most 63 characters of letters, digits, '-', '_' and '.', starting and ending with \
+         a letter or digit, e.g. apps.openyurt.io/nodepool"
+    ))]
     pub node_label: String,
     /// Added to every workload of the chart.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -364,6 +378,17 @@ pub fn crds_yaml() -> Result<String, CrdError> {
 
 const DURATION_PATTERN: &str = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$";
 const DNS1123_SUBDOMAIN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+/// CEL rules rather than bare patterns, so that a refusal says what is
+/// wanted instead of quoting a regular expression. `[.]` stands for a dot:
+/// no escaping through Rust, CEL and RE2.
+const DNS1123_SUBDOMAIN_RULE: &str =
+    "self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')";
+/// A label key, as Kubernetes validates it (`IsQualifiedName`): an optional
+/// DNS-1123 subdomain prefix of at most 253 characters and `/`, then a name
+/// of at most 63.
+const LABEL_KEY_RULE: &str =
+    "self.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?\
+     [A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$') && !self.matches('^[^/]{254,}/')";
 
 fn duration_schema(_: &mut SchemaGenerator) -> Schema {
     json_schema!({ "type": "string", "pattern": DURATION_PATTERN })
@@ -555,6 +580,65 @@ mod tests {
         bad["spec"]["overrides"] = json!([{ "pools": {}, "values": {} }]);
         let bad: NodePoolApplication = serde_json::from_value(bad).unwrap();
         assert!(kube::core::cel::validate_cel(&bad).is_err());
+    }
+
+    #[test]
+    fn service_account_names_must_be_dns_subdomains() {
+        let check =
+            |name: &str| HelmReleaseOptions::validate_cel(&json!({ "serviceAccountName": name }), None);
+        for good in ["deployer", "tenant-a.deployer", "a", "0-bot", &"a".repeat(253)] {
+            assert!(check(good).is_ok(), "{good:?} is a ServiceAccount name");
+        }
+        for bad in [
+            "Deployer Bot",
+            "Deployer",
+            "bot-",
+            "-bot",
+            "a..b",
+            ".a",
+            "a_b",
+            "a/b",
+            "",
+        ] {
+            let err = check(bad).expect_err(bad).to_string();
+            assert!(err.contains("must be a ServiceAccount name"), "{bad:?}: {err}");
+        }
+        assert!(HelmReleaseOptions::validate_cel(&json!({}), None).is_ok(), "optional");
+        let field = &spec_schema()["properties"]["helmRelease"]["properties"]["serviceAccountName"];
+        assert_eq!(field["maxLength"], 253, "longer names are refused by the schema itself");
+    }
+
+    #[test]
+    fn node_labels_must_be_label_keys() {
+        let check = |key: &str| Placement::validate_cel(&json!({ "nodeLabel": key }), None);
+        let prefix = ["a".repeat(63), "b".repeat(63), "c".repeat(63), "d".repeat(61)].join(".");
+        assert_eq!(prefix.len(), 253);
+        for good in [
+            DEFAULT_NODE_LABEL.to_string(),
+            "pool".into(),
+            "topology.kubernetes.io/zone".into(),
+            "example.com/Pool_Name.v1".into(),
+            "a".repeat(63),
+            format!("{prefix}/{}", "n".repeat(63)),
+        ] {
+            assert!(check(&good).is_ok(), "{good:?} is a label key");
+        }
+        for bad in [
+            "node pool!".to_string(),
+            "".into(),
+            "/pool".into(),
+            "pool/".into(),
+            "a/b/c".into(),
+            "Example.com/pool".into(),
+            "example.com/-pool".into(),
+            "example.com/pool.".into(),
+            "a".repeat(64),
+            format!("example.com/{}", "n".repeat(64)),
+            format!("{prefix}e/pool"),
+        ] {
+            let err = check(&bad).expect_err(&bad).to_string();
+            assert!(err.contains("must be a label key"), "{bad:?}: {err}");
+        }
     }
 
     #[test]
