@@ -465,7 +465,7 @@ async fn unreadable(meta: &AppMeta, error: &serde_json::Error, ctx: &Context) ->
     let event = Event {
         type_: EventType::Warning,
         reason: "SpecUnreadable".into(),
-        note: Some(message),
+        note: Some(transitions::fit_note(message)),
         action: "Read".into(),
         secondary: None,
     };
