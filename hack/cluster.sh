@@ -348,13 +348,11 @@ up() {
   launch source-controller
   launch helm-controller
 
-  wait_for chart-repository 30 curl -sf "http://$host:$charts_port/index.yaml"
-  wait_for kube-controller-manager 60 curl -skf "https://$host:$kcm_port/healthz"
-  wait_for kube-scheduler 60 curl -skf "https://$host:$scheduler_port/healthz"
-  wait_for source-controller 60 curl -sf "http://$host:$sc_health_port/readyz"
-  wait_for helm-controller 60 curl -sf "http://$host:$hc_health_port/readyz"
+  local c
+  for c in chart-repository kube-controller-manager kube-scheduler source-controller helm-controller kwok; do
+    wait_for "$c" 60 component_ready "$c"
+  done
   wait_for source-controller 120 kubectl -n flux-system wait --for=condition=Ready --timeout=5s helmrepository/fixtures
-  wait_for kwok 60 curl -sf "http://$host:$kwok_port/healthz"
 
   log "up in $((SECONDS - start_time))s; logs in $logs"
   echo "export KUBECONFIG=$kubeconfig"

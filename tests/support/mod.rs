@@ -110,14 +110,18 @@ impl PrivateCluster {
         self.run(&["start", component]);
     }
 
-    fn run(&self, args: &[&str]) {
-        let output = Command::new(repo_root().join("hack/cluster.sh"))
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(repo_root().join("hack/cluster.sh"));
+        command
             .args(args)
             .env("LOCAL_CLUSTER_DIR", &self.dir)
             .env("LOCAL_CLUSTER_PORT_BASE", self.port_base.to_string())
-            .env_remove("KUBECONFIG")
-            .output()
-            .expect("hack/cluster.sh could not be run");
+            .env_remove("KUBECONFIG");
+        command
+    }
+
+    fn run(&self, args: &[&str]) {
+        let output = self.command(args).output().expect("hack/cluster.sh could not be run");
         assert!(
             output.status.success(),
             "hack/cluster.sh {} of {} exited {}:\n{}",
@@ -131,11 +135,7 @@ impl PrivateCluster {
 
 impl Drop for PrivateCluster {
     fn drop(&mut self) {
-        let _ = Command::new(repo_root().join("hack/cluster.sh"))
-            .arg("down")
-            .env("LOCAL_CLUSTER_DIR", &self.dir)
-            .env("LOCAL_CLUSTER_PORT_BASE", self.port_base.to_string())
-            .output();
+        let _ = self.command(&["down"]).output();
     }
 }
 
