@@ -77,7 +77,7 @@ use nodepool_fanout::api::NodePoolApplication;
 use nodepool_fanout::naming;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use support::apps::READY_TIMEOUT;
+use support::apps::{app_named, READY_TIMEOUT};
 use support::{ensure_crd, helmchart_resource, helmrelease_resource, wait_for, RunningController, TestEnv};
 
 /// How long an accepted case may take to report its problem.
@@ -566,22 +566,7 @@ async fn delete_cluster_objects(client: &Client, cases: &[Case]) {
 }
 
 fn ingress_app(name: &str, vars: &Vars, spec: Value) -> Value {
-    let mut full = json!({
-        "chart": { "spec": {
-            "chart": "ingress-gateway", "version": CHART_VERSION,
-            "sourceRef": { "kind": "HelmRepository", "name": "fixtures", "namespace": "flux-system" }
-        }},
-        "interval": "10m"
-    });
-    for (k, v) in spec.as_object().expect("spec is an object") {
-        full[k] = v.clone();
-    }
-    json!({
-        "apiVersion": "apps.fanout.dev/v1alpha1",
-        "kind": "NodePoolApplication",
-        "metadata": { "name": name, "namespace": vars.namespace },
-        "spec": full
-    })
+    app_named(name, &vars.namespace, "ingress-gateway", CHART_VERSION, spec)
 }
 
 /// Applies the cases concurrently and waits until each has shown what it

@@ -19,6 +19,11 @@ pub const CHANGE_TIMEOUT: Duration = Duration::from_secs(60);
 /// `chart` at `version` from the fixture repository; `spec` adds to or
 /// replaces fields of its spec.
 pub fn app(env: &TestEnv, chart: &str, version: &str, spec: Value) -> Value {
+    app_named("ingress", &env.namespace, chart, version, spec)
+}
+
+/// As `app`, with another name and namespace.
+pub fn app_named(name: &str, namespace: &str, chart: &str, version: &str, spec: Value) -> Value {
     let mut full = json!({
         "chart": { "spec": {
             "chart": chart, "version": version,
@@ -32,7 +37,7 @@ pub fn app(env: &TestEnv, chart: &str, version: &str, spec: Value) -> Value {
     json!({
         "apiVersion": "apps.fanout.dev/v1alpha1",
         "kind": "NodePoolApplication",
-        "metadata": { "name": "ingress", "namespace": env.namespace },
+        "metadata": { "name": name, "namespace": namespace },
         "spec": full
     })
 }
