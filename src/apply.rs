@@ -203,10 +203,9 @@ pub async fn prune_charts(
     namespace: Option<&str>,
     keep: &[&str],
 ) -> Result<(), ApplyError> {
-    let all: Api<DynamicObject> = Api::all_with(client.clone(), &helmchart_resource());
-    let listed = match namespace {
+    let listed: Api<DynamicObject> = match namespace {
         Some(ns) => Api::namespaced_with(client.clone(), ns, &helmchart_resource()),
-        None => all,
+        None => Api::all_with(client.clone(), &helmchart_resource()),
     };
     let list = listed
         .list(&ListParams::default().labels(&chart_selector(app)))

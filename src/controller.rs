@@ -174,15 +174,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         // releases be written at once rather than at the next poll.
         .watches_stream_with(
             resilient("HelmCharts", chart_events),
-            |chart| {
-                shared_chart::owner_of(&chart).map(|app| {
-                    let app_ref = ObjectRef::<AppMeta>::new(&app.name);
-                    match app.namespace {
-                        Some(ns) => app_ref.within(&ns),
-                        None => app_ref,
-                    }
-                })
-            },
+            |chart| shared_chart::owner_of::<AppMeta>(&chart),
             helmchart_resource(),
         )
         .shutdown_on_signal()
@@ -300,15 +292,8 @@ async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) -> Result<A
     let namespace = app.namespace().unwrap_or_default();
     let apps: Api<NodePoolApplication> = Api::namespaced(ctx.client.clone(), &namespace);
     if app.meta().deletion_timestamp.is_some() {
-        // The garbage collector removes the releases through their owner
-        // references; the shared HelmCharts, beyond their reach, go here.
-        if app.finalizers().iter().any(|f| f == apply::FINALIZER) {
-            let source_namespace = shared_chart::source_namespace(&app.spec, &namespace);
-            apply::prune_charts(&ctx.client, app.as_ref(), Some(source_namespace), &[]).await?;
-            apply::remove_finalizer(&apps, app.as_ref()).await?;
-        }
-        ctx.metrics.forget(&namespace, &name);
-        return Ok(Action::await_change());
+        let source_namespace = shared_chart::source_namespace(&app.spec, &namespace);
+        return finalize(ctx, &apps, app.as_ref(), Some(source_namespace)).await;
     }
     if ctx.shared_chart {
         apply::add_finalizer(&apps, &app).await?;
@@ -438,6 +423,24 @@ async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) -> Result<A
     Ok(Action::requeue(ctx.resync))
 }
 
+/// An application being deleted. The garbage collector removes the
+/// releases through their owner references; the shared HelmCharts, beyond
+/// their reach, go here (in `charts_namespace`, or wherever they are for
+/// `None`) before the finalizer is released.
+async fn finalize(
+    ctx: &Context,
+    apps: &Api<NodePoolApplication>,
+    app: &impl Resource,
+    charts_namespace: Option<&str>,
+) -> Result<Action, Error> {
+    if app.finalizers().iter().any(|f| f == apply::FINALIZER) {
+        apply::prune_charts(&ctx.client, app, charts_namespace, &[]).await?;
+        apply::remove_finalizer(apps, app).await?;
+    }
+    ctx.metrics.forget(&app.namespace().unwrap_or_default(), &app.name_any());
+    Ok(Action::await_change())
+}
+
 /// An application whose spec the client cannot decode: values nested
 /// deeper than serde_json's 128 levels, which the API server accepts. It is
 /// reported on the application (conditions and an Event); its releases are
@@ -447,14 +450,9 @@ async fn unreadable(meta: &AppMeta, error: &serde_json::Error, ctx: &Context) ->
     let namespace = meta.namespace().unwrap_or_default();
     let apps: Api<NodePoolApplication> = Api::namespaced(ctx.client.clone(), &namespace);
     if meta.metadata.deletion_timestamp.is_some() {
-        if meta.finalizers().iter().any(|f| f == apply::FINALIZER) {
-            // Without the spec the source's namespace is unknown: the
-            // charts are found by their labels wherever they are.
-            apply::prune_charts(&ctx.client, meta, None, &[]).await?;
-            apply::remove_finalizer(&apps, meta).await?;
-        }
-        ctx.metrics.forget(&namespace, &name);
-        return Ok(Action::await_change());
+        // Without the spec the source's namespace is unknown: the charts
+        // are found by their labels wherever they are.
+        return finalize(ctx, &apps, meta, None).await;
     }
     let message = format!(
         "the spec cannot be read ({error}); values may nest at most {} levels: flatten them",

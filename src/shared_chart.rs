@@ -15,8 +15,9 @@ use serde_json::{json, Value};
 
 use kube::api::DynamicObject;
 use kube::runtime::reflector::ObjectRef;
+use kube::Resource;
 
-use crate::api::{NodePoolApplication, NodePoolApplicationSpec, SourceKind};
+use crate::api::{NodePoolApplicationSpec, SourceKind};
 use crate::naming;
 
 pub const HELMCHART_API_VERSION: &str = "source.toolkit.fluxcd.io/v1";
@@ -138,8 +139,10 @@ pub fn helmchart(
     object
 }
 
-/// The application a shared HelmChart belongs to, from its annotation.
-pub fn owner_of(chart: &DynamicObject) -> Option<ObjectRef<NodePoolApplication>> {
+/// The application a shared HelmChart belongs to, from its annotation, as a
+/// reference to the application or to its metadata (what the controller
+/// watches).
+pub fn owner_of<K: Resource<DynamicType = ()>>(chart: &DynamicObject) -> Option<ObjectRef<K>> {
     let owner = chart.metadata.annotations.as_ref()?.get(ANNOTATION_APPLICATION)?;
     let (namespace, name) = owner.split_once('/')?;
     Some(ObjectRef::new(name).within(namespace))
@@ -155,6 +158,7 @@ pub fn needs_resolution(spec: &NodePoolApplicationSpec) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::NodePoolApplication;
 
     fn spec(extra: Value) -> NodePoolApplicationSpec {
         let mut base = json!({
@@ -213,7 +217,7 @@ mod tests {
         assert_eq!(hc["metadata"]["labels"][LABEL_APPLICATION_NAMESPACE], "edge");
         assert_eq!(hc["metadata"]["labels"][naming::LABEL_APPLICATION], "ingress");
         let object: DynamicObject = serde_json::from_value(hc).unwrap();
-        assert_eq!(owner_of(&object), Some(ObjectRef::new("ingress").within("edge")));
+        assert_eq!(owner_of(&object), Some(ObjectRef::<NodePoolApplication>::new("ingress").within("edge")));
     }
 
     #[test]
