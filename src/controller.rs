@@ -2,8 +2,7 @@
 //! and the NodePools, and reconciles each application as observe → plan →
 //! apply → status.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
@@ -22,6 +21,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use crate::api::{ConditionStatus, NodePoolApplication, NodePoolApplicationStatus};
 use crate::api_errors;
 use crate::apply::{self, ApplyError};
+use crate::backoff::Backoff;
 use crate::chart::Chart;
 use crate::cli::RunArgs;
 use crate::events::{self as transitions, Transition};
@@ -87,7 +87,7 @@ struct Context {
     sources: Sources,
     metrics: Arc<Metrics>,
     /// Consecutive failures per application, for exponential backoff.
-    failures: Mutex<HashMap<ObjectRef<AppMeta>, u32>>,
+    backoff: Backoff<ObjectRef<AppMeta>>,
 }
 
 pub async fn run(args: RunArgs) -> Result<(), Error> {
@@ -126,7 +126,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         no_cross_namespace_refs: args.no_cross_namespace_refs,
         sources: Sources::new(client.clone()),
         metrics,
-        failures: Mutex::new(HashMap::new()),
+        backoff: Backoff::default(),
     });
 
     let leadership = match args.leader_election {
@@ -279,6 +279,8 @@ async fn reconcile(meta: Arc<AppMeta>, ctx: Arc<Context>) -> Result<Action, Erro
             source,
         }),
     };
+    // Deleted, waiting or done: any end without error ends the streak.
+    ctx.backoff.settle(&ObjectRef::from_obj(meta.as_ref()), &result);
     let outcome = match &result {
         Ok(_) => "success",
         Err(e) => e.category(),
@@ -418,8 +420,6 @@ async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) -> Result<A
         tracing::debug!(app = %name, reason = %hold.reason, "waiting for the chart");
         return Ok(Action::requeue(Duration::from_secs(3)));
     }
-    let key = ObjectRef::<AppMeta>::new(&name).within(&namespace);
-    ctx.failures.lock().map(|mut f| f.remove(&key)).ok();
     Ok(Action::requeue(ctx.resync))
 }
 
@@ -538,17 +538,7 @@ fn mark_failed(status: &mut NodePoolApplicationStatus, pool: &str, reason: &str,
 
 /// Exponential backoff with jitter, from 1 s up to 5 min, per application.
 fn error_policy(app: Arc<AppMeta>, error: &Error, ctx: Arc<Context>) -> Action {
-    let key = ObjectRef::from_obj(app.as_ref());
-    let attempts = ctx
-        .failures
-        .lock()
-        .map(|mut f| {
-            let n = f.entry(key).or_insert(0);
-            *n = n.saturating_add(1);
-            *n
-        })
-        .unwrap_or(1);
-    let base = Duration::from_secs(1u64 << attempts.min(8).saturating_sub(1)).min(Duration::from_secs(300));
+    let base = ctx.backoff.failed(ObjectRef::from_obj(app.as_ref()));
     let jitter = Duration::from_millis(fastrand::u64(0..1000));
     warn!(app = %app.name_any(), category = error.category(), error = %error, retry_in = ?base + jitter, "reconcile failed");
     Action::requeue(base + jitter)

@@ -5,6 +5,7 @@
 pub mod api;
 pub mod api_errors;
 pub mod apply;
+pub mod backoff;
 pub mod chart;
 pub mod cli;
 pub mod controller;
