@@ -37,3 +37,7 @@ POOLS ?= 50
 bench-fanout: ## Time the fan-out to POOLS pools, shared chart vs a chart per release (starts the local control plane)
 	hack/cluster.sh up >/dev/null
 	POOLS=$(POOLS) KUBECONFIG=$(KUBECONFIG_LOCAL) cargo bench --locked --bench fanout
+
+.PHONY: bench-render
+bench-render: ## Time planning an application over 8 pools: hostile templates beside ordinary specs (no cluster)
+	cargo bench --locked --bench render

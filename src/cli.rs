@@ -406,6 +406,18 @@ spec:
     }
 
     #[test]
+    fn render_refuses_a_template_that_multiplies_the_spec_as_the_controller_does() {
+        let hostile = format!("gw{}", "-{{app.name}}".repeat(20_000));
+        let app = INGRESS.replace("gateway-{{pool.name}}", &hostile);
+        let rendered = render(&app, POOLS, "edge", None).unwrap();
+        assert!(rendered.yaml.is_empty(), "nothing is printed for the failing pools");
+        assert_eq!(rendered.errors.len(), 3, "{:?}", rendered.errors);
+        for error in &rendered.errors {
+            assert!(error.contains("values.controller.ingressClass.name: holds 20000 `{{`"), "{error}");
+        }
+    }
+
+    #[test]
     fn failures_name_pool_and_field_and_keep_good_pools() {
         let broken = INGRESS.replace("gateway-{{pool.name}}", "gateway-{{pool.labels.zone}}");
         let broken = broken.replace("names: [beijing]", "names: [beijing, atlantis]");

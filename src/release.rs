@@ -11,7 +11,7 @@ use crate::chart::Chart;
 use crate::naming;
 use crate::pools::{self, Pool};
 use crate::shared_chart::ChartRef;
-use crate::template::{Renderer, TemplateContext, TemplateError};
+use crate::template::{self, Renderer, Scope, TemplateContext, TemplateError};
 use crate::values;
 
 pub const HELMRELEASE_API_VERSION: &str = "helm.toolkit.fluxcd.io/v2";
@@ -79,15 +79,30 @@ pub fn build(
     written_hash: Option<&str>,
 ) -> Result<BuiltRelease, FieldError> {
     let ctx = TemplateContext::new(app.name, app.namespace, pool);
+    let scope = renderer.scope(&ctx);
     let name = naming::release_name(app.name, &pool.name);
-    let release_name = release_name(app, &ctx, renderer, &name)?;
-    let spec = spec(app, pool, &ctx, renderer, &release_name)?;
+    let release_name = release_name(app, &scope, &name)?;
+    let spec = spec(app, pool, &scope, &release_name)?;
     let labels = json!({
         naming::LABEL_APPLICATION: naming::label_value(app.name),
         naming::LABEL_POOL: naming::label_value(&pool.name),
         naming::LABEL_MANAGED_BY: naming::MANAGER,
     });
-    let spec_hash = spec_hash(&spec, &labels);
+    let canonical = canonical_json(&spec, &labels);
+    // The strings were counted as they were rendered; this also counts
+    // the structure around them.
+    if canonical.len() > template::MAX_RELEASE_BYTES {
+        return Err(FieldError::new(
+            "spec",
+            format!(
+                "this pool's HelmRelease spec is {} KiB, over the {} KiB limit for one release (a \
+                 HelmRelease must fit the API server's object limit); render less per pool",
+                canonical.len() / 1024,
+                template::MAX_RELEASE_BYTES / 1024
+            ),
+        ));
+    }
+    let spec_hash = hash_hex(&canonical);
     if let Some(chart) = app.chart.filter(|_| written_hash != Some(spec_hash.as_str())) {
         check_schema(chart, &spec)?;
     }
@@ -136,16 +151,11 @@ fn check_schema(chart: &Chart, spec: &Value) -> Result<(), FieldError> {
     })
 }
 
-fn release_name(
-    app: &AppInfo,
-    ctx: &TemplateContext,
-    renderer: &Renderer,
-    default: &str,
-) -> Result<String, FieldError> {
+fn release_name(app: &AppInfo, scope: &Scope, default: &str) -> Result<String, FieldError> {
     let Some(template) = &app.spec.release_name else {
         return Ok(default.to_string());
     };
-    let rendered = renderer.render_str("releaseName", template, ctx)?;
+    let rendered = scope.render_str("releaseName", template)?;
     if naming::is_dns1123_subdomain(&rendered, naming::MAX_RELEASE_NAME) {
         Ok(rendered)
     } else {
@@ -160,15 +170,11 @@ fn release_name(
     }
 }
 
-fn target_namespace(
-    app: &AppInfo,
-    ctx: &TemplateContext,
-    renderer: &Renderer,
-) -> Result<Option<String>, FieldError> {
+fn target_namespace(app: &AppInfo, scope: &Scope) -> Result<Option<String>, FieldError> {
     let Some(template) = &app.spec.target_namespace else {
         return Ok(None);
     };
-    let rendered = renderer.render_str("targetNamespace", template, ctx)?;
+    let rendered = scope.render_str("targetNamespace", template)?;
     if naming::is_dns1123_label(&rendered) {
         Ok(Some(rendered))
     } else {
@@ -180,17 +186,11 @@ fn target_namespace(
     }
 }
 
-fn spec(
-    app: &AppInfo,
-    pool: &Pool,
-    ctx: &TemplateContext,
-    renderer: &Renderer,
-    release_name: &str,
-) -> Result<Value, FieldError> {
-    let layers = values_for(app.spec, pool, ctx, renderer)?;
+fn spec(app: &AppInfo, pool: &Pool, scope: &Scope, release_name: &str) -> Result<Value, FieldError> {
+    let layers = values_for(app.spec, pool, scope)?;
     let mut spec = Map::new();
     spec.insert("releaseName".into(), json!(release_name));
-    if let Some(ns) = target_namespace(app, ctx, renderer)? {
+    if let Some(ns) = target_namespace(app, scope)? {
         spec.insert("targetNamespace".into(), json!(ns));
     }
     spec.insert("interval".into(), json!(app.spec.interval));
@@ -201,7 +201,7 @@ fn spec(
         ),
         None => spec.insert("chart".into(), json!({ "spec": chart_spec(app.spec)? })),
     };
-    passthrough(app.spec, ctx, renderer, &mut spec)?;
+    passthrough(app.spec, scope, &mut spec)?;
     if let Some(suspend) = layers.suspend {
         spec.insert("suspend".into(), json!(suspend));
     }
@@ -228,8 +228,7 @@ fn chart_spec(spec: &NodePoolApplicationSpec) -> Result<Value, FieldError> {
 /// The `spec.helmRelease` fields, copied; dependency names may be templates.
 fn passthrough(
     spec: &NodePoolApplicationSpec,
-    ctx: &TemplateContext,
-    renderer: &Renderer,
+    scope: &Scope,
     out: &mut Map<String, Value>,
 ) -> Result<(), FieldError> {
     let Some(options) = &spec.helm_release else {
@@ -241,7 +240,7 @@ fn passthrough(
     // Suspension is decided per pool, with the overrides.
     fields.remove("suspend");
     if let Some(depends_on) = fields.get("dependsOn") {
-        let rendered = renderer.render_value("helmRelease.dependsOn", depends_on, ctx)?;
+        let rendered = scope.render_value("helmRelease.dependsOn", depends_on)?;
         fields.insert("dependsOn".into(), rendered);
     }
     out.extend(fields);
@@ -255,21 +254,16 @@ struct Layers {
     suspend: Option<bool>,
 }
 
-fn values_for(
-    spec: &NodePoolApplicationSpec,
-    pool: &Pool,
-    ctx: &TemplateContext,
-    renderer: &Renderer,
-) -> Result<Layers, FieldError> {
+fn values_for(spec: &NodePoolApplicationSpec, pool: &Pool, scope: &Scope) -> Result<Layers, FieldError> {
     // Rendering each source before merging keeps error paths pointing at
     // what the user wrote.
     let base = match &spec.values {
-        Some(v) => renderer.render_value("values", not_too_deep("values", v)?, ctx)?,
+        Some(v) => scope.render_value("values", not_too_deep("values", v)?)?,
         None => json!({}),
     };
     let mut layers = Layers {
         values: values::merge(&json!({}), &base, "values").map_err(|e| FieldError::new("values", e))?,
-        values_from: render_refs("valuesFrom", &spec.values_from, ctx, renderer)?,
+        values_from: render_refs("valuesFrom", &spec.values_from, scope)?,
         suspend: spec.suspend.or(spec.helm_release.as_ref().and_then(|h| h.suspend)),
     };
     for (i, o) in spec.overrides.iter().enumerate() {
@@ -279,16 +273,13 @@ fn values_for(
         }
         if let Some(v) = &o.values {
             let field = format!("{field}.values");
-            let rendered = renderer.render_value(&field, not_too_deep(&field, v)?, ctx)?;
+            let rendered = scope.render_value(&field, not_too_deep(&field, v)?)?;
             layers.values =
                 values::merge(&layers.values, &rendered, &field).map_err(|e| FieldError::new(&field, e))?;
         }
-        layers.values_from.extend(render_refs(
-            &format!("{field}.valuesFrom"),
-            &o.values_from,
-            ctx,
-            renderer,
-        )?);
+        layers
+            .values_from
+            .extend(render_refs(&format!("{field}.valuesFrom"), &o.values_from, scope)?);
         layers.suspend = o.suspend.or(layers.suspend);
     }
     let selector = Map::from_iter([(spec.placement.node_label.clone(), json!(pool.name))]);
@@ -317,13 +308,12 @@ fn not_too_deep<'a>(field: &str, values: &'a Value) -> Result<&'a Value, FieldEr
 fn render_refs(
     field: &str,
     refs: &[ValuesReference],
-    ctx: &TemplateContext,
-    renderer: &Renderer,
+    scope: &Scope,
 ) -> Result<Vec<ValuesReference>, FieldError> {
     refs.iter()
         .enumerate()
         .map(|(i, r)| {
-            let name = renderer.render_str(&format!("{field}[{i}].name"), &r.name, ctx)?;
+            let name = scope.render_str(&format!("{field}[{i}].name"), &r.name)?;
             Ok(ValuesReference { name, ..r.clone() })
         })
         .collect()
@@ -363,9 +353,17 @@ fn patch(target: Value, body: &Value) -> Result<Value, FieldError> {
 /// canonical JSON (keys sorted at every level) so that field order never
 /// causes a write.
 pub fn spec_hash(spec: &Value, labels: &Value) -> String {
+    hash_hex(&canonical_json(spec, labels))
+}
+
+fn canonical_json(spec: &Value, labels: &Value) -> String {
     let mut text = String::new();
     canonical(&json!({ "labels": labels, "spec": spec }), &mut text);
-    let digest = Sha256::digest(text.as_bytes());
+    text
+}
+
+fn hash_hex(canonical: &str) -> String {
+    let digest = Sha256::digest(canonical.as_bytes());
     digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 

@@ -16,11 +16,22 @@
 //! instead of failing the one release. `{{#each}}` blocks may not nest, as
 //! each level multiplies the output: nested loops over a pool's labels
 //! would exhaust the controller's memory.
+//!
+//! What rendering may produce is bounded while it is produced: one string
+//! at most [`MAX_STRING_BYTES`], and all the strings of one pool's release
+//! together at most [`MAX_RELEASE_BYTES`] ([`Scope`] keeps the count).
+//! `{{app.name}}` is 12 bytes of spec and up to 253 of output, so without
+//! the bound a spec far below the API server's object limit rendered to
+//! hundreds of megabytes across a few dozen pools. Rendering stops at the
+//! first byte past the bound, so refusing costs no more than the bound.
+//! Each template is compiled once per plan, not once per pool.
 
-use std::collections::BTreeMap;
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
 
 use handlebars::template::{Parameter, Template, TemplateElement};
-use handlebars::{Handlebars, RenderError, RenderErrorReason};
+use handlebars::{Context, Handlebars, Output, RenderContext, RenderError, RenderErrorReason, Renderable};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -71,9 +82,22 @@ pub struct TemplateError {
     pub message: String,
 }
 
-/// Renders templates; build once and reuse.
+/// The most one rendered string may hold: far more than any name or
+/// templated config file needs.
+pub const MAX_STRING_BYTES: usize = 256 * 1024;
+
+/// The most the strings of one pool's release may hold together (every
+/// string of its values, names and references, templated or not). A
+/// HelmRelease must fit the API server's 1.5 MiB object limit with its
+/// metadata and managed fields; this leaves that room.
+pub const MAX_RELEASE_BYTES: usize = 1024 * 1024;
+
+/// Renders templates; build once per plan and reuse for every pool.
 pub struct Renderer {
     engine: Handlebars<'static>,
+    /// Every pool renders the same template strings: each is parsed once.
+    /// Holds only what the one application's spec holds.
+    compiled: RefCell<HashMap<String, Result<Rc<Template>, String>>>,
 }
 
 impl Default for Renderer {
@@ -87,63 +111,210 @@ impl Renderer {
         let mut engine = Handlebars::new();
         engine.set_strict_mode(true);
         engine.register_escape_fn(handlebars::no_escape);
-        Self { engine }
+        Self {
+            engine,
+            compiled: RefCell::new(HashMap::new()),
+        }
     }
 
-    /// Renders one string; `field` names it in errors.
+    /// Starts rendering one pool's release: the templates' data, and a
+    /// fresh [`MAX_RELEASE_BYTES`] budget.
+    pub fn scope(&self, ctx: &TemplateContext) -> Scope<'_> {
+        // The context serialises to plain strings and maps, which cannot
+        // fail; were it to, every template using a variable fails on its own.
+        let data = Context::wraps(ctx).unwrap_or_else(|_| Context::null());
+        Scope {
+            renderer: self,
+            data,
+            left: Cell::new(MAX_RELEASE_BYTES),
+        }
+    }
+
+    /// Renders one string on its own budget; `field` names it in errors.
     pub fn render_str(
         &self,
         field: &str,
         template: &str,
         ctx: &TemplateContext,
     ) -> Result<String, TemplateError> {
-        // Strings without a tag come back as they are, so values never meant
-        // as templates cannot trip over handlebars syntax such as a lone `\`.
-        let Some(first_tag) = template.find("{{") else {
-            return Ok(template.to_string());
-        };
-        let error = |message| TemplateError {
-            field: field.to_string(),
-            message,
-        };
-        // Handlebars parses subexpressions recursively, before
-        // `check_structure` can see them; every one needs a `(` in a tag.
-        if template[first_tag..].matches('(').count() > MAX_PARENS {
-            return Err(error(format!(
-                "more than {MAX_PARENS} `(` after the first `{{{{`, too many to parse safely; \
-                 keep long text without templates in a value of its own"
-            )));
-        }
-        let compiled = Template::compile(template).map_err(|e| error(describe(&e.into())))?;
-        check_structure(&compiled).map_err(error)?;
-        self.engine.render_template(template, ctx).map_err(|e| error(describe(&e)))
+        self.scope(ctx).render_str(field, template)
     }
 
-    /// Renders every string inside `value`; keys, numbers and booleans are
-    /// left as they are. `field` is the path of `value` itself.
+    /// Renders every string inside `value` on its own budget.
     pub fn render_value(
         &self,
         field: &str,
         value: &Value,
         ctx: &TemplateContext,
     ) -> Result<Value, TemplateError> {
+        self.scope(ctx).render_value(field, value)
+    }
+
+    fn compile(&self, template: &str, first_tag: usize) -> Result<Rc<Template>, String> {
+        if let Some(known) = self.compiled.borrow().get(template) {
+            return known.clone();
+        }
+        let compiled = compile_checked(template, first_tag);
+        self.compiled.borrow_mut().insert(template.to_string(), compiled.clone());
+        compiled
+    }
+}
+
+/// Refuses, before parsing, what handlebars would parse too slowly or by
+/// too deep a recursion.
+///
+/// Its parser looks up the line and column of every element by scanning
+/// the text from its start, so parsing costs the number of tags times the
+/// length: 20,000 tags in 240 KB took seconds. Hence at most
+/// [`MAX_TEMPLATE_TAGS`] tags in at most [`MAX_STRING_BYTES`] (a longer
+/// template could not render within the limit anyway). Handlebars also
+/// parses subexpressions recursively, before `check_structure` can see
+/// them; every one needs a `(` in a tag.
+fn compile_checked(template: &str, first_tag: usize) -> Result<Rc<Template>, String> {
+    if template.len() > MAX_STRING_BYTES {
+        return Err(format!(
+            "is a template of {} KiB, over the {} KiB a templated string may hold; keep long text \
+             without templates in a value of its own",
+            template.len() / 1024,
+            MAX_STRING_BYTES / 1024
+        ));
+    }
+    let tags = template[first_tag..].matches("{{").count();
+    if tags > MAX_TEMPLATE_TAGS {
+        return Err(format!(
+            "holds {tags} `{{{{`, more than the {MAX_TEMPLATE_TAGS} one templated string may hold; \
+             split it into several values"
+        ));
+    }
+    if template[first_tag..].matches('(').count() > MAX_PARENS {
+        return Err(format!(
+            "more than {MAX_PARENS} `(` after the first `{{{{`, too many to parse safely; \
+             keep long text without templates in a value of its own"
+        ));
+    }
+    let compiled = Template::compile(template).map_err(|e| describe(&e.into()))?;
+    check_structure(&compiled)?;
+    Ok(Rc::new(compiled))
+}
+
+/// Rendering for one pool: its data, and what its release may still hold.
+pub struct Scope<'r> {
+    renderer: &'r Renderer,
+    data: Context,
+    left: Cell<usize>,
+}
+
+impl Scope<'_> {
+    /// Renders one string; `field` names it in errors.
+    pub fn render_str(&self, field: &str, template: &str) -> Result<String, TemplateError> {
+        let error = |message| TemplateError {
+            field: field.to_string(),
+            message,
+        };
+        // Strings without a tag come back as they are, so values never meant
+        // as templates cannot trip over handlebars syntax such as a lone `\`.
+        // They still count towards the release.
+        let Some(first_tag) = template.find("{{") else {
+            self.charge(template.len()).map_err(error)?;
+            return Ok(template.to_string());
+        };
+        let compiled = self.renderer.compile(template, first_tag).map_err(error)?;
+        let left = self.left.get();
+        let mut out = CappedOutput {
+            text: String::new(),
+            cap: left.min(MAX_STRING_BYTES),
+            overflowed: false,
+        };
+        let mut rc = RenderContext::new(None);
+        match compiled.render(&self.renderer.engine, &self.data, &mut rc, &mut out) {
+            Ok(()) => {}
+            Err(_) if out.overflowed && out.cap < MAX_STRING_BYTES => {
+                return Err(error(release_too_large()));
+            }
+            Err(_) if out.overflowed => {
+                return Err(error(format!(
+                    "renders to more than {} KiB, the limit for one string; a template that repeats \
+                     a variable many times multiplies the spec: render less, or write the text \
+                     without templates",
+                    MAX_STRING_BYTES / 1024
+                )));
+            }
+            Err(e) => return Err(error(describe(&e))),
+        }
+        self.charge(out.text.len()).map_err(error)?;
+        Ok(out.text)
+    }
+
+    /// Renders every string inside `value`; keys, numbers and booleans are
+    /// left as they are. `field` is the path of `value` itself.
+    pub fn render_value(&self, field: &str, value: &Value) -> Result<Value, TemplateError> {
         match value {
-            Value::String(s) => Ok(Value::String(self.render_str(field, s, ctx)?)),
+            Value::String(s) => Ok(Value::String(self.render_str(field, s)?)),
             Value::Array(items) => items
                 .iter()
                 .enumerate()
-                .map(|(i, item)| self.render_value(&format!("{field}[{i}]"), item, ctx))
+                .map(|(i, item)| self.render_value(&format!("{field}[{i}]"), item))
                 .collect::<Result<Vec<_>, _>>()
                 .map(Value::Array),
             Value::Object(map) => map
                 .iter()
-                .map(|(k, v)| Ok((k.clone(), self.render_value(&child_path(field, k), v, ctx)?)))
+                .map(|(k, v)| {
+                    self.charge(k.len()).map_err(|message| TemplateError {
+                        field: child_path(field, k),
+                        message,
+                    })?;
+                    Ok((k.clone(), self.render_value(&child_path(field, k), v)?))
+                })
                 .collect::<Result<Map<_, _>, _>>()
                 .map(Value::Object),
             other => Ok(other.clone()),
         }
     }
+
+    /// What the release may still hold, in bytes.
+    pub fn left(&self) -> usize {
+        self.left.get()
+    }
+
+    fn charge(&self, bytes: usize) -> Result<(), String> {
+        match self.left.get().checked_sub(bytes) {
+            Some(left) => {
+                self.left.set(left);
+                Ok(())
+            }
+            None => Err(release_too_large()),
+        }
+    }
 }
+
+fn release_too_large() -> String {
+    format!(
+        "this pool's release renders to more than {} KiB of values and names, the limit for one \
+         release (a HelmRelease must fit the API server's object limit); render less per pool",
+        MAX_RELEASE_BYTES / 1024
+    )
+}
+
+/// Collects rendered text and stops the render at the first byte past `cap`.
+struct CappedOutput {
+    text: String,
+    cap: usize,
+    overflowed: bool,
+}
+
+impl Output for CappedOutput {
+    fn write(&mut self, seg: &str) -> Result<(), std::io::Error> {
+        if self.text.len() + seg.len() > self.cap {
+            self.overflowed = true;
+            return Err(std::io::Error::other("rendered output over its limit"));
+        }
+        self.text.push_str(seg);
+        Ok(())
+    }
+}
+
+/// How many `{{` one templated string may hold; see [`compile_checked`].
+pub const MAX_TEMPLATE_TAGS: usize = 256;
 
 /// How deep blocks, subexpressions and literal lists or maps may nest.
 pub const MAX_NESTING: usize = 32;
@@ -419,6 +590,7 @@ mod tests {
                 assert!(
                     err.message.contains("nest more than 32 deep")
                         || err.message.starts_with("more than 128 `(`")
+                        || err.message.contains("more than the 256 one templated string may hold")
                         || err.message.starts_with("bad template"),
                     "{n}: {}",
                     err.message
@@ -446,5 +618,74 @@ mod tests {
     fn keys_are_not_templates() {
         let values = json!({ "{{pool.name}}": "v" });
         assert_eq!(Renderer::new().render_value("values", &values, &ctx()).unwrap(), values);
+    }
+
+    fn with_annotation(bytes: usize) -> TemplateContext {
+        let mut c = ctx();
+        c.pool.annotations.insert("big".into(), "b".repeat(bytes));
+        c
+    }
+
+    #[test]
+    fn a_string_stops_rendering_at_its_limit() {
+        // 64 tags over a 100 KB annotation would render 6.4 MB.
+        let template = "{{pool.annotations.big}}".repeat(64);
+        let err = Renderer::new()
+            .render_str("values.x", &template, &with_annotation(100_000))
+            .unwrap_err();
+        assert_eq!(err.field, "values.x");
+        assert!(err.message.starts_with("renders to more than 256 KiB, the limit for one string"), "{err}");
+        // Up to the limit it renders whole.
+        let fits = "{{pool.annotations.big}}".repeat(2);
+        let out = Renderer::new()
+            .render_str("values.x", &fits, &with_annotation(MAX_STRING_BYTES / 2))
+            .unwrap();
+        assert_eq!(out.len(), MAX_STRING_BYTES);
+    }
+
+    #[test]
+    fn a_scope_counts_every_string_of_the_release() {
+        let renderer = Renderer::new();
+        let c = with_annotation(200 * 1024);
+        let scope = renderer.scope(&c);
+        for i in 0..5 {
+            scope.render_str(&format!("values.k{i}"), "{{pool.annotations.big}}").unwrap();
+        }
+        assert_eq!(scope.left(), MAX_RELEASE_BYTES - 5 * 200 * 1024);
+        let err = scope.render_str("values.k5", "{{pool.annotations.big}}").unwrap_err();
+        assert_eq!(err.field, "values.k5");
+        assert!(err.message.contains("more than 1024 KiB of values and names"), "{err}");
+        // Plain text and keys count as well.
+        let err = scope
+            .render_value("values", &json!({ "plain": "p".repeat(MAX_RELEASE_BYTES) }))
+            .unwrap_err();
+        assert_eq!(err.field, "values.plain");
+        // Another pool starts afresh.
+        assert!(renderer.scope(&c).render_str("values.k0", "{{pool.annotations.big}}").is_ok());
+    }
+
+    #[test]
+    fn templates_with_too_many_tags_or_bytes_are_refused_before_parsing() {
+        let many = "{{app.name}}".repeat(MAX_TEMPLATE_TAGS + 1);
+        let err = render(&many).unwrap_err();
+        assert!(err.message.starts_with("holds 257 `{{`, more than the 256"), "{err}");
+        assert_eq!(render(&"{{app.name}}".repeat(MAX_TEMPLATE_TAGS)).unwrap().len(), 7 * MAX_TEMPLATE_TAGS);
+        let long = format!("{{{{pool.name}}}}{}", "x".repeat(MAX_STRING_BYTES));
+        let err = render(&long).unwrap_err();
+        assert!(err.message.starts_with("is a template of 256 KiB, over the 256 KiB"), "{err}");
+        // Plain text of any length is not a template.
+        assert_eq!(render(&"x".repeat(MAX_STRING_BYTES + 1)).unwrap().len(), MAX_STRING_BYTES + 1);
+    }
+
+    #[test]
+    fn each_template_is_parsed_once_per_renderer() {
+        let renderer = Renderer::new();
+        for pool in ["a", "b", "c"] {
+            let mut c = ctx();
+            c.pool.name = pool.into();
+            assert_eq!(renderer.render_str("f", "{{pool.name}}-x", &c).unwrap(), format!("{pool}-x"));
+            assert!(renderer.render_str("f", "{{#if}}", &c).is_err());
+        }
+        assert_eq!(renderer.compiled.borrow().len(), 2, "one entry per template, errors included");
     }
 }

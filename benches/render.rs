@@ -1,0 +1,144 @@
+//! `make bench-render`: what planning one application over 8 pools costs,
+//! for specs of the same size that render very differently. Needs no
+//! cluster: `plan` is pure.
+//!
+//! Cases, each planned in a fresh state:
+//! - the hostile spec of the review: a 253-character name and one value
+//!   holding `{{app.name}}` 20,000 times (240 KB that rendered to 5 MB a
+//!   pool, 40 MB in all, before rendering was bounded);
+//! - the largest template that is accepted: 256 tags in 256 KiB, the worst
+//!   case for handlebars' parser, whose cost grows with tags times length;
+//! - a template that renders past the 256 KiB string limit (64 tags over a
+//!   100 KB pool annotation);
+//! - 240 KB of plain values, no templates: the baseline.
+//!
+//! For each it prints the time to plan (best of 3), the peak resident
+//! memory above the process's before the case, and what the plan decided.
+use std::time::{Duration, Instant};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use nodepool_fanout::api::NodePoolApplication;
+use nodepool_fanout::plan::{self, Outcome, PlanInput};
+use nodepool_fanout::pools::Pool;
+use serde_json::{json, Value};
+
+const POOLS: usize = 8;
+
+fn main() {
+    let cases: Vec<(&str, Value, usize)> = vec![
+        ("hostile: {{app.name}} x 20,000", json!({ "blowup": "{{app.name}}".repeat(20_000) }), 0),
+        (
+            "largest accepted template",
+            json!({ "config": format!("{}{}", "{{pool.name}} ".repeat(256), "x".repeat(256 * 1024 - 256 * 14)) }),
+            0,
+        ),
+        (
+            "renders past the string limit",
+            json!({ "notes": "{{pool.annotations.notes}}".repeat(64) }),
+            100_000,
+        ),
+        ("240 KB of plain values", json!({ "plain": "x".repeat(240_000) }), 0),
+    ];
+    println!("planning one application over {POOLS} pools (release build, best of 3)");
+    println!();
+    println!(
+        "{:<34} {:>10} {:>12} {:>14} {:>16} {:>10}",
+        "case", "spec", "plan time", "peak RSS +", "releases written", "pools failed"
+    );
+    for (label, values, annotation) in cases {
+        let app = application(values);
+        let pools = pools(annotation);
+        let spec_bytes = serde_json::to_vec(&app.spec).map(|v| v.len()).unwrap_or_default();
+        reset_peak_rss();
+        let before = peak_rss_kib();
+        let mut best = Duration::MAX;
+        let mut outcome = (0, 0, String::new());
+        for _ in 0..3 {
+            let start = Instant::now();
+            let planned = plan::plan(&PlanInput {
+                app: &app,
+                pools: &pools,
+                owned: Vec::new(),
+                foreign_names: Default::default(),
+                now: Time(k8s_openapi::jiff::Timestamp::now()),
+                chart_ref: None,
+                chart: None,
+                hold: None,
+            });
+            best = best.min(start.elapsed());
+            let failed: Vec<&Outcome> = planned
+                .pools
+                .iter()
+                .map(|p| &p.outcome)
+                .filter(|o| matches!(o, Outcome::Failed { .. }))
+                .collect();
+            let first = match failed.first() {
+                Some(Outcome::Failed { field, message }) => format!("{field}: {}", cut(message, 60)),
+                _ => String::new(),
+            };
+            outcome = (planned.apply.len(), failed.len(), first);
+        }
+        let peak = peak_rss_kib().saturating_sub(before);
+        println!(
+            "{label:<34} {:>7} KB {:>9.1} ms {:>10} MiB {:>16} {:>10}",
+            spec_bytes / 1000,
+            best.as_secs_f64() * 1000.0,
+            peak / 1024,
+            outcome.0,
+            outcome.1
+        );
+        if !outcome.2.is_empty() {
+            println!("{:<34} first failure: {}", "", outcome.2);
+        }
+    }
+}
+
+fn application(values: Value) -> NodePoolApplication {
+    serde_json::from_value(json!({
+        "apiVersion": "apps.fanout.dev/v1alpha1", "kind": "NodePoolApplication",
+        "metadata": { "name": "a".repeat(253), "namespace": "edge", "uid": "uid-1", "generation": 1 },
+        "spec": {
+            "pools": { "selector": { "matchLabels": { "region": "east" } } },
+            "chart": { "spec": { "chart": "ingress-gateway", "version": "1.0.0",
+                "sourceRef": { "kind": "HelmRepository", "name": "fixtures", "namespace": "flux-system" } } },
+            "interval": "10m",
+            "releaseName": "r-{{pool.name}}",
+            "values": values,
+        }
+    }))
+    .expect("the benchmark's application is valid")
+}
+
+fn pools(annotation: usize) -> Vec<Pool> {
+    (0..POOLS)
+        .map(|i| Pool {
+            name: format!("pool-{i}"),
+            labels: [("region".to_string(), "east".to_string())].into(),
+            annotations: [("notes".to_string(), "n".repeat(annotation))].into(),
+        })
+        .collect()
+}
+
+fn cut(text: &str, chars: usize) -> String {
+    match text.char_indices().nth(chars) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_string(),
+    }
+}
+
+/// Linux: writing 5 to clear_refs resets the peak resident set size.
+fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
