@@ -15,7 +15,8 @@ use kube::api::{ApiResource, DynamicObject};
 use kube::{Api, Client};
 use serde::Deserialize;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
+use sha2::{Digest, Sha256, Sha384, Sha512};
+use tokio::sync::Semaphore;
 
 use crate::api::ChartSpec;
 use crate::chart::{Chart, ChartError};
@@ -54,6 +55,24 @@ pub enum SourceError {
         "the artifact at {url} does not match its digest {digest}: it changed during the download; retrying"
     )]
     Digest { url: String, digest: String },
+    #[error(
+        "the artifact at {url} has digest {digest:?}, whose algorithm this controller cannot verify \
+         (it knows {known}); start source-controller with --artifact-digest-algo set to one of them"
+    )]
+    UnknownDigest {
+        url: String,
+        digest: String,
+        known: &'static str,
+    },
+    #[error(
+        "the {what} at {url} is larger than {limit_mib} MiB, the most this controller reads \
+         (source-controller's own default limit); make it smaller, e.g. a repository with fewer charts"
+    )]
+    TooLarge {
+        what: &'static str,
+        url: String,
+        limit_mib: u64,
+    },
     #[error("the index of HelmRepository {repository} is not valid YAML: {message}")]
     Index { repository: String, message: String },
     #[error("chart {chart:?} is not in HelmRepository {repository}: check spec.chart.spec.chart")]
@@ -73,7 +92,12 @@ impl SourceError {
     pub fn needs_user(&self) -> bool {
         matches!(
             self,
-            Self::Missing { .. } | Self::NoSuchChart { .. } | Self::Version(_) | Self::Chart { .. }
+            Self::Missing { .. }
+                | Self::NoSuchChart { .. }
+                | Self::Version(_)
+                | Self::Chart { .. }
+                | Self::UnknownDigest { .. }
+                | Self::TooLarge { .. }
         )
     }
 
@@ -83,7 +107,8 @@ impl SourceError {
             Self::NotReady { .. } => "SourceNotReady",
             Self::NoSuchChart { .. } => "ChartNotFound",
             Self::Version(_) => "ChartVersionNotFound",
-            Self::Chart { .. } => "InvalidChart",
+            Self::Chart { .. } | Self::TooLarge { .. } => "InvalidChart",
+            Self::UnknownDigest { .. } => "UnsupportedDigest",
             Self::Get { .. } | Self::Download { .. } | Self::Digest { .. } | Self::Index { .. } => {
                 "SourceUnavailable"
             }
@@ -197,7 +222,18 @@ pub struct Sources {
     http: reqwest::Client,
     indexes: Mutex<HashMap<String, Arc<IndexVersions>>>,
     charts: Mutex<HashMap<String, Arc<Chart>>>,
+    /// Downloads in flight: each holds up to its size limit in memory.
+    downloads: Semaphore,
 }
+
+/// What one download may hold, as source-controller limits the same
+/// artifacts by default (`--helm-index-max-size`, `--helm-chart-max-size`).
+pub const MAX_INDEX_BYTES: u64 = 50 * 1024 * 1024;
+pub const MAX_CHART_BYTES: u64 = 10 * 1024 * 1024;
+
+/// Downloads at once, whatever the number of reconciles waiting for one:
+/// at most this many times [`MAX_INDEX_BYTES`] is ever buffered.
+const CONCURRENT_DOWNLOADS: usize = 2;
 
 /// Entries kept per cache: one per repository revision and chart version in
 /// use is plenty; older ones are dropped wholesale.
@@ -214,6 +250,7 @@ impl Sources {
             http,
             indexes: Mutex::new(HashMap::new()),
             charts: Mutex::new(HashMap::new()),
+            downloads: Semaphore::new(CONCURRENT_DOWNLOADS),
         }
     }
 
@@ -248,7 +285,12 @@ impl Sources {
         if let Some(chart) = lock(&self.charts).get(&artifact.digest) {
             return Ok(chart.clone());
         }
-        let bytes = self.download(&artifact).await?;
+        let _permit = self.downloads.acquire().await;
+        // Another reconcile may have fetched it while this one waited.
+        if let Some(chart) = lock(&self.charts).get(&artifact.digest) {
+            return Ok(chart.clone());
+        }
+        let bytes = self.download(&artifact, "chart", MAX_CHART_BYTES).await?;
         let chart = Arc::new(Chart::from_tgz(&bytes).map_err(|source| SourceError::Chart {
             url: artifact.url.clone(),
             source,
@@ -277,7 +319,11 @@ impl Sources {
         if let Some(index) = lock(&self.indexes).get(&artifact.digest) {
             return Ok(index.clone());
         }
-        let bytes = self.download(artifact).await?;
+        let _permit = self.downloads.acquire().await;
+        if let Some(index) = lock(&self.indexes).get(&artifact.digest) {
+            return Ok(index.clone());
+        }
+        let bytes = self.download(artifact, "repository index", MAX_INDEX_BYTES).await?;
         let index = Arc::new(parse_index(&bytes, repository)?);
         insert(&self.indexes, artifact.digest.clone(), index.clone());
         Ok(index)
@@ -291,49 +337,128 @@ impl Sources {
         name: &str,
     ) -> Result<Value, SourceError> {
         let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), namespace, resource);
+        let failed = |source| SourceError::Get {
+            kind,
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            source: Box::new(source),
+        };
         match api.get_opt(name).await {
-            Ok(Some(object)) => Ok(serde_json::to_value(object).unwrap_or_default()),
+            Ok(Some(object)) => serde_json::to_value(object).map_err(|e| failed(kube::Error::SerdeError(e))),
             Ok(None) => Err(SourceError::Missing {
                 kind,
                 namespace: namespace.to_string(),
                 name: name.to_string(),
             }),
-            Err(source) => Err(SourceError::Get {
-                kind,
-                namespace: namespace.to_string(),
-                name: name.to_string(),
-                source: Box::new(source),
-            }),
+            Err(source) => Err(failed(source)),
         }
     }
 
-    async fn download(&self, artifact: &Artifact) -> Result<Vec<u8>, SourceError> {
+    /// Reads an artifact whole, refusing it past `limit` bytes as soon as
+    /// the answer says or shows so, and verifies it against its digest as
+    /// it streams in.
+    async fn download(
+        &self,
+        artifact: &Artifact,
+        what: &'static str,
+        limit: u64,
+    ) -> Result<Vec<u8>, SourceError> {
+        let mut verifier = Verifier::new(&artifact.digest).ok_or_else(|| SourceError::UnknownDigest {
+            url: artifact.url.clone(),
+            digest: artifact.digest.clone(),
+            known: Verifier::KNOWN,
+        })?;
         let failed = |source| SourceError::Download {
             url: artifact.url.clone(),
             source,
         };
-        let response = self.http.get(&artifact.url).send().await.map_err(failed)?;
-        let bytes = response.error_for_status().map_err(failed)?.bytes().await.map_err(failed)?;
-        if !digest_matches(&artifact.digest, &bytes) {
+        let too_large = || SourceError::TooLarge {
+            what,
+            url: artifact.url.clone(),
+            limit_mib: limit / (1024 * 1024),
+        };
+        let mut response = self
+            .http
+            .get(&artifact.url)
+            .send()
+            .await
+            .and_then(|r| r.error_for_status())
+            .map_err(failed)?;
+        if response.content_length().is_some_and(|length| length > limit) {
+            return Err(too_large());
+        }
+        let mut bytes = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(failed)? {
+            if (bytes.len() + chunk.len()) as u64 > limit {
+                return Err(too_large());
+            }
+            verifier.update(&chunk);
+            bytes.extend_from_slice(&chunk);
+        }
+        if !verifier.matches() {
             return Err(SourceError::Digest {
                 url: artifact.url.clone(),
                 digest: artifact.digest.clone(),
             });
         }
-        Ok(bytes.to_vec())
+        Ok(bytes)
     }
 }
 
-/// Flux writes digests as `sha256:<hex>`; other algorithms are trusted as
-/// served, since source-controller computed them itself.
-fn digest_matches(digest: &str, bytes: &[u8]) -> bool {
-    match digest.split_once(':') {
-        Some(("sha256", hex)) => {
-            let actual = Sha256::digest(bytes);
-            let actual: String = actual.iter().map(|b| format!("{b:02x}")).collect();
-            actual.eq_ignore_ascii_case(hex)
+/// Checks bytes against a digest as source-controller writes it,
+/// `<algorithm>:<hex>`, for every algorithm its `--artifact-digest-algo`
+/// offers. An algorithm it does not know is refused, never trusted: the
+/// bytes are cached under that digest.
+struct Verifier {
+    hasher: Hasher,
+    expected: String,
+}
+
+enum Hasher {
+    Sha256(Sha256),
+    Sha384(Sha384),
+    Sha512(Sha512),
+    Blake3(Box<blake3::Hasher>),
+}
+
+impl Verifier {
+    const KNOWN: &'static str = "sha256, sha384, sha512 and blake3";
+
+    fn new(digest: &str) -> Option<Self> {
+        let (algorithm, hex) = digest.split_once(':')?;
+        let hasher = match algorithm {
+            "sha256" => Hasher::Sha256(Sha256::new()),
+            "sha384" => Hasher::Sha384(Sha384::new()),
+            "sha512" => Hasher::Sha512(Sha512::new()),
+            "blake3" => Hasher::Blake3(Box::default()),
+            _ => return None,
+        };
+        Some(Self {
+            hasher,
+            expected: hex.to_ascii_lowercase(),
+        })
+    }
+
+    fn update(&mut self, bytes: &[u8]) {
+        match &mut self.hasher {
+            Hasher::Sha256(h) => h.update(bytes),
+            Hasher::Sha384(h) => h.update(bytes),
+            Hasher::Sha512(h) => h.update(bytes),
+            Hasher::Blake3(h) => {
+                h.update(bytes);
+            }
         }
-        _ => true,
+    }
+
+    fn matches(self) -> bool {
+        let actual: Vec<u8> = match self.hasher {
+            Hasher::Sha256(h) => h.finalize().to_vec(),
+            Hasher::Sha384(h) => h.finalize().to_vec(),
+            Hasher::Sha512(h) => h.finalize().to_vec(),
+            Hasher::Blake3(h) => h.finalize().as_bytes().to_vec(),
+        };
+        let actual: String = actual.iter().map(|b| format!("{b:02x}")).collect();
+        actual == self.expected
     }
 }
 
@@ -416,11 +541,62 @@ mod tests {
         assert!(e.to_string().starts_with("GitRepository flux-system/no-such-git does not exist"), "{e}");
     }
 
+    fn hex(bytes: &[u8]) -> String {
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// Whether `bytes` match `digest`; `None` for an algorithm that cannot be verified.
+    fn digest_matches(digest: &str, bytes: &[u8]) -> Option<bool> {
+        let mut verifier = Verifier::new(digest)?;
+        verifier.update(bytes);
+        Some(verifier.matches())
+    }
+
     #[test]
-    fn sha256_digests_are_checked() {
-        let hex: String = Sha256::digest(b"abc").iter().map(|b| format!("{b:02x}")).collect();
-        assert!(digest_matches(&format!("sha256:{hex}"), b"abc"));
-        assert!(!digest_matches(&format!("sha256:{hex}"), b"abd"));
-        assert!(digest_matches("blake3:whatever", b"abc"));
+    fn every_algorithm_source_controller_offers_is_verified() {
+        let digests = [
+            format!("sha256:{}", hex(&Sha256::digest(b"abc"))),
+            format!("sha384:{}", hex(&Sha384::digest(b"abc"))),
+            format!("sha512:{}", hex(&Sha512::digest(b"abc"))),
+            format!("blake3:{}", blake3::hash(b"abc").to_hex()),
+        ];
+        for digest in &digests {
+            assert_eq!(digest_matches(digest, b"abc"), Some(true), "{digest}");
+            assert_eq!(digest_matches(digest, b"abd"), Some(false), "{digest}");
+            let (algorithm, hex) = digest.split_once(':').unwrap();
+            let upper = format!("{algorithm}:{}", hex.to_uppercase());
+            assert_eq!(digest_matches(&upper, b"abc"), Some(true), "hex in capitals: {digest}");
+        }
+        // Published vectors, so the check does not only agree with itself.
+        assert_eq!(
+            digest_matches("sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad", b"abc"),
+            Some(true)
+        );
+        assert_eq!(
+            digest_matches("blake3:6437b3ac38465133ffb63b75273a8db548c558465d79db03fd359c6cd5bd9d85", b"abc"),
+            Some(true)
+        );
+    }
+
+    #[test]
+    fn an_unknown_or_malformed_digest_is_refused_not_trusted() {
+        // Was: anything but sha256 matched, and was cached under that digest.
+        assert_ne!(digest_matches("blake3:whatever", b"abc"), Some(true));
+        for digest in [
+            "md5:900150983cd24fb0d6963f7d28e17f72",
+            "sha1:a9993e36",
+            "sha256",
+            "",
+        ] {
+            assert_eq!(digest_matches(digest, b"abc"), None, "{digest:?}");
+        }
+        let e = SourceError::UnknownDigest {
+            url: "http://x/c.tgz".into(),
+            digest: "md5:00".into(),
+            known: Verifier::KNOWN,
+        };
+        assert!(e.needs_user());
+        assert_eq!(e.reason(), "UnsupportedDigest");
+        assert!(e.to_string().contains("--artifact-digest-algo"), "{e}");
     }
 }
