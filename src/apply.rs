@@ -1,13 +1,14 @@
 //! Apply: writes what `plan` decided, with server-side apply under one field
 //! manager, and deletes only releases this application owns.
 
-use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, Preconditions};
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 
 use crate::api::{NodePoolApplication, NodePoolApplicationStatus};
 use crate::naming;
-use crate::shared_chart::{ChartRef, LABEL_APPLICATION_NAMESPACE};
+use crate::shared_chart::{self, ChartRef};
 use crate::source::helmchart_resource;
 
 /// The one field manager every write of this controller uses.
@@ -39,6 +40,8 @@ pub enum ApplyError {
         #[source]
         source: kube::Error,
     },
+    #[error("the watch of HelmCharts has stopped, so this application's charts cannot be found; the controller is shutting down")]
+    ChartWatchStopped,
     #[error("cannot update the finalizers of NodePoolApplication {name}: {source}")]
     Finalizer {
         name: String,
@@ -53,7 +56,7 @@ impl ApplyError {
         match self {
             Self::NameClash { .. } => "NameClash",
             Self::Apply { .. } => "ApplyFailed",
-            Self::Delete { .. } => "PruneFailed",
+            Self::Delete { .. } | Self::ChartWatchStopped => "PruneFailed",
             Self::Status { .. } => "StatusFailed",
             Self::Finalizer { .. } => "FinalizerFailed",
         }
@@ -143,21 +146,12 @@ pub async fn apply_status(
 /// which live in the source's namespace where owner references cannot reach.
 pub const FINALIZER: &str = "apps.fanout.dev/shared-charts";
 
-fn chart_selector(app: &impl Resource) -> String {
-    format!(
-        "{}={},{}={},{}={}",
-        naming::LABEL_APPLICATION,
-        naming::label_value(&app.name_any()),
-        LABEL_APPLICATION_NAMESPACE,
-        naming::label_value(&app.namespace().unwrap_or_default()),
-        naming::LABEL_MANAGED_BY,
-        naming::MANAGER
-    )
-}
-
 /// Makes sure the shared HelmChart exists with the desired spec and returns
-/// it as the API server has it. Writes nothing when it already matches; a
-/// HelmChart of that name that is not ours is never touched.
+/// it as the API server has it. Writes nothing when every field we own
+/// already matches (see [`shared_chart::spec_matches`]); a field the
+/// application no longer sets is removed by the apply, as server-side apply
+/// drops what a manager stops setting. A HelmChart of that name that is not
+/// ours is never touched.
 pub async fn ensure_chart(
     client: &Client,
     chart: &ChartRef,
@@ -165,24 +159,22 @@ pub async fn ensure_chart(
 ) -> Result<serde_json::Value, ApplyError> {
     let api: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), &chart.namespace, &helmchart_resource());
+    let object = format!("HelmChart {}/{}", chart.namespace, chart.name);
     let failed = |source| ApplyError::Apply {
-        object: format!("HelmChart {}/{}", chart.namespace, chart.name),
+        object: object.clone(),
         source,
     };
+    let as_json =
+        |found: DynamicObject| serde_json::to_value(found).map_err(|e| failed(kube::Error::SerdeError(e)));
     let mut exists = false;
     if let Some(current) = api.get_opt(&chart.name).await.map_err(failed)? {
-        let current = serde_json::to_value(current).unwrap_or_default();
+        let current = as_json(current)?;
         let ours = current.pointer("/metadata/labels").and_then(|l| l.get(naming::LABEL_MANAGED_BY))
             == Some(&json!(naming::MANAGER));
         if !ours {
-            return Err(ApplyError::NameClash {
-                object: format!("HelmChart {}/{}", chart.namespace, chart.name),
-            });
+            return Err(ApplyError::NameClash { object });
         }
-        let same_spec = desired["spec"]
-            .as_object()
-            .is_some_and(|want| want.iter().all(|(k, v)| current["spec"].get(k) == Some(v)));
-        if same_spec {
+        if shared_chart::spec_matches(desired, &current) {
             return Ok(current);
         }
         exists = true;
@@ -192,42 +184,35 @@ pub async fn ensure_chart(
         params = params.force();
     }
     let applied = api.patch(&chart.name, &params, &Patch::Apply(desired)).await.map_err(failed)?;
-    Ok(serde_json::to_value(applied).unwrap_or_default())
+    as_json(applied)
 }
 
-/// Deletes this application's shared HelmCharts in `namespace` (in every
-/// namespace for `None`) other than those named in `keep`.
+/// Deletes this application's shared HelmCharts, wherever they are, other
+/// than those in `keep`. They are found by ownership (our managed-by label
+/// and the application's annotation) in `charts`, the watch cache of every
+/// HelmChart we manage, not by where the application's source is now: a
+/// source moved to another namespace leaves its old chart behind it.
 pub async fn prune_charts(
     client: &Client,
+    charts: &Store<DynamicObject>,
     app: &impl Resource,
-    namespace: Option<&str>,
-    keep: &[&str],
+    keep: &[&ChartRef],
 ) -> Result<(), ApplyError> {
-    let listed: Api<DynamicObject> = match namespace {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &helmchart_resource()),
-        None => Api::all_with(client.clone(), &helmchart_resource()),
-    };
-    let list = listed
-        .list(&ListParams::default().labels(&chart_selector(app)))
-        .await
-        .map_err(|source| ApplyError::Delete {
-            object: format!(
-                "the HelmCharts in {} (listing them failed)",
-                namespace.unwrap_or("all namespaces")
-            ),
-            source,
-        })?;
-    for chart in list.items {
-        let name = chart.name_any();
-        if keep.contains(&name.as_str()) {
+    // Before its first list the cache is empty: pruning must not take
+    // that for "no charts", least of all before releasing the finalizer.
+    charts.wait_until_ready().await.map_err(|_| ApplyError::ChartWatchStopped)?;
+    let owner =
+        ObjectRef::<NodePoolApplication>::new(&app.name_any()).within(&app.namespace().unwrap_or_default());
+    for chart in charts.state() {
+        if shared_chart::owner_of::<NodePoolApplication>(&chart).as_ref() != Some(&owner) {
+            continue;
+        }
+        let (name, namespace) = (chart.name_any(), chart.namespace().unwrap_or_default());
+        if keep.iter().any(|k| k.name == name && k.namespace == namespace) {
             continue;
         }
         let uid = chart.metadata.uid.clone().unwrap_or_default();
-        let api = Api::namespaced_with(
-            client.clone(),
-            &chart.namespace().unwrap_or_default(),
-            &helmchart_resource(),
-        );
+        let api = Api::namespaced_with(client.clone(), &namespace, &helmchart_resource());
         delete_observed(&api, "HelmChart", &name, &uid).await?;
     }
     Ok(())

@@ -85,6 +85,8 @@ struct Context {
     shared_chart: bool,
     no_cross_namespace_refs: bool,
     sources: Sources,
+    /// Every HelmChart this controller manages, from its watch.
+    charts: reflector::Store<DynamicObject>,
     metrics: Arc<Metrics>,
     /// Consecutive failures per application, for exponential backoff.
     backoff: Backoff<ObjectRef<AppMeta>>,
@@ -113,6 +115,8 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     let pool_api: Api<DynamicObject> = Api::all_with(client.clone(), &nodepools);
     let charts: Api<DynamicObject> = Api::all_with(client.clone(), &helmchart_resource());
 
+    let chart_writer = reflector::store::Writer::new(helmchart_resource());
+    let chart_store = chart_writer.as_reader();
     let reporter = Reporter {
         controller: "nodepool-fanout".into(),
         instance: std::env::var("POD_NAME").ok(),
@@ -125,6 +129,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         shared_chart: args.shared_chart,
         no_cross_namespace_refs: args.no_cross_namespace_refs,
         sources: Sources::new(client.clone()),
+        charts: chart_store,
         metrics,
         backoff: Backoff::default(),
     });
@@ -158,7 +163,8 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     let managed_by = format!("{}={}", naming::LABEL_MANAGED_BY, naming::MANAGER);
     let release_events = watcher(releases, watcher::Config::default().labels(&managed_by));
     let pool_events = watcher(pool_api, watcher::Config::default());
-    let chart_events = watcher(charts, watcher::Config::default().labels(&managed_by));
+    let chart_events =
+        reflector(chart_writer, watcher(charts, watcher::Config::default().labels(&managed_by)));
     controller
         .owns_stream_with(resilient("HelmReleases", release_events), helmrelease_resource())
         // Any pool change may add a pool to, or take one out of, any
@@ -294,8 +300,7 @@ async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) -> Result<A
     let namespace = app.namespace().unwrap_or_default();
     let apps: Api<NodePoolApplication> = Api::namespaced(ctx.client.clone(), &namespace);
     if app.meta().deletion_timestamp.is_some() {
-        let source_namespace = shared_chart::source_namespace(&app.spec, &namespace);
-        return finalize(ctx, &apps, app.as_ref(), Some(source_namespace)).await;
+        return finalize(ctx, &apps, app.as_ref()).await;
     }
     if ctx.shared_chart {
         apply::add_finalizer(&apps, &app).await?;
@@ -396,18 +401,16 @@ async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) -> Result<A
         if let Some(current) = chart_ref {
             // Charts still in use: the current one, and those of releases
             // left as they were (pools whose config fails).
-            let kept: Vec<&str> = observed
+            let kept: Vec<&ChartRef> = observed
                 .owned
                 .iter()
                 .filter(|o| {
                     !planned.apply.iter().any(|d| d.name == o.name) && !planned.prune.contains(&o.name)
                 })
-                .filter_map(|o| o.chart_ref.as_deref())
-                .chain([current.name.as_str()])
+                .filter_map(|o| o.chart_ref.as_ref())
+                .chain([current])
                 .collect();
-            if let Err(e) =
-                apply::prune_charts(&ctx.client, app.as_ref(), Some(&current.namespace), &kept).await
-            {
+            if let Err(e) = apply::prune_charts(&ctx.client, &ctx.charts, app.as_ref(), &kept).await {
                 first_error = Some(e);
             }
         }
@@ -425,16 +428,15 @@ async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) -> Result<A
 
 /// An application being deleted. The garbage collector removes the
 /// releases through their owner references; the shared HelmCharts, beyond
-/// their reach, go here (in `charts_namespace`, or wherever they are for
-/// `None`) before the finalizer is released.
+/// their reach, go here, wherever they are, before the finalizer is
+/// released.
 async fn finalize(
     ctx: &Context,
     apps: &Api<NodePoolApplication>,
     app: &impl Resource,
-    charts_namespace: Option<&str>,
 ) -> Result<Action, Error> {
     if app.finalizers().iter().any(|f| f == apply::FINALIZER) {
-        apply::prune_charts(&ctx.client, app, charts_namespace, &[]).await?;
+        apply::prune_charts(&ctx.client, &ctx.charts, app, &[]).await?;
         apply::remove_finalizer(apps, app).await?;
     }
     ctx.metrics.forget(&app.namespace().unwrap_or_default(), &app.name_any());
@@ -450,9 +452,7 @@ async fn unreadable(meta: &AppMeta, error: &serde_json::Error, ctx: &Context) ->
     let namespace = meta.namespace().unwrap_or_default();
     let apps: Api<NodePoolApplication> = Api::namespaced(ctx.client.clone(), &namespace);
     if meta.metadata.deletion_timestamp.is_some() {
-        // Without the spec the source's namespace is unknown: the charts
-        // are found by their labels wherever they are.
-        return finalize(ctx, &apps, meta, None).await;
+        return finalize(ctx, &apps, meta).await;
     }
     let message = format!(
         "the spec cannot be read ({error}); values may nest at most {} levels: flatten them",

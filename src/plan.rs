@@ -63,7 +63,7 @@ pub struct ObservedRelease {
     pub generation: Option<i64>,
     pub status: ReleaseStatus,
     /// The shared HelmChart it points at, if any.
-    pub chart_ref: Option<String>,
+    pub chart_ref: Option<ChartRef>,
 }
 
 impl ObservedRelease {
@@ -87,9 +87,22 @@ impl ObservedRelease {
             spec_hash: text("annotations", naming::ANNOTATION_SPEC_HASH),
             generation: metadata.get("generation").and_then(Value::as_i64),
             status: status::classify(object),
-            chart_ref: object.pointer("/spec/chartRef/name").and_then(Value::as_str).map(str::to_string),
+            chart_ref: chart_ref_of(object),
         })
     }
+}
+
+/// The HelmChart a release points at with `chartRef`; its namespace
+/// defaults to the release's own, as Flux reads it.
+fn chart_ref_of(object: &Value) -> Option<ChartRef> {
+    let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
+    if text("/spec/chartRef/kind") != Some("HelmChart") {
+        return None;
+    }
+    Some(ChartRef {
+        name: text("/spec/chartRef/name")?.to_string(),
+        namespace: text("/spec/chartRef/namespace").or(text("/metadata/namespace"))?.to_string(),
+    })
 }
 
 /// A HelmRelease to create or update (server-side apply of `object`).

@@ -17,7 +17,7 @@ use kube::api::DynamicObject;
 use kube::runtime::reflector::ObjectRef;
 use kube::Resource;
 
-use crate::api::{NodePoolApplicationSpec, SourceKind};
+use crate::api::{NodePoolApplicationSpec, ReconcileStrategy, SourceKind};
 use crate::naming;
 
 pub const HELMCHART_API_VERSION: &str = "source.toolkit.fluxcd.io/v1";
@@ -127,9 +127,10 @@ pub fn helmchart(
         },
     });
     let out = &mut object["spec"];
-    if let Some(strategy) = &chart_spec.reconcile_strategy {
-        out["reconcileStrategy"] = json!(strategy);
-    }
+    // Written even when it is the API server's default, so that the chart
+    // as stored equals the chart as written, field for field.
+    out["reconcileStrategy"] =
+        json!(chart_spec.reconcile_strategy.unwrap_or(ReconcileStrategy::ChartVersion));
     if !chart_spec.values_files.is_empty() {
         out["valuesFiles"] = json!(chart_spec.values_files);
     }
@@ -137,6 +138,27 @@ pub fn helmchart(
         out["ignoreMissingValuesFiles"] = json!(ignore);
     }
     object
+}
+
+/// Every `spec` field of a HelmChart this controller may write. Each is
+/// compared with the chart as stored, so that one the application no
+/// longer sets is noticed and, applied under our field manager, removed.
+pub const OWNED_SPEC_FIELDS: [&str; 7] = [
+    "chart",
+    "version",
+    "sourceRef",
+    "interval",
+    "reconcileStrategy",
+    "valuesFiles",
+    "ignoreMissingValuesFiles",
+];
+
+/// Whether the stored HelmChart already has the desired spec, in every
+/// field we own (absent where we set nothing); fields others set are theirs.
+pub fn spec_matches(desired: &Value, current: &Value) -> bool {
+    OWNED_SPEC_FIELDS
+        .iter()
+        .all(|field| desired["spec"].get(field) == current["spec"].get(field))
 }
 
 /// The application a shared HelmChart belongs to, from its annotation, as a
@@ -218,6 +240,32 @@ mod tests {
         assert_eq!(hc["metadata"]["labels"][naming::LABEL_APPLICATION], "ingress");
         let object: DynamicObject = serde_json::from_value(hc).unwrap();
         assert_eq!(owner_of(&object), Some(ObjectRef::<NodePoolApplication>::new("ingress").within("edge")));
+    }
+
+    #[test]
+    fn a_field_the_application_no_longer_sets_is_a_difference() {
+        let with = spec(
+            json!({ "valuesFiles": ["values.yaml", "values-edge.yaml"], "reconcileStrategy": "Revision",
+            "ignoreMissingValuesFiles": true }),
+        );
+        let without = spec(json!({}));
+        let r = chart_ref(&with, "ingress", "edge", "1.0.0");
+        assert_eq!(r, chart_ref(&without, "ingress", "edge", "1.0.0"), "the same chart object");
+        let stored = helmchart(&with, "ingress", "edge", "1.0.0", &r);
+        let desired = helmchart(&without, "ingress", "edge", "1.0.0", &r);
+        assert!(spec_matches(&stored, &stored));
+        // Was: only the desired keys were compared, so nothing was written.
+        assert!(!spec_matches(&desired, &stored));
+        for field in ["valuesFiles", "ignoreMissingValuesFiles"] {
+            let mut one_left = desired.clone();
+            one_left["spec"][field] = stored["spec"][field].clone();
+            assert!(!spec_matches(&desired, &one_left), "{field} left behind");
+        }
+        assert_eq!(desired["spec"]["reconcileStrategy"], "ChartVersion", "the default, written out");
+        // What others set is not ours to compare.
+        let mut verified = desired.clone();
+        verified["spec"]["verify"] = json!({ "provider": "cosign" });
+        assert!(spec_matches(&desired, &verified));
     }
 
     #[test]

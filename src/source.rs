@@ -45,6 +45,13 @@ pub enum SourceError {
         name: String,
         why: String,
     },
+    #[error("{kind} {namespace}/{name} failed and source-controller will not retry: {message}; fix spec.chart.spec")]
+    Stalled {
+        kind: &'static str,
+        namespace: String,
+        name: String,
+        message: String,
+    },
     #[error("cannot download {url}: {source}")]
     Download {
         url: String,
@@ -98,6 +105,7 @@ impl SourceError {
                 | Self::Chart { .. }
                 | Self::UnknownDigest { .. }
                 | Self::TooLarge { .. }
+                | Self::Stalled { .. }
         )
     }
 
@@ -109,6 +117,7 @@ impl SourceError {
             Self::Version(_) => "ChartVersionNotFound",
             Self::Chart { .. } | Self::TooLarge { .. } => "InvalidChart",
             Self::UnknownDigest { .. } => "UnsupportedDigest",
+            Self::Stalled { .. } => "SourceFailed",
             Self::Get { .. } | Self::Download { .. } | Self::Digest { .. } | Self::Index { .. } => {
                 "SourceUnavailable"
             }
@@ -169,6 +178,14 @@ pub fn artifact_of(object: &Value, kind: &'static str) -> Result<Artifact, Sourc
         name: name.to_string(),
         why,
     };
+    // Right after a spec change (a new version or values files) the
+    // artifact is still the previous spec's: judging pools by it would
+    // check their values against the wrong chart.
+    let generation = object.pointer("/metadata/generation").and_then(Value::as_i64);
+    let observed = object.pointer("/status/observedGeneration").and_then(Value::as_i64);
+    if let Some(generation) = generation.filter(|g| observed < Some(*g)) {
+        return Err(not_ready(format!("source-controller has not yet reconciled generation {generation}")));
+    }
     let url = object.pointer("/status/artifact/url").and_then(Value::as_str);
     let digest = object.pointer("/status/artifact/digest").and_then(Value::as_str);
     match (url, digest) {
@@ -177,12 +194,26 @@ pub fn artifact_of(object: &Value, kind: &'static str) -> Result<Artifact, Sourc
             digest: digest.to_string(),
         }),
         _ => {
-            let ready = object
-                .pointer("/status/conditions")
-                .and_then(Value::as_array)
-                .and_then(|c| c.iter().find(|c| c["type"] == "Ready"));
-            let why = ready.and_then(|c| c["message"].as_str()).unwrap_or("not reconciled yet").to_string();
-            Err(not_ready(why))
+            let condition = |type_: &str| {
+                object
+                    .pointer("/status/conditions")
+                    .and_then(Value::as_array)
+                    .and_then(|c| c.iter().find(|c| c["type"] == type_))
+            };
+            // Stalled: a values file that is not in the chart, say. No
+            // wait cures it, and kstatus readers should see it at once.
+            if let Some(stalled) = condition("Stalled").filter(|c| c["status"] == "True") {
+                return Err(SourceError::Stalled {
+                    kind,
+                    namespace: namespace.to_string(),
+                    name: name.to_string(),
+                    message: stalled["message"].as_str().unwrap_or("no message").to_string(),
+                });
+            }
+            let why = condition("Ready")
+                .and_then(|c| c["message"].as_str())
+                .unwrap_or("not reconciled yet");
+            Err(not_ready(why.to_string()))
         }
     }
 }
@@ -504,6 +535,35 @@ mod tests {
         assert!(e.to_string().contains("fetch failed: 404"), "{e}");
         assert_eq!(e.reason(), "SourceNotReady");
         assert!(!e.needs_user());
+    }
+
+    #[test]
+    fn an_artifact_of_an_older_generation_is_not_used() {
+        let chart = |generation: i64, observed: Option<i64>| {
+            json!({ "metadata": { "name": "c", "namespace": "n", "generation": generation },
+                "status": { "observedGeneration": observed,
+                    "artifact": { "url": "http://x/c-1.0.0.tgz", "digest": "sha256:00" } } })
+        };
+        assert!(artifact_of(&chart(2, Some(2)), "HelmChart").is_ok());
+        for stale in [chart(3, Some(2)), chart(1, None)] {
+            let e = artifact_of(&stale, "HelmChart").unwrap_err();
+            assert_eq!(e.reason(), "SourceNotReady", "{e}");
+            assert!(e.to_string().contains("has not yet reconciled generation"), "{e}");
+            assert!(!e.needs_user());
+        }
+    }
+
+    #[test]
+    fn a_stalled_chart_needs_the_user() {
+        let stalled = json!({ "metadata": { "name": "c", "namespace": "flux-system", "generation": 1 },
+            "status": { "observedGeneration": 1, "conditions": [
+                { "type": "Stalled", "status": "True", "message": "no values file found at path 'x.yaml'" },
+                { "type": "Ready", "status": "False", "message": "no values file found at path 'x.yaml'" } ] } });
+        let e = artifact_of(&stalled, "HelmChart").unwrap_err();
+        assert!(e.needs_user(), "{e}");
+        assert_eq!(e.reason(), "SourceFailed");
+        assert!(e.to_string().starts_with("HelmChart flux-system/c failed"), "{e}");
+        assert!(e.to_string().contains("'x.yaml'"), "{e}");
     }
 
     #[test]
