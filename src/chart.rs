@@ -15,6 +15,8 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
+use crate::values_from::UnseenValues;
+
 /// Packaged charts are a few hundred KiB at most; anything unpacking to more
 /// is refused before it is read, so a crafted archive cannot exhaust memory.
 const MAX_UNPACKED_BYTES: u64 = 20 * 1024 * 1024;
@@ -275,6 +277,13 @@ impl Chart {
     /// Helm validates the chart's values.yaml COALESCED with the user values (user values win;
     /// a null in the user values removes the key), then drops keys whose value is null.
     pub fn validate(&self, user_values: &Value) -> Result<(), SchemaViolations> {
+        self.validate_with(user_values, &UnseenValues::default())
+    }
+
+    /// As [`Chart::validate`], when Flux will also merge in values the
+    /// controller does not see (`valuesFrom`): only violations that no
+    /// unseen value could mend are reported (see [`crate::values_from`]).
+    pub fn validate_with(&self, user_values: &Value, unseen: &UnseenValues) -> Result<(), SchemaViolations> {
         let Some(schema) = &self.schema else {
             return Ok(());
         };
@@ -305,6 +314,9 @@ impl Chart {
         })?;
         let violations: Vec<Violation> = validator
             .iter_errors(&values)
+            .filter(|error| {
+                unseen.is_final(error.instance_path().as_str(), error.kind().keyword(), user_values)
+            })
             .map(|error| {
                 let path = error.instance_path().as_str();
                 Violation {

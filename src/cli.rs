@@ -379,6 +379,41 @@ spec:
     }
 
     #[test]
+    fn render_with_a_chart_judges_values_from_as_the_controller_does() {
+        let chart_dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("charts-fixtures/strict-schema");
+        let chart = Chart::load(&chart_dir).unwrap();
+        // null drops the chart's default message: only a Secret can supply it.
+        let app = |values_from: &str| {
+            format!(
+                r#"
+apiVersion: apps.fanout.dev/v1alpha1
+kind: NodePoolApplication
+metadata: {{ name: strict, namespace: edge }}
+spec:
+  pools: {{ names: [hangzhou] }}
+  chart: {{ spec: {{ chart: strict-schema, version: "2.x", sourceRef: {{ kind: HelmRepository, name: fixtures, namespace: flux-system }} }} }}
+  interval: 10m
+  values: {{ message: null }}
+  {values_from}
+"#
+            )
+        };
+        let refused = render(&app(""), POOLS, "edge", Some(&chart)).unwrap();
+        assert_eq!(refused.errors.len(), 1, "{:?}", refused.errors);
+        assert!(refused.errors[0].contains("\"message\" is a required property"), "{:?}", refused.errors);
+        let supplied = app("valuesFrom: [{ kind: Secret, name: strict-message }]");
+        let rendered = render(&supplied, POOLS, "edge", Some(&chart)).unwrap();
+        assert!(rendered.errors.is_empty(), "{:?}", rendered.errors);
+        assert_eq!(documents(&rendered.yaml).len(), 1);
+        // A value the Secret cannot override is still judged.
+        let wrong = supplied.replace("message: null", "message: null, mode: orbit");
+        let rendered = render(&wrong, POOLS, "edge", Some(&chart)).unwrap();
+        assert_eq!(rendered.errors.len(), 1, "{:?}", rendered.errors);
+        assert!(rendered.errors[0].contains("/mode") && !rendered.errors[0].contains("required"));
+    }
+
+    #[test]
     fn edgex_example_renders_the_eastern_pools() {
         let rendered = render(EDGEX, POOLS, "edge", None).unwrap();
         assert!(rendered.errors.is_empty(), "{:?}", rendered.errors);

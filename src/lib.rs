@@ -21,4 +21,5 @@ pub mod status;
 pub mod telemetry;
 pub mod template;
 pub mod values;
+pub mod values_from;
 pub mod version;

@@ -1042,4 +1042,80 @@ mod tests {
             assert!(message.contains("holds 20000 `{{`, more than the 256"), "{message}");
         }
     }
+
+    fn needs_password() -> Chart {
+        Chart {
+            name: "db".into(),
+            version: "1.0.0".into(),
+            values: json!({ "replicas": 1 }),
+            schema: Some(json!({
+                "type": "object",
+                "required": ["password"],
+                "additionalProperties": false,
+                "properties": {
+                    "password": { "type": "string", "minLength": 8 },
+                    "replicas": { "type": "integer" },
+                    "nodeSelector": { "type": "object" }
+                }
+            })),
+        }
+    }
+
+    fn run_with_chart(app: &NodePoolApplication, chart: &Chart) -> Plan {
+        plan(&PlanInput {
+            app,
+            pools: &pools(),
+            owned: Vec::new(),
+            foreign_names: BTreeSet::new(),
+            now: now(),
+            chart_ref: None,
+            chart: Some(chart),
+            hold: None,
+        })
+    }
+
+    #[test]
+    fn a_required_key_a_secret_supplies_is_not_a_failure() {
+        let from_secret = json!([{ "kind": "Secret", "name": "db-credentials" }]);
+        let a = app(json!({ "values": { "replicas": 2 }, "valuesFrom": from_secret,
+            "placement": { "valuesPaths": [] } }));
+        let plan = run_with_chart(&a, &needs_password());
+        assert_eq!(applied_pools(&plan), ["hangzhou", "shanghai"], "{:?}", plan.pools);
+        // Without valuesFrom the same values are refused, naming the key.
+        let a = app(json!({ "values": { "replicas": 2 }, "placement": { "valuesPaths": [] } }));
+        let plan = run_with_chart(&a, &needs_password());
+        let Outcome::Failed { field, message } = outcome(&plan, "hangzhou") else {
+            panic!("{:?}", outcome(&plan, "hangzhou"))
+        };
+        assert_eq!(field, "values");
+        assert!(message.contains("password") && message.contains("required"), "{message}");
+    }
+
+    #[test]
+    fn with_values_from_a_wrong_type_or_forbidden_key_inline_still_fails() {
+        let from_secret = json!([{ "kind": "Secret", "name": "db-credentials" }]);
+        for (values, rule) in [
+            (json!({ "replicas": "two" }), "type"),
+            (json!({ "password": "short" }), "minLength"),
+            (json!({ "colour": "blue" }), "additionalProperties"),
+        ] {
+            let a = app(json!({ "values": values, "valuesFrom": from_secret,
+                "placement": { "valuesPaths": [] } }));
+            let plan = run_with_chart(&a, &needs_password());
+            let Outcome::Failed { message, .. } = outcome(&plan, "shanghai") else {
+                panic!("{values}: {:?}", outcome(&plan, "shanghai"))
+            };
+            assert!(message.contains(&format!("({rule})")), "{values}: {message}");
+            assert!(!message.contains("(required)"), "the missing password is not reported: {message}");
+        }
+    }
+
+    #[test]
+    fn a_target_path_may_set_a_value_the_inline_values_get_wrong() {
+        // Flux sets a targetPath value over everything, the inline values included.
+        let token = json!([{ "kind": "Secret", "name": "db", "valuesKey": "pw", "targetPath": "password" }]);
+        let a = app(json!({ "values": { "password": "short" }, "valuesFrom": token,
+            "placement": { "valuesPaths": [] } }));
+        assert_eq!(applied_pools(&run_with_chart(&a, &needs_password())), ["hangzhou", "shanghai"]);
+    }
 }

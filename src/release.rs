@@ -13,6 +13,7 @@ use crate::pools::{self, Pool};
 use crate::shared_chart::ChartRef;
 use crate::template::{self, Renderer, Scope, TemplateContext, TemplateError};
 use crate::values;
+use crate::values_from::UnseenValues;
 
 pub const HELMRELEASE_API_VERSION: &str = "helm.toolkit.fluxcd.io/v2";
 pub const HELMRELEASE_KIND: &str = "HelmRelease";
@@ -139,16 +140,19 @@ pub fn build(
     })
 }
 
-/// Values from ConfigMaps and Secrets are Flux's to read, not ours: only
-/// what the application writes inline is checked.
+/// Values from ConfigMaps and Secrets are Flux's to read, not ours: the
+/// inline values are checked, and with `valuesFrom` only what no unseen
+/// value could mend fails the pool (a missing required key does not).
 fn check_schema(chart: &Chart, spec: &Value) -> Result<(), FieldError> {
     let values = spec.get("values").cloned().unwrap_or_else(|| json!({}));
-    chart.validate(&values).map_err(|violations| {
-        FieldError::new(
-            "values",
-            format!("chart {} {} rejects them: {violations}", chart.name, chart.version),
-        )
-    })
+    chart
+        .validate_with(&values, &UnseenValues::of_release_spec(spec))
+        .map_err(|violations| {
+            FieldError::new(
+                "values",
+                format!("chart {} {} rejects them: {violations}", chart.name, chart.version),
+            )
+        })
 }
 
 fn release_name(app: &AppInfo, scope: &Scope, default: &str) -> Result<String, FieldError> {
