@@ -52,6 +52,8 @@ pub enum ChartError {
          chart with `helm package`, which puts everything under one directory named after the chart"
     )]
     ChartYamlAtArchiveRoot,
+    #[error("{file} in the chart archive {why}, which Helm refuses; package the chart with `helm package`")]
+    IllegalPath { file: String, why: &'static str },
     #[error("{file} in the chart is not UTF-8 text; save it as UTF-8")]
     NotUtf8 { file: String },
     #[error("{file} in the chart is not valid YAML: {source}; fix the file")]
@@ -158,18 +160,8 @@ impl Chart {
                     limit_mib: MAX_FILE_BYTES / MIB,
                 });
             }
-            // As Helm's loader does: drop the first path component (the
-            // chart's directory) and look at what is left.
-            let normalised = name.replace('\\', "/");
-            let mut parts = normalised.splitn(2, '/');
-            let first = parts.next().unwrap_or_default();
-            let Some(inside) = parts.next() else {
-                if first == "Chart.yaml" {
-                    return Err(ChartError::ChartYamlAtArchiveRoot);
-                }
-                continue;
-            };
-            let slot = match inside {
+            let inside = path_in_chart(&name)?;
+            let slot = match inside.as_str() {
                 "Chart.yaml" => &mut files.chart_yaml,
                 "values.yaml" => &mut files.values_yaml,
                 "values.schema.json" => &mut files.schema_json,
@@ -377,6 +369,39 @@ fn string_field(metadata: &Map<String, Value>, field: &'static str) -> Result<St
             found: kind(other),
         }),
     }
+}
+
+/// Where an archive entry sits inside the chart, read as Helm's loader
+/// reads it (`pkg/chart/loader/archive`): the first component, the chart's
+/// directory, dropped (split at `\\` if the name has one, else at `/`),
+/// then the rest cleaned as Go's `path.Clean` does, so that
+/// `demo/./values.schema.json` is the schema Helm will use. Paths Helm
+/// refuses are refused.
+fn path_in_chart(name: &str) -> Result<String, ChartError> {
+    let illegal = |why| ChartError::IllegalPath {
+        file: name.to_string(),
+        why,
+    };
+    let delimiter = if name.contains('\\') { '\\' } else { '/' };
+    let parts: Vec<&str> = name.split(delimiter).collect();
+    if parts.len() == 1 && parts[0] == "Chart.yaml" {
+        return Err(ChartError::ChartYamlAtArchiveRoot);
+    }
+    let inside = parts[1..].join("/");
+    if inside.starts_with('/') {
+        return Err(illegal("is an absolute path"));
+    }
+    let cleaned = path_clean::clean(&inside).to_string_lossy().into_owned();
+    if cleaned == "." {
+        return Err(illegal("lies outside the chart's directory"));
+    }
+    if cleaned.starts_with("..") {
+        return Err(illegal("refers to a parent directory"));
+    }
+    if parts[0] == "Chart.yaml" {
+        return Err(ChartError::ChartYamlAtArchiveRoot);
+    }
+    Ok(cleaned)
 }
 
 fn archive_error(source: io::Error) -> ChartError {
@@ -763,5 +788,62 @@ mod tests {
         assert!(matches!(missing, Err(ChartError::Read { .. })));
         let err = Chart::from_dir(&fixture().join("templates")).unwrap_err();
         assert!(matches!(err, ChartError::MissingChartYaml { .. }), "{err}");
+    }
+
+    /// As `tgz`, with entry names written byte for byte (the tar crate
+    /// would normalise `./` and refuse `..`).
+    fn tgz_raw(files: &[(&str, &[u8])]) -> Vec<u8> {
+        let mut builder = tar::Builder::new(GzEncoder::new(Vec::new(), Compression::fast()));
+        for (path, data) in files {
+            let mut header = tar::Header::new_old();
+            header.as_old_mut().name[..path.len()].copy_from_slice(path.as_bytes());
+            header.set_size(data.len() as u64);
+            header.set_mode(0o644);
+            header.set_entry_type(tar::EntryType::Regular);
+            header.set_cksum();
+            builder.append(&header, *data).unwrap();
+        }
+        builder.into_inner().unwrap().finish().unwrap()
+    }
+
+    #[test]
+    fn entry_paths_are_cleaned_as_helms_loader_cleans_them() {
+        let chart_yaml: &[u8] = b"name: demo\nversion: 1.0.0\n";
+        let schema: &[u8] = br#"{ "type": "object", "required": ["port"] }"#;
+        for schema_path in [
+            "demo/./values.schema.json",
+            "demo/templates/../values.schema.json",
+            "demo\\values.schema.json",
+        ] {
+            let archive = tgz_raw(&[("demo/Chart.yaml", chart_yaml), (schema_path, schema)]);
+            let chart = Chart::from_tgz(&archive).unwrap_or_else(|e| panic!("{schema_path}: {e}"));
+            // Was: the schema was skipped here while Helm used it.
+            assert!(chart.schema.is_some(), "{schema_path}: the schema Helm uses was not read");
+        }
+        // A name that mixes both separators is split where Helm splits it.
+        let archive = tgz_raw(&[
+            ("demo/Chart.yaml", chart_yaml),
+            ("demo/sub\\values.schema.json", schema),
+        ]);
+        assert!(Chart::from_tgz(&archive).unwrap().schema.is_some());
+    }
+
+    #[test]
+    fn entry_paths_helm_refuses_are_refused() {
+        let chart_yaml: &[u8] = b"name: demo\nversion: 1.0.0\n";
+        for (path, why) in [
+            ("demo/../../etc/values.yaml", "parent directory"),
+            ("demo//etc/values.yaml", "absolute path"),
+            ("README.md", "outside the chart's directory"),
+            ("demo/..", "parent directory"),
+        ] {
+            let archive = tgz_raw(&[("demo/Chart.yaml", chart_yaml), (path, b"x: 1\n")]);
+            let result = Chart::from_tgz(&archive);
+            let e = result.unwrap_err();
+            assert!(e.to_string().contains(why), "{path}: {e}");
+        }
+        let archive = tgz_raw(&[("demo/Chart.yaml", chart_yaml), ("demo\\\\abs.yaml", b"x: 1\n")]);
+        let e = Chart::from_tgz(&archive).unwrap_err();
+        assert!(e.to_string().contains("absolute path"), "{e}");
     }
 }
