@@ -60,6 +60,7 @@ fn main() {
                 pools: &pools,
                 owned: Vec::new(),
                 foreign_names: Default::default(),
+                taken: Default::default(),
                 now: Time(k8s_openapi::jiff::Timestamp::now()),
                 chart_ref: None,
                 chart: None,

@@ -204,6 +204,7 @@ pub fn render(
         pools: &pools,
         owned: Vec::new(),
         foreign_names: Default::default(),
+        taken: Default::default(),
         now,
         chart_ref: chart_ref.as_ref(),
         chart,

@@ -329,6 +329,7 @@ async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) -> Result<A
         pools: &observed.pools,
         owned: observed.owned.clone(),
         foreign_names: observed.foreign_names.clone(),
+        taken: observed.taken.clone(),
         now: Time(k8s_openapi::jiff::Timestamp::now()),
         chart_ref,
         chart,

@@ -97,6 +97,38 @@ fn is_label_value(value: &str) -> bool {
 
 /// The first `len` hex digits of the SHA-256 of the parts joined by NUL, a
 /// byte no Kubernetes name can contain, so the join is unambiguous.
+/// The Helm release a HelmRelease drives, as helm-controller names it:
+/// (storage namespace, release name). `spec.releaseName`, or
+/// `<targetNamespace>-<name>`, or `<name>`, shortened past 53 characters as
+/// Flux shortens it; stored in `spec.storageNamespace`, or the HelmRelease's
+/// own namespace. Two HelmReleases with the same pair drive one release.
+pub fn helm_release_of(object: &serde_json::Value) -> Option<(String, String)> {
+    let text =
+        |pointer: &str| object.pointer(pointer).and_then(serde_json::Value::as_str).filter(|s| !s.is_empty());
+    let name = text("/metadata/name")?;
+    let namespace = text("/metadata/namespace")?;
+    let release = match (text("/spec/releaseName"), text("/spec/targetNamespace")) {
+        (Some(release), _) => release.to_string(),
+        (None, Some(target)) => format!("{target}-{name}"),
+        (None, None) => name.to_string(),
+    };
+    let storage = text("/spec/storageNamespace").unwrap_or(namespace);
+    Some((storage.to_string(), shorten_release_name(&release)))
+}
+
+/// Flux's `ShortenName`: names past 53 characters become their first 40
+/// characters, `-`, and 12 hex digits of their SHA-256.
+pub fn shorten_release_name(name: &str) -> String {
+    if name.len() <= MAX_RELEASE_NAME {
+        return name.to_string();
+    }
+    let digest = Sha256::digest(name.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    // Release names are DNS names, so characters are bytes, as in Go.
+    let prefix: String = name.chars().take(MAX_RELEASE_NAME - 13).collect();
+    format!("{prefix}-{}", &hex[..12])
+}
+
 pub fn hex_prefix(parts: &[&str], len: usize) -> String {
     let digest = Sha256::digest(parts.join("\0").as_bytes());
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
@@ -266,5 +298,36 @@ mod tests {
         assert!(is_dns1123_label("edge-1"));
         assert!(!is_dns1123_label("edge.1"));
         assert!(!is_dns1123_label(""));
+    }
+
+    #[test]
+    fn the_helm_release_a_helmrelease_drives_is_named_as_flux_names_it() {
+        let hr = |spec: serde_json::Value| serde_json::json!({ "metadata": { "name": "web", "namespace": "edge" }, "spec": spec });
+        let key = |s: &str, r: &str| Some((s.to_string(), r.to_string()));
+        assert_eq!(helm_release_of(&hr(serde_json::json!({}))), key("edge", "web"));
+        assert_eq!(
+            helm_release_of(&hr(serde_json::json!({ "targetNamespace": "apps" }))),
+            key("edge", "apps-web")
+        );
+        assert_eq!(
+            helm_release_of(&hr(
+                serde_json::json!({ "releaseName": "gw", "targetNamespace": "apps", "storageNamespace": "store" })
+            )),
+            key("store", "gw")
+        );
+        assert_eq!(helm_release_of(&serde_json::json!({ "metadata": { "name": "x" } })), None);
+    }
+
+    #[test]
+    fn long_release_names_are_shortened_as_flux_shortens_them() {
+        let long = "a".repeat(60);
+        let short = shorten_release_name(&long);
+        assert_eq!(short.len(), 53);
+        assert!(short.starts_with(&format!("{}-", "a".repeat(40))), "{short}");
+        // sha256 of 60 'a's, first 12 hex digits, as Go's fmt.Sprintf("%x") writes it.
+        let hex: String = Sha256::digest(long.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(&short[41..], &hex[..12]);
+        assert_eq!(shorten_release_name("short"), "short");
+        assert_eq!(shorten_release_name(&"b".repeat(53)), "b".repeat(53));
     }
 }

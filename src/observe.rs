@@ -2,14 +2,14 @@
 //! node pools, and the HelmReleases in the application's namespace split into
 //! those this application owns and the names of all others.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::discovery::{self, Scope};
 use kube::{Api, Client, Resource, ResourceExt};
 
 use crate::api::NodePoolApplication;
-use crate::plan::ObservedRelease;
+use crate::plan::{HelmReleaseKey, ObservedRelease, TakenRelease};
 use crate::pools::Pool;
 
 /// OpenYurt's API group for NodePools.
@@ -74,6 +74,8 @@ pub struct Observed {
     /// Names of HelmReleases in the namespace this application does not own:
     /// never adopted, overwritten or deleted.
     pub foreign_names: BTreeSet<String>,
+    /// The same, by the Helm release each drives.
+    pub taken: BTreeMap<HelmReleaseKey, TakenRelease>,
 }
 
 pub async fn observe(
@@ -109,17 +111,19 @@ pub async fn observe(
         ..Observed::default()
     };
     for release in releases {
-        match owned_by(&release, uid) {
-            true => match ObservedRelease::from_object(&release) {
-                Some(owned) => observed.owned.push(owned),
-                // Ours by owner reference but without our pool label: edited
-                // by hand. Leave it alone rather than guess its pool.
-                None => {
-                    observed.foreign_names.insert(release.name_any());
-                }
-            },
-            false => {
+        let value = serde_json::to_value(&release).map_err(|e| ObserveError::ListReleases {
+            namespace: namespace.clone(),
+            source: kube::Error::SerdeError(e),
+        })?;
+        match owned_by(&release, uid).then(|| ObservedRelease::from_value(&value)).flatten() {
+            Some(owned) => observed.owned.push(owned),
+            // Another's, or ours by owner reference but without our pool
+            // label (edited by hand): left alone rather than guess its pool.
+            None => {
                 observed.foreign_names.insert(release.name_any());
+                if let Some((key, taken)) = TakenRelease::from_value(&value) {
+                    observed.taken.insert(key, taken);
+                }
             }
         }
     }

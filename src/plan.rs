@@ -10,7 +10,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::DynamicObject;
 use serde_json::Value;
 
 use crate::api::{NodePoolApplication, NodePoolApplicationStatus};
@@ -32,6 +31,9 @@ pub struct PlanInput<'a> {
     pub owned: Vec<ObservedRelease>,
     /// Names of the namespace's HelmReleases this application does not own.
     pub foreign_names: BTreeSet<String>,
+    /// The same HelmReleases, by the Helm release each drives: a pool
+    /// whose release would drive one of these is refused.
+    pub taken: BTreeMap<HelmReleaseKey, TakenRelease>,
     /// Stamped on conditions that change status.
     pub now: Time,
     /// The shared HelmChart the releases point at, if the controller made one.
@@ -52,6 +54,50 @@ pub struct Hold {
     pub transient: bool,
 }
 
+/// A Helm release as Helm stores it: (storage namespace, release name).
+pub type HelmReleaseKey = (String, String);
+
+/// A HelmRelease this application does not own, as a driver of a Helm release.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TakenRelease {
+    /// The HelmRelease's name.
+    pub name: String,
+    /// The NodePoolApplication that owns it, if one does.
+    pub application: Option<String>,
+    /// Its creation time (RFC 3339, as the API server writes it): of two
+    /// HelmReleases driving one Helm release, the older keeps it.
+    pub created: Option<String>,
+}
+
+impl TakenRelease {
+    /// The Helm release `object` (a HelmRelease) drives, and who drives it.
+    pub fn from_value(object: &Value) -> Option<(HelmReleaseKey, Self)> {
+        let key = naming::helm_release_of(object)?;
+        let owners = object.pointer("/metadata/ownerReferences").and_then(Value::as_array);
+        let application = owners
+            .into_iter()
+            .flatten()
+            .find(|o| o["kind"] == "NodePoolApplication" && o["controller"] == true)
+            .and_then(|o| o["name"].as_str())
+            .map(str::to_string);
+        Some((
+            key,
+            Self {
+                name: object.pointer("/metadata/name")?.as_str()?.to_string(),
+                application,
+                created: created_of(object),
+            },
+        ))
+    }
+}
+
+fn created_of(object: &Value) -> Option<String> {
+    object
+        .pointer("/metadata/creationTimestamp")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
 /// An existing HelmRelease this application owns.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ObservedRelease {
@@ -64,16 +110,14 @@ pub struct ObservedRelease {
     pub status: ReleaseStatus,
     /// The shared HelmChart it points at, if any.
     pub chart_ref: Option<ChartRef>,
+    /// The Helm release it drives.
+    pub helm_release: Option<HelmReleaseKey>,
+    pub created: Option<String>,
 }
 
 impl ObservedRelease {
-    /// Reads a HelmRelease listed from the API server; `None` when it does
+    /// Reads a HelmRelease as the API server lists it; `None` when it does
     /// not say which pool it is for (edited by hand), so that it is left alone.
-    pub fn from_object(object: &DynamicObject) -> Option<Self> {
-        Self::from_value(&serde_json::to_value(object).ok()?)
-    }
-
-    /// As [`ObservedRelease::from_object`], from the object's JSON.
     pub fn from_value(object: &Value) -> Option<Self> {
         let metadata = object.get("metadata")?;
         let text = |map: &str, key: &str| metadata.get(map)?.get(key)?.as_str().map(str::to_string);
@@ -88,6 +132,8 @@ impl ObservedRelease {
             generation: metadata.get("generation").and_then(Value::as_i64),
             status: status::classify(object),
             chart_ref: chart_ref_of(object),
+            helm_release: naming::helm_release_of(object),
+            created: created_of(object),
         })
     }
 }
@@ -125,6 +171,10 @@ pub enum Outcome {
     Failed { field: String, message: String },
     /// The release name is taken by a HelmRelease this application does not own.
     Conflict { name: String },
+    /// The Helm release (`<storage namespace>/<release name>`) it would
+    /// drive is driven by an older HelmRelease this application does not
+    /// own: two HelmReleases would overwrite each other's installs.
+    HelmReleaseTaken { helm_release: String, by: TakenRelease },
     /// Would be applied, but the chart is not usable yet (see [`Hold`]).
     Held,
 }
@@ -148,6 +198,9 @@ impl std::fmt::Display for PoolOutcome {
             }
             Outcome::Failed { field, message } => write!(f, "pool {:?}: {field}: {message}", self.pool),
             Outcome::Held => write!(f, "pool {:?}: waiting for the chart", self.pool),
+            Outcome::HelmReleaseTaken { .. } => {
+                write!(f, "pool {:?}: {}", self.pool, helm_release_taken_message(&self.outcome))
+            }
             Outcome::Conflict { name } => write!(
                 f,
                 "pool {:?}: HelmRelease {name} already exists and is not owned by this application; \
@@ -179,10 +232,12 @@ impl Plan {
     /// Whether any pool failed, conflicted, or the plan was blocked.
     pub fn has_errors(&self) -> bool {
         self.blocked.is_some()
-            || self
-                .pools
-                .iter()
-                .any(|p| matches!(p.outcome, Outcome::Failed { .. } | Outcome::Conflict { .. }))
+            || self.pools.iter().any(|p| {
+                matches!(
+                    p.outcome,
+                    Outcome::Failed { .. } | Outcome::Conflict { .. } | Outcome::HelmReleaseTaken { .. }
+                )
+            })
     }
 }
 
@@ -220,6 +275,15 @@ pub fn plan(input: &PlanInput) -> Plan {
         status: NodePoolApplicationStatus::default(),
     };
     for (pool, result) in built {
+        if let Some(outcome) = result.as_ref().ok().and_then(|b| helm_release_taken(input, &owned, b)) {
+            let release = naming::release_name(app.name, &pool);
+            plan.pools.push(PoolOutcome {
+                pool,
+                release,
+                outcome,
+            });
+            continue;
+        }
         place(&mut plan, &owned, pool, result, app.name);
     }
     plan.pools.sort_by(|a, b| a.pool.cmp(&b.pool));
@@ -287,6 +351,47 @@ fn blocked(input: &PlanInput, reason: String, message: String) -> Plan {
     };
     plan.status = roll_up(input, &plan, &BTreeMap::new(), Some((reason, message)));
     plan
+}
+
+/// A release that would drive a Helm release another HelmRelease already
+/// drives is refused, unless this application's own release of that pool
+/// drove it first (the older of the two keeps it; names break a tie). The
+/// refused pool's existing release, if any, is left as it is: deleting it
+/// would uninstall the Helm release both drive.
+fn helm_release_taken(
+    input: &PlanInput,
+    owned: &BTreeMap<&str, &ObservedRelease>,
+    built: &BuiltRelease,
+) -> Option<Outcome> {
+    let key = naming::helm_release_of(&built.object)?;
+    let by = input.taken.get(&key)?;
+    let ours = owned.get(built.name.as_str()).filter(|o| o.helm_release.as_ref() == Some(&key));
+    let first = |created: &Option<String>, name: &str| {
+        (created.clone().unwrap_or_else(|| "~".into()), name.to_string())
+    };
+    if ours.is_some_and(|o| first(&o.created, &o.name) < first(&by.created, &by.name)) {
+        return None;
+    }
+    Some(Outcome::HelmReleaseTaken {
+        helm_release: format!("{}/{}", key.0, key.1),
+        by: by.clone(),
+    })
+}
+
+fn helm_release_taken_message(outcome: &Outcome) -> String {
+    let Outcome::HelmReleaseTaken { helm_release, by } = outcome else {
+        return String::new();
+    };
+    let owner = match &by.application {
+        Some(app) => format!(" of NodePoolApplication {app}"),
+        None => String::new(),
+    };
+    format!(
+        "releaseName: Helm release {helm_release} is already driven by HelmRelease {}{owner}; two \
+         HelmReleases would overwrite each other's installs: give each application's releases \
+         their own names (include {{{{app.name}}}} in releaseName) or storageNamespace",
+        by.name
+    )
 }
 
 /// Two pools installing the same Helm release would overwrite each other.
@@ -404,6 +509,9 @@ fn pool_status(outcome: &PoolOutcome, observed: Option<&ObservedRelease>) -> Rel
         (Outcome::Failed { field, message }, _) => {
             make(ReleaseState::Stalled, "InvalidPoolConfig", format!("{field}: {message}"))
         }
+        (taken @ Outcome::HelmReleaseTaken { .. }, _) => {
+            make(ReleaseState::Stalled, "ReleaseNameConflict", helm_release_taken_message(taken))
+        }
         (Outcome::Conflict { name }, _) => make(
             ReleaseState::Stalled,
             "NameConflict",
@@ -464,6 +572,7 @@ mod tests {
             pools,
             owned,
             foreign_names: foreign.iter().map(|s| s.to_string()).collect(),
+            taken: BTreeMap::new(),
             now: now(),
             chart_ref: None,
             chart: None,
@@ -503,6 +612,8 @@ mod tests {
                 observed_latest: true,
             },
             chart_ref: None,
+            helm_release: None,
+            created: None,
         }
     }
 
@@ -793,6 +904,7 @@ mod tests {
             pools: &pools(),
             owned,
             foreign_names: BTreeSet::new(),
+            taken: BTreeMap::new(),
             now: now(),
             chart_ref: None,
             chart: Some(chart),
@@ -949,8 +1061,8 @@ mod tests {
                 "annotations": { "apps.fanout.dev/pool-name": "hz", "apps.fanout.dev/spec-hash": "abc" } },
             "status": { "observedGeneration": 2, "conditions": [{ "type": "Ready", "status": "True", "reason": "InstallSucceeded", "message": "" }] }
         });
-        let dynamic: DynamicObject = serde_json::from_value(object.clone()).unwrap();
-        let o = ObservedRelease::from_object(&dynamic).unwrap();
+        let dynamic: kube::api::DynamicObject = serde_json::from_value(object.clone()).unwrap();
+        let o = ObservedRelease::from_value(&serde_json::to_value(&dynamic).unwrap()).unwrap();
         assert_eq!(
             (o.name.as_str(), o.pool.as_deref(), o.spec_hash.as_deref()),
             ("gw-hz-1", Some("hz"), Some("abc"))
@@ -1067,6 +1179,7 @@ mod tests {
             pools: &pools(),
             owned: Vec::new(),
             foreign_names: BTreeSet::new(),
+            taken: BTreeMap::new(),
             now: now(),
             chart_ref: None,
             chart: Some(chart),
@@ -1117,5 +1230,100 @@ mod tests {
         let a = app(json!({ "values": { "password": "short" }, "valuesFrom": token,
             "placement": { "valuesPaths": [] } }));
         assert_eq!(applied_pools(&run_with_chart(&a, &needs_password())), ["hangzhou", "shanghai"]);
+    }
+
+    fn with_taken(
+        app: &NodePoolApplication,
+        owned: Vec<ObservedRelease>,
+        taken: &[(&str, &str, &str)],
+    ) -> Plan {
+        plan(&PlanInput {
+            app,
+            pools: &pools(),
+            owned,
+            foreign_names: taken.iter().map(|(hr, ..)| hr.to_string()).collect(),
+            taken: taken
+                .iter()
+                .map(|(hr, release, created)| {
+                    (
+                        ("edge".to_string(), release.to_string()),
+                        TakenRelease {
+                            name: hr.to_string(),
+                            application: Some("other".into()),
+                            created: Some(created.to_string()),
+                        },
+                    )
+                })
+                .collect(),
+            now: now(),
+            chart_ref: None,
+            chart: None,
+            hold: None,
+        })
+    }
+
+    #[test]
+    fn a_helm_release_another_application_drives_is_refused_naming_it() {
+        // Both applications render releaseName {{pool.name}}, in one namespace.
+        let a = app(json!({ "releaseName": "{{pool.name}}" }));
+        let plan = with_taken(&a, vec![], &[("other-hangzhou-1234", "hangzhou", "2030-01-01T00:00:00Z")]);
+        let Outcome::HelmReleaseTaken { helm_release, by } = outcome(&plan, "hangzhou") else {
+            panic!("{:?}", outcome(&plan, "hangzhou"))
+        };
+        assert_eq!(helm_release, "edge/hangzhou");
+        assert_eq!(by.application.as_deref(), Some("other"));
+        assert_eq!(applied_pools(&plan), ["shanghai"], "the other pools go on");
+        let reported = plan.status.pools.iter().find(|p| p.pool == "hangzhou").unwrap();
+        assert_eq!(reported.reason, "ReleaseNameConflict");
+        assert!(reported
+            .message
+            .contains("HelmRelease other-hangzhou-1234 of NodePoolApplication other"));
+        assert!(plan.has_errors());
+        let stalled = plan.status.conditions.iter().find(|c| c.type_ == "Stalled").unwrap();
+        assert_eq!(stalled.status, "True");
+    }
+
+    #[test]
+    fn the_older_of_two_releases_driving_one_helm_release_keeps_it_and_neither_is_deleted() {
+        let a = app(json!({ "releaseName": "{{pool.name}}" }));
+        let mine = naming::release_name("gw", "hangzhou");
+        let mut observed = ready_release(&mine, "hangzhou", "old-hash");
+        observed.helm_release = Some(("edge".into(), "hangzhou".into()));
+        observed.created = Some("2030-01-01T00:00:00Z".into());
+        // Ours is older: it goes on being written.
+        let later = [("other-hangzhou-1234", "hangzhou", "2030-01-02T00:00:00Z")];
+        let plan = with_taken(&a, vec![observed.clone()], &later);
+        assert_eq!(outcome(&plan, "hangzhou"), &Outcome::Planned);
+        // Ours is newer: refused, and kept, not pruned (its deletion would
+        // uninstall the Helm release both drive).
+        let earlier = [("other-hangzhou-1234", "hangzhou", "2029-12-31T00:00:00Z")];
+        let plan = with_taken(&a, vec![observed], &earlier);
+        assert!(matches!(outcome(&plan, "hangzhou"), Outcome::HelmReleaseTaken { .. }));
+        assert!(plan.prune.is_empty(), "{:?}", plan.prune);
+        assert!(!applied_pools(&plan).contains(&"hangzhou"));
+    }
+
+    #[test]
+    fn distinct_helm_releases_do_not_clash() {
+        // The default release names include the application's name.
+        let plan = with_taken(
+            &app(json!({})),
+            vec![],
+            &[("other-hangzhou-1234", "hangzhou", "2030-01-01T00:00:00Z")],
+        );
+        assert_eq!(applied_pools(&plan), ["hangzhou", "shanghai"]);
+    }
+
+    #[test]
+    fn a_taken_release_is_read_from_the_helmrelease() {
+        let hr = json!({ "metadata": { "name": "web", "namespace": "edge", "creationTimestamp": "2030-01-01T00:00:00Z",
+            "ownerReferences": [{ "kind": "NodePoolApplication", "name": "other", "controller": true, "uid": "u" }] },
+            "spec": { "releaseName": "gw" } });
+        let (key, taken) = TakenRelease::from_value(&hr).unwrap();
+        assert_eq!(key, ("edge".to_string(), "gw".to_string()));
+        assert_eq!(taken.application.as_deref(), Some("other"));
+        assert_eq!(taken.created.as_deref(), Some("2030-01-01T00:00:00Z"));
+        let by_hand = json!({ "metadata": { "name": "web", "namespace": "edge" } });
+        assert_eq!(TakenRelease::from_value(&by_hand).unwrap().1.application, None);
     }
 }
