@@ -308,3 +308,40 @@ async fn ensure_chart_and_prune_charts_take_every_branch_on_a_real_api_server() 
     env.cleanup().await;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_shared_charts_there_is_no_finalizer_and_deletion_is_immediate() -> TestResult {
+    let mut env = TestEnv::new("nofinalizer").await;
+    ensure_crd(&env.client).await;
+    let tag = env.prefix.clone();
+    env.create_pool("a", &[("e2e", &tag), ("region", "east")], 1).await;
+    let _controller = RunningController::start_with(&env.namespace, &["--shared-chart=false"]);
+    // Suspended: the case is about what the controller writes and removes.
+    apply_app(&env, &ingress_app(&env, json!({ "helmRelease": { "suspend": true } }))).await?;
+    let releases = support::wait_for("the release", CHANGE_TIMEOUT, || async {
+        let releases = releases_by_pool(&env).await;
+        match releases.len() {
+            1 => Ok(releases),
+            n => Err(format!("{n} releases")),
+        }
+    })
+    .await;
+    for hr in releases.values() {
+        assert!(hr["spec"]["chart"]["spec"].is_object(), "a chart.spec per release: {}", hr["spec"]);
+        assert!(hr["spec"].get("chartRef").is_none());
+    }
+    let apps: Api<NodePoolApplication> = Api::namespaced(env.client.clone(), &env.namespace);
+    let app = apps.get("ingress").await?;
+    assert!(app.metadata.finalizers.unwrap_or_default().is_empty(), "no shared chart, no finalizer");
+    assert!(charts_of(&env).await.is_empty(), "no shared chart is made");
+    apps.delete("ingress", &DeleteParams::default()).await?;
+    support::wait_for("the application gone", CHANGE_TIMEOUT, || async {
+        match apps.get_opt("ingress").await {
+            Ok(None) => Ok(()),
+            other => Err(format!("{:?}", other.map(|a| a.map(|a| a.metadata.finalizers)))),
+        }
+    })
+    .await;
+    env.cleanup().await;
+    Ok(())
+}
