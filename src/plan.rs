@@ -247,6 +247,9 @@ pub fn plan(input: &PlanInput) -> Plan {
         Ok(selected) => selected,
         Err((reason, message)) => return blocked(input, reason, message),
     };
+    if selected.pools.is_empty() && !input.owned.is_empty() {
+        return nothing_selected(input, &app);
+    }
     let renderer = Renderer::new();
     let mut built: BTreeMap<String, Result<BuiltRelease, FieldError>> = BTreeMap::new();
     let mut outcomes = Vec::new();
@@ -392,6 +395,55 @@ fn helm_release_taken_message(outcome: &Outcome) -> String {
          their own names (include {{{{app.name}}}} in releaseName) or storageNamespace",
         by.name
     )
+}
+
+/// A selection that matches no pool while releases exist is far likelier a
+/// typo (a misspelt label, a renamed key) than a wish to uninstall every
+/// site: nothing is pruned, the existing releases are reported as they
+/// are, and the application is Stalled until a person acts. Deleting the
+/// application is how every release is removed.
+fn nothing_selected(input: &PlanInput, app: &AppInfo) -> Plan {
+    let owned: BTreeMap<&str, &ObservedRelease> = input.owned.iter().map(|o| (o.name.as_str(), o)).collect();
+    let mut plan = Plan {
+        apply: Vec::new(),
+        unchanged: input.owned.iter().map(|o| o.name.clone()).collect(),
+        prune: Vec::new(),
+        pools: input
+            .owned
+            .iter()
+            .map(|o| PoolOutcome {
+                pool: o.pool.clone().unwrap_or_default(),
+                release: o.name.clone(),
+                outcome: Outcome::Unchanged,
+            })
+            .collect(),
+        missing_pools: Vec::new(),
+        blocked: None,
+        status: NodePoolApplicationStatus::default(),
+    };
+    plan.pools.sort_by(|a, b| a.pool.cmp(&b.pool));
+    let message = format!(
+        "spec.pools ({}) matches no NodePool, yet this application has {} HelmRelease(s); nothing is \
+         pruned: fix spec.pools, or delete the application to remove every release",
+        describe_selection(&app.spec.pools),
+        input.owned.len()
+    );
+    plan.blocked = Some(message.clone());
+    plan.status = roll_up(input, &plan, &owned, Some(("NoPoolsSelected".to_string(), message)));
+    plan
+}
+
+/// `names [a, b], selector {"matchLabels":{"region":"east"}}`, as the user wrote it.
+fn describe_selection(selection: &crate::api::PoolSelection) -> String {
+    let mut parts = Vec::new();
+    if !selection.names.is_empty() {
+        parts.push(format!("names [{}]", selection.names.join(", ")));
+    }
+    if let Some(selector) = &selection.selector {
+        let text = serde_json::to_string(selector).unwrap_or_else(|e| format!("<unprintable: {e}>"));
+        parts.push(format!("selector {text}"));
+    }
+    parts.join(", ")
 }
 
 /// Two pools installing the same Helm release would overwrite each other.
@@ -1173,30 +1225,16 @@ mod tests {
         }
     }
 
-    fn run_with_chart(app: &NodePoolApplication, chart: &Chart) -> Plan {
-        plan(&PlanInput {
-            app,
-            pools: &pools(),
-            owned: Vec::new(),
-            foreign_names: BTreeSet::new(),
-            taken: BTreeMap::new(),
-            now: now(),
-            chart_ref: None,
-            chart: Some(chart),
-            hold: None,
-        })
-    }
-
     #[test]
     fn a_required_key_a_secret_supplies_is_not_a_failure() {
         let from_secret = json!([{ "kind": "Secret", "name": "db-credentials" }]);
         let a = app(json!({ "values": { "replicas": 2 }, "valuesFrom": from_secret,
             "placement": { "valuesPaths": [] } }));
-        let plan = run_with_chart(&a, &needs_password());
+        let plan = with_chart(&a, vec![], &needs_password());
         assert_eq!(applied_pools(&plan), ["hangzhou", "shanghai"], "{:?}", plan.pools);
         // Without valuesFrom the same values are refused, naming the key.
         let a = app(json!({ "values": { "replicas": 2 }, "placement": { "valuesPaths": [] } }));
-        let plan = run_with_chart(&a, &needs_password());
+        let plan = with_chart(&a, vec![], &needs_password());
         let Outcome::Failed { field, message } = outcome(&plan, "hangzhou") else {
             panic!("{:?}", outcome(&plan, "hangzhou"))
         };
@@ -1214,7 +1252,7 @@ mod tests {
         ] {
             let a = app(json!({ "values": values, "valuesFrom": from_secret,
                 "placement": { "valuesPaths": [] } }));
-            let plan = run_with_chart(&a, &needs_password());
+            let plan = with_chart(&a, vec![], &needs_password());
             let Outcome::Failed { message, .. } = outcome(&plan, "shanghai") else {
                 panic!("{values}: {:?}", outcome(&plan, "shanghai"))
             };
@@ -1229,7 +1267,7 @@ mod tests {
         let token = json!([{ "kind": "Secret", "name": "db", "valuesKey": "pw", "targetPath": "password" }]);
         let a = app(json!({ "values": { "password": "short" }, "valuesFrom": token,
             "placement": { "valuesPaths": [] } }));
-        assert_eq!(applied_pools(&run_with_chart(&a, &needs_password())), ["hangzhou", "shanghai"]);
+        assert_eq!(applied_pools(&with_chart(&a, vec![], &needs_password())), ["hangzhou", "shanghai"]);
     }
 
     fn with_taken(
@@ -1325,5 +1363,64 @@ mod tests {
         assert_eq!(taken.created.as_deref(), Some("2030-01-01T00:00:00Z"));
         let by_hand = json!({ "metadata": { "name": "web", "namespace": "edge" } });
         assert_eq!(TakenRelease::from_value(&by_hand).unwrap().1.application, None);
+    }
+
+    #[test]
+    fn a_selection_matching_nothing_prunes_nothing_and_stalls() {
+        // A typo in the selector: every site would be uninstalled.
+        let a = app(json!({ "pools": { "selector": { "matchLabels": { "regoin": "east" } } } }));
+        let hz = naming::release_name("gw", "hangzhou");
+        let sh = naming::release_name("gw", "shanghai");
+        let owned = vec![
+            ready_release(&hz, "hangzhou", "h1"),
+            ready_release(&sh, "shanghai", "h2"),
+        ];
+        let plan = run(&a, &pools(), owned, &[]);
+        assert!(plan.prune.is_empty(), "{:?}", plan.prune);
+        assert!(plan.apply.is_empty());
+        let stalled = plan.status.conditions.iter().find(|c| c.type_ == "Stalled").unwrap();
+        assert_eq!(stalled.reason, "NoPoolsSelected");
+        assert!(
+            stalled.message.contains(r#"selector {"matchLabels":{"regoin":"east"}}"#),
+            "{}",
+            stalled.message
+        );
+        assert!(stalled.message.contains("2 HelmRelease(s)"), "{}", stalled.message);
+        // The releases left in place are still reported as they are.
+        let reported: Vec<&str> = plan.status.pools.iter().map(|p| p.pool.as_str()).collect();
+        assert_eq!(reported, ["hangzhou", "shanghai"]);
+        assert_eq!(plan.status.ready, "2/2");
+        assert!(plan.has_errors());
+    }
+
+    #[test]
+    fn named_pools_that_all_vanished_prune_nothing_either() {
+        let a = app(json!({ "pools": { "names": ["atlantis"] } }));
+        let hz = naming::release_name("gw", "hangzhou");
+        let plan = run(&a, &pools(), vec![ready_release(&hz, "hangzhou", "h1")], &[]);
+        assert!(plan.prune.is_empty());
+        let stalled = plan.status.conditions.iter().find(|c| c.type_ == "Stalled").unwrap();
+        assert!(stalled.message.contains("names [atlantis]"), "{}", stalled.message);
+    }
+
+    #[test]
+    fn a_selection_matching_nothing_with_nothing_to_protect_is_not_stalled() {
+        let a = app(json!({ "pools": { "selector": { "matchLabels": { "region": "mars" } } } }));
+        let plan = run(&a, &pools(), vec![], &[]);
+        assert!(plan.blocked.is_none());
+        assert!(
+            plan.status.conditions.iter().all(|c| c.type_ != "Stalled"),
+            "{:?}",
+            plan.status.conditions
+        );
+    }
+
+    #[test]
+    fn one_pool_left_in_the_selection_still_prunes_the_others() {
+        // Only a selection of nothing is taken for a typo.
+        let a = app(json!({ "pools": { "names": ["hangzhou"] } }));
+        let sh = naming::release_name("gw", "shanghai");
+        let plan = run(&a, &pools(), vec![ready_release(&sh, "shanghai", "h2")], &[]);
+        assert_eq!(plan.prune, [sh]);
     }
 }
