@@ -172,31 +172,31 @@ pub struct RollupInput<'a> {
 /// The application's status. Reconciling and Stalled appear only while
 /// True, as Flux does, so that `kubectl wait --for=condition=Ready` and
 /// kstatus both read it the usual way.
+///
+/// kstatus (inside Flux's health checks) reads the first of Reconciling=True
+/// (InProgress) and Stalled=True (Failed) it meets, and only then Ready,
+/// where False reads as InProgress. So:
+/// - Stalled=True whenever a person must act: a blocker (an invalid
+///   selector, an unresolvable chart, an empty selection that protects
+///   releases), a pool whose config is invalid or that Flux gave up on, a
+///   named pool that does not exist. Reconciling is then left out, as Flux
+///   leaves it out beside Stalled, so kstatus reads Failed at once rather
+///   than waiting out its timeout.
+/// - Otherwise Reconciling=True while any pool is progressing, waiting or
+///   failing with retries left (Flux retries it).
 pub fn rollup(input: &RollupInput) -> NodePoolApplicationStatus {
     let total = input.pools.len();
     let ready = input.pools.iter().filter(|p| p.status.state == ReleaseState::Ready).count();
-    let stalled = first_with(input.pools, &[ReleaseState::Stalled]);
-    let busy = first_with(
-        input.pools,
-        &[
-            ReleaseState::Progressing,
-            ReleaseState::Waiting,
-            ReleaseState::Unknown,
-        ],
-    );
     let make = |kind, status, reason: &str, message: &str| {
         condition(kind, status, reason, message, input.generation, input.previous, input.now)
     };
 
     let (ready_status, reason) = ready_reason(input, ready == total);
     let mut conditions = vec![make("Ready", ready_status, &reason, &summary(input, ready))];
-    if let Some(p) = busy {
+    if let Some((reason, message)) = stalled(input) {
+        conditions.push(make("Stalled", ConditionStatus::True, &reason, &message));
+    } else if let Some(p) = first_with(input.pools, BUSY) {
         conditions.push(make("Reconciling", ConditionStatus::True, "Progressing", &describe(p)));
-    }
-    if let Some((reason, message)) = &input.blocker {
-        conditions.push(make("Stalled", ConditionStatus::True, reason, message));
-    } else if let Some(p) = stalled {
-        conditions.push(make("Stalled", ConditionStatus::True, &p.status.reason, &describe(p)));
     }
     NodePoolApplicationStatus {
         observed_generation: input.generation,
@@ -207,6 +207,37 @@ pub fn rollup(input: &RollupInput) -> NodePoolApplicationStatus {
         conditions,
         pools: input.pools.iter().map(pool_status).collect(),
     }
+}
+
+/// Pool states in which Flux or this controller is still working.
+const BUSY: &[ReleaseState] = &[
+    ReleaseState::Progressing,
+    ReleaseState::Waiting,
+    ReleaseState::Unknown,
+    ReleaseState::Failed,
+];
+
+/// Why a person must act, if one must: (reason, message).
+fn stalled(input: &RollupInput) -> Option<(String, String)> {
+    if let Some(blocker) = &input.blocker {
+        return Some(blocker.clone());
+    }
+    let stalled: Vec<&PoolReport> =
+        input.pools.iter().filter(|p| p.status.state == ReleaseState::Stalled).collect();
+    if let Some(first) = stalled.first() {
+        let message = match stalled.len() {
+            1 => describe(first),
+            n => format!("{}; and {} more pools", describe(first), n - 1),
+        };
+        return Some((first.status.reason.clone(), message));
+    }
+    (!input.missing.is_empty()).then(|| {
+        let message = format!(
+            "node pools not found: {}; create them, or remove them from spec.pools.names",
+            input.missing.join(", ")
+        );
+        ("PoolNotFound".to_string(), message)
+    })
 }
 
 fn ready_reason(input: &RollupInput, all_ready: bool) -> (ConditionStatus, String) {
@@ -700,5 +731,56 @@ mod tests {
         assert_eq!(flipped.last_transition_time, now());
         let other = condition("Stalled", ConditionStatus::True, "r", "m", Some(2), &previous, &now());
         assert_eq!(other.last_transition_time, now());
+    }
+
+    mod kstatus_cases {
+        include!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kstatus/cases.rs"));
+    }
+
+    /// kstatus's reading of a custom resource, as Flux's fork of it
+    /// (fluxcd/cli-utils `pkg/kstatus/status`) computes it: an unobserved
+    /// generation is InProgress; then the first Reconciling=True
+    /// (InProgress) or Stalled=True (Failed) in list order; then Ready
+    /// (True: Current, otherwise InProgress); no conditions: Current.
+    /// `tests/kstatus.rs` checks the same cases with the library itself.
+    fn kstatus(status: &NodePoolApplicationStatus, generation: i64) -> &'static str {
+        if status.observed_generation != Some(generation) {
+            return "InProgress";
+        }
+        for c in &status.conditions {
+            match (c.type_.as_str(), c.status.as_str()) {
+                ("Reconciling", "True") => return "InProgress",
+                ("Stalled", "True") => return "Failed",
+                _ => {}
+            }
+        }
+        match get(status, "Ready").map(|c| c.status.as_str()) {
+            Some("True") | None => "Current",
+            Some(_) => "InProgress",
+        }
+    }
+
+    #[test]
+    fn kstatus_reads_every_case_as_a_person_would() {
+        let now = now();
+        for case in kstatus_cases::CASES {
+            let pools = kstatus_cases::reports(case);
+            let missing: Vec<String> = case.missing.iter().map(|m| m.to_string()).collect();
+            let status = rollup(&RollupInput {
+                pools: &pools,
+                missing: &missing,
+                blocker: case.blocker.map(|(r, m)| (r.to_string(), m.to_string())),
+                generation: Some(4),
+                previous: &[],
+                now: &now,
+            });
+            assert_eq!(kstatus(&status, 4), case.kstatus, "{}: {:#?}", case.name, status.conditions);
+            // Stalled and Reconciling never stand together, as in Flux.
+            assert!(
+                get(&status, "Stalled").is_none() || get(&status, "Reconciling").is_none(),
+                "{}",
+                case.name
+            );
+        }
     }
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds every binary of the local control plane from the Go modules pinned
 # beside this script, into a cache outside the work tree, and prints the
-# directory that holds them all.
+# directory that holds them all. Beside the control plane it builds
+# `kstatus`, Flux's status library as a command, for the tests.
 #
 # Each wrapper module is built into its own directory keyed by a hash of its
 # go.mod, go.sum and the Go version, so a second run builds nothing and a
@@ -14,7 +15,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache=${NODEPOOL_FANOUT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nodepool-fanout}
-modules=(kubernetes source-controller helm-controller kwok)
+modules=(kubernetes source-controller helm-controller kwok kstatus)
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=readonly
 
@@ -23,8 +24,11 @@ log() { printf '[build] %s\n' "$*" >&2; }
 command -v go >/dev/null || { log "go is not on PATH: install Go 1.26 or newer"; exit 1; }
 go_version=$(go env GOVERSION)
 
+# Every file of the wrapper module counts: go.mod and go.sum pin the
+# versions, and a module may hold a small program of its own (kstatus).
 module_key() {
-  cat "$here/$1/go.mod" "$here/$1/go.sum" <(echo "$go_version") "$0" | sha256sum | cut -c1-16
+  find "$here/$1" -maxdepth 1 -type f | LC_ALL=C sort | xargs cat | cat - <(echo "$go_version") "$0" |
+    sha256sum | cut -c1-16
 }
 
 # Version stamps, so that `kubectl version` and the API server's /version
