@@ -56,6 +56,7 @@ fn main() {
         for _ in 0..3 {
             let start = Instant::now();
             let planned = plan::plan(&PlanInput {
+                nodes: None,
                 app: &app,
                 pools: &pools,
                 owned: Vec::new(),

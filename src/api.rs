@@ -6,6 +6,7 @@
 
 use k8s_openapi::api::core::v1::Toleration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
+pub use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::{CustomResource, CustomResourceExt, KubeSchema};
 use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use serde::{Deserialize, Serialize};
@@ -32,6 +33,7 @@ pub const DEFAULT_NODE_LABEL: &str = "apps.openyurt.io/nodepool";
     printcolumn(name = "Ready", type_ = "string", json_path = ".status.ready"),
     printcolumn(name = "Chart", type_ = "string", json_path = ".spec.chart.spec.chart"),
     printcolumn(name = "Version", type_ = "string", json_path = ".status.chartVersion"),
+    printcolumn(name = "Rollout", type_ = "string", json_path = ".status.rollout.progress"),
     printcolumn(
         name = "Status",
         type_ = "string",
@@ -85,6 +87,94 @@ pub struct NodePoolApplicationSpec {
     /// Suspends every release of this application (Flux stops acting on them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suspend: Option<bool>,
+
+    /// How a change reaches the pools: all at once (the default), or pool
+    /// by pool, each gated on the health of those before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<Rollout>,
+}
+
+/// How a change to the application reaches its pools. A pool with no
+/// release yet is installed at once (it has nothing to break); pools whose
+/// release differs follow the strategy.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[x_kube(
+    cel,
+    validation = Rule::new(
+        "!has(self.maxUnavailable) || string(self.maxUnavailable).matches('^([1-9][0-9]{0,5}|[0-9]{1,3}%)$')"
+    )
+    .message("maxUnavailable must be a whole number of at least 1, or a percentage such as \"25%\""),
+    validation = Rule::new(
+        "!has(self.maxFailures) || string(self.maxFailures).matches('^([0-9]{1,6}|[0-9]{1,3}%)$')"
+    )
+    .message("maxFailures must be a whole number of at least 0, or a percentage such as \"10%\""),
+)]
+#[serde(rename_all = "camelCase")]
+pub struct Rollout {
+    #[serde(default)]
+    pub strategy: RolloutStrategy,
+
+    /// Pools updated and not yet done at once: a number, or a percentage of
+    /// the selected pools rounded down (at least one). Default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "int_or_percent_schema")]
+    pub max_unavailable: Option<IntOrString>,
+
+    /// Ordered waves; the pools of no step form the last wave. A pool in
+    /// several steps belongs to the first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<RolloutStep>,
+
+    /// How long an updated pool must stay Ready to count as done. Default 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 86400))]
+    pub min_ready_seconds: Option<i64>,
+
+    /// An updated pool not done this long after its release was written
+    /// counts as failed, e.g. `10m` (the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "optional_duration_schema")]
+    pub progress_deadline: Option<String>,
+
+    /// Failed pools tolerated before the rollout halts: a number, or a
+    /// percentage of the selected pools rounded down. Default 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "int_or_percent_schema")]
+    pub max_failures: Option<IntOrString>,
+
+    /// No further pool starts updating; pools already updating finish.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<bool>,
+
+    /// Whether pools whose nodes are all NotReady are updated. Default Skip.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offline_pools: Option<OfflinePools>,
+}
+
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RolloutStrategy {
+    /// Every pool is written at once.
+    #[default]
+    AllAtOnce,
+    /// Pools are updated wave by wave, at most `maxUnavailable` at once,
+    /// halting past `maxFailures`.
+    Progressive,
+}
+
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OfflinePools {
+    /// An offline pool's release is left as it is until a node is Ready again.
+    #[default]
+    Skip,
+    /// Offline pools are written like the others.
+    Include,
+}
+
+/// One wave of a progressive rollout.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStep {
+    pub pools: PoolSelection,
 }
 
 /// A set of node pools: the union of the named pools and those whose labels
@@ -326,6 +416,62 @@ pub struct NodePoolApplicationStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "pool_statuses_schema")]
     pub pools: Vec<PoolStatus>,
+    /// Pools whose nodes are all NotReady.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub offline_pools: i32,
+    /// Where the current revision has got to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutStatus>,
+}
+
+fn is_zero(n: &i32) -> bool {
+    *n == 0
+}
+
+/// The progress of the current revision over the pools.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStatus {
+    /// What every pool's release would be now, as a short hash of the
+    /// application's spec and the chart it resolved to.
+    pub revision: String,
+    pub phase: RolloutPhase,
+    /// Pools whose release carries the revision.
+    pub updated: i32,
+    /// Updated pools that are Ready and have stayed so for minReadySeconds.
+    pub done: i32,
+    /// Updated pools that failed.
+    #[serde(default)]
+    pub failed: i32,
+    /// Pools the rollout covers: the selected pools, offline ones aside.
+    pub total: i32,
+    /// The wave under way, e.g. `2/3`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wave: Option<String>,
+    /// For the printer column: the phase and done out of total, e.g. `Progressing 3/10`.
+    pub progress: String,
+    #[serde(default)]
+    pub message: String,
+}
+
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RolloutPhase {
+    #[default]
+    Progressing,
+    Paused,
+    Halted,
+    Complete,
+}
+
+impl RolloutPhase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Progressing => "Progressing",
+            Self::Paused => "Paused",
+            Self::Halted => "Halted",
+            Self::Complete => "Complete",
+        }
+    }
 }
 
 /// The state of one pool's release.
@@ -344,6 +490,19 @@ pub struct PoolStatus {
     /// Whether the release's status describes its latest spec.
     #[serde(default)]
     pub observed_latest: bool,
+    /// Whether the release carries the current revision.
+    #[serde(default)]
+    pub up_to_date: bool,
+    /// Where the pool stands in the rollout: Done, Soaking, Updating,
+    /// Failed, Pending (its turn has not come), Paused, Halted or Offline.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub rollout: String,
+    /// Ready nodes out of the pool's nodes, e.g. `2/3`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<String>,
+    /// Whether the pool has nodes and none of them is Ready.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub offline: bool,
 }
 
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -392,6 +551,11 @@ const LABEL_KEY_RULE: &str =
 
 fn duration_schema(_: &mut SchemaGenerator) -> Schema {
     json_schema!({ "type": "string", "pattern": DURATION_PATTERN })
+}
+
+/// An integer or a percentage string, as Kubernetes' own `maxUnavailable`.
+fn int_or_percent_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "x-kubernetes-int-or-string": true, "nullable": true })
 }
 
 fn optional_duration_schema(_: &mut SchemaGenerator) -> Schema {
@@ -480,9 +644,10 @@ mod tests {
         let crd = crd_json();
         let columns = crd["spec"]["versions"][0]["additionalPrinterColumns"].as_array().unwrap();
         let names: Vec<_> = columns.iter().map(|c| c["name"].as_str().unwrap()).collect();
-        assert_eq!(names, ["Ready", "Chart", "Version", "Status", "Age"]);
+        assert_eq!(names, ["Ready", "Chart", "Version", "Rollout", "Status", "Age"]);
         assert_eq!(columns[0]["jsonPath"], ".status.ready");
-        assert_eq!(columns[3]["jsonPath"], ".status.conditions[?(@.type==\"Ready\")].message");
+        assert_eq!(columns[3]["jsonPath"], ".status.rollout.progress");
+        assert_eq!(columns[4]["jsonPath"], ".status.conditions[?(@.type==\"Ready\")].message");
     }
 
     #[test]
@@ -570,6 +735,27 @@ mod tests {
         let err = PoolSelection::validate_cel(&json!({}), None).unwrap_err();
         assert!(err.to_string().contains("give pool names, a selector, or both"), "{err}");
         assert!(PoolSelection::validate_cel(&json!({ "names": [] }), None).is_err());
+    }
+
+    #[test]
+    fn rollout_amounts_are_counts_or_percentages() {
+        let check = |field: &str, value: Value| Rollout::validate_cel(&json!({ field: value }), None);
+        for good in [json!(1), json!(40), json!("25%"), json!("100%"), json!("0%")] {
+            assert!(check("maxUnavailable", good.clone()).is_ok(), "maxUnavailable {good}");
+            assert!(check("maxFailures", good.clone()).is_ok(), "maxFailures {good}");
+        }
+        assert!(check("maxFailures", json!(0)).is_ok());
+        let err = check("maxUnavailable", json!(0)).unwrap_err();
+        assert!(err.to_string().contains("at least 1"), "{err}");
+        let err = check("maxFailures", json!(-1)).unwrap_err();
+        assert!(err.to_string().contains("at least 0"), "{err}");
+        for bad in ["lots", "%", "1000%", "2.5%", "-1"] {
+            for field in ["maxUnavailable", "maxFailures"] {
+                let err = check(field, json!(bad)).unwrap_err();
+                assert!(err.to_string().contains("a percentage such as"), "{field} {bad}: {err}");
+            }
+        }
+        assert!(Rollout::validate_cel(&json!({}), None).is_ok());
     }
 
     #[test]

@@ -200,6 +200,7 @@ pub fn render(
     let app_namespace = app.metadata.namespace.clone().unwrap_or_else(|| namespace.to_string());
     let chart_ref = version.map(|v| shared_chart::chart_ref(&app.spec, &app_name, &app_namespace, &v));
     let plan = plan::plan(&PlanInput {
+        nodes: None,
         app: &app,
         pools: &pools,
         owned: Vec::new(),
@@ -225,7 +226,21 @@ pub fn render(
     if plan.pools.is_empty() && plan.blocked.is_none() {
         warnings.push("no node pool matches spec.pools".to_string());
     }
-    let objects: Vec<&Value> = plan.apply.iter().map(|d| &d.object).collect();
+    // The time of writing means nothing in a render, and would make two
+    // renders of the same files differ.
+    let objects: Vec<Value> = plan
+        .apply
+        .iter()
+        .map(|d| {
+            let mut object = d.object.clone();
+            if let Some(annotations) =
+                object.pointer_mut("/metadata/annotations").and_then(Value::as_object_mut)
+            {
+                annotations.remove(crate::naming::ANNOTATION_WRITTEN_AT);
+            }
+            object
+        })
+        .collect();
     let yaml = if objects.is_empty() {
         String::new()
     } else {

@@ -15,7 +15,7 @@ use kube::runtime::{watcher, Controller, WatchStreamExt};
 use kube::{Api, Client, Resource, ResourceExt};
 use tracing::{info, warn};
 
-use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::core::v1::{Node, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::{ConditionStatus, NodePoolApplication, NodePoolApplicationStatus};
@@ -26,6 +26,7 @@ use crate::chart::Chart;
 use crate::cli::RunArgs;
 use crate::events::{self as transitions, Transition};
 use crate::naming;
+use crate::nodes;
 use crate::observe::{self, helmrelease_resource, ObserveError};
 use crate::plan::{self, Hold, PlanInput};
 use crate::shared_chart::{self, ChartRef};
@@ -87,6 +88,8 @@ struct Context {
     sources: Sources,
     /// Every HelmChart this controller manages, from its watch.
     charts: reflector::Store<DynamicObject>,
+    /// Every Node, cut down to its labels and Ready condition.
+    nodes: reflector::Store<Node>,
     metrics: Arc<Metrics>,
     /// Consecutive failures per application, for exponential backoff.
     backoff: Backoff<ObjectRef<AppMeta>>,
@@ -117,6 +120,8 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
 
     let chart_writer = reflector::store::Writer::new(helmchart_resource());
     let chart_store = chart_writer.as_reader();
+    let node_api: Api<Node> = Api::all(client.clone());
+    let (node_store, node_writer) = reflector::store();
     let reporter = Reporter {
         controller: "nodepool-fanout".into(),
         instance: std::env::var("POD_NAME").ok(),
@@ -130,6 +135,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         no_cross_namespace_refs: args.no_cross_namespace_refs,
         sources: Sources::new(client.clone()),
         charts: chart_store,
+        nodes: node_store,
         metrics,
         backoff: Backoff::default(),
     });
@@ -165,6 +171,16 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     let pool_events = watcher(pool_api, watcher::Config::default());
     let chart_events =
         reflector(chart_writer, watcher(charts, watcher::Config::default().labels(&managed_by)));
+    // Heartbeats rewrite a Node's status all the time; only its labels and
+    // readiness matter here, so only a change of those wakes anything.
+    let node_events = reflector(
+        node_writer,
+        watcher(node_api, watcher::Config::default().any_semantic())
+            .modify(|node| *node = nodes::strip(node.clone())),
+    );
+    let node_changes = resilient("Nodes", node_events)
+        .predicate_filter(node_fingerprint, kube::runtime::PredicateConfig::default());
+    let app_store = store.clone();
     controller
         .owns_stream_with(resilient("HelmReleases", release_events), helmrelease_resource())
         // Any pool change may add a pool to, or take one out of, any
@@ -176,6 +192,15 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
             },
             nodepools,
         )
+        // A pool going offline or coming back changes what its
+        // applications may write.
+        .watches_stream(node_changes, move |_node| {
+            app_store
+                .state()
+                .iter()
+                .map(|app| ObjectRef::from_obj(app.as_ref()))
+                .collect::<Vec<_>>()
+        })
         // A shared HelmChart's artifact turning ready lets its application's
         // releases be written at once rather than at the next poll.
         .watches_stream_with(
@@ -264,6 +289,15 @@ async fn lead(client: &Client, namespace: &str) -> Result<tokio::sync::watch::Re
     Ok(channel)
 }
 
+/// What of a Node can change a plan: its labels (its pool) and whether it is Ready.
+fn node_fingerprint(node: &Node) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    node.metadata.labels.hash(&mut hasher);
+    nodes::is_ready(node).hash(&mut hasher);
+    Some(hasher.finish())
+}
+
 /// What the controller watches of an application.
 type AppMeta = PartialObjectMeta<NodePoolApplication>;
 
@@ -324,9 +358,12 @@ async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) -> Result<A
         Some(Err(hold)) => (None, None, Some(hold.clone())),
         None => (None, None, None),
     };
+    let node_counts =
+        nodes::count(ctx.nodes.state().iter().map(|n| n.as_ref()), &app.spec.placement.node_label);
     let planned = plan::plan(&PlanInput {
         app: &app,
         pools: &observed.pools,
+        nodes: Some(&node_counts),
         owned: observed.owned.clone(),
         foreign_names: observed.foreign_names.clone(),
         taken: observed.taken.clone(),
@@ -424,7 +461,9 @@ async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) -> Result<A
         tracing::debug!(app = %name, reason = %hold.reason, "waiting for the chart");
         return Ok(Action::requeue(Duration::from_secs(3)));
     }
-    Ok(Action::requeue(ctx.resync))
+    // A soak ending or a progress deadline passing changes the plan by the
+    // clock alone.
+    Ok(Action::requeue(planned.requeue_after.map_or(ctx.resync, |after| after.min(ctx.resync))))
 }
 
 /// An application being deleted. The garbage collector removes the

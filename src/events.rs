@@ -2,7 +2,7 @@
 //! pruned, and pools whose state changed between two statuses. Pure, so the
 //! rules are tested without a cluster.
 
-use crate::api::{ConditionStatus, NodePoolApplicationStatus, PoolStatus};
+use crate::api::{ConditionStatus, NodePoolApplicationStatus, PoolStatus, RolloutPhase, RolloutStatus};
 
 /// The longest note the API server accepts in an Event (events.k8s.io/v1),
 /// in bytes; a longer one is refused and the Event is lost.
@@ -78,19 +78,76 @@ impl Transition {
 /// one Event each. A pool that disappears from the status is covered by the
 /// prune Event instead.
 pub fn between(old: &NodePoolApplicationStatus, new: &NodePoolApplicationStatus) -> Vec<Transition> {
-    new.pools
+    let mut events: Vec<Transition> = new
+        .pools
         .iter()
         .filter(|p| {
             let before = old.pools.iter().find(|o| o.pool == p.pool);
             before.is_none_or(|b| (b.ready, &b.reason, &b.message) != (p.ready, &p.reason, &p.message))
         })
         .filter_map(pool_transition)
-        .collect()
+        .collect();
+    if let Some(rollout) = &new.rollout {
+        let revision = rollout.revision.as_str();
+        let before = old.rollout.as_ref().filter(|r| r.revision == revision);
+        // A pool done with an update: each step of a rollout is worth one
+        // line in `kubectl events`. A pool whose release the new revision
+        // does not change stays done, and a first install is PoolReady's.
+        for p in new.pools.iter().filter(|p| p.up_to_date && p.rollout == "Done") {
+            let was = old.pools.iter().find(|o| o.pool == p.pool);
+            if was.is_some_and(|o| !(o.up_to_date && o.rollout == "Done")) {
+                events.push(Transition {
+                    warning: false,
+                    reason: "RolloutPoolDone".to_string(),
+                    action: "Rollout",
+                    message: fit_note(format!(
+                        "pool {:?} is on revision {revision} and Ready ({} of {} done)",
+                        p.pool, rollout.done, rollout.total
+                    )),
+                    release: Some(p.helm_release.clone()),
+                });
+            }
+        }
+        events.extend(rollout_transition(before, rollout));
+    }
+    events
+}
+
+/// A wave started, or the rollout halted, paused or completed.
+fn rollout_transition(before: Option<&RolloutStatus>, now: &RolloutStatus) -> Option<Transition> {
+    let make = |warning, reason: &str| Transition {
+        warning,
+        reason: reason.to_string(),
+        action: "Rollout",
+        message: fit_note(format!("revision {}: {}", now.revision, now.message)),
+        release: None,
+    };
+    let phase_before = before.map(|b| b.phase);
+    if phase_before != Some(now.phase) {
+        return match now.phase {
+            RolloutPhase::Halted => Some(make(true, "RolloutHalted")),
+            RolloutPhase::Paused => Some(make(false, "RolloutPaused")),
+            // A revision with nothing to roll out (a new application, a
+            // change no pool's release sees) is no news.
+            RolloutPhase::Complete if before.is_none() => None,
+            RolloutPhase::Complete => Some(make(false, "RolloutComplete")),
+            RolloutPhase::Progressing if before.is_none() => Some(make(false, "RolloutStarted")),
+            RolloutPhase::Progressing => Some(make(false, "RolloutResumed")),
+        };
+    }
+    match (before.and_then(|b| b.wave.as_ref()), now.wave.as_ref()) {
+        (Some(b), Some(n)) if b != n && now.phase == RolloutPhase::Progressing => {
+            Some(make(false, "RolloutWaveStarted"))
+        }
+        _ => None,
+    }
 }
 
 fn pool_transition(p: &PoolStatus) -> Option<Transition> {
     let (warning, reason) = match (p.ready, p.reason.as_str()) {
         (ConditionStatus::True, _) => (false, "PoolReady".to_string()),
+        // Not a failure, yet a person may want to know the site dropped off.
+        (_, "PoolOffline") => (true, "PoolOffline".to_string()),
         // Progress is visible in the status; an Event each step would be noise.
         (_, "Progressing" | "Reconciling" | "Planned" | "Waiting" | "Unknown" | "ChartNotReady") => {
             return None
@@ -136,6 +193,7 @@ mod tests {
             message: message.into(),
             chart_version: None,
             observed_latest: true,
+            ..PoolStatus::default()
         }
     }
 
@@ -191,6 +249,81 @@ mod tests {
         let old = status(vec![]);
         let new = status(vec![pool("hz", ConditionStatus::Unknown, "Progressing", "installing")]);
         assert!(between(&old, &new).is_empty());
+    }
+
+    fn rolling(phase: RolloutPhase, wave: Option<&str>, pools: Vec<PoolStatus>) -> NodePoolApplicationStatus {
+        NodePoolApplicationStatus {
+            pools,
+            rollout: Some(RolloutStatus {
+                revision: "r1".into(),
+                phase,
+                wave: wave.map(str::to_string),
+                message: format!("{phase:?} message"),
+                done: 1,
+                total: 3,
+                ..RolloutStatus::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn done(name: &str) -> PoolStatus {
+        PoolStatus {
+            up_to_date: true,
+            rollout: "Done".into(),
+            ..pool(name, ConditionStatus::True, "UpgradeSucceeded", "ok")
+        }
+    }
+
+    fn reasons(events: &[Transition]) -> Vec<&str> {
+        events.iter().map(|e| e.reason.as_str()).collect()
+    }
+
+    #[test]
+    fn a_rollout_reports_its_start_waves_pools_done_halt_and_end() {
+        let updating = PoolStatus {
+            up_to_date: true,
+            rollout: "Updating".into(),
+            ..pool("canary", ConditionStatus::Unknown, "Progressing", "upgrading")
+        };
+        let started = rolling(RolloutPhase::Progressing, Some("1/2"), vec![updating]);
+        assert_eq!(reasons(&between(&status(vec![]), &started)), ["RolloutStarted"]);
+        let canary = rolling(RolloutPhase::Progressing, Some("1/2"), vec![done("canary")]);
+        let events = between(&started, &canary);
+        assert_eq!(reasons(&events), ["PoolReady", "RolloutPoolDone"]);
+        assert!(events[1].message.contains("\"canary\" is on revision r1"), "{}", events[1].message);
+        assert_eq!(reasons(&between(&canary, &canary)), Vec::<&str>::new(), "nothing twice");
+        let wave2 = rolling(RolloutPhase::Progressing, Some("2/2"), vec![done("canary")]);
+        assert_eq!(reasons(&between(&canary, &wave2)), ["RolloutWaveStarted"]);
+        let halted = rolling(RolloutPhase::Halted, Some("2/2"), vec![done("canary")]);
+        let events = between(&wave2, &halted);
+        assert_eq!(reasons(&events), ["RolloutHalted"]);
+        assert!(events[0].warning);
+        let complete = rolling(RolloutPhase::Complete, None, vec![done("canary")]);
+        assert_eq!(reasons(&between(&wave2, &complete)), ["RolloutComplete"]);
+        assert_eq!(reasons(&between(&status(vec![]), &complete)), ["PoolReady"], "an install is no update");
+    }
+
+    #[test]
+    fn a_new_revision_starts_anew() {
+        let old = rolling(RolloutPhase::Complete, None, vec![done("a")]);
+        let mut new = rolling(RolloutPhase::Progressing, None, vec![done("a")]);
+        new.rollout.as_mut().unwrap().revision = "r2".into();
+        assert_eq!(reasons(&between(&old, &new)), ["RolloutStarted"], "a pool it does not change stays done");
+    }
+
+    #[test]
+    fn a_pool_going_offline_is_a_warning() {
+        let old = status(vec![pool("hz", ConditionStatus::True, "UpgradeSucceeded", "ok")]);
+        let new = status(vec![pool(
+            "hz",
+            ConditionStatus::Unknown,
+            "PoolOffline",
+            "no node is Ready (0/2)",
+        )]);
+        let events = between(&old, &new);
+        assert_eq!(reasons(&events), ["PoolOffline"]);
+        assert!(events[0].warning);
     }
 
     #[test]

@@ -17,6 +17,9 @@ pub const LABEL_POOL: &str = "apps.fanout.dev/pool";
 pub const ANNOTATION_POOL_NAME: &str = "apps.fanout.dev/pool-name";
 /// Hash of the spec and labels last written, to skip writes that change nothing.
 pub const ANNOTATION_SPEC_HASH: &str = "apps.fanout.dev/spec-hash";
+/// When the spec-hash above was written (RFC 3339): the start of a
+/// rollout's progress deadline for that pool.
+pub const ANNOTATION_WRITTEN_AT: &str = "apps.fanout.dev/written-at";
 pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 pub const MANAGER: &str = "nodepool-fanout";
 

@@ -8,6 +8,7 @@
 //! whole plan, since it cannot say which pools are wanted.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
@@ -15,8 +16,10 @@ use serde_json::Value;
 use crate::api::{NodePoolApplication, NodePoolApplicationStatus};
 use crate::chart::Chart;
 use crate::naming;
+use crate::nodes::NodeCount;
 use crate::pools::{self, Pool};
 use crate::release::{self, AppInfo, BuiltRelease, FieldError};
+use crate::rollout::{self, PoolRollout};
 use crate::shared_chart::ChartRef;
 use crate::status::{self, PoolReport, ReleaseState, ReleaseStatus, RollupInput};
 use crate::template::Renderer;
@@ -27,6 +30,9 @@ pub struct PlanInput<'a> {
     /// With metadata name, namespace, uid and generation as the API server set them.
     pub app: &'a NodePoolApplication,
     pub pools: &'a [Pool],
+    /// Each pool's nodes, by pool name; `None` when nodes were not looked
+    /// at (then no pool counts as offline).
+    pub nodes: Option<&'a BTreeMap<String, NodeCount>>,
     /// HelmReleases whose controller owner reference is this application.
     pub owned: Vec<ObservedRelease>,
     /// Names of the namespace's HelmReleases this application does not own.
@@ -113,6 +119,8 @@ pub struct ObservedRelease {
     /// The Helm release it drives.
     pub helm_release: Option<HelmReleaseKey>,
     pub created: Option<String>,
+    /// When this controller last wrote it (RFC 3339).
+    pub written_at: Option<String>,
 }
 
 impl ObservedRelease {
@@ -134,6 +142,7 @@ impl ObservedRelease {
             chart_ref: chart_ref_of(object),
             helm_release: naming::helm_release_of(object),
             created: created_of(object),
+            written_at: text("annotations", naming::ANNOTATION_WRITTEN_AT),
         })
     }
 }
@@ -177,6 +186,10 @@ pub enum Outcome {
     HelmReleaseTaken { helm_release: String, by: TakenRelease },
     /// Would be applied, but the chart is not usable yet (see [`Hold`]).
     Held,
+    /// Its release differs, or it has none, but the rollout holds it back
+    /// (its turn has not come, the rollout is paused or halted, or the pool
+    /// is offline): its release, if any, is left as it is.
+    Deferred(PoolRollout),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -198,6 +211,9 @@ impl std::fmt::Display for PoolOutcome {
             }
             Outcome::Failed { field, message } => write!(f, "pool {:?}: {field}: {message}", self.pool),
             Outcome::Held => write!(f, "pool {:?}: waiting for the chart", self.pool),
+            Outcome::Deferred(state) => {
+                write!(f, "pool {:?}: left as it is by the rollout ({})", self.pool, state.as_str())
+            }
             Outcome::HelmReleaseTaken { .. } => {
                 write!(f, "pool {:?}: {}", self.pool, helm_release_taken_message(&self.outcome))
             }
@@ -226,6 +242,9 @@ pub struct Plan {
     /// Why nothing was planned at all, when something stopped it.
     pub blocked: Option<String>,
     pub status: NodePoolApplicationStatus,
+    /// When to look again though nothing changes but the clock: a pool's
+    /// soak ends or its progress deadline passes.
+    pub requeue_after: Option<Duration>,
 }
 
 impl Plan {
@@ -250,6 +269,10 @@ pub fn plan(input: &PlanInput) -> Plan {
     if selected.pools.is_empty() && !input.owned.is_empty() {
         return nothing_selected(input, &app);
     }
+    let settings = match rollout::Settings::new(app.spec.rollout.as_ref(), selected.pools.len()) {
+        Ok(settings) => settings,
+        Err(e) => return blocked(input, "InvalidRollout".to_string(), e.to_string()),
+    };
     let renderer = Renderer::new();
     let mut built: BTreeMap<String, Result<BuiltRelease, FieldError>> = BTreeMap::new();
     let mut outcomes = Vec::new();
@@ -276,6 +299,7 @@ pub fn plan(input: &PlanInput) -> Plan {
         missing_pools: selected.missing.clone(),
         blocked: None,
         status: NodePoolApplicationStatus::default(),
+        requeue_after: None,
     };
     for (pool, result) in built {
         if let Some(outcome) = result.as_ref().ok().and_then(|b| helm_release_taken(input, &owned, b)) {
@@ -290,6 +314,8 @@ pub fn plan(input: &PlanInput) -> Plan {
         place(&mut plan, &owned, pool, result, app.name);
     }
     plan.pools.sort_by(|a, b| a.pool.cmp(&b.pool));
+    let decision = schedule(input, &mut plan, &owned, &settings, &selected.pools);
+    plan.requeue_after = decision.requeue_after;
     let wanted: BTreeSet<&str> = plan.pools.iter().map(|p| p.release.as_str()).collect();
     plan.prune = input
         .owned
@@ -298,8 +324,95 @@ pub fn plan(input: &PlanInput) -> Plan {
         .filter(|n| !wanted.contains(n.as_str()))
         .collect();
     let blocker = input.hold.as_ref().and_then(|hold| hold_writes(&mut plan, hold));
-    plan.status = roll_up(input, &plan, &owned, blocker);
+    let rollout = Scheduled {
+        decision: &decision,
+        status: decision.status(&revision(&app), &settings),
+    };
+    plan.status = roll_up(input, &plan, &owned, blocker, Some(rollout));
     plan
+}
+
+/// The rollout's verdict and its status, for the roll-up.
+struct Scheduled<'a> {
+    decision: &'a rollout::Decision,
+    status: crate::api::RolloutStatus,
+}
+
+/// What every pool's release would be now: the spec (its rollout settings
+/// aside: pausing is no new revision) and the chart it resolved to.
+fn revision(app: &AppInfo) -> String {
+    let mut spec = app.spec.clone();
+    spec.rollout = None;
+    let text = serde_json::to_string(&spec).unwrap_or_default();
+    let chart = app.chart_ref.map(|c| c.name.as_str()).unwrap_or_default();
+    naming::hex_prefix(&[&text, chart], 10)
+}
+
+/// Lets the rollout decide which planned writes go out now. A write it
+/// holds back becomes [`Outcome::Deferred`]: that pool's release stays as
+/// it is. A write that goes is stamped with the time, from which its
+/// progress deadline runs.
+fn schedule(
+    input: &PlanInput,
+    plan: &mut Plan,
+    owned: &BTreeMap<&str, &ObservedRelease>,
+    settings: &rollout::Settings,
+    selected: &[&Pool],
+) -> rollout::Decision {
+    let steps = input.app.spec.rollout.as_ref().map(|r| r.steps.as_slice()).unwrap_or_default();
+    // A step's selector was checked with the others: an error matches nothing.
+    let step_of = |pool: &Pool| {
+        steps
+            .iter()
+            .position(|s| pools::contains(&s.pools, pool).unwrap_or(false))
+            .unwrap_or(steps.len())
+    };
+    let by_name: BTreeMap<&str, &Pool> = selected.iter().map(|p| (p.name.as_str(), *p)).collect();
+    let waves: BTreeSet<usize> = selected.iter().map(|p| step_of(p)).collect();
+    let wave_of = |pool: &Pool| waves.iter().position(|w| *w == step_of(pool)).unwrap_or_default();
+    let applying: BTreeSet<&str> = plan.apply.iter().map(|d| d.pool.as_str()).collect();
+    let written_at = |o: &ObservedRelease| {
+        o.written_at.as_deref().and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+    };
+    let inputs: Vec<rollout::PoolInput> = plan
+        .pools
+        .iter()
+        .filter(|p| matches!(p.outcome, Outcome::Planned | Outcome::Unchanged))
+        .filter_map(|p| {
+            let pool = by_name.get(p.pool.as_str())?;
+            let observed = owned.get(p.release.as_str());
+            let release = match (observed, applying.contains(p.pool.as_str())) {
+                (None, _) => rollout::Release::Missing,
+                (Some(o), true) => rollout::Release::Behind(&o.status),
+                (Some(o), false) => rollout::Release::Current {
+                    status: &o.status,
+                    written: written_at(o),
+                },
+            };
+            Some(rollout::PoolInput {
+                pool: &p.pool,
+                wave: wave_of(pool),
+                offline: input.nodes.and_then(|n| n.get(&p.pool)).is_some_and(|n| n.offline()),
+                release,
+            })
+        })
+        .collect();
+    let decision = rollout::decide(settings, &inputs, waves.len(), input.now.0);
+    let now = input.now.0.to_string();
+    plan.apply.retain_mut(|d| match decision.state(&d.pool) {
+        Some(PoolRollout::Write) | None => {
+            d.object["metadata"]["annotations"][naming::ANNOTATION_WRITTEN_AT] = Value::String(now.clone());
+            true
+        }
+        Some(_) => false,
+    });
+    for p in plan.pools.iter_mut().filter(|p| p.outcome == Outcome::Planned) {
+        match decision.state(&p.pool) {
+            Some(PoolRollout::Write) | None => {}
+            Some(state) => p.outcome = Outcome::Deferred(state),
+        }
+    }
+    decision
 }
 
 /// Turns every write of the plan into a held pool; returns the blocker the
@@ -339,6 +452,12 @@ fn check_selectors<'a>(
             pools::Selector::new(selector).map_err(|e| invalid(format!("overrides[{i}].pools"), e))?;
         }
     }
+    let steps = app.spec.rollout.as_ref().map(|r| r.steps.as_slice()).unwrap_or_default();
+    for (i, step) in steps.iter().enumerate() {
+        if let Some(selector) = &step.pools.selector {
+            pools::Selector::new(selector).map_err(|e| invalid(format!("rollout.steps[{i}].pools"), e))?;
+        }
+    }
     Ok(selected)
 }
 
@@ -351,8 +470,9 @@ fn blocked(input: &PlanInput, reason: String, message: String) -> Plan {
         missing_pools: Vec::new(),
         blocked: Some(message.clone()),
         status: NodePoolApplicationStatus::default(),
+        requeue_after: None,
     };
-    plan.status = roll_up(input, &plan, &BTreeMap::new(), Some((reason, message)));
+    plan.status = roll_up(input, &plan, &BTreeMap::new(), Some((reason, message)), None);
     plan
 }
 
@@ -420,6 +540,7 @@ fn nothing_selected(input: &PlanInput, app: &AppInfo) -> Plan {
         missing_pools: Vec::new(),
         blocked: None,
         status: NodePoolApplicationStatus::default(),
+        requeue_after: None,
     };
     plan.pools.sort_by(|a, b| a.pool.cmp(&b.pool));
     let message = format!(
@@ -429,7 +550,7 @@ fn nothing_selected(input: &PlanInput, app: &AppInfo) -> Plan {
         input.owned.len()
     );
     plan.blocked = Some(message.clone());
-    plan.status = roll_up(input, &plan, &owned, Some(("NoPoolsSelected".to_string(), message)));
+    plan.status = roll_up(input, &plan, &owned, Some(("NoPoolsSelected".to_string(), message)), None);
     plan
 }
 
@@ -516,14 +637,38 @@ fn roll_up(
     plan: &Plan,
     owned: &BTreeMap<&str, &ObservedRelease>,
     blocker: Option<(String, String)>,
+    rollout: Option<Scheduled>,
 ) -> NodePoolApplicationStatus {
+    let decision = rollout.as_ref().map(|r| r.decision);
     let reports: Vec<PoolReport> = plan
         .pools
         .iter()
-        .map(|p| PoolReport {
-            pool: p.pool.clone(),
-            helm_release: p.release.clone(),
-            status: pool_status(p, owned.get(p.release.as_str()).copied()),
+        .map(|p| {
+            let verdict = decision.and_then(|d| d.pools.get(&p.pool));
+            let rollout = verdict.map(|v| match &p.outcome {
+                Outcome::Deferred(state) => *state,
+                // Its turn came, but the chart holds every write.
+                Outcome::Held => PoolRollout::Pending,
+                _ => v.state,
+            });
+            let mut status = pool_status(p, owned.get(p.release.as_str()).copied());
+            if let Some(why) = verdict.and_then(|v| v.deadline_passed.as_ref()) {
+                status.state = ReleaseState::Failed;
+                status.reason = "ProgressDeadlineExceeded".to_string();
+                status.message = why.clone();
+            }
+            let nodes = input.nodes.and_then(|n| n.get(&p.pool)).copied();
+            if rollout == Some(PoolRollout::Offline) {
+                status =
+                    offline_status(status, nodes.unwrap_or_default(), owned.contains_key(p.release.as_str()));
+            }
+            PoolReport {
+                pool: p.pool.clone(),
+                helm_release: p.release.clone(),
+                status,
+                rollout,
+                nodes,
+            }
         })
         .collect();
     let previous = input.app.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
@@ -534,7 +679,23 @@ fn roll_up(
         generation: input.app.metadata.generation,
         previous,
         now: &input.now,
+        rollout: rollout.map(|r| r.status),
     })
+}
+
+/// An offline pool, skipped by the rollout: whatever Flux last said of its
+/// release (a timed-out upgrade, most likely) is no verdict on the chart.
+fn offline_status(mut status: ReleaseStatus, nodes: NodeCount, has_release: bool) -> ReleaseStatus {
+    status.state = ReleaseState::Offline;
+    status.reason = "PoolOffline".to_string();
+    status.message = match has_release {
+        true => format!(
+            "no node of the pool is Ready ({nodes}): its release is left as it is until one is, \
+             then brought to the current revision"
+        ),
+        false => format!("no node of the pool is Ready ({nodes}): installed once one is"),
+    };
+    status
 }
 
 fn pool_status(outcome: &PoolOutcome, observed: Option<&ObservedRelease>) -> ReleaseStatus {
@@ -545,12 +706,18 @@ fn pool_status(outcome: &PoolOutcome, observed: Option<&ObservedRelease>) -> Rel
         message,
         chart_version: chart_version.clone(),
         observed_latest: false,
+        ready_since: None,
     };
     match (&outcome.outcome, observed) {
-        (Outcome::Unchanged, Some(o)) => o.status.clone(),
+        (Outcome::Unchanged | Outcome::Deferred(_), Some(o)) => o.status.clone(),
         (Outcome::Unchanged | Outcome::Planned, None) => {
             make(ReleaseState::Progressing, "Progressing", "creating the HelmRelease".into())
         }
+        (Outcome::Deferred(state), None) => make(
+            ReleaseState::Waiting,
+            state.as_str(),
+            format!("not installed yet: the rollout is {}", state.as_str().to_lowercase()),
+        ),
         (Outcome::Planned, Some(_)) => {
             make(ReleaseState::Progressing, "Progressing", "updating the HelmRelease".into())
         }
@@ -575,7 +742,7 @@ fn pool_status(outcome: &PoolOutcome, observed: Option<&ObservedRelease>) -> Rel
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::ConditionStatus;
+    use crate::api::{ConditionStatus, RolloutPhase};
     use serde_json::json;
 
     fn app(spec: Value) -> NodePoolApplication {
@@ -620,6 +787,7 @@ mod tests {
 
     fn run(app: &NodePoolApplication, pools: &[Pool], owned: Vec<ObservedRelease>, foreign: &[&str]) -> Plan {
         plan(&PlanInput {
+            nodes: None,
             app,
             pools,
             owned,
@@ -662,10 +830,12 @@ mod tests {
                 message: "ok".into(),
                 chart_version: Some("1.0.0".into()),
                 observed_latest: true,
+                ready_since: None,
             },
             chart_ref: None,
             helm_release: None,
             created: None,
+            written_at: None,
         }
     }
 
@@ -952,6 +1122,7 @@ mod tests {
 
     fn with_chart(a: &NodePoolApplication, owned: Vec<ObservedRelease>, chart: &Chart) -> Plan {
         plan(&PlanInput {
+            nodes: None,
             app: a,
             pools: &pools(),
             owned,
@@ -1276,6 +1447,7 @@ mod tests {
         taken: &[(&str, &str, &str)],
     ) -> Plan {
         plan(&PlanInput {
+            nodes: None,
             app,
             pools: &pools(),
             owned,
@@ -1422,5 +1594,266 @@ mod tests {
         let sh = naming::release_name("gw", "shanghai");
         let plan = run(&a, &pools(), vec![ready_release(&sh, "shanghai", "h2")], &[]);
         assert_eq!(plan.prune, [sh]);
+    }
+
+    // The rollout, as plan carries it out.
+
+    /// Five pools in region east, each with a Ready release of `hash` (or
+    /// of the current spec when `hash` is None), by pool name.
+    fn fleet() -> Vec<Pool> {
+        ["p1", "p2", "p3", "p4", "p5"].iter().map(|n| pool(n, "east")).collect()
+    }
+
+    fn releases_of(a: &NodePoolApplication, pools: &[Pool], stale: &[&str]) -> Vec<ObservedRelease> {
+        let first = run(a, pools, vec![], &[]);
+        first
+            .apply
+            .iter()
+            .map(|d| {
+                let hash = if stale.contains(&d.pool.as_str()) {
+                    "old"
+                } else {
+                    d.spec_hash.as_str()
+                };
+                ready_release(&d.name, &d.pool, hash)
+            })
+            .collect()
+    }
+
+    fn with_nodes(
+        a: &NodePoolApplication,
+        pools: &[Pool],
+        owned: Vec<ObservedRelease>,
+        nodes: &BTreeMap<String, NodeCount>,
+    ) -> Plan {
+        plan(&PlanInput {
+            nodes: Some(nodes),
+            app: a,
+            pools,
+            owned,
+            foreign_names: BTreeSet::new(),
+            taken: BTreeMap::new(),
+            now: now(),
+            chart_ref: None,
+            chart: None,
+            hold: None,
+        })
+    }
+
+    fn condition<'a>(
+        plan: &'a Plan,
+        kind: &str,
+    ) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+        plan.status.conditions.iter().find(|c| c.type_ == kind)
+    }
+
+    fn progressive(extra: Value) -> NodePoolApplication {
+        let mut rollout = json!({ "strategy": "Progressive" });
+        for (k, v) in extra.as_object().unwrap() {
+            rollout[k] = v.clone();
+        }
+        app(json!({ "rollout": rollout }))
+    }
+
+    #[test]
+    fn a_progressive_change_writes_one_pool_and_leaves_the_rest_as_they_are() {
+        let a = progressive(json!({}));
+        let owned = releases_of(&a, &fleet(), &["p1", "p2", "p3", "p4", "p5"]);
+        let plan = run(&a, &fleet(), owned, &[]);
+        assert_eq!(applied_pools(&plan), ["p1"]);
+        assert_eq!(
+            plan.apply[0].object["metadata"]["annotations"]["apps.fanout.dev/written-at"],
+            "2030-01-01T00:00:00Z"
+        );
+        assert_eq!(outcome(&plan, "p2"), &Outcome::Deferred(PoolRollout::Pending));
+        assert!(plan.prune.is_empty());
+        let rollout = plan.status.rollout.as_ref().unwrap();
+        assert_eq!(
+            (rollout.phase, rollout.updated, rollout.done, rollout.total),
+            (RolloutPhase::Progressing, 1, 0, 5)
+        );
+        assert_eq!(rollout.progress, "Progressing 0/5");
+        let p2 = plan.status.pools.iter().find(|p| p.pool == "p2").unwrap();
+        assert_eq!((p2.ready, p2.up_to_date, p2.rollout.as_str()), (ConditionStatus::True, false, "Pending"));
+        let p1 = plan.status.pools.iter().find(|p| p.pool == "p1").unwrap();
+        assert_eq!((p1.up_to_date, p1.rollout.as_str()), (true, "Updating"));
+        let ready = condition(&plan, "Ready").unwrap();
+        assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("False", "Progressing"));
+        assert!(condition(&plan, "Reconciling").is_some());
+        assert!(condition(&plan, "Stalled").is_none());
+    }
+
+    #[test]
+    fn a_pool_done_lets_the_next_start_and_all_done_is_ready() {
+        let a = progressive(json!({}));
+        let owned = releases_of(&a, &fleet(), &["p3", "p4", "p5"]);
+        let plan = run(&a, &fleet(), owned, &[]);
+        assert_eq!(applied_pools(&plan), ["p3"]);
+        assert_eq!(plan.status.rollout.as_ref().unwrap().done, 2);
+        let owned = releases_of(&a, &fleet(), &[]);
+        let plan = run(&a, &fleet(), owned, &[]);
+        assert!(plan.apply.is_empty());
+        assert_eq!(plan.status.rollout.as_ref().unwrap().progress, "Complete 5/5");
+        let ready = condition(&plan, "Ready").unwrap();
+        assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("True", "Succeeded"));
+        assert!(condition(&plan, "Reconciling").is_none());
+    }
+
+    #[test]
+    fn a_failed_pool_halts_the_rollout_naming_it_with_fluxs_message() {
+        let a = progressive(json!({}));
+        let mut owned = releases_of(&a, &fleet(), &["p2", "p3", "p4", "p5"]);
+        owned[0].status = ReleaseStatus {
+            state: ReleaseState::Stalled,
+            reason: "UpgradeFailed".into(),
+            message: "Service \"gw\" is invalid: spec.ports[0].port: Invalid value: 70000".into(),
+            chart_version: Some("1.0.0".into()),
+            observed_latest: true,
+            ready_since: None,
+        };
+        let plan = run(&a, &fleet(), owned, &[]);
+        assert!(plan.apply.is_empty(), "no further pool is touched");
+        assert!(plan.prune.is_empty());
+        for p in ["p2", "p3", "p4", "p5"] {
+            assert_eq!(outcome(&plan, p), &Outcome::Deferred(PoolRollout::Halted));
+        }
+        let stalled = condition(&plan, "Stalled").unwrap();
+        assert_eq!(stalled.reason, "RolloutHalted");
+        assert!(
+            stalled.message.contains("pool \"p1\": UpgradeFailed") && stalled.message.contains("70000"),
+            "{}",
+            stalled.message
+        );
+        let ready = condition(&plan, "Ready").unwrap();
+        assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("False", "RolloutHalted"));
+        assert!(ready.message.contains("70000"), "{}", ready.message);
+        assert!(condition(&plan, "Reconciling").is_none());
+        assert_eq!(plan.status.rollout.as_ref().unwrap().progress, "Halted 0/5 (1 failed)");
+    }
+
+    #[test]
+    fn the_progress_deadline_fails_a_pool_in_the_status_too() {
+        let a = progressive(json!({ "progressDeadline": "5m" }));
+        let mut owned = releases_of(&a, &fleet(), &["p2"]);
+        owned[0].status.state = ReleaseState::Progressing;
+        owned[0].written_at = Some("2029-12-31T23:54:00Z".into());
+        let plan = run(&a, &fleet(), owned, &[]);
+        let p1 = plan.status.pools.iter().find(|p| p.pool == "p1").unwrap();
+        assert_eq!(
+            (p1.ready, p1.reason.as_str(), p1.rollout.as_str()),
+            (ConditionStatus::False, "ProgressDeadlineExceeded", "Failed")
+        );
+        assert!(p1.message.contains("progressDeadline 5m"), "{}", p1.message);
+        assert_eq!(condition(&plan, "Stalled").unwrap().reason, "RolloutHalted");
+        // Before the deadline: updating, and a look again when it passes.
+        let mut owned = releases_of(&a, &fleet(), &["p2"]);
+        owned[0].status.state = ReleaseState::Progressing;
+        owned[0].written_at = Some("2029-12-31T23:58:00Z".into());
+        let plan = run(&a, &fleet(), owned, &[]);
+        assert_eq!(plan.requeue_after, Some(Duration::from_secs(181)));
+        assert!(plan.apply.is_empty());
+    }
+
+    #[test]
+    fn steps_set_the_waves() {
+        let a = progressive(json!({ "maxUnavailable": 2, "steps": [{ "pools": { "names": ["p5"] } }] }));
+        let owned = releases_of(&a, &fleet(), &["p1", "p2", "p3", "p4", "p5"]);
+        let plan = run(&a, &fleet(), owned, &[]);
+        assert_eq!(applied_pools(&plan), ["p5"], "the canary first, alone in its wave");
+        assert_eq!(plan.status.rollout.as_ref().unwrap().wave.as_deref(), Some("1/2"));
+        let owned = releases_of(&a, &fleet(), &["p1", "p2", "p3", "p4"]);
+        let plan = run(&a, &fleet(), owned, &[]);
+        assert_eq!(applied_pools(&plan), ["p1", "p2"]);
+        assert_eq!(plan.status.rollout.as_ref().unwrap().wave.as_deref(), Some("2/2"));
+    }
+
+    #[test]
+    fn a_step_selector_that_cannot_be_read_blocks_everything() {
+        let a = progressive(json!({ "steps": [{ "pools": { "selector": {
+            "matchExpressions": [{ "key": "k", "operator": "Near" }] } } }] }));
+        let plan = run(&a, &fleet(), vec![], &[]);
+        assert!(plan.apply.is_empty());
+        assert!(plan.blocked.as_deref().unwrap().contains("rollout.steps[0].pools"), "{:?}", plan.blocked);
+    }
+
+    #[test]
+    fn bad_rollout_settings_block_everything_naming_the_field() {
+        let a = progressive(json!({ "progressDeadline": "a while" }));
+        let plan = run(&a, &fleet(), vec![], &[]);
+        assert!(plan.apply.is_empty());
+        assert_eq!(condition(&plan, "Stalled").unwrap().reason, "InvalidRollout");
+        assert!(plan.blocked.as_deref().unwrap().contains("rollout.progressDeadline"));
+    }
+
+    #[test]
+    fn pausing_is_no_new_revision() {
+        let running = progressive(json!({}));
+        let paused = progressive(json!({ "paused": true }));
+        let revision =
+            |a: &NodePoolApplication| run(a, &fleet(), vec![], &[]).status.rollout.unwrap().revision;
+        assert_eq!(revision(&running), revision(&paused));
+        assert_ne!(revision(&running), revision(&app(json!({ "interval": "5m" }))));
+        let owned = releases_of(&paused, &fleet(), &["p1", "p2"]);
+        let plan = run(&paused, &fleet(), owned, &[]);
+        assert!(plan.apply.is_empty());
+        let ready = condition(&plan, "Ready").unwrap();
+        assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("False", "RolloutPaused"));
+        assert!(condition(&plan, "Stalled").is_none(), "a pause is the owner's choice, not a failure");
+    }
+
+    #[test]
+    fn an_offline_pool_is_left_alone_reported_apart_and_waited_for_by_nobody() {
+        let a = progressive(json!({}));
+        let nodes: BTreeMap<String, NodeCount> = [
+            ("p1".to_string(), NodeCount { ready: 0, total: 2 }),
+            ("p2".to_string(), NodeCount { ready: 2, total: 3 }),
+        ]
+        .into();
+        let owned = releases_of(&a, &fleet(), &["p1", "p2"]);
+        let plan = with_nodes(&a, &fleet(), owned, &nodes);
+        assert_eq!(applied_pools(&plan), ["p2"], "p1 is offline: p2 goes instead");
+        assert_eq!(outcome(&plan, "p1"), &Outcome::Deferred(PoolRollout::Offline));
+        let p1 = plan.status.pools.iter().find(|p| p.pool == "p1").unwrap();
+        assert_eq!((p1.offline, p1.nodes.as_deref(), p1.reason.as_str()), (true, Some("0/2"), "PoolOffline"));
+        let p2 = plan.status.pools.iter().find(|p| p.pool == "p2").unwrap();
+        assert_eq!((p2.offline, p2.nodes.as_deref()), (false, Some("2/3")));
+        assert_eq!(plan.status.offline_pools, 1);
+        // The rest done: Ready, the offline pool counted apart.
+        let owned = releases_of(&a, &fleet(), &["p1"]);
+        let plan = with_nodes(&a, &fleet(), owned, &nodes);
+        assert!(plan.apply.is_empty());
+        assert_eq!(plan.status.ready, "4/5 (1 offline)");
+        let ready = condition(&plan, "Ready").unwrap();
+        assert_eq!(ready.status.as_str(), "True", "{}", ready.message);
+        assert!(ready.message.contains("1 offline (p1)"), "{}", ready.message);
+        // Its nodes back: it catches up.
+        let back: BTreeMap<String, NodeCount> = [("p1".to_string(), NodeCount { ready: 1, total: 2 })].into();
+        let owned = releases_of(&a, &fleet(), &["p1"]);
+        assert_eq!(applied_pools(&with_nodes(&a, &fleet(), owned, &back)), ["p1"]);
+    }
+
+    #[test]
+    fn an_offline_pools_failed_upgrade_is_not_the_charts_failure() {
+        let a = progressive(json!({}));
+        let nodes: BTreeMap<String, NodeCount> =
+            [("p1".to_string(), NodeCount { ready: 0, total: 1 })].into();
+        let mut owned = releases_of(&a, &fleet(), &["p2"]);
+        owned[0].status.state = ReleaseState::Failed;
+        owned[0].status.reason = "UpgradeFailed".into();
+        owned[0].status.message = "context deadline exceeded".into();
+        let plan = with_nodes(&a, &fleet(), owned, &nodes);
+        assert_eq!(applied_pools(&plan), ["p2"]);
+        assert!(condition(&plan, "Stalled").is_none());
+        let p1 = plan.status.pools.iter().find(|p| p.pool == "p1").unwrap();
+        assert_eq!(p1.reason, "PoolOffline");
+    }
+
+    #[test]
+    fn all_at_once_still_writes_everything_and_reports_the_rollout() {
+        let a = app(json!({}));
+        let owned = releases_of(&a, &fleet(), &["p1", "p2", "p3", "p4", "p5"]);
+        let plan = run(&a, &fleet(), owned, &[]);
+        assert_eq!(plan.apply.len(), 5);
+        assert_eq!(plan.status.rollout.as_ref().unwrap().progress, "Progressing 0/5");
     }
 }

@@ -10,7 +10,9 @@ use std::collections::BTreeSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde_json::Value;
 
-use crate::api::{ConditionStatus, NodePoolApplicationStatus, PoolStatus};
+use crate::api::{ConditionStatus, NodePoolApplicationStatus, PoolStatus, RolloutPhase, RolloutStatus};
+use crate::nodes::NodeCount;
+use crate::rollout::PoolRollout;
 
 /// What a pool's release is doing, from the application's point of view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -26,6 +28,9 @@ pub enum ReleaseState {
     Stalled,
     /// Nothing reported yet.
     Unknown,
+    /// No node of the pool is Ready; whatever Flux says of its release is
+    /// no verdict on the chart.
+    Offline,
 }
 
 /// A classified HelmRelease status.
@@ -37,6 +42,8 @@ pub struct ReleaseStatus {
     pub chart_version: Option<String>,
     /// Whether Flux has reconciled the release's current generation.
     pub observed_latest: bool,
+    /// When its Ready condition last turned True (RFC 3339), while it is True.
+    pub ready_since: Option<String>,
 }
 
 const FAILED_REASONS: &[&str] = &[
@@ -83,6 +90,11 @@ pub fn classify(release: &Value) -> ReleaseStatus {
         message,
         chart_version: chart_version(release),
         observed_latest,
+        ready_since: ready
+            .filter(|c| c["status"] == "True")
+            .and_then(|c| c.get("lastTransitionTime"))
+            .and_then(Value::as_str)
+            .map(str::to_string),
     };
     let from = |state, c: &Value| status(state, &text(c, "reason"), text(c, "message"));
     // Flux's Stalled says only that it gave up ("Failed to install after 1
@@ -154,6 +166,9 @@ pub struct PoolReport {
     pub pool: String,
     pub helm_release: String,
     pub status: ReleaseStatus,
+    /// Where it stands in the rollout, when the rollout covers it.
+    pub rollout: Option<PoolRollout>,
+    pub nodes: Option<NodeCount>,
 }
 
 /// Everything the application's status is computed from.
@@ -167,6 +182,8 @@ pub struct RollupInput<'a> {
     pub generation: Option<i64>,
     pub previous: &'a [Condition],
     pub now: &'a Time,
+    /// The rollout of the current revision, when planning got that far.
+    pub rollout: Option<RolloutStatus>,
 }
 
 /// The application's status. Reconciling and Stalled appear only while
@@ -187,26 +204,47 @@ pub struct RollupInput<'a> {
 pub fn rollup(input: &RollupInput) -> NodePoolApplicationStatus {
     let total = input.pools.len();
     let ready = input.pools.iter().filter(|p| p.status.state == ReleaseState::Ready).count();
+    let offline = input.pools.iter().filter(|p| p.status.state == ReleaseState::Offline).count();
     let make = |kind, status, reason: &str, message: &str| {
         condition(kind, status, reason, message, input.generation, input.previous, input.now)
     };
+    let phase = input.rollout.as_ref().map(|r| r.phase);
+    // An offline pool is waited for by nobody: Flux's health checks would
+    // otherwise hang on every site whose link is down.
+    let settled = ready + offline == total && phase.is_none_or(|p| p == RolloutPhase::Complete);
 
-    let (ready_status, reason) = ready_reason(input, ready == total);
-    let mut conditions = vec![make("Ready", ready_status, &reason, &summary(input, ready))];
+    let (ready_status, reason) = ready_reason(input, settled);
+    let mut conditions = vec![make(
+        "Ready",
+        ready_status,
+        &reason,
+        &summary(input, ready, offline),
+    )];
     if let Some((reason, message)) = stalled(input) {
         conditions.push(make("Stalled", ConditionStatus::True, &reason, &message));
     } else if let Some(p) = first_with(input.pools, BUSY) {
         conditions.push(make("Reconciling", ConditionStatus::True, "Progressing", &describe(p)));
+    } else if let Some(r) = input.rollout.as_ref().filter(|r| r.phase == RolloutPhase::Progressing) {
+        conditions.push(make("Reconciling", ConditionStatus::True, "Progressing", &rollout_message(r)));
     }
     NodePoolApplicationStatus {
         observed_generation: input.generation,
         selected_pools: count(total),
         ready_pools: count(ready),
-        ready: format!("{ready}/{total}"),
+        ready: match offline {
+            0 => format!("{ready}/{total}"),
+            n => format!("{ready}/{total} ({n} offline)"),
+        },
         chart_version: chart_versions(input.pools),
         conditions,
         pools: input.pools.iter().map(pool_status).collect(),
+        offline_pools: count(offline),
+        rollout: input.rollout.clone(),
     }
+}
+
+fn rollout_message(r: &RolloutStatus) -> String {
+    format!("rollout of revision {}: {}", r.revision, r.message)
 }
 
 /// Pool states in which Flux or this controller is still working.
@@ -221,6 +259,9 @@ const BUSY: &[ReleaseState] = &[
 fn stalled(input: &RollupInput) -> Option<(String, String)> {
     if let Some(blocker) = &input.blocker {
         return Some(blocker.clone());
+    }
+    if let Some(r) = input.rollout.as_ref().filter(|r| r.phase == RolloutPhase::Halted) {
+        return Some(("RolloutHalted".to_string(), halt_message(input, r)));
     }
     let stalled: Vec<&PoolReport> =
         input.pools.iter().filter(|p| p.status.state == ReleaseState::Stalled).collect();
@@ -240,17 +281,42 @@ fn stalled(input: &RollupInput) -> Option<(String, String)> {
     })
 }
 
-fn ready_reason(input: &RollupInput, all_ready: bool) -> (ConditionStatus, String) {
+/// The failed pools with Flux's own words, then what to do.
+fn halt_message(input: &RollupInput, r: &RolloutStatus) -> String {
+    let failed: Vec<String> = input
+        .pools
+        .iter()
+        .filter(|p| p.rollout == Some(PoolRollout::Failed))
+        .map(describe)
+        .collect();
+    let named = match failed.len() {
+        n if n <= 3 => failed.join("; "),
+        n => format!("{}; and {} more", failed[..3].join("; "), n - 3),
+    };
+    format!(
+        "rollout of revision {} halted: {named}. The pools not yet updated keep their previous \
+         release; fix the change (a new revision starts again, failed pools first) or raise \
+         rollout.maxFailures",
+        r.revision
+    )
+}
+
+fn ready_reason(input: &RollupInput, settled: bool) -> (ConditionStatus, String) {
     let worst = |states: &[ReleaseState]| first_with(input.pools, states).map(|p| p.status.reason.clone());
+    let phase = input.rollout.as_ref().map(|r| r.phase);
     let reason = if let Some((reason, _)) = &input.blocker {
         reason.clone()
+    } else if phase == Some(RolloutPhase::Halted) {
+        "RolloutHalted".to_string()
     } else if let Some(reason) = worst(&[ReleaseState::Stalled]) {
         reason
     } else if let Some(reason) = worst(&[ReleaseState::Failed]) {
         reason
     } else if !input.missing.is_empty() {
         "PoolNotFound".to_string()
-    } else if !all_ready {
+    } else if phase == Some(RolloutPhase::Paused) {
+        "RolloutPaused".to_string()
+    } else if !settled {
         "Progressing".to_string()
     } else if input.pools.is_empty() {
         return (ConditionStatus::True, "NoPoolsSelected".to_string());
@@ -260,7 +326,7 @@ fn ready_reason(input: &RollupInput, all_ready: bool) -> (ConditionStatus, Strin
     (ConditionStatus::False, reason)
 }
 
-fn summary(input: &RollupInput, ready: usize) -> String {
+fn summary(input: &RollupInput, ready: usize, offline: usize) -> String {
     if let Some((_, message)) = &input.blocker {
         return message.clone();
     }
@@ -271,13 +337,31 @@ fn summary(input: &RollupInput, ready: usize) -> String {
     let mut problems: Vec<String> = input
         .pools
         .iter()
-        .filter(|p| p.status.state != ReleaseState::Ready)
+        .filter(|p| !matches!(p.status.state, ReleaseState::Ready | ReleaseState::Offline))
         .map(describe)
         .collect();
     if !input.missing.is_empty() {
         problems.insert(0, format!("node pools not found: {}", input.missing.join(", ")));
     }
-    let head = format!("{ready}/{total} pools ready");
+    if let Some(r) = input.rollout.as_ref().filter(|r| r.phase != RolloutPhase::Complete) {
+        let text = match r.phase {
+            RolloutPhase::Halted => halt_message(input, r),
+            _ => rollout_message(r),
+        };
+        problems.insert(0, text);
+    }
+    let mut head = format!("{ready}/{total} pools ready");
+    if offline > 0 {
+        let names: Vec<&str> = input
+            .pools
+            .iter()
+            .filter(|p| p.status.state == ReleaseState::Offline)
+            .map(|p| p.pool.as_str())
+            .take(3)
+            .collect();
+        let more = if offline > names.len() { ", …" } else { "" };
+        head.push_str(&format!(", {offline} offline ({}{more})", names.join(", ")));
+    }
     match problems.len() {
         0 => head,
         n if n <= 3 => format!("{head}; {}", problems.join("; ")),
@@ -310,7 +394,7 @@ fn pool_status(p: &PoolReport) -> PoolStatus {
     let ready = match p.status.state {
         ReleaseState::Ready => ConditionStatus::True,
         ReleaseState::Failed | ReleaseState::Stalled | ReleaseState::Waiting => ConditionStatus::False,
-        ReleaseState::Progressing | ReleaseState::Unknown => ConditionStatus::Unknown,
+        ReleaseState::Progressing | ReleaseState::Unknown | ReleaseState::Offline => ConditionStatus::Unknown,
     };
     PoolStatus {
         pool: p.pool.clone(),
@@ -320,6 +404,10 @@ fn pool_status(p: &PoolReport) -> PoolStatus {
         message: p.status.message.clone(),
         chart_version: p.status.chart_version.clone(),
         observed_latest: p.status.observed_latest,
+        up_to_date: p.rollout.is_some_and(PoolRollout::up_to_date),
+        rollout: p.rollout.map(|r| r.as_str().to_string()).unwrap_or_default(),
+        nodes: p.nodes.map(|n| n.to_string()),
+        offline: p.nodes.is_some_and(NodeCount::offline),
     }
 }
 
@@ -580,7 +668,10 @@ mod tests {
                 message: String::new(),
                 chart_version: Some("1.0.0".into()),
                 observed_latest: state == ReleaseState::Ready,
+                ready_since: None,
             },
+            rollout: None,
+            nodes: None,
         }
     }
 
@@ -593,6 +684,7 @@ mod tests {
             generation: Some(4),
             previous: &[],
             now: &now,
+            rollout: None,
         })
     }
 
@@ -689,6 +781,7 @@ mod tests {
             generation: Some(1),
             previous: &[],
             now: &now,
+            rollout: None,
         };
         let s = rollup(&input);
         assert_eq!(get(&s, "Ready").unwrap().reason, "InvalidSelector");
@@ -773,6 +866,7 @@ mod tests {
                 generation: Some(4),
                 previous: &[],
                 now: &now,
+                rollout: kstatus_cases::rollout(case),
             });
             assert_eq!(kstatus(&status, 4), case.kstatus, "{}: {:#?}", case.name, status.conditions);
             // Stalled and Reconciling never stand together, as in Flux.

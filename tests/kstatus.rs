@@ -10,6 +10,8 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use nodepool_fanout::api::{RolloutPhase, RolloutStatus};
+use nodepool_fanout::rollout::PoolRollout;
 use nodepool_fanout::status::{rollup, PoolReport, ReleaseState, ReleaseStatus, RollupInput};
 use serde_json::json;
 
@@ -30,6 +32,7 @@ fn flux_kstatus_reads_every_rollup_case_as_expected() {
             generation: Some(4),
             previous: &[],
             now: &now,
+            rollout: cases::rollout(case),
         });
         let object = json!({
             "apiVersion": "apps.fanout.dev/v1alpha1", "kind": "NodePoolApplication",

@@ -1,15 +1,16 @@
 // The roll-up cases whose kstatus reading is pinned, shared by the unit
 // test of `status::rollup` (against a replica of kstatus's rules) and
 // `tests/kstatus.rs` (against Flux's kstatus library itself).
-use super::{PoolReport, ReleaseState, ReleaseStatus};
+use super::{PoolReport, PoolRollout, ReleaseState, ReleaseStatus, RolloutPhase, RolloutStatus};
 
 /// A case: its name, the pools' states (and reasons), the named pools that
-/// do not exist, a blocker, and what kstatus must read.
+/// do not exist, a blocker, the rollout's phase, and what kstatus must read.
 pub struct Case {
     pub name: &'static str,
     pub pools: &'static [(ReleaseState, &'static str)],
     pub missing: &'static [&'static str],
     pub blocker: Option<(&'static str, &'static str)>,
+    pub rollout: Option<RolloutPhase>,
     pub kstatus: &'static str,
 }
 
@@ -19,6 +20,7 @@ pub const CASES: &[Case] = &[
         pools: &[(ReleaseState::Ready, "UpgradeSucceeded"); 2],
         missing: &[],
         blocker: None,
+        rollout: None,
         kstatus: "Current",
     },
     Case {
@@ -29,6 +31,7 @@ pub const CASES: &[Case] = &[
         ],
         missing: &[],
         blocker: None,
+        rollout: None,
         kstatus: "InProgress",
     },
     Case {
@@ -36,6 +39,7 @@ pub const CASES: &[Case] = &[
         pools: &[(ReleaseState::Waiting, "ChartNotReady")],
         missing: &[],
         blocker: None,
+        rollout: None,
         kstatus: "InProgress",
     },
     Case {
@@ -46,6 +50,7 @@ pub const CASES: &[Case] = &[
         ],
         missing: &[],
         blocker: None,
+        rollout: None,
         kstatus: "InProgress",
     },
     Case {
@@ -53,6 +58,7 @@ pub const CASES: &[Case] = &[
         pools: &[(ReleaseState::Unknown, "NotObserved")],
         missing: &[],
         blocker: None,
+        rollout: None,
         kstatus: "InProgress",
     },
     Case {
@@ -63,6 +69,7 @@ pub const CASES: &[Case] = &[
         ],
         missing: &[],
         blocker: None,
+        rollout: None,
         kstatus: "Failed",
     },
     Case {
@@ -73,6 +80,7 @@ pub const CASES: &[Case] = &[
         ],
         missing: &[],
         blocker: None,
+        rollout: None,
         kstatus: "Failed",
     },
     Case {
@@ -80,6 +88,7 @@ pub const CASES: &[Case] = &[
         pools: &[(ReleaseState::Ready, "UpgradeSucceeded")],
         missing: &["atlantis"],
         blocker: None,
+        rollout: None,
         kstatus: "Failed",
     },
     Case {
@@ -87,6 +96,7 @@ pub const CASES: &[Case] = &[
         pools: &[(ReleaseState::Progressing, "Progressing")],
         missing: &["atlantis"],
         blocker: None,
+        rollout: None,
         kstatus: "Failed",
     },
     Case {
@@ -94,6 +104,7 @@ pub const CASES: &[Case] = &[
         pools: &[(ReleaseState::Ready, "UpgradeSucceeded")],
         missing: &[],
         blocker: Some(("NoPoolsSelected", "spec.pools matches no NodePool")),
+        rollout: None,
         kstatus: "Failed",
     },
     Case {
@@ -101,6 +112,7 @@ pub const CASES: &[Case] = &[
         pools: &[],
         missing: &[],
         blocker: Some(("ChartVersionNotFound", "no version matches")),
+        rollout: None,
         kstatus: "Failed",
     },
     Case {
@@ -108,9 +120,59 @@ pub const CASES: &[Case] = &[
         pools: &[],
         missing: &[],
         blocker: None,
+        rollout: None,
+        kstatus: "Current",
+    },
+    Case {
+        name: "rollout under way, the next pool waiting its turn",
+        pools: &[(ReleaseState::Ready, "UpgradeSucceeded"); 2],
+        missing: &[],
+        blocker: None,
+        rollout: Some(RolloutPhase::Progressing),
+        kstatus: "InProgress",
+    },
+    Case {
+        name: "rollout paused by its owner",
+        pools: &[(ReleaseState::Ready, "UpgradeSucceeded"); 2],
+        missing: &[],
+        blocker: None,
+        rollout: Some(RolloutPhase::Paused),
+        kstatus: "InProgress",
+    },
+    Case {
+        name: "rollout halted on a failed pool",
+        pools: &[
+            (ReleaseState::Failed, "UpgradeFailed"),
+            (ReleaseState::Ready, "UpgradeSucceeded"),
+        ],
+        missing: &[],
+        blocker: None,
+        rollout: Some(RolloutPhase::Halted),
+        kstatus: "Failed",
+    },
+    Case {
+        name: "rollout complete but for an offline pool",
+        pools: &[
+            (ReleaseState::Ready, "UpgradeSucceeded"),
+            (ReleaseState::Offline, "PoolOffline"),
+        ],
+        missing: &[],
+        blocker: None,
+        rollout: Some(RolloutPhase::Complete),
         kstatus: "Current",
     },
 ];
+
+/// The case's rollout, as the roll-up takes it.
+pub fn rollout(case: &Case) -> Option<RolloutStatus> {
+    case.rollout.map(|phase| RolloutStatus {
+        revision: "rev1".into(),
+        phase,
+        progress: format!("{} 1/2", phase.as_str()),
+        message: format!("{} message", phase.as_str()),
+        ..RolloutStatus::default()
+    })
+}
 
 /// The case's pools as the roll-up takes them.
 pub fn reports(case: &Case) -> Vec<PoolReport> {
@@ -126,7 +188,17 @@ pub fn reports(case: &Case) -> Vec<PoolReport> {
                 message: format!("{reason} message"),
                 chart_version: Some("1.0.0".into()),
                 observed_latest: *state == ReleaseState::Ready,
+                ready_since: None,
             },
+            rollout: match (case.rollout, state) {
+                (None, _) => None,
+                (Some(RolloutPhase::Halted), ReleaseState::Failed | ReleaseState::Stalled) => {
+                    Some(PoolRollout::Failed)
+                }
+                (Some(_), ReleaseState::Offline) => Some(PoolRollout::Offline),
+                (Some(_), _) => Some(PoolRollout::Done),
+            },
+            nodes: None,
         })
         .collect()
 }

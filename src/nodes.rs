@@ -1,0 +1,148 @@
+//! Each pool's nodes, from the Nodes themselves: how many there are and how
+//! many are Ready. Read from the pool label and the Ready condition alone,
+//! so it serves any kind of pool, not only OpenYurt's (whose NodePool status
+//! counts ready nodes too).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeStatus};
+use kube::api::ObjectMeta;
+
+/// A pool's nodes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeCount {
+    pub ready: u32,
+    pub total: u32,
+}
+
+impl NodeCount {
+    /// Nodes, none of them Ready: the site is cut off, or down. Helm's
+    /// wait there times out and would look like a broken chart.
+    pub fn offline(self) -> bool {
+        self.total > 0 && self.ready == 0
+    }
+}
+
+impl std::fmt::Display for NodeCount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.ready, self.total)
+    }
+}
+
+/// Whether a node's Ready condition is True. A node the node controller
+/// has not heard from turns Unknown: that is not Ready either.
+pub fn is_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Counts nodes by the value of their `label` (the pool they belong to).
+pub fn count<'a>(nodes: impl IntoIterator<Item = &'a Node>, label: &str) -> BTreeMap<String, NodeCount> {
+    let mut pools: BTreeMap<String, NodeCount> = BTreeMap::new();
+    for node in nodes {
+        let Some(pool) = node.metadata.labels.as_ref().and_then(|l| l.get(label)) else {
+            continue;
+        };
+        let entry = pools.entry(pool.clone()).or_default();
+        entry.total += 1;
+        entry.ready += u32::from(is_ready(node));
+    }
+    pools
+}
+
+/// A Node cut down to what [`count`] reads, before it enters the cache:
+/// its name, labels and Ready condition. A Node's status carries images,
+/// addresses and capacity, many kilobytes each, across thousands of nodes.
+pub fn strip(node: Node) -> Node {
+    let ready = node
+        .status
+        .and_then(|s| s.conditions)
+        .into_iter()
+        .flatten()
+        .filter(|c| c.type_ == "Ready")
+        .map(|c| NodeCondition {
+            type_: c.type_,
+            status: c.status,
+            ..NodeCondition::default()
+        })
+        .collect::<Vec<_>>();
+    Node {
+        metadata: ObjectMeta {
+            name: node.metadata.name,
+            labels: node.metadata.labels,
+            resource_version: node.metadata.resource_version,
+            uid: node.metadata.uid,
+            ..ObjectMeta::default()
+        },
+        spec: None,
+        status: Some(NodeStatus {
+            conditions: Some(ready),
+            ..NodeStatus::default()
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn node(name: &str, pool: Option<&str>, ready: Option<&str>) -> Node {
+        let labels = pool.map(|p| json!({ "apps.openyurt.io/nodepool": p })).unwrap_or(json!({}));
+        let conditions = ready
+            .map(|s| json!([{ "type": "MemoryPressure", "status": "False" }, { "type": "Ready", "status": s }]))
+            .unwrap_or(json!([]));
+        serde_json::from_value(json!({
+            "metadata": { "name": name, "labels": labels, "annotations": { "big": "x".repeat(100) } },
+            "spec": { "podCIDR": "10.0.0.0/24" },
+            "status": { "conditions": conditions, "images": [{ "names": ["a"], "sizeBytes": 1 }] }
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn counts_ready_and_total_per_pool() {
+        let nodes = [
+            node("a1", Some("a"), Some("True")),
+            node("a2", Some("a"), Some("False")),
+            node("b1", Some("b"), Some("Unknown")),
+            node("b2", Some("b"), None),
+            node("stray", None, Some("True")),
+        ];
+        let counts = count(&nodes, "apps.openyurt.io/nodepool");
+        assert_eq!(counts.len(), 2, "a node of no pool counts nowhere");
+        assert_eq!(counts["a"], NodeCount { ready: 1, total: 2 });
+        assert_eq!(counts["b"], NodeCount { ready: 0, total: 2 });
+        assert!(!counts["a"].offline());
+        assert!(counts["b"].offline(), "Unknown is not Ready");
+        assert!(!NodeCount::default().offline(), "an empty pool is not offline");
+        assert_eq!(counts["a"].to_string(), "1/2");
+    }
+
+    #[test]
+    fn the_label_is_the_pool_kinds_own() {
+        let mut n = node("x", None, Some("True"));
+        n.metadata.labels = Some([("site".to_string(), "s1".to_string())].into());
+        assert_eq!(count([&n], "site")["s1"], NodeCount { ready: 1, total: 1 });
+        assert!(count([&n], "apps.openyurt.io/nodepool").is_empty());
+    }
+
+    #[test]
+    fn stripping_keeps_what_counting_reads_and_nothing_else() {
+        for ready in ["True", "False"] {
+            let full = node("a1", Some("a"), Some(ready));
+            let stripped = strip(full.clone());
+            assert_eq!(
+                count([&stripped], "apps.openyurt.io/nodepool"),
+                count([&full], "apps.openyurt.io/nodepool")
+            );
+            assert!(stripped.spec.is_none());
+            assert!(stripped.metadata.annotations.is_none());
+            let status = stripped.status.unwrap();
+            assert!(status.images.is_none());
+            assert_eq!(status.conditions.unwrap().len(), 1);
+        }
+    }
+}

@@ -1,0 +1,940 @@
+//! Rollout: which pools may have their release written now, and where the
+//! current revision has got to. Pure and stateless: every decision is made
+//! again from the releases as they are (which revision each carries, Flux's
+//! verdict on it, when it was written and since when it is Ready) and the
+//! time, so a restarted controller, a new revision or a halt needs no memory.
+//!
+//! The rules, in order:
+//! - An offline pool (nodes, none Ready) is skipped unless `offlinePools:
+//!   Include`: its release stays as it is and it counts for nothing.
+//! - A pool with no release yet is installed at once: it has nothing to
+//!   break. Only a halt holds it back (the revision is known bad).
+//! - A pool whose release carries the revision is done once Ready for its
+//!   current generation for `minReadySeconds`; failed when Flux says the
+//!   current generation failed or stalled, or `progressDeadline` passed
+//!   since the write before it was done.
+//! - More failures than `maxFailures` halt the rollout: no further pool is
+//!   touched.
+//! - Otherwise pools whose release is behind start: first those not Ready
+//!   (they are unavailable already), then the healthy ones of the earliest
+//!   unfinished wave in name order, never more than `maxUnavailable`
+//!   updated-but-not-done at once. `paused` stops any from starting.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+use crate::api::{IntOrString, OfflinePools, Rollout, RolloutPhase, RolloutStatus, RolloutStrategy};
+use crate::release::FieldError;
+use crate::status::{ReleaseState, ReleaseStatus};
+
+/// Flux's own default wait for a Helm action is 5 minutes; an update gets
+/// twice that to be done before it counts as failed.
+pub const DEFAULT_PROGRESS_DEADLINE: Duration = Duration::from_secs(600);
+
+/// The rollout settings with defaults applied and percentages resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    pub progressive: bool,
+    pub max_unavailable: usize,
+    pub max_failures: usize,
+    pub min_ready: Duration,
+    pub progress_deadline: Duration,
+    pub paused: bool,
+    pub skip_offline: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            progressive: false,
+            max_unavailable: 1,
+            max_failures: 0,
+            min_ready: Duration::ZERO,
+            progress_deadline: DEFAULT_PROGRESS_DEADLINE,
+            paused: false,
+            skip_offline: true,
+        }
+    }
+}
+
+impl Settings {
+    /// `spec.rollout` over `selected` pools; a percentage is of those.
+    pub fn new(spec: Option<&Rollout>, selected: usize) -> Result<Self, FieldError> {
+        let Some(spec) = spec else {
+            return Ok(Self::default());
+        };
+        let defaults = Self::default();
+        let max_unavailable = match &spec.max_unavailable {
+            None => defaults.max_unavailable,
+            Some(v) => amount("rollout.maxUnavailable", v, selected)?.max(1),
+        };
+        let max_failures = match &spec.max_failures {
+            None => defaults.max_failures,
+            Some(v) => amount("rollout.maxFailures", v, selected)?,
+        };
+        let progress_deadline = match &spec.progress_deadline {
+            None => defaults.progress_deadline,
+            Some(text) => parse_duration(text).ok_or_else(|| FieldError {
+                field: "rollout.progressDeadline".into(),
+                message: format!("{text:?} is not a duration such as 10m or 1h30m"),
+            })?,
+        };
+        let min_ready = u64::try_from(spec.min_ready_seconds.unwrap_or(0)).map_err(|_| FieldError {
+            field: "rollout.minReadySeconds".into(),
+            message: "must not be negative".into(),
+        })?;
+        Ok(Self {
+            progressive: spec.strategy == RolloutStrategy::Progressive,
+            max_unavailable,
+            max_failures,
+            min_ready: Duration::from_secs(min_ready),
+            progress_deadline,
+            paused: spec.paused.unwrap_or(false),
+            skip_offline: spec.offline_pools.unwrap_or_default() == OfflinePools::Skip,
+        })
+    }
+}
+
+/// A count, or a percentage of `of` rounded down.
+fn amount(field: &str, value: &IntOrString, of: usize) -> Result<usize, FieldError> {
+    let invalid = || FieldError {
+        field: field.to_string(),
+        message: format!("{value:?} is neither a whole number nor a percentage such as \"25%\""),
+    };
+    match value {
+        IntOrString::Int(n) => usize::try_from(*n).map_err(|_| invalid()),
+        IntOrString::String(text) => match text.strip_suffix('%') {
+            Some(percent) => {
+                let percent: usize = percent.parse().map_err(|_| invalid())?;
+                Ok(of * percent.min(100) / 100)
+            }
+            // "3" reads as 3, as a person means it.
+            None => text.parse().map_err(|_| invalid()),
+        },
+    }
+}
+
+/// A Go duration as Flux writes them (`10m`, `1h30m`, `1.5h`, `500ms`).
+pub fn parse_duration(text: &str) -> Option<Duration> {
+    let parsed: SignedDuration = text.parse().ok()?;
+    Duration::try_from(parsed).ok()
+}
+
+/// A selected pool's release, measured against the current revision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Release<'a> {
+    /// No release yet.
+    Missing,
+    /// A release of another revision.
+    Behind(&'a ReleaseStatus),
+    /// A release of the current revision, written at `written` when known.
+    Current {
+        status: &'a ReleaseStatus,
+        written: Option<Timestamp>,
+    },
+}
+
+/// One selected pool, as the rollout sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolInput<'a> {
+    pub pool: &'a str,
+    /// Its wave: the index of the first step that selects it, or the number
+    /// of steps when none does.
+    pub wave: usize,
+    pub offline: bool,
+    pub release: Release<'a>,
+}
+
+/// Where one pool stands, and whether its release is written now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PoolRollout {
+    /// Its release is written now.
+    Write,
+    /// On the revision, not yet Ready.
+    Updating,
+    /// On the revision and Ready, for less than minReadySeconds.
+    Soaking,
+    /// On the revision, Ready for minReadySeconds.
+    Done,
+    /// On the revision, and failed.
+    Failed,
+    /// Behind; its turn has not come.
+    Pending,
+    /// Behind; held while the rollout is paused.
+    Paused,
+    /// Behind or new; held while the rollout is halted.
+    Halted,
+    /// Nodes, none Ready: left as it is.
+    Offline,
+}
+
+impl PoolRollout {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Write | Self::Updating => "Updating",
+            Self::Soaking => "Soaking",
+            Self::Done => "Done",
+            Self::Failed => "Failed",
+            Self::Pending => "Pending",
+            Self::Paused => "Paused",
+            Self::Halted => "Halted",
+            Self::Offline => "Offline",
+        }
+    }
+
+    /// Whether the pool's release carries the current revision, or will
+    /// once this reconcile writes it.
+    pub fn up_to_date(self) -> bool {
+        matches!(self, Self::Write | Self::Updating | Self::Soaking | Self::Done | Self::Failed)
+    }
+}
+
+/// The verdict on one pool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolDecision {
+    pub state: PoolRollout,
+    /// Why it counts as failed when Flux does not say so itself: the
+    /// progress deadline passed.
+    pub deadline_passed: Option<String>,
+}
+
+/// The rollout of the current revision, as of now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// By pool name.
+    pub pools: BTreeMap<String, PoolDecision>,
+    pub phase: RolloutPhase,
+    /// Pools the rollout covers (offline ones aside).
+    pub total: usize,
+    pub updated: usize,
+    pub done: usize,
+    /// Failed pools, by name.
+    pub failed: Vec<String>,
+    /// The wave under way and the number of waves, when there are steps.
+    pub wave: Option<(usize, usize)>,
+    /// When the decision changes by the clock alone: a soak ends or a
+    /// deadline passes.
+    pub requeue_after: Option<Duration>,
+}
+
+impl Decision {
+    pub fn state(&self, pool: &str) -> Option<PoolRollout> {
+        self.pools.get(pool).map(|d| d.state)
+    }
+
+    /// The rollout's status; `revision` names what is rolled out.
+    pub fn status(&self, revision: &str, settings: &Settings) -> RolloutStatus {
+        let count = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
+        let mut progress = format!("{} {}/{}", self.phase.as_str(), self.done, self.total);
+        if !self.failed.is_empty() {
+            progress.push_str(&format!(" ({} failed)", self.failed.len()));
+        }
+        let message = match self.phase {
+            RolloutPhase::Complete => format!("every pool is on revision {revision}"),
+            RolloutPhase::Halted => format!(
+                "halted: {} failed pool(s) ({}), more than maxFailures {}; no further pool is \
+                 updated until a new revision (fix the change) or a higher maxFailures",
+                self.failed.len(),
+                self.failed.join(", "),
+                settings.max_failures
+            ),
+            RolloutPhase::Paused => format!(
+                "paused: {} of {} pools updated; set rollout.paused to false to go on",
+                self.updated, self.total
+            ),
+            RolloutPhase::Progressing => {
+                let wave = self.wave.map(|(w, n)| format!(", wave {w}/{n}")).unwrap_or_default();
+                format!("{} of {} pools done, {} updated{wave}", self.done, self.total, self.updated)
+            }
+        };
+        RolloutStatus {
+            revision: revision.to_string(),
+            phase: self.phase,
+            updated: count(self.updated),
+            done: count(self.done),
+            failed: count(self.failed.len()),
+            total: count(self.total),
+            wave: self.wave.map(|(w, n)| format!("{w}/{n}")),
+            progress,
+            message,
+        }
+    }
+}
+
+/// Decides every pool of `pools` (names unique) at `now`.
+pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Timestamp) -> Decision {
+    let mut requeue = Requeue::default();
+    let mut states: BTreeMap<&str, PoolDecision> = BTreeMap::new();
+    let decided = |state| PoolDecision {
+        state,
+        deadline_passed: None,
+    };
+    // Where each pool stands before anything is written.
+    for p in pools {
+        let decision = match p.release {
+            _ if p.offline && settings.skip_offline => decided(PoolRollout::Offline),
+            Release::Missing => decided(PoolRollout::Write),
+            Release::Behind(_) if !settings.progressive => decided(PoolRollout::Write),
+            Release::Behind(_) => decided(PoolRollout::Pending),
+            Release::Current { status, written } => measure(settings, status, written, now, &mut requeue),
+        };
+        states.insert(p.pool, decision);
+    }
+    let failed: Vec<String> = pools
+        .iter()
+        .filter(|p| states[p.pool].state == PoolRollout::Failed)
+        .map(|p| p.pool.to_string())
+        .collect();
+    let halted = settings.progressive && failed.len() > settings.max_failures;
+    let busy = |s: PoolRollout| matches!(s, PoolRollout::Updating | PoolRollout::Soaking);
+    let mut unavailable = states.values().filter(|d| busy(d.state)).count();
+
+    if halted {
+        for d in states.values_mut() {
+            if matches!(d.state, PoolRollout::Pending | PoolRollout::Write) {
+                d.state = PoolRollout::Halted;
+            }
+        }
+    } else if settings.paused {
+        for p in pools {
+            let d = states.get_mut(p.pool).expect("every pool was decided");
+            // A new pool has nothing to break; only updates wait.
+            let held = matches!(p.release, Release::Behind(_))
+                && matches!(d.state, PoolRollout::Pending | PoolRollout::Write);
+            if held {
+                d.state = PoolRollout::Paused;
+            }
+        }
+    } else if settings.progressive {
+        // Pools not Ready are unavailable already: they start at once.
+        for p in pools {
+            let Release::Behind(status) = p.release else {
+                continue;
+            };
+            let d = states.get_mut(p.pool).expect("every pool was decided");
+            if d.state == PoolRollout::Pending && status.state != ReleaseState::Ready {
+                d.state = PoolRollout::Write;
+                unavailable += 1;
+            }
+        }
+        let mut waiting: Vec<&PoolInput> =
+            pools.iter().filter(|p| states[p.pool].state == PoolRollout::Pending).collect();
+        waiting.sort_by_key(|p| (p.wave, p.pool));
+        let active = active_wave(pools, &states);
+        for p in waiting {
+            if unavailable >= settings.max_unavailable || Some(p.wave) != active {
+                break;
+            }
+            states.get_mut(p.pool).expect("every pool was decided").state = PoolRollout::Write;
+            unavailable += 1;
+        }
+    }
+
+    let count = |wanted: &[PoolRollout]| states.values().filter(|d| wanted.contains(&d.state)).count();
+    let total = pools.len() - count(&[PoolRollout::Offline]);
+    let behind = count(&[PoolRollout::Pending, PoolRollout::Paused, PoolRollout::Halted]);
+    let moving = count(&[PoolRollout::Write, PoolRollout::Updating, PoolRollout::Soaking]);
+    let phase = if halted {
+        RolloutPhase::Halted
+    } else if behind > 0 && settings.paused {
+        RolloutPhase::Paused
+    } else if behind > 0 || moving > 0 {
+        RolloutPhase::Progressing
+    } else {
+        RolloutPhase::Complete
+    };
+    let wave = (waves > 1).then(|| {
+        let current = active_wave(pools, &states).unwrap_or(waves - 1);
+        (current + 1, waves)
+    });
+    Decision {
+        updated: states.values().filter(|d| d.state.up_to_date()).count(),
+        done: count(&[PoolRollout::Done]),
+        pools: states.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+        phase,
+        total,
+        failed,
+        wave,
+        requeue_after: requeue.0,
+    }
+}
+
+/// The earliest wave with a pool behind or not yet done.
+fn active_wave(pools: &[PoolInput], states: &BTreeMap<&str, PoolDecision>) -> Option<usize> {
+    pools
+        .iter()
+        .filter(|p| {
+            matches!(
+                states[p.pool].state,
+                PoolRollout::Pending | PoolRollout::Write | PoolRollout::Updating | PoolRollout::Soaking
+            )
+        })
+        .map(|p| p.wave)
+        .min()
+}
+
+/// The earliest moment the clock alone changes a decision.
+#[derive(Default)]
+struct Requeue(Option<Duration>);
+
+impl Requeue {
+    fn at(&mut self, after: Duration) {
+        // A second's margin, so the next look finds the moment passed.
+        let after = after + Duration::from_secs(1);
+        self.0 = Some(self.0.map_or(after, |d| d.min(after)));
+    }
+}
+
+/// A pool whose release carries the revision: done, soaking, updating or failed.
+fn measure(
+    settings: &Settings,
+    status: &ReleaseStatus,
+    written: Option<Timestamp>,
+    now: Timestamp,
+    requeue: &mut Requeue,
+) -> PoolDecision {
+    let decided = |state| PoolDecision {
+        state,
+        deadline_passed: None,
+    };
+    let elapsed = |since: Timestamp| Duration::try_from(now.duration_since(since)).unwrap_or(Duration::ZERO);
+    match status.state {
+        ReleaseState::Ready if status.observed_latest => {
+            let since = status.ready_since.as_deref().and_then(|t| t.parse::<Timestamp>().ok());
+            match since.map(elapsed) {
+                Some(ready_for) if ready_for < settings.min_ready => {
+                    requeue.at(settings.min_ready - ready_for);
+                    decided(PoolRollout::Soaking)
+                }
+                // Ready with no time known: Flux always stamps one, so
+                // this is an old release; soaking could never end.
+                _ => decided(PoolRollout::Done),
+            }
+        }
+        ReleaseState::Failed | ReleaseState::Stalled if status.observed_latest => {
+            decided(PoolRollout::Failed)
+        }
+        _ => match written.map(elapsed) {
+            Some(waited) if waited >= settings.progress_deadline => PoolDecision {
+                state: PoolRollout::Failed,
+                deadline_passed: Some(format!(
+                    "not Ready {} after its update (progressDeadline {}): {}",
+                    format_duration(waited),
+                    format_duration(settings.progress_deadline),
+                    status.message
+                )),
+            },
+            Some(waited) => {
+                requeue.at(settings.progress_deadline - waited);
+                decided(PoolRollout::Updating)
+            }
+            None => decided(PoolRollout::Updating),
+        },
+    }
+}
+
+fn format_duration(d: Duration) -> String {
+    humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ts(secs: i64) -> Timestamp {
+        Timestamp::from_second(1_900_000_000 + secs).unwrap()
+    }
+
+    fn now() -> Timestamp {
+        ts(10_000)
+    }
+
+    fn status(state: ReleaseState, observed_latest: bool, ready_since: Option<i64>) -> ReleaseStatus {
+        ReleaseStatus {
+            state,
+            reason: format!("{state:?}"),
+            message: format!("{state:?} message"),
+            chart_version: None,
+            observed_latest,
+            ready_since: ready_since.map(|s| ts(s).to_string()),
+        }
+    }
+
+    fn ready() -> ReleaseStatus {
+        status(ReleaseState::Ready, true, Some(0))
+    }
+
+    /// Pools described as (name, wave, offline, release).
+    struct Fleet {
+        statuses: Vec<ReleaseStatus>,
+        pools: Vec<(String, usize, bool, Kind)>,
+    }
+
+    #[derive(Clone, Copy)]
+    enum Kind {
+        Missing,
+        Behind(usize),
+        Current(usize, Option<i64>),
+    }
+
+    impl Fleet {
+        fn new() -> Self {
+            Self {
+                statuses: Vec::new(),
+                pools: Vec::new(),
+            }
+        }
+
+        fn add(
+            mut self,
+            name: &str,
+            wave: usize,
+            offline: bool,
+            kind: Kind,
+            s: Option<ReleaseStatus>,
+        ) -> Self {
+            let kind = match (kind, s) {
+                (Kind::Behind(_), Some(s)) => {
+                    self.statuses.push(s);
+                    Kind::Behind(self.statuses.len() - 1)
+                }
+                (Kind::Current(_, written), Some(s)) => {
+                    self.statuses.push(s);
+                    Kind::Current(self.statuses.len() - 1, written)
+                }
+                (kind, _) => kind,
+            };
+            self.pools.push((name.to_string(), wave, offline, kind));
+            self
+        }
+        fn new_pool(self, name: &str) -> Self {
+            self.add(name, 0, false, Kind::Missing, None)
+        }
+        fn behind(self, name: &str, wave: usize, s: ReleaseStatus) -> Self {
+            self.add(name, wave, false, Kind::Behind(0), Some(s))
+        }
+        fn current(self, name: &str, wave: usize, s: ReleaseStatus, written: i64) -> Self {
+            self.add(name, wave, false, Kind::Current(0, Some(written)), Some(s))
+        }
+        fn offline(self, name: &str, s: ReleaseStatus) -> Self {
+            self.add(name, 0, true, Kind::Behind(0), Some(s))
+        }
+
+        fn decide(&self, settings: &Settings, waves: usize) -> Decision {
+            let inputs: Vec<PoolInput> = self
+                .pools
+                .iter()
+                .map(|(name, wave, offline, kind)| PoolInput {
+                    pool: name,
+                    wave: *wave,
+                    offline: *offline,
+                    release: match kind {
+                        Kind::Missing => Release::Missing,
+                        Kind::Behind(i) => Release::Behind(&self.statuses[*i]),
+                        Kind::Current(i, written) => Release::Current {
+                            status: &self.statuses[*i],
+                            written: written.map(ts),
+                        },
+                    },
+                })
+                .collect();
+            decide(settings, &inputs, waves, now())
+        }
+    }
+
+    fn progressive() -> Settings {
+        Settings {
+            progressive: true,
+            ..Settings::default()
+        }
+    }
+
+    fn written(d: &Decision) -> Vec<&str> {
+        d.pools
+            .iter()
+            .filter(|(_, p)| p.state == PoolRollout::Write)
+            .map(|(k, _)| k.as_str())
+            .collect()
+    }
+
+    fn five_behind() -> Fleet {
+        ["a", "b", "c", "d", "e"].iter().fold(Fleet::new(), |f, n| f.behind(n, 0, ready()))
+    }
+
+    #[test]
+    fn all_at_once_writes_every_pool() {
+        let d = five_behind().new_pool("f").decide(&Settings::default(), 1);
+        assert_eq!(written(&d), ["a", "b", "c", "d", "e", "f"]);
+        assert_eq!(d.phase, RolloutPhase::Progressing);
+        assert_eq!(d.updated, 6);
+    }
+
+    #[test]
+    fn progressive_starts_one_pool_in_name_order() {
+        let d = five_behind().decide(&progressive(), 1);
+        assert_eq!(written(&d), ["a"]);
+        assert_eq!(d.state("b"), Some(PoolRollout::Pending));
+        assert_eq!((d.updated, d.done, d.total), (1, 0, 5));
+        assert_eq!(d.phase, RolloutPhase::Progressing);
+    }
+
+    #[test]
+    fn max_unavailable_caps_pools_updating_at_once() {
+        let settings = Settings {
+            max_unavailable: 2,
+            ..progressive()
+        };
+        let d = five_behind().decide(&settings, 1);
+        assert_eq!(written(&d), ["a", "b"]);
+        // One still updating: one more starts.
+        let d = Fleet::new()
+            .current("a", 0, status(ReleaseState::Progressing, true, None), 9_990)
+            .behind("b", 0, ready())
+            .behind("c", 0, ready())
+            .decide(&settings, 1);
+        assert_eq!(written(&d), ["b"]);
+        assert_eq!(d.state("c"), Some(PoolRollout::Pending));
+    }
+
+    #[test]
+    fn the_next_pool_starts_once_the_previous_is_done() {
+        let d = Fleet::new()
+            .current("a", 0, ready(), 0)
+            .behind("b", 0, ready())
+            .behind("c", 0, ready())
+            .decide(&progressive(), 1);
+        assert_eq!(d.state("a"), Some(PoolRollout::Done));
+        assert_eq!(written(&d), ["b"]);
+        assert_eq!((d.updated, d.done), (2, 1));
+    }
+
+    #[test]
+    fn a_ready_release_of_an_older_generation_is_still_updating() {
+        let d = Fleet::new()
+            .current("a", 0, status(ReleaseState::Ready, false, Some(0)), 9_999)
+            .behind("b", 0, ready())
+            .decide(&progressive(), 1);
+        assert_eq!(d.state("a"), Some(PoolRollout::Updating));
+        assert!(written(&d).is_empty());
+    }
+
+    #[test]
+    fn min_ready_seconds_holds_the_next_pool_and_asks_to_look_again() {
+        let settings = Settings {
+            min_ready: Duration::from_secs(30),
+            ..progressive()
+        };
+        let d = Fleet::new()
+            .current("a", 0, status(ReleaseState::Ready, true, Some(9_990)), 9_980)
+            .behind("b", 0, ready())
+            .decide(&settings, 1);
+        assert_eq!(d.state("a"), Some(PoolRollout::Soaking));
+        assert!(written(&d).is_empty(), "soaking counts as unavailable");
+        assert_eq!(d.requeue_after, Some(Duration::from_secs(21)));
+        // Ready long enough.
+        let d = Fleet::new()
+            .current("a", 0, status(ReleaseState::Ready, true, Some(9_970)), 9_960)
+            .behind("b", 0, ready())
+            .decide(&settings, 1);
+        assert_eq!(d.state("a"), Some(PoolRollout::Done));
+        assert_eq!(written(&d), ["b"]);
+    }
+
+    #[test]
+    fn a_flux_failure_halts_at_max_failures_zero() {
+        for state in [ReleaseState::Failed, ReleaseState::Stalled] {
+            let d = Fleet::new()
+                .current("a", 0, status(state, true, None), 9_990)
+                .behind("b", 0, ready())
+                .new_pool("c")
+                .decide(&progressive(), 1);
+            assert_eq!(d.phase, RolloutPhase::Halted, "{state:?}");
+            assert_eq!(d.failed, ["a"]);
+            assert_eq!(d.state("b"), Some(PoolRollout::Halted));
+            assert_eq!(d.state("c"), Some(PoolRollout::Halted), "a new pool is not given a bad revision");
+            assert!(written(&d).is_empty());
+        }
+    }
+
+    #[test]
+    fn a_failure_of_an_older_generation_is_not_counted() {
+        let d = Fleet::new()
+            .current("a", 0, status(ReleaseState::Stalled, false, None), 9_990)
+            .behind("b", 0, ready())
+            .decide(&progressive(), 1);
+        assert_eq!(d.state("a"), Some(PoolRollout::Updating));
+        assert_ne!(d.phase, RolloutPhase::Halted);
+    }
+
+    #[test]
+    fn failures_up_to_max_failures_are_tolerated() {
+        let settings = Settings {
+            max_failures: 1,
+            ..progressive()
+        };
+        let d = Fleet::new()
+            .current("a", 0, status(ReleaseState::Failed, true, None), 9_990)
+            .behind("b", 0, ready())
+            .decide(&settings, 1);
+        assert_eq!(d.phase, RolloutPhase::Progressing);
+        assert_eq!(written(&d), ["b"], "a failed pool does not hold a place among the unavailable");
+        let d = Fleet::new()
+            .current("a", 0, status(ReleaseState::Failed, true, None), 9_990)
+            .current("b", 0, status(ReleaseState::Stalled, true, None), 9_990)
+            .behind("c", 0, ready())
+            .decide(&settings, 1);
+        assert_eq!(d.phase, RolloutPhase::Halted);
+        assert_eq!(d.failed, ["a", "b"]);
+    }
+
+    #[test]
+    fn the_progress_deadline_fails_a_pool_and_says_why() {
+        let d = Fleet::new()
+            .current("a", 0, status(ReleaseState::Progressing, true, None), 10_000 - 600)
+            .behind("b", 0, ready())
+            .decide(&progressive(), 1);
+        assert_eq!(d.state("a"), Some(PoolRollout::Failed));
+        let why = d.pools["a"].deadline_passed.as_deref().unwrap();
+        assert!(why.contains("progressDeadline 10m"), "{why}");
+        assert_eq!(d.phase, RolloutPhase::Halted);
+        // Before the deadline: look again when it passes.
+        let d = Fleet::new()
+            .current("a", 0, status(ReleaseState::Waiting, true, None), 10_000 - 500)
+            .decide(&progressive(), 1);
+        assert_eq!(d.state("a"), Some(PoolRollout::Updating));
+        assert_eq!(d.requeue_after, Some(Duration::from_secs(101)));
+    }
+
+    #[test]
+    fn waves_go_in_order_and_the_last_holds_pools_of_no_step() {
+        let fleet =
+            Fleet::new()
+                .behind("z-canary", 0, ready())
+                .behind("a", 1, ready())
+                .behind("b", 1, ready());
+        let settings = Settings {
+            max_unavailable: 5,
+            ..progressive()
+        };
+        let d = fleet.decide(&settings, 2);
+        assert_eq!(written(&d), ["z-canary"], "wave 1 first, whatever the names");
+        assert_eq!(d.wave, Some((1, 2)));
+        let d = Fleet::new()
+            .current("z-canary", 0, ready(), 0)
+            .behind("a", 1, ready())
+            .behind("b", 1, ready())
+            .decide(&settings, 2);
+        assert_eq!(written(&d), ["a", "b"]);
+        assert_eq!(d.wave, Some((2, 2)));
+        // A wave not yet done holds the next, even with room.
+        let d = Fleet::new()
+            .current("z-canary", 0, status(ReleaseState::Progressing, true, None), 9_999)
+            .behind("a", 1, ready())
+            .decide(&settings, 2);
+        assert!(written(&d).is_empty());
+    }
+
+    #[test]
+    fn a_tolerated_failure_finishes_its_wave() {
+        let settings = Settings {
+            max_failures: 1,
+            ..progressive()
+        };
+        let d = Fleet::new()
+            .current("canary", 0, status(ReleaseState::Failed, true, None), 9_999)
+            .behind("a", 1, ready())
+            .decide(&settings, 2);
+        assert_eq!(written(&d), ["a"]);
+    }
+
+    #[test]
+    fn unhealthy_pools_go_first_whatever_their_wave() {
+        let d = Fleet::new()
+            .behind("a", 0, ready())
+            .behind("b", 1, status(ReleaseState::Stalled, true, None))
+            .behind("c", 1, status(ReleaseState::Progressing, false, None))
+            .decide(&progressive(), 2);
+        assert_eq!(written(&d), ["b", "c"], "already unavailable: updating them costs nothing");
+        assert_eq!(d.state("a"), Some(PoolRollout::Pending), "and they fill maxUnavailable");
+    }
+
+    #[test]
+    fn a_new_revision_supersedes_a_halted_one() {
+        // The failed pool carries the old revision now: it is behind,
+        // unhealthy, and goes first; the failure no longer counts.
+        let d = Fleet::new()
+            .behind("a", 0, status(ReleaseState::Stalled, true, None))
+            .behind("b", 0, ready())
+            .decide(&progressive(), 1);
+        assert_eq!(d.phase, RolloutPhase::Progressing);
+        assert_eq!(written(&d), ["a"]);
+        assert!(d.failed.is_empty());
+    }
+
+    #[test]
+    fn new_pools_install_at_once() {
+        let d = five_behind().new_pool("new").decide(&progressive(), 1);
+        assert_eq!(written(&d), ["a", "new"]);
+    }
+
+    #[test]
+    fn paused_starts_no_update_but_lets_running_ones_finish_and_new_pools_install() {
+        let settings = Settings {
+            paused: true,
+            ..progressive()
+        };
+        let d = Fleet::new()
+            .current("a", 0, status(ReleaseState::Progressing, true, None), 9_999)
+            .behind("b", 0, ready())
+            .behind("c", 0, status(ReleaseState::Failed, true, None))
+            .new_pool("new")
+            .decide(&settings, 1);
+        assert_eq!(d.state("a"), Some(PoolRollout::Updating));
+        assert_eq!(d.state("b"), Some(PoolRollout::Paused));
+        assert_eq!(d.state("c"), Some(PoolRollout::Paused));
+        assert_eq!(written(&d), ["new"]);
+        assert_eq!(d.phase, RolloutPhase::Paused);
+        // Paused applies to AllAtOnce too.
+        let d = five_behind().decide(
+            &Settings {
+                paused: true,
+                ..Settings::default()
+            },
+            1,
+        );
+        assert!(written(&d).is_empty());
+        assert_eq!(d.phase, RolloutPhase::Paused);
+    }
+
+    #[test]
+    fn paused_with_nothing_behind_is_complete() {
+        let settings = Settings {
+            paused: true,
+            ..progressive()
+        };
+        let d = Fleet::new().current("a", 0, ready(), 0).decide(&settings, 1);
+        assert_eq!(d.phase, RolloutPhase::Complete);
+    }
+
+    #[test]
+    fn offline_pools_are_skipped_and_count_for_nothing() {
+        let d = Fleet::new()
+            .offline("down", status(ReleaseState::Failed, true, None))
+            .behind("up", 0, ready())
+            .decide(&progressive(), 1);
+        assert_eq!(d.state("down"), Some(PoolRollout::Offline));
+        assert_eq!(written(&d), ["up"], "an offline pool blocks nothing");
+        assert_eq!(d.total, 1);
+        assert!(d.failed.is_empty());
+        // Once the others are done the rollout is complete.
+        let d = Fleet::new()
+            .offline("down", ready())
+            .current("up", 0, ready(), 0)
+            .decide(&progressive(), 1);
+        assert_eq!(d.phase, RolloutPhase::Complete);
+        // An offline pool's timed-out upgrade is not a failure either.
+        let d = Fleet::new()
+            .add("down", 0, true, Kind::Current(0, Some(0)), Some(status(ReleaseState::Failed, true, None)))
+            .decide(&progressive(), 1);
+        assert_eq!(d.state("down"), Some(PoolRollout::Offline));
+        assert_ne!(d.phase, RolloutPhase::Halted);
+        // New and offline: nothing installed until a node is Ready.
+        let d = Fleet::new()
+            .add("down", 0, true, Kind::Missing, None)
+            .decide(&Settings::default(), 1);
+        assert!(written(&d).is_empty());
+    }
+
+    #[test]
+    fn include_writes_offline_pools() {
+        let settings = Settings {
+            skip_offline: false,
+            ..Settings::default()
+        };
+        let d = Fleet::new().offline("down", ready()).decide(&settings, 1);
+        assert_eq!(written(&d), ["down"]);
+    }
+
+    #[test]
+    fn everything_done_is_complete() {
+        let d = Fleet::new()
+            .current("a", 0, ready(), 0)
+            .current("b", 0, ready(), 0)
+            .decide(&progressive(), 1);
+        assert_eq!(d.phase, RolloutPhase::Complete);
+        assert_eq!((d.updated, d.done, d.total), (2, 2, 2));
+        assert_eq!(d.requeue_after, None);
+        let s = d.status("abc", &progressive());
+        assert_eq!(s.progress, "Complete 2/2");
+    }
+
+    #[test]
+    fn the_status_names_failed_pools_and_the_wave() {
+        let d = Fleet::new()
+            .current("a", 0, status(ReleaseState::Failed, true, None), 9_999)
+            .behind("b", 1, ready())
+            .decide(&progressive(), 2);
+        let s = d.status("rev1", &progressive());
+        assert_eq!(s.phase, RolloutPhase::Halted);
+        assert_eq!(s.progress, "Halted 0/2 (1 failed)");
+        assert!(s.message.contains("(a)") && s.message.contains("maxFailures 0"), "{}", s.message);
+        let d = five_behind().decide(&progressive(), 1);
+        assert_eq!(d.status("r", &progressive()).message, "0 of 5 pools done, 1 updated");
+    }
+
+    #[test]
+    fn settings_resolve_percentages_of_the_selected_pools() {
+        let spec: Rollout = serde_json::from_value(serde_json::json!({
+            "strategy": "Progressive", "maxUnavailable": "25%", "maxFailures": "10%",
+            "minReadySeconds": 30, "progressDeadline": "1h30m", "paused": true, "offlinePools": "Include"
+        }))
+        .unwrap();
+        let s = Settings::new(Some(&spec), 10).unwrap();
+        assert_eq!(
+            s,
+            Settings {
+                progressive: true,
+                max_unavailable: 2,
+                max_failures: 1,
+                min_ready: Duration::from_secs(30),
+                progress_deadline: Duration::from_secs(5400),
+                paused: true,
+                skip_offline: false,
+            }
+        );
+        // Rounded down, yet at least one pool may update.
+        assert_eq!(Settings::new(Some(&spec), 3).unwrap().max_unavailable, 1);
+        assert_eq!(Settings::new(Some(&spec), 3).unwrap().max_failures, 0);
+        assert_eq!(Settings::new(None, 3).unwrap(), Settings::default());
+        let spec: Rollout = serde_json::from_value(serde_json::json!({ "maxUnavailable": "3" })).unwrap();
+        assert_eq!(
+            Settings::new(Some(&spec), 10).unwrap().max_unavailable,
+            3,
+            "a count in quotes is a count"
+        );
+    }
+
+    #[test]
+    fn bad_settings_name_the_field() {
+        for (spec, field) in [
+            (serde_json::json!({ "maxUnavailable": "lots" }), "rollout.maxUnavailable"),
+            (serde_json::json!({ "maxFailures": -1 }), "rollout.maxFailures"),
+            (serde_json::json!({ "progressDeadline": "soon" }), "rollout.progressDeadline"),
+            (serde_json::json!({ "minReadySeconds": -5 }), "rollout.minReadySeconds"),
+        ] {
+            let spec: Rollout = serde_json::from_value(spec).unwrap();
+            assert_eq!(Settings::new(Some(&spec), 4).unwrap_err().field, field);
+        }
+    }
+
+    #[test]
+    fn durations_read_as_flux_writes_them() {
+        assert_eq!(parse_duration("10m"), Some(Duration::from_secs(600)));
+        assert_eq!(parse_duration("1h30m"), Some(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("1.5h"), Some(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_duration("later"), None);
+    }
+}
