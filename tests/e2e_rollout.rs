@@ -1,0 +1,245 @@
+//! Progressive rollouts and offline pools on the local control plane, with
+//! real installs by Flux's helm-controller on kwok nodes.
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Patch, PatchParams};
+use kube::Api;
+use serde_json::{json, Value};
+use support::apps::{apply_app, ingress_app, releases_by_pool, stalled_because, wait_app, READY_TIMEOUT};
+use support::{condition, ensure_crd, RunningController, TestEnv, TestResult};
+
+/// A rollout of three pools takes a few Helm upgrades one after another.
+const ROLLOUT_TIMEOUT: Duration = Duration::from_secs(240);
+
+const SPEC_HASH: &str = "apps.fanout.dev/spec-hash";
+const WRITTEN_AT: &str = "apps.fanout.dev/written-at";
+
+fn annotation<'a>(object: &'a Value, key: &str) -> &'a str {
+    object["metadata"]["annotations"][key].as_str().unwrap_or_default()
+}
+
+/// Each pool's release's spec hash.
+async fn hashes(env: &TestEnv) -> BTreeMap<String, String> {
+    releases_by_pool(env)
+        .await
+        .into_iter()
+        .map(|(pool, hr)| (pool, annotation(&hr, SPEC_HASH).to_string()))
+        .collect()
+}
+
+/// The rollout is complete and every one of `total` pools is Ready.
+fn complete(total: usize) -> impl Fn(&Value) -> Result<(), String> {
+    move |app| {
+        let progress = app.pointer("/status/rollout/progress").and_then(Value::as_str);
+        let ready = condition(app, "Ready").map(|c| c["status"].clone());
+        let want = format!("Complete {total}/{total}");
+        match (progress, ready) {
+            (Some(p), Some(r)) if p == want && r == "True" => Ok(()),
+            other => Err(format!("rollout and Ready are {other:?}, want {want} and True")),
+        }
+    }
+}
+
+/// The values change every test step makes: a new revision for every pool.
+fn with_log_level(app: &mut Value, level: &str) {
+    app["spec"]["values"]["controller"]["config"]["log-level"] = json!(level);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_change_goes_pool_by_pool_halts_on_a_broken_site_and_completes_once_fixed() -> TestResult {
+    let mut env = TestEnv::new("rollout").await;
+    ensure_crd(&env.client).await;
+    let tag = env.prefix.clone();
+    let mut pools = Vec::new();
+    for short in ["a", "b", "c"] {
+        pools.push(env.create_pool(short, &[("e2e", &tag), ("region", "east")], 1).await);
+    }
+    let controller = RunningController::start(&env.namespace);
+    let mut app = ingress_app(&env, json!({ "rollout": { "strategy": "Progressive", "maxUnavailable": 1 } }));
+    apply_app(&env, &app).await?;
+    // New pools have nothing to break: installed at once.
+    wait_app(&env, &controller, "the first install", READY_TIMEOUT, complete(3)).await;
+
+    // A good change: one pool at a time, in name order, each written only
+    // once the one before it was Ready on the new revision.
+    with_log_level(&mut app, "debug");
+    apply_app(&env, &app).await?;
+    let most_updating = std::cell::Cell::new(0);
+    let status = wait_app(&env, &controller, "the good change", ROLLOUT_TIMEOUT, |app| {
+        let updating = app["status"]["pools"]
+            .as_array()
+            .map(|p| p.iter().filter(|p| p["upToDate"] == true && p["rollout"] != "Done").count())
+            .unwrap_or_default();
+        most_updating.set(most_updating.get().max(updating));
+        complete(3)(app)
+    })
+    .await;
+    assert!(most_updating.get() <= 1, "{} pools were updating at once", most_updating.get());
+    let releases = releases_by_pool(&env).await;
+    for pair in pools.windows(2) {
+        let (before, after) = (&releases[&pair[0]], &releases[&pair[1]]);
+        let ready_since = condition(before, "Ready")
+            .and_then(|c| c["lastTransitionTime"].as_str())
+            .unwrap_or("~");
+        let written = annotation(after, WRITTEN_AT);
+        assert!(
+            !written.is_empty() && written >= ready_since,
+            "pool {} was written at {written}, before pool {} turned Ready at {ready_since}",
+            pair[1],
+            pair[0]
+        );
+    }
+    assert_eq!(status["status"]["rollout"]["updated"], 3);
+    let good = hashes(&env).await;
+
+    // A broken change (a port no Service may have): the first pool fails,
+    // the rollout halts, the others keep the previous release exactly.
+    app["spec"]["values"]["controller"]["service"] = json!({ "port": 70000 });
+    apply_app(&env, &app).await?;
+    let halted =
+        wait_app(&env, &controller, "the halt", ROLLOUT_TIMEOUT, stalled_because("RolloutHalted")).await;
+    let stalled = condition(&halted, "Stalled").cloned().unwrap_or_default();
+    let message = stalled["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&pools[0]) && message.contains("70000"),
+        "names the pool and Flux's words: {message}"
+    );
+    let ready = condition(&halted, "Ready").cloned().unwrap_or_default();
+    assert_eq!(
+        (ready["status"].as_str(), ready["reason"].as_str()),
+        (Some("False"), Some("RolloutHalted"))
+    );
+    assert_eq!(halted["status"]["rollout"]["phase"], "Halted");
+    // Give a wrong write time to happen, then check that none did.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let during = hashes(&env).await;
+    assert_ne!(during[&pools[0]], good[&pools[0]], "the first pool got the change");
+    for pool in &pools[1..] {
+        assert_eq!(during[pool], good[pool], "pool {pool} was touched by a halted rollout");
+        let entry = support::apps::pool_status(&halted, pool).cloned().unwrap_or_default();
+        assert_eq!(
+            (entry["ready"].as_str(), entry["rollout"].as_str()),
+            (Some("True"), Some("Halted")),
+            "{entry}"
+        );
+    }
+
+    // Fixed: a new revision starts again, the failed pool first, and completes.
+    app["spec"]["values"]["controller"]["service"] = json!({ "port": 8080 });
+    apply_app(&env, &app).await?;
+    wait_app(&env, &controller, "the fixed change", ROLLOUT_TIMEOUT, complete(3)).await;
+    let fixed = hashes(&env).await;
+    assert!(pools.iter().all(|p| fixed[p] != good[p] && fixed[p] != during[p]), "{fixed:?}");
+
+    // Paused: a change reaches no pool until the pause is lifted.
+    app["spec"]["rollout"]["paused"] = json!(true);
+    with_log_level(&mut app, "warn");
+    apply_app(&env, &app).await?;
+    let paused = wait_app(&env, &controller, "the pause", Duration::from_secs(60), |app| {
+        match app.pointer("/status/rollout/phase").and_then(Value::as_str) {
+            Some("Paused") => Ok(()),
+            other => Err(format!("phase {other:?}")),
+        }
+    })
+    .await;
+    let ready = condition(&paused, "Ready").cloned().unwrap_or_default();
+    assert_eq!(ready["reason"], "RolloutPaused");
+    assert!(condition(&paused, "Stalled").is_none(), "a pause is no failure");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(hashes(&env).await, fixed, "a paused rollout wrote a release");
+    app["spec"]["rollout"]["paused"] = json!(false);
+    apply_app(&env, &app).await?;
+    wait_app(&env, &controller, "the resumed change", ROLLOUT_TIMEOUT, complete(3)).await;
+    let resumed = hashes(&env).await;
+    assert!(pools.iter().all(|p| resumed[p] != fixed[p]), "{resumed:?}");
+
+    env.cleanup().await;
+    Ok(())
+}
+
+/// Cuts a kwok node off as a lost link would: kwok stops answering for it
+/// and its Ready condition turns False.
+async fn cut_off(env: &TestEnv, node: &str) -> TestResult {
+    let nodes: Api<Node> = Api::all(env.client.clone());
+    let unmanaged = json!({ "metadata": { "annotations": { "kwok.x-k8s.io/node": null } } });
+    nodes.patch(node, &PatchParams::default(), &Patch::Merge(&unmanaged)).await?;
+    let not_ready = json!({ "status": { "conditions": [{
+        "type": "Ready", "status": "False", "reason": "NodeStatusUnknown", "message": "link down (test)"
+    }] } });
+    nodes
+        .patch_status(node, &PatchParams::default(), &Patch::Strategic(&not_ready))
+        .await?;
+    Ok(())
+}
+
+/// Hands the node back to kwok, which turns it Ready again.
+async fn reconnect(env: &TestEnv, node: &str) -> TestResult {
+    let nodes: Api<Node> = Api::all(env.client.clone());
+    let managed = json!({ "metadata": { "annotations": { "kwok.x-k8s.io/node": "fake" } } });
+    nodes.patch(node, &PatchParams::default(), &Patch::Merge(&managed)).await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_offline_pool_is_skipped_reported_apart_and_caught_up_when_back() -> TestResult {
+    let mut env = TestEnv::new("offline").await;
+    ensure_crd(&env.client).await;
+    let tag = env.prefix.clone();
+    let mut pools = Vec::new();
+    for short in ["a", "b", "c"] {
+        pools.push(env.create_pool(short, &[("e2e", &tag), ("region", "east")], 1).await);
+    }
+    let controller = RunningController::start(&env.namespace);
+    let mut app = ingress_app(&env, json!({ "rollout": { "strategy": "Progressive" } }));
+    apply_app(&env, &app).await?;
+    wait_app(&env, &controller, "the first install", READY_TIMEOUT, complete(3)).await;
+
+    let down = pools[1].clone();
+    let node = env.nodes_of(&down).await.pop().expect("the pool has a node");
+    cut_off(&env, &node).await?;
+    let status = wait_app(&env, &controller, "the pool reported offline", Duration::from_secs(60), |app| {
+        match app.pointer("/status/ready").and_then(Value::as_str) {
+            Some("2/3 (1 offline)") => Ok(()),
+            other => Err(format!("ready {other:?}")),
+        }
+    })
+    .await;
+    let entry = support::apps::pool_status(&status, &down).cloned().unwrap_or_default();
+    assert_eq!(
+        (entry["offline"].as_bool(), entry["nodes"].as_str()),
+        (Some(true), Some("0/1")),
+        "{entry}"
+    );
+    assert_eq!(entry["reason"], "PoolOffline");
+    let before = hashes(&env).await;
+
+    // A change completes on the others; the offline pool is left as it is.
+    with_log_level(&mut app, "debug");
+    apply_app(&env, &app).await?;
+    let done =
+        wait_app(&env, &controller, "the rollout around the offline pool", ROLLOUT_TIMEOUT, complete(2))
+            .await;
+    let ready = condition(&done, "Ready").cloned().unwrap_or_default();
+    assert!(
+        ready["message"].as_str().unwrap_or_default().contains("1 offline"),
+        "the offline pool is counted apart: {ready}"
+    );
+    let during = hashes(&env).await;
+    assert_eq!(during[&down], before[&down], "the offline pool's release was written");
+    for pool in [&pools[0], &pools[2]] {
+        assert_ne!(during[pool], before[pool], "pool {pool} did not get the change");
+    }
+
+    // Back online: it catches up.
+    reconnect(&env, &node).await?;
+    wait_app(&env, &controller, "the pool caught up", ROLLOUT_TIMEOUT, complete(3)).await;
+    let after = hashes(&env).await;
+    assert_ne!(after[&down], before[&down], "the pool back online did not get the change");
+
+    env.cleanup().await;
+    Ok(())
+}
