@@ -92,6 +92,20 @@ pub struct NodePoolApplicationSpec {
     /// by pool, each gated on the health of those before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<Rollout>,
+
+    /// What becomes of a release whose pool leaves the selection, and of
+    /// every release when the application is deleted: `Delete` (the
+    /// default) uninstalls it; `Orphan` leaves it running as a HelmRelease
+    /// of its own, no longer managed by this application.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_policy: Option<DeletionPolicy>,
+}
+
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DeletionPolicy {
+    #[default]
+    Delete,
+    Orphan,
 }
 
 /// How a change to the application reaches its pools. A pool with no

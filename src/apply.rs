@@ -42,6 +42,12 @@ pub enum ApplyError {
     },
     #[error("the watch of HelmCharts has stopped, so this application's charts cannot be found; the controller is shutting down")]
     ChartWatchStopped,
+    #[error("cannot orphan {object} (deletionPolicy: Orphan): {source}")]
+    Orphan {
+        object: String,
+        #[source]
+        source: kube::Error,
+    },
     #[error("cannot update the finalizers of NodePoolApplication {name}: {source}")]
     Finalizer {
         name: String,
@@ -59,6 +65,7 @@ impl ApplyError {
             Self::Delete { .. } | Self::ChartWatchStopped => "PruneFailed",
             Self::Status { .. } => "StatusFailed",
             Self::Finalizer { .. } => "FinalizerFailed",
+            Self::Orphan { .. } => "OrphanFailed",
         }
     }
 }
@@ -118,6 +125,84 @@ pub async fn delete_observed(
             source,
         }),
     }
+}
+
+/// Leaves an owned release in place as a HelmRelease of its own (see
+/// [`crate::orphan`]): read afresh, then merge-patched with its uid as a
+/// precondition, so only the release observed is changed. `charts` finds
+/// the shared HelmChart its `chartRef` points at.
+pub async fn orphan_release(
+    api: &Api<DynamicObject>,
+    charts: &Store<DynamicObject>,
+    name: &str,
+    app: &impl Resource,
+) -> Result<(), ApplyError> {
+    let object = format!("HelmRelease {name}");
+    let failed = |source| ApplyError::Orphan {
+        object: object.clone(),
+        source,
+    };
+    let Some(current) = api.get_opt(name).await.map_err(failed)? else {
+        return Ok(());
+    };
+    let uid = app.meta().uid.clone().unwrap_or_default();
+    let release = serde_json::to_value(&current).map_err(|e| failed(kube::Error::SerdeError(e)))?;
+    let ours = current.owner_references().iter().any(|o| o.uid == uid && o.controller == Some(true));
+    if !ours {
+        return Ok(());
+    }
+    charts.wait_until_ready().await.map_err(|_| ApplyError::ChartWatchStopped)?;
+    let chart = release
+        .pointer("/spec/chartRef")
+        .filter(|r| r["kind"] == "HelmChart")
+        .and_then(|r| {
+            let name = r["name"].as_str()?;
+            let namespace = r["namespace"].as_str().or(current.metadata.namespace.as_deref())?;
+            charts
+                .state()
+                .into_iter()
+                .find(|c| c.name_any() == name && c.namespace().as_deref() == Some(namespace))
+        })
+        .and_then(|c| serde_json::to_value(c.as_ref()).ok());
+    if release.pointer("/spec/chartRef").is_some() && chart.is_none() {
+        tracing::warn!(release = %name, "orphaning a release whose shared HelmChart is gone: it keeps its chartRef");
+    }
+    let mut patch = crate::orphan::patch(&release, &app.name_any(), &uid, chart.as_ref());
+    patch["metadata"]["uid"] = json!(current.metadata.uid);
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PatchParams::default()
+    };
+    match api.patch(name, &params, &Patch::Merge(&patch)).await {
+        Ok(_) => Ok(()),
+        // Gone, or replaced by an object that is not the one observed.
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
+        Err(source) => Err(failed(source)),
+    }
+}
+
+/// Every release this application owns, orphaned: the application is going
+/// and its releases are to stay.
+pub async fn orphan_all(
+    client: &Client,
+    charts: &Store<DynamicObject>,
+    app: &impl Resource,
+) -> Result<(), ApplyError> {
+    let namespace = app.namespace().unwrap_or_default();
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &namespace, &crate::observe::helmrelease_resource());
+    let uid = app.meta().uid.clone().unwrap_or_default();
+    let listed = api
+        .list(&kube::api::ListParams::default())
+        .await
+        .map_err(|source| ApplyError::Orphan {
+            object: format!("the HelmReleases of namespace {namespace}"),
+            source,
+        })?;
+    for release in listed.items.iter().filter(|r| r.owner_references().iter().any(|o| o.uid == uid)) {
+        orphan_release(&api, charts, &release.name_any(), app).await?;
+    }
+    Ok(())
 }
 
 /// Writes the status subresource by server-side apply under the same field
@@ -251,36 +336,33 @@ pub async fn report_unreadable(
     }
 }
 
-/// Adds the finalizer, if missing, so the shared HelmCharts outlive no
-/// application.
-pub async fn add_finalizer(
+/// The finalizer that leaves the releases in place when the application
+/// goes, under `deletionPolicy: Orphan`: before the garbage collector can
+/// reach them, they are orphaned (see [`crate::orphan`]).
+pub const ORPHAN_FINALIZER: &str = "apps.fanout.dev/orphan-releases";
+
+/// Makes our finalizers on the application exactly `wanted` (of
+/// [`FINALIZER`] and [`ORPHAN_FINALIZER`]), writing only when they differ.
+/// Applying the list under our field manager touches no one else's entry,
+/// and an empty list withdraws ours.
+pub async fn set_finalizers(
     api: &Api<NodePoolApplication>,
-    app: &NodePoolApplication,
+    app: &impl Resource,
+    wanted: &[&str],
 ) -> Result<(), ApplyError> {
-    if app.finalizers().iter().any(|f| f == FINALIZER) {
+    let ours: Vec<&str> = app
+        .finalizers()
+        .iter()
+        .map(String::as_str)
+        .filter(|f| [FINALIZER, ORPHAN_FINALIZER].contains(f))
+        .collect();
+    if ours.len() == wanted.len() && wanted.iter().all(|w| ours.contains(w)) {
         return Ok(());
     }
     let patch = json!({
         "apiVersion": "apps.fanout.dev/v1alpha1",
         "kind": "NodePoolApplication",
-        "metadata": { "name": app.name_any(), "finalizers": [FINALIZER] },
-    });
-    api.patch(&app.name_any(), &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch))
-        .await
-        .map(|_| ())
-        .map_err(|source| ApplyError::Finalizer {
-            name: app.name_any(),
-            source,
-        })
-}
-
-/// Removes the finalizer once the shared HelmCharts are gone: applying an
-/// empty list under our field manager withdraws only our entry.
-pub async fn remove_finalizer(api: &Api<NodePoolApplication>, app: &impl Resource) -> Result<(), ApplyError> {
-    let patch = json!({
-        "apiVersion": "apps.fanout.dev/v1alpha1",
-        "kind": "NodePoolApplication",
-        "metadata": { "name": app.name_any(), "finalizers": [] },
+        "metadata": { "name": app.name_any(), "finalizers": wanted },
     });
     match api
         .patch(&app.name_any(), &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch))
@@ -288,7 +370,7 @@ pub async fn remove_finalizer(api: &Api<NodePoolApplication>, app: &impl Resourc
     {
         // An unreadable answer (see report_unreadable) still means done.
         Ok(_) | Err(kube::Error::SerdeError(_)) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 && wanted.is_empty() => Ok(()),
         Err(source) => Err(ApplyError::Finalizer {
             name: app.name_any(),
             source,

@@ -18,7 +18,7 @@ use tracing::{info, warn};
 use k8s_openapi::api::core::v1::{Node, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::api::{ConditionStatus, NodePoolApplication, NodePoolApplicationStatus};
+use crate::api::{ConditionStatus, DeletionPolicy, NodePoolApplication, NodePoolApplicationStatus};
 use crate::api_errors;
 use crate::apply::{self, ApplyError};
 use crate::backoff::Backoff;
@@ -336,9 +336,15 @@ async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) -> Result<A
     if app.meta().deletion_timestamp.is_some() {
         return finalize(ctx, &apps, app.as_ref()).await;
     }
-    if ctx.shared_chart {
-        apply::add_finalizer(&apps, &app).await?;
-    }
+    let orphan = app.spec.deletion_policy == Some(DeletionPolicy::Orphan);
+    let finalizers: Vec<&str> = [
+        ctx.shared_chart.then_some(apply::FINALIZER),
+        orphan.then_some(apply::ORPHAN_FINALIZER),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    apply::set_finalizers(&apps, app.as_ref(), &finalizers).await?;
     let observed = observe::observe(&ctx.client, &ctx.nodepools, &app).await?;
     let refused = ctx
         .no_cross_namespace_refs
@@ -413,7 +419,12 @@ async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) -> Result<A
     for release in observed.owned.iter().filter(|o| planned.prune.contains(&o.name)) {
         let pool = release.pool.as_deref().unwrap_or_default();
         let uid = release.uid.as_deref().unwrap_or_default();
-        match apply::delete_observed(&releases, "HelmRelease", &release.name, uid).await {
+        let done = match orphan {
+            true => apply::orphan_release(&releases, &ctx.charts, &release.name, app.as_ref()).await,
+            false => apply::delete_observed(&releases, "HelmRelease", &release.name, uid).await,
+        };
+        match done {
+            Ok(()) if orphan => happened.push(Transition::orphaned(pool, &release.name)),
             Ok(()) => happened.push(Transition::pruned(pool, &release.name)),
             Err(e) => {
                 warn!(app = %name, release = %release.name, error = %e, "prune failed");
@@ -467,17 +478,25 @@ async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) -> Result<A
 }
 
 /// An application being deleted. The garbage collector removes the
-/// releases through their owner references; the shared HelmCharts, beyond
-/// their reach, go here, wherever they are, before the finalizer is
-/// released.
+/// releases through their owner references, unless the orphan finalizer
+/// (`deletionPolicy: Orphan` when the spec was last read) says they stay:
+/// then they are orphaned first. The shared HelmCharts, beyond the
+/// collector's reach, go here, wherever they are, before the finalizers
+/// are released.
 async fn finalize(
     ctx: &Context,
     apps: &Api<NodePoolApplication>,
     app: &impl Resource,
 ) -> Result<Action, Error> {
-    if app.finalizers().iter().any(|f| f == apply::FINALIZER) {
+    let has = |name: &str| app.finalizers().iter().any(|f| f == name);
+    if has(apply::ORPHAN_FINALIZER) {
+        apply::orphan_all(&ctx.client, &ctx.charts, app).await?;
+    }
+    if has(apply::FINALIZER) {
         apply::prune_charts(&ctx.client, &ctx.charts, app, &[]).await?;
-        apply::remove_finalizer(apps, app).await?;
+    }
+    if has(apply::FINALIZER) || has(apply::ORPHAN_FINALIZER) {
+        apply::set_finalizers(apps, app, &[]).await?;
     }
     ctx.metrics.forget(&app.namespace().unwrap_or_default(), &app.name_any());
     Ok(Action::await_change())

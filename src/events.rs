@@ -63,6 +63,19 @@ impl Transition {
         }
     }
 
+    pub fn orphaned(pool: &str, release: &str) -> Self {
+        Self {
+            warning: false,
+            reason: "ReleaseOrphaned".to_string(),
+            action: "Orphan",
+            message: fit_note(format!(
+                "pool {pool:?} left the selection: HelmRelease {release} left in place, no longer \
+                 managed by this application (deletionPolicy: Orphan)"
+            )),
+            release: Some(release.to_string()),
+        }
+    }
+
     pub fn apply_failed(pool: &str, release: &str, reason: &'static str, message: &str) -> Self {
         Self {
             warning: true,

@@ -13,6 +13,7 @@ pub mod events;
 pub mod naming;
 pub mod nodes;
 pub mod observe;
+pub mod orphan;
 pub mod plan;
 pub mod pools;
 pub mod release;
