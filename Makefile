@@ -38,6 +38,14 @@ bench-fanout: ## Time the fan-out to POOLS pools, shared chart vs a chart per re
 	hack/cluster.sh up >/dev/null
 	POOLS=$(POOLS) KUBECONFIG=$(KUBECONFIG_LOCAL) cargo bench --locked --bench fanout
 
+# 10 pools unless POOLS is given on the command line (its default above is
+# the fan-out's).
+.PHONY: bench-rollout
+bench-rollout: ## Time one change reaching POOLS (10) pools all at once vs progressively (starts the local control plane)
+	hack/cluster.sh up >/dev/null
+	POOLS=$(if $(filter command line,$(origin POOLS)),$(POOLS),10) KUBECONFIG=$(KUBECONFIG_LOCAL) \
+	  cargo bench --locked --bench rollout
+
 .PHONY: bench-render
 bench-render: ## Time planning an application over 8 pools: hostile templates beside ordinary specs (no cluster)
 	cargo bench --locked --bench render

@@ -1,0 +1,137 @@
+//! `make bench-rollout POOLS=N`: one values change reaching N pools on the
+//! local control plane, with real Helm upgrades on kwok nodes, under three
+//! rollouts side by side: all at once, progressive one pool at a time, and
+//! progressive a quarter of the pools at a time. Prints, for each, the time
+//! from the change to the rollout's `Complete N/N`, and the most pools seen
+//! updating at once.
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::time::{Duration, Instant};
+
+use kube::Api;
+use nodepool_fanout::api::{NodePoolApplication, RolloutPhase};
+use serde_json::{json, Value};
+use support::apps::{app, apply_app};
+use support::{ensure_crd, RunningController, TestEnv};
+
+const TIMEOUT: Duration = Duration::from_secs(1800);
+
+struct Run {
+    label: &'static str,
+    rollout: Value,
+}
+
+#[tokio::main]
+async fn main() {
+    let pools: usize = std::env::var("POOLS").ok().and_then(|p| p.parse().ok()).unwrap_or(10);
+    println!("rollout benchmark: {pools} pools, chart ingress-gateway 1.0.0, one kwok node per pool");
+    let runs = [
+        Run {
+            label: "AllAtOnce",
+            rollout: json!({ "strategy": "AllAtOnce" }),
+        },
+        Run {
+            label: "Progressive, maxUnavailable 1",
+            rollout: json!({ "strategy": "Progressive", "maxUnavailable": 1 }),
+        },
+        Run {
+            label: "Progressive, maxUnavailable 25%",
+            rollout: json!({ "strategy": "Progressive", "maxUnavailable": "25%" }),
+        },
+    ];
+    let mut rows = Vec::new();
+    for run in &runs {
+        let (install, change, most) = measure(pools, &run.rollout).await;
+        println!(
+            "{}: install {}, change {}, at most {most} updating at once",
+            run.label,
+            secs(install),
+            secs(change)
+        );
+        rows.push((run.label, install, change, most));
+    }
+    println!();
+    println!("{:<34} {:>12} {:>16} {:>18}", "", "first install", "change complete", "most updating");
+    for (label, install, change, most) in rows {
+        println!("{label:<34} {:>12} {:>16} {most:>18}", secs(install), secs(change));
+    }
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.1} s", d.as_secs_f64())
+}
+
+/// Installs the application over `pools` fresh pools, then changes its
+/// values; returns the time to the first `Complete`, the time from the
+/// change to the next, and the most pools seen updating at once.
+async fn measure(pools: usize, rollout: &Value) -> (Duration, Duration, usize) {
+    let mut env = TestEnv::new("bench-rollout").await;
+    ensure_crd(&env.client).await;
+    let tag = env.prefix.clone();
+    for i in 0..pools {
+        env.create_pool(&format!("p{i:02}"), &[("e2e", &tag)], 1).await;
+    }
+    let controller = RunningController::start(&env.namespace);
+    let mut manifest = app(
+        &env,
+        "ingress-gateway",
+        "1.0.0",
+        json!({
+            "pools": { "selector": { "matchLabels": { "e2e": tag } } },
+            "interval": "1h",
+            "values": { "controller": {
+                "ingressClass": { "name": "{{app.namespace}}-{{pool.name}}" },
+                "config": { "log-level": "info" }
+            } },
+            "rollout": rollout
+        }),
+    );
+    let apps: Api<NodePoolApplication> = Api::namespaced(env.client.clone(), &env.namespace);
+    let start = Instant::now();
+    apply_app(&env, &manifest).await.expect("apply the application");
+    wait_complete(&apps, pools, &controller).await;
+    let install = start.elapsed();
+
+    manifest["spec"]["values"]["controller"]["config"]["log-level"] = json!("debug");
+    let start = Instant::now();
+    let applied = apply_app(&env, &manifest).await.expect("change the application");
+    let generation = applied.metadata.generation;
+    let most = wait_complete_after(&apps, pools, generation, &controller).await;
+    let change = start.elapsed();
+    drop(controller);
+    env.cleanup().await;
+    (install, change, most)
+}
+
+async fn wait_complete(apps: &Api<NodePoolApplication>, pools: usize, controller: &RunningController) {
+    wait_complete_after(apps, pools, None, controller).await;
+}
+
+/// Polls until the status of `generation` (or any) says Complete with
+/// every pool done and Ready; returns the most pools seen updating at once.
+async fn wait_complete_after(
+    apps: &Api<NodePoolApplication>,
+    pools: usize,
+    generation: Option<i64>,
+    controller: &RunningController,
+) -> usize {
+    let start = Instant::now();
+    let mut most = 0;
+    loop {
+        assert!(start.elapsed() < TIMEOUT, "not complete after {TIMEOUT:?}\n{}", controller.log_tail());
+        let status = apps.get("ingress").await.ok().and_then(|a| a.status);
+        if let Some(status) = status.filter(|s| generation.is_none() || s.observed_generation == generation) {
+            let updating = status.pools.iter().filter(|p| p.up_to_date && p.rollout != "Done").count();
+            most = most.max(updating);
+            let complete = status
+                .rollout
+                .as_ref()
+                .is_some_and(|r| r.phase == RolloutPhase::Complete && r.done as usize == pools);
+            if complete && status.ready_pools as usize == pools {
+                return most;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
