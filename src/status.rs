@@ -334,10 +334,13 @@ fn summary(input: &RollupInput, ready: usize, offline: usize) -> String {
     if total == 0 && input.missing.is_empty() {
         return "no node pool matches spec.pools".to_string();
     }
+    let halted = input.rollout.as_ref().is_some_and(|r| r.phase == RolloutPhase::Halted);
     let mut problems: Vec<String> = input
         .pools
         .iter()
         .filter(|p| !matches!(p.status.state, ReleaseState::Ready | ReleaseState::Offline))
+        // The halt names its failed pools already.
+        .filter(|p| !(halted && p.rollout == Some(PoolRollout::Failed)))
         .map(describe)
         .collect();
     if !input.missing.is_empty() {
@@ -369,12 +372,31 @@ fn summary(input: &RollupInput, ready: usize, offline: usize) -> String {
     }
 }
 
+/// A pool's message as the conditions quote it, at most this many bytes:
+/// Flux's messages carry whole objects (a refused Job's template runs to
+/// kilobytes), and a condition is read in `kubectl get`. The pool's own
+/// entry in `status.pools` keeps the whole message.
+pub const MAX_QUOTED_MESSAGE: usize = 240;
+
 fn describe(p: &PoolReport) -> String {
     if p.status.message.is_empty() {
         format!("pool {:?}: {}", p.pool, p.status.reason)
     } else {
-        format!("pool {:?}: {}: {}", p.pool, p.status.reason, p.status.message)
+        let message = cut(&p.status.message, MAX_QUOTED_MESSAGE);
+        format!("pool {:?}: {}: {message}", p.pool, p.status.reason)
     }
+}
+
+/// `text` cut at a char boundary to at most `max` bytes, ending in `…` when cut.
+fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max - '…'.len_utf8();
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
 }
 
 fn first_with<'a>(pools: &'a [PoolReport], states: &[ReleaseState]) -> Option<&'a PoolReport> {
@@ -769,6 +791,52 @@ mod tests {
         assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("True", "NoPoolsSelected"));
         assert_eq!(s.ready, "0/0");
         assert_eq!(s.chart_version, None);
+    }
+
+    #[test]
+    fn conditions_quote_a_pools_message_cut_and_the_pool_keeps_it_whole() {
+        let mut pools = vec![report("hz", ReleaseState::Stalled, "UpgradeFailed")];
+        pools[0].status.message = format!("Job is invalid: {}: field is immutable", "é".repeat(2000));
+        let s = roll(&pools, &[]);
+        for kind in ["Ready", "Stalled"] {
+            let message = &get(&s, kind).unwrap().message;
+            assert!(message.len() < MAX_QUOTED_MESSAGE + 100, "{kind}: {} bytes", message.len());
+            assert!(message.ends_with('…'), "{message}");
+        }
+        assert_eq!(s.pools[0].message, pools[0].status.message);
+    }
+
+    #[test]
+    fn a_halt_names_its_failed_pools_once() {
+        let mut pools = vec![
+            report("hz", ReleaseState::Stalled, "UpgradeFailed"),
+            report("sh", ReleaseState::Ready, "UpgradeSucceeded"),
+        ];
+        pools[0].rollout = Some(PoolRollout::Failed);
+        pools[0].status.message = "the one message".into();
+        let now = now();
+        let s = rollup(&RollupInput {
+            pools: &pools,
+            missing: &[],
+            blocker: None,
+            generation: Some(4),
+            previous: &[],
+            now: &now,
+            rollout: Some(RolloutStatus {
+                revision: "r1".into(),
+                phase: RolloutPhase::Halted,
+                ..RolloutStatus::default()
+            }),
+        });
+        let ready = &get(&s, "Ready").unwrap().message;
+        assert_eq!(ready.matches("the one message").count(), 1, "{ready}");
+        let stalled = get(&s, "Stalled").unwrap();
+        assert_eq!(stalled.reason, "RolloutHalted");
+        assert!(
+            stalled.message.contains("pool \"hz\": UpgradeFailed: the one message"),
+            "{}",
+            stalled.message
+        );
     }
 
     #[test]
