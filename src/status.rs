@@ -387,16 +387,22 @@ fn describe(p: &PoolReport) -> String {
     }
 }
 
-/// `text` cut at a char boundary to at most `max` bytes, ending in `…` when cut.
+/// `text` in at most `max` bytes: its head and its tail around a `…`,
+/// since an error's cause often comes last (`…: field is immutable`).
 fn cut(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_string();
     }
-    let mut end = max - '…'.len_utf8();
-    while !text.is_char_boundary(end) {
-        end -= 1;
+    let budget = max - " … ".len();
+    let mut head = budget * 2 / 3;
+    while !text.is_char_boundary(head) {
+        head -= 1;
     }
-    format!("{}…", &text[..end])
+    let mut tail = text.len() - (budget - head);
+    while !text.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!("{} … {}", &text[..head], &text[tail..])
 }
 
 fn first_with<'a>(pools: &'a [PoolReport], states: &[ReleaseState]) -> Option<&'a PoolReport> {
@@ -801,9 +807,15 @@ mod tests {
         for kind in ["Ready", "Stalled"] {
             let message = &get(&s, kind).unwrap().message;
             assert!(message.len() < MAX_QUOTED_MESSAGE + 100, "{kind}: {} bytes", message.len());
-            assert!(message.ends_with('…'), "{message}");
+            assert!(message.contains("Job is invalid: éé") && message.contains(" … "), "{message}");
+            assert!(message.ends_with("éé: field is immutable"), "the cause, at the end, is kept: {message}");
         }
         assert_eq!(s.pools[0].message, pools[0].status.message);
+        for text in ["short", &"x".repeat(MAX_QUOTED_MESSAGE), &"ü".repeat(500), &"a".repeat(1000)] {
+            let c = cut(text, MAX_QUOTED_MESSAGE);
+            assert!(c.len() <= MAX_QUOTED_MESSAGE, "{} bytes", c.len());
+            assert_eq!(c == text, text.len() <= MAX_QUOTED_MESSAGE);
+        }
     }
 
     #[test]
