@@ -300,6 +300,7 @@ mod tests {
     const INGRESS: &str = include_str!("../examples/ingress-per-pool.yaml");
     const EDGEX: &str = include_str!("../examples/edgex-per-pool.yaml");
     const POOLS: &str = include_str!("../examples/pools.yaml");
+    const CANARY: &str = include_str!("../examples/edgex-canary.yaml");
 
     fn documents(yaml: &str) -> Vec<Value> {
         serde_saphyr::from_multiple(yaml).unwrap()
@@ -444,6 +445,18 @@ spec:
         assert!(hz["spec"]["values"].get("database").is_none());
         let patch = hz["spec"]["postRenderers"][0]["kustomize"]["patches"][0]["patch"].as_str().unwrap();
         assert!(patch.contains("apps.openyurt.io/nodepool: hangzhou"), "{patch}");
+    }
+
+    #[test]
+    fn the_canary_example_renders_for_every_pool() {
+        let rendered = render(CANARY, POOLS, "edge", None).unwrap();
+        assert!(rendered.errors.is_empty(), "{:?}", rendered.errors);
+        let docs = documents(&rendered.yaml);
+        assert_eq!(docs.len(), 3, "a first install goes to every pool");
+        for doc in &docs {
+            assert!(doc["metadata"]["annotations"].get(crate::naming::ANNOTATION_WRITTEN_AT).is_none());
+        }
+        assert_eq!(for_pool(&docs, "beijing")["spec"]["values"]["deviceProfile"], "beijing-sensors");
     }
 
     #[test]

@@ -811,7 +811,12 @@ mod tests {
             assert!(message.ends_with("éé: field is immutable"), "the cause, at the end, is kept: {message}");
         }
         assert_eq!(s.pools[0].message, pools[0].status.message);
-        for text in ["short", &"x".repeat(MAX_QUOTED_MESSAGE), &"ü".repeat(500), &"a".repeat(1000)] {
+        for text in [
+            "short",
+            &"x".repeat(MAX_QUOTED_MESSAGE),
+            &"ü".repeat(500),
+            &"a".repeat(1000),
+        ] {
             let c = cut(text, MAX_QUOTED_MESSAGE);
             assert!(c.len() <= MAX_QUOTED_MESSAGE, "{} bytes", c.len());
             assert_eq!(c == text, text.len() <= MAX_QUOTED_MESSAGE);
