@@ -517,6 +517,9 @@ pub struct PoolStatus {
     /// Whether the pool has nodes and none of them is Ready.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub offline: bool,
+    /// When an offline pool's last node stopped being Ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offline_since: Option<String>,
 }
 
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]

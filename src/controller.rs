@@ -401,7 +401,10 @@ async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) -> Result<A
     let results: Vec<_> = futures::stream::iter(writes).buffer_unordered(APPLY_CONCURRENCY).collect().await;
     for (desired, exists, result) in results {
         match result {
-            Ok(()) => happened.push(Transition::applied(&desired.pool, &desired.name, exists)),
+            Ok(()) => happened.push(match &desired.drift {
+                Some(field) => Transition::drift_corrected(&desired.pool, &desired.name, field),
+                None => Transition::applied(&desired.pool, &desired.name, exists),
+            }),
             Err(e) => {
                 // One pool's failure does not stop the others.
                 warn!(app = %name, pool = %desired.pool, error = %e, "apply failed");

@@ -53,6 +53,20 @@ impl Transition {
         }
     }
 
+    /// A release that no longer held what we wrote, written again.
+    pub fn drift_corrected(pool: &str, release: &str, field: &str) -> Self {
+        Self {
+            warning: true,
+            reason: "DriftCorrected".to_string(),
+            action: "Apply",
+            message: fit_note(format!(
+                "pool {pool:?}: HelmRelease {release} was changed outside this application ({field} \
+                 first); applied again as the application says. Change the application instead"
+            )),
+            release: Some(release.to_string()),
+        }
+    }
+
     pub fn pruned(pool: &str, release: &str) -> Self {
         Self {
             warning: false,

@@ -9,6 +9,7 @@ pub mod backoff;
 pub mod chart;
 pub mod cli;
 pub mod controller;
+pub mod drift;
 pub mod events;
 pub mod naming;
 pub mod nodes;

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeStatus};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
 
 /// A pool's nodes.
@@ -13,6 +14,9 @@ use kube::api::ObjectMeta;
 pub struct NodeCount {
     pub ready: u32,
     pub total: u32,
+    /// The latest Ready transition of any of its nodes: for an offline
+    /// pool, when its last node stopped being Ready.
+    pub changed: Option<Timestamp>,
 }
 
 impl NodeCount {
@@ -32,10 +36,11 @@ impl std::fmt::Display for NodeCount {
 /// Whether a node's Ready condition is True. A node the node controller
 /// has not heard from turns Unknown: that is not Ready either.
 pub fn is_ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    ready_condition(node).is_some_and(|c| c.status == "True")
+}
+
+fn ready_condition(node: &Node) -> Option<&NodeCondition> {
+    node.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "Ready")
 }
 
 /// Counts nodes by the value of their `label` (the pool they belong to).
@@ -48,6 +53,8 @@ pub fn count<'a>(nodes: impl IntoIterator<Item = &'a Node>, label: &str) -> BTre
         let entry = pools.entry(pool.clone()).or_default();
         entry.total += 1;
         entry.ready += u32::from(is_ready(node));
+        let changed = ready_condition(node).and_then(|c| c.last_transition_time.as_ref()).map(|t| t.0);
+        entry.changed = entry.changed.max(changed);
     }
     pools
 }
@@ -65,6 +72,7 @@ pub fn strip(node: Node) -> Node {
         .map(|c| NodeCondition {
             type_: c.type_,
             status: c.status,
+            last_transition_time: c.last_transition_time,
             ..NodeCondition::default()
         })
         .collect::<Vec<_>>();
@@ -92,7 +100,11 @@ mod tests {
     fn node(name: &str, pool: Option<&str>, ready: Option<&str>) -> Node {
         let labels = pool.map(|p| json!({ "apps.openyurt.io/nodepool": p })).unwrap_or(json!({}));
         let conditions = ready
-            .map(|s| json!([{ "type": "MemoryPressure", "status": "False" }, { "type": "Ready", "status": s }]))
+            .map(|s| {
+                let since = format!("2030-01-01T00:0{}:00Z", name.len() % 10);
+                json!([{ "type": "MemoryPressure", "status": "False" },
+                       { "type": "Ready", "status": s, "lastTransitionTime": since, "message": "kubelet is posting" }])
+            })
             .unwrap_or(json!([]));
         serde_json::from_value(json!({
             "metadata": { "name": name, "labels": labels, "annotations": { "big": "x".repeat(100) } },
@@ -113,8 +125,10 @@ mod tests {
         ];
         let counts = count(&nodes, "apps.openyurt.io/nodepool");
         assert_eq!(counts.len(), 2, "a node of no pool counts nowhere");
-        assert_eq!(counts["a"], NodeCount { ready: 1, total: 2 });
-        assert_eq!(counts["b"], NodeCount { ready: 0, total: 2 });
+        assert_eq!((counts["a"].ready, counts["a"].total), (1, 2));
+        assert_eq!((counts["b"].ready, counts["b"].total), (0, 2));
+        // b2 reports no condition; b1 ("b1", 2 characters) turned Unknown at minute 2.
+        assert_eq!(counts["b"].changed.map(|t| t.to_string()).as_deref(), Some("2030-01-01T00:02:00Z"));
         assert!(!counts["a"].offline());
         assert!(counts["b"].offline(), "Unknown is not Ready");
         assert!(!NodeCount::default().offline(), "an empty pool is not offline");
@@ -125,7 +139,7 @@ mod tests {
     fn the_label_is_the_pool_kinds_own() {
         let mut n = node("x", None, Some("True"));
         n.metadata.labels = Some([("site".to_string(), "s1".to_string())].into());
-        assert_eq!(count([&n], "site")["s1"], NodeCount { ready: 1, total: 1 });
+        assert_eq!((count([&n], "site")["s1"].ready, count([&n], "site")["s1"].total), (1, 1));
         assert!(count([&n], "apps.openyurt.io/nodepool").is_empty());
     }
 
@@ -142,7 +156,10 @@ mod tests {
             assert!(stripped.metadata.annotations.is_none());
             let status = stripped.status.unwrap();
             assert!(status.images.is_none());
-            assert_eq!(status.conditions.unwrap().len(), 1);
+            let conditions = status.conditions.unwrap();
+            assert_eq!(conditions.len(), 1);
+            assert!(conditions[0].last_transition_time.is_some(), "since when is kept");
+            assert!(conditions[0].message.is_none());
         }
     }
 }

@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use crate::api::{NodePoolApplication, NodePoolApplicationStatus};
 use crate::chart::Chart;
+use crate::drift;
 use crate::naming;
 use crate::nodes::NodeCount;
 use crate::pools::{self, Pool};
@@ -121,6 +122,10 @@ pub struct ObservedRelease {
     pub created: Option<String>,
     /// When this controller last wrote it (RFC 3339).
     pub written_at: Option<String>,
+    /// What it holds now, of what we write (its labels, annotations and
+    /// spec), to find hand edits; `None` when not read (then only the
+    /// spec hash is compared).
+    pub live: Option<Value>,
 }
 
 impl ObservedRelease {
@@ -143,6 +148,13 @@ impl ObservedRelease {
             helm_release: naming::helm_release_of(object),
             created: created_of(object),
             written_at: text("annotations", naming::ANNOTATION_WRITTEN_AT),
+            live: Some(serde_json::json!({
+                "metadata": {
+                    "labels": metadata.get("labels").cloned().unwrap_or(Value::Null),
+                    "annotations": metadata.get("annotations").cloned().unwrap_or(Value::Null),
+                },
+                "spec": object.get("spec").cloned().unwrap_or(Value::Null),
+            })),
         })
     }
 }
@@ -167,6 +179,9 @@ pub struct DesiredRelease {
     pub pool: String,
     pub object: Value,
     pub spec_hash: String,
+    /// Set when the release already carries this spec hash but no longer
+    /// holds what we wrote (a hand edit): the first field found changed.
+    pub drift: Option<String>,
 }
 
 /// What happens to one selected pool.
@@ -370,7 +385,10 @@ fn schedule(
     let by_name: BTreeMap<&str, &Pool> = selected.iter().map(|p| (p.name.as_str(), *p)).collect();
     let waves: BTreeSet<usize> = selected.iter().map(|p| step_of(p)).collect();
     let wave_of = |pool: &Pool| waves.iter().position(|w| *w == step_of(pool)).unwrap_or_default();
-    let applying: BTreeSet<&str> = plan.apply.iter().map(|d| d.pool.as_str()).collect();
+    // A hand-edited release already carries the revision: it is put back
+    // whatever the rollout, which only ever moves pools between revisions.
+    let applying: BTreeSet<&str> =
+        plan.apply.iter().filter(|d| d.drift.is_none()).map(|d| d.pool.as_str()).collect();
     let written_at = |o: &ObservedRelease| {
         o.written_at.as_deref().and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
     };
@@ -399,15 +417,23 @@ fn schedule(
         .collect();
     let decision = rollout::decide(settings, &inputs, waves.len(), input.now.0);
     let now = input.now.0.to_string();
-    plan.apply.retain_mut(|d| match decision.state(&d.pool) {
-        Some(PoolRollout::Write) | None => {
-            d.object["metadata"]["annotations"][naming::ANNOTATION_WRITTEN_AT] = Value::String(now.clone());
-            true
-        }
-        Some(_) => false,
+    plan.apply.retain_mut(|d| {
+        let stamp = match (&d.drift, decision.state(&d.pool)) {
+            // Put back as it was, its deadline running from its real write.
+            (Some(_), _) => {
+                owned.get(d.name.as_str()).and_then(|o| o.written_at.clone()).unwrap_or(now.clone())
+            }
+            (None, Some(PoolRollout::Write) | None) => now.clone(),
+            (None, Some(_)) => return false,
+        };
+        d.object["metadata"]["annotations"][naming::ANNOTATION_WRITTEN_AT] = Value::String(stamp);
+        true
     });
+    let drifted: BTreeSet<&str> =
+        plan.apply.iter().filter(|d| d.drift.is_some()).map(|d| d.pool.as_str()).collect();
     for p in plan.pools.iter_mut().filter(|p| p.outcome == Outcome::Planned) {
         match decision.state(&p.pool) {
+            _ if drifted.contains(p.pool.as_str()) => {}
             Some(PoolRollout::Write) | None => {}
             Some(state) => p.outcome = Outcome::Deferred(state),
         }
@@ -602,27 +628,32 @@ fn place(
     let release = naming::release_name(app, &pool);
     let outcome = match result {
         Err(FieldError { field, message }) => Outcome::Failed { field, message },
-        Ok(built)
-            if owned.get(built.name.as_str()).and_then(|o| o.spec_hash.as_deref())
-                == Some(&built.spec_hash) =>
-        {
-            plan.unchanged.push(built.name);
-            Outcome::Unchanged
-        }
         Ok(built) => {
-            let BuiltRelease {
-                name,
-                object,
-                spec_hash,
-                ..
-            } = built;
-            plan.apply.push(DesiredRelease {
-                name,
-                pool: pool.clone(),
-                object,
-                spec_hash,
-            });
-            Outcome::Planned
+            let observed = owned.get(built.name.as_str());
+            let same_hash = observed.and_then(|o| o.spec_hash.as_deref()) == Some(&built.spec_hash);
+            let drift = observed
+                .filter(|_| same_hash)
+                .and_then(|o| o.live.as_ref())
+                .and_then(|live| drift::first_difference(&built.object, live));
+            if same_hash && drift.is_none() {
+                plan.unchanged.push(built.name);
+                Outcome::Unchanged
+            } else {
+                let BuiltRelease {
+                    name,
+                    object,
+                    spec_hash,
+                    ..
+                } = built;
+                plan.apply.push(DesiredRelease {
+                    name,
+                    pool: pool.clone(),
+                    object,
+                    spec_hash,
+                    drift,
+                });
+                Outcome::Planned
+            }
         }
     };
     plan.pools.push(PoolOutcome {
@@ -688,12 +719,13 @@ fn roll_up(
 fn offline_status(mut status: ReleaseStatus, nodes: NodeCount, has_release: bool) -> ReleaseStatus {
     status.state = ReleaseState::Offline;
     status.reason = "PoolOffline".to_string();
+    let since = nodes.changed.map(|t| format!(" since {t}")).unwrap_or_default();
     status.message = match has_release {
         true => format!(
-            "no node of the pool is Ready ({nodes}): its release is left as it is until one is, \
-             then brought to the current revision"
+            "no node of the pool is Ready ({nodes}){since}: its release is left as it is until one \
+             is, then brought to the current revision"
         ),
-        false => format!("no node of the pool is Ready ({nodes}): installed once one is"),
+        false => format!("no node of the pool is Ready ({nodes}){since}: installed once one is"),
     };
     status
 }
@@ -836,6 +868,7 @@ mod tests {
             helm_release: None,
             created: None,
             written_at: None,
+            live: None,
         }
     }
 
@@ -1805,8 +1838,22 @@ mod tests {
     fn an_offline_pool_is_left_alone_reported_apart_and_waited_for_by_nobody() {
         let a = progressive(json!({}));
         let nodes: BTreeMap<String, NodeCount> = [
-            ("p1".to_string(), NodeCount { ready: 0, total: 2 }),
-            ("p2".to_string(), NodeCount { ready: 2, total: 3 }),
+            (
+                "p1".to_string(),
+                NodeCount {
+                    ready: 0,
+                    total: 2,
+                    changed: Some("2029-12-31T23:00:00Z".parse().unwrap()),
+                },
+            ),
+            (
+                "p2".to_string(),
+                NodeCount {
+                    ready: 2,
+                    total: 3,
+                    changed: None,
+                },
+            ),
         ]
         .into();
         let owned = releases_of(&a, &fleet(), &["p1", "p2"]);
@@ -1815,6 +1862,8 @@ mod tests {
         assert_eq!(outcome(&plan, "p1"), &Outcome::Deferred(PoolRollout::Offline));
         let p1 = plan.status.pools.iter().find(|p| p.pool == "p1").unwrap();
         assert_eq!((p1.offline, p1.nodes.as_deref(), p1.reason.as_str()), (true, Some("0/2"), "PoolOffline"));
+        assert_eq!(p1.offline_since.as_deref(), Some("2029-12-31T23:00:00Z"));
+        assert!(p1.message.contains("since 2029-12-31T23:00:00Z"), "{}", p1.message);
         let p2 = plan.status.pools.iter().find(|p| p.pool == "p2").unwrap();
         assert_eq!((p2.offline, p2.nodes.as_deref()), (false, Some("2/3")));
         assert_eq!(plan.status.offline_pools, 1);
@@ -1827,7 +1876,15 @@ mod tests {
         assert_eq!(ready.status.as_str(), "True", "{}", ready.message);
         assert!(ready.message.contains("1 offline (p1)"), "{}", ready.message);
         // Its nodes back: it catches up.
-        let back: BTreeMap<String, NodeCount> = [("p1".to_string(), NodeCount { ready: 1, total: 2 })].into();
+        let back: BTreeMap<String, NodeCount> = [(
+            "p1".to_string(),
+            NodeCount {
+                ready: 1,
+                total: 2,
+                changed: None,
+            },
+        )]
+        .into();
         let owned = releases_of(&a, &fleet(), &["p1"]);
         assert_eq!(applied_pools(&with_nodes(&a, &fleet(), owned, &back)), ["p1"]);
     }
@@ -1835,8 +1892,15 @@ mod tests {
     #[test]
     fn an_offline_pools_failed_upgrade_is_not_the_charts_failure() {
         let a = progressive(json!({}));
-        let nodes: BTreeMap<String, NodeCount> =
-            [("p1".to_string(), NodeCount { ready: 0, total: 1 })].into();
+        let nodes: BTreeMap<String, NodeCount> = [(
+            "p1".to_string(),
+            NodeCount {
+                ready: 0,
+                total: 1,
+                changed: None,
+            },
+        )]
+        .into();
         let mut owned = releases_of(&a, &fleet(), &["p2"]);
         owned[0].status.state = ReleaseState::Failed;
         owned[0].status.reason = "UpgradeFailed".into();
@@ -1855,5 +1919,50 @@ mod tests {
         let plan = run(&a, &fleet(), owned, &[]);
         assert_eq!(plan.apply.len(), 5);
         assert_eq!(plan.status.rollout.as_ref().unwrap().progress, "Progressing 0/5");
+    }
+
+    // Drift: what the release holds, not only our annotation.
+
+    /// Releases as the API server would hold them after our writes of
+    /// `a`: live fields included, and what the server adds.
+    fn at_rest(a: &NodePoolApplication) -> Vec<ObservedRelease> {
+        run(a, &fleet(), vec![], &[])
+            .apply
+            .iter()
+            .map(|d| {
+                let mut o = ready_release(&d.name, &d.pool, &d.spec_hash);
+                let mut live = d.object.clone();
+                live["spec"]["chart"]["spec"]["reconcileStrategy"] = json!("ChartVersion");
+                live["status"] = json!({ "observedGeneration": 1 });
+                live["metadata"]["annotations"]["apps.fanout.dev/written-at"] = json!("2029-01-01T00:00:00Z");
+                o.live = Some(live);
+                o.written_at = Some("2029-01-01T00:00:00Z".into());
+                o
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_release_at_rest_is_not_written() {
+        let a = app(json!({}));
+        let plan = run(&a, &fleet(), at_rest(&a), &[]);
+        assert!(plan.apply.is_empty(), "{:?}", plan.apply);
+    }
+
+    #[test]
+    fn a_hand_edit_is_written_back_naming_the_field_whatever_the_rollout() {
+        for a in [app(json!({})), progressive(json!({ "paused": true }))] {
+            let mut owned = at_rest(&a);
+            owned[2].live.as_mut().unwrap()["spec"]["values"]["controller"]["replicas"] = json!(9);
+            let plan = run(&a, &fleet(), owned, &[]);
+            assert_eq!(applied_pools(&plan), ["p3"]);
+            assert_eq!(plan.apply[0].drift.as_deref(), Some("spec.values.controller.replicas"));
+            assert_eq!(
+                plan.apply[0].object["metadata"]["annotations"]["apps.fanout.dev/written-at"],
+                "2029-01-01T00:00:00Z",
+                "the write time stays that of the revision"
+            );
+            assert_eq!(outcome(&plan, "p3"), &Outcome::Planned);
+        }
     }
 }

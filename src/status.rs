@@ -436,6 +436,7 @@ fn pool_status(p: &PoolReport) -> PoolStatus {
         rollout: p.rollout.map(|r| r.as_str().to_string()).unwrap_or_default(),
         nodes: p.nodes.map(|n| n.to_string()),
         offline: p.nodes.is_some_and(NodeCount::offline),
+        offline_since: p.nodes.filter(|n| n.offline()).and_then(|n| n.changed).map(|t| t.to_string()),
     }
 }
 

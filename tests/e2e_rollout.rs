@@ -215,6 +215,7 @@ async fn an_offline_pool_is_skipped_reported_apart_and_caught_up_when_back() -> 
         "{entry}"
     );
     assert_eq!(entry["reason"], "PoolOffline");
+    assert!(entry["offlineSince"].is_string(), "since when: {entry}");
     let before = hashes(&env).await;
 
     // A change completes on the others; the offline pool is left as it is.
