@@ -84,6 +84,12 @@ pub struct RunArgs {
     /// Namespace of the Lease; the pod's own namespace in a cluster.
     #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
     pub leader_election_namespace: String,
+    /// Reconcile only the applications whose labels match, as Flux's
+    /// controllers shard by `sharding.fluxcd.io/key`: e.g.
+    /// `sharding.fluxcd.io/key=shard1` for a shard, and
+    /// `!sharding.fluxcd.io/key` for the instance serving the rest.
+    #[arg(long, env = "NODEPOOL_FANOUT_WATCH_LABEL_SELECTOR")]
+    pub watch_label_selector: Option<String>,
     /// Refuse applications whose chart source or dependencies are in
     /// another namespace, as Flux's `--no-cross-namespace-refs` does.
     #[arg(long, env = "NODEPOOL_FANOUT_NO_CROSS_NAMESPACE_REFS", default_value_t = false, action = clap::ArgAction::Set)]

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
-use kube::api::{ApiResource, DynamicObject, PartialObjectMeta};
+use kube::api::{ApiResource, DynamicObject, ListParams, PartialObjectMeta};
 use kube::runtime::controller::{Action, Config as ControllerConfig};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, reflector, ObjectRef};
@@ -63,6 +63,15 @@ pub enum Error {
     },
     #[error("lost the leadership of Lease {0}/nodepool-fanout; exiting so that a standby takes over")]
     LostLeadership(String),
+    #[error(
+        "--watch-label-selector {selector:?} is refused by the API server: {source}; give a label \
+         selector such as sharding.fluxcd.io/key=shard1 or !sharding.fluxcd.io/key"
+    )]
+    WatchLabelSelector {
+        selector: String,
+        #[source]
+        source: kube::Error,
+    },
 }
 
 impl Error {
@@ -74,6 +83,7 @@ impl Error {
             Self::Apply(e) => e.category(),
             Self::Serve(_) => "ServeFailed",
             Self::LeaderElection { .. } | Self::LostLeadership(_) => "LeaderElection",
+            Self::WatchLabelSelector { .. } => "InvalidFlag",
         }
     }
 }
@@ -115,6 +125,17 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         Some(ns) => Api::namespaced_with(client.clone(), ns, &helmrelease_resource()),
         None => Api::all_with(client.clone(), &helmrelease_resource()),
     };
+    // A shard's selector, checked by the API server itself before any watch
+    // would retry it forever.
+    if let Some(selector) = &args.watch_label_selector {
+        apps.list_metadata(&ListParams::default().labels(selector).limit(1))
+            .await
+            .map_err(|source| Error::WatchLabelSelector {
+                selector: selector.clone(),
+                source,
+            })?;
+        info!(%selector, "reconciling only the applications this selector matches");
+    }
     let pool_api: Api<DynamicObject> = Api::all_with(client.clone(), &nodepools);
     let charts: Api<DynamicObject> = Api::all_with(client.clone(), &helmchart_resource());
 
@@ -163,10 +184,20 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     // into one reconcile per application.
     let config = ControllerConfig::default().debounce(Duration::from_millis(500));
     let (store, writer) = reflector::store();
-    let app_events = reflector(writer, watcher(apps, watcher::Config::default().any_semantic()));
+    let shard = args.watch_label_selector.as_deref();
+    let app_config = watcher::Config::default().any_semantic();
+    let app_config = match shard {
+        Some(selector) => app_config.labels(selector),
+        None => app_config,
+    };
+    let app_events = reflector(writer, watcher(apps, app_config));
     let controller = Controller::for_stream(resilient("NodePoolApplications", app_events), store.clone())
         .with_config(config);
-    let managed_by = format!("{}={}", naming::LABEL_MANAGED_BY, naming::MANAGER);
+    // What this instance made carries its applications' shard label.
+    let managed_by = match shard {
+        Some(selector) => format!("{}={},{selector}", naming::LABEL_MANAGED_BY, naming::MANAGER),
+        None => format!("{}={}", naming::LABEL_MANAGED_BY, naming::MANAGER),
+    };
     let release_events = watcher(releases, watcher::Config::default().labels(&managed_by));
     let pool_events = watcher(pool_api, watcher::Config::default());
     let chart_events =
@@ -553,7 +584,11 @@ async fn shared_chart(ctx: &Context, app: &NodePoolApplication) -> Result<(Chart
         spec.chart.spec.version.clone().unwrap_or_else(|| "*".into())
     };
     let chart_ref = shared_chart::chart_ref(spec, &name, &namespace, &version);
-    let desired = shared_chart::helmchart(spec, &name, &namespace, &version, &chart_ref);
+    let shard = app.labels().get(naming::LABEL_SHARD).map(String::as_str);
+    let desired = shared_chart::with_shard(
+        shared_chart::helmchart(spec, &name, &namespace, &version, &chart_ref),
+        shard,
+    );
     let helmchart = apply::ensure_chart(&ctx.client, &chart_ref, &desired).await.map_err(|e| Hold {
         reason: e.category().to_string(),
         message: e.to_string(),

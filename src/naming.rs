@@ -20,6 +20,10 @@ pub const ANNOTATION_SPEC_HASH: &str = "apps.fanout.dev/spec-hash";
 /// When the spec-hash above was written (RFC 3339): the start of a
 /// rollout's progress deadline for that pool.
 pub const ANNOTATION_WRITTEN_AT: &str = "apps.fanout.dev/written-at";
+/// Flux's sharding label: an application's value is put on everything made
+/// for it, so Flux's sharded controllers, and this controller's
+/// `--watch-label-selector`, serve them together.
+pub const LABEL_SHARD: &str = "sharding.fluxcd.io/key";
 pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 pub const MANAGER: &str = "nodepool-fanout";
 

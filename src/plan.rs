@@ -461,6 +461,12 @@ fn app_info<'a>(input: &PlanInput<'a>) -> AppInfo<'a> {
         spec: &app.spec,
         chart_ref: input.chart_ref,
         chart: input.chart,
+        shard: app
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(naming::LABEL_SHARD))
+            .map(String::as_str),
     }
 }
 
@@ -1247,6 +1253,20 @@ mod tests {
         assert_eq!(parsed[1]["apiVersion"], "batch/v1");
         assert_eq!(parsed[2]["spec"]["jobTemplate"]["spec"]["template"]["spec"], pod);
         assert!(parsed.iter().all(|p| p["metadata"]["name"].is_string()));
+    }
+
+    #[test]
+    fn the_shard_label_is_passed_on_to_every_release() {
+        let mut a = app(json!({}));
+        let plan = run(&a, &pools(), vec![], &[]);
+        assert!(desired(&plan, "hangzhou")["metadata"]["labels"]
+            .get("sharding.fluxcd.io/key")
+            .is_none());
+        a.metadata.labels = Some([("sharding.fluxcd.io/key".to_string(), "shard1".to_string())].into());
+        let sharded = run(&a, &pools(), vec![], &[]);
+        for d in &sharded.apply {
+            assert_eq!(d.object["metadata"]["labels"]["sharding.fluxcd.io/key"], "shard1");
+        }
     }
 
     #[test]

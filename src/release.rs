@@ -32,6 +32,8 @@ pub struct AppInfo<'a> {
     /// The chart, when known: each pool's values are checked against its
     /// `values.schema.json` before anything is written.
     pub chart: Option<&'a Chart>,
+    /// The application's `sharding.fluxcd.io/key` label, passed on.
+    pub shard: Option<&'a str>,
 }
 
 /// A field of the application that could not be turned into this pool's release.
@@ -84,11 +86,14 @@ pub fn build(
     let name = naming::release_name(app.name, &pool.name);
     let release_name = release_name(app, &scope, &name)?;
     let spec = spec(app, pool, &scope, &release_name)?;
-    let labels = json!({
+    let mut labels = json!({
         naming::LABEL_APPLICATION: naming::label_value(app.name),
         naming::LABEL_POOL: naming::label_value(&pool.name),
         naming::LABEL_MANAGED_BY: naming::MANAGER,
     });
+    if let Some(shard) = app.shard {
+        labels[naming::LABEL_SHARD] = json!(shard);
+    }
     let canonical = canonical_json(&spec, &labels);
     // The strings were counted as they were rendered; this also counts
     // the structure around them.

@@ -154,11 +154,23 @@ pub const OWNED_SPEC_FIELDS: [&str; 7] = [
 ];
 
 /// Whether the stored HelmChart already has the desired spec, in every
-/// field we own (absent where we set nothing); fields others set are theirs.
+/// field we own (absent where we set nothing), and every label we set;
+/// fields others set are theirs.
 pub fn spec_matches(desired: &Value, current: &Value) -> bool {
+    let labels = desired["metadata"]["labels"].as_object().into_iter().flatten();
     OWNED_SPEC_FIELDS
         .iter()
         .all(|field| desired["spec"].get(field) == current["spec"].get(field))
+        && labels.into_iter().all(|(k, v)| current["metadata"]["labels"].get(k) == Some(v))
+}
+
+/// Puts the application's shard label on its HelmChart, so that Flux's
+/// sharded source-controller serves it with the releases.
+pub fn with_shard(mut chart: Value, shard: Option<&str>) -> Value {
+    if let Some(shard) = shard {
+        chart["metadata"]["labels"][naming::LABEL_SHARD] = json!(shard);
+    }
+    chart
 }
 
 /// The application a shared HelmChart belongs to, from its annotation, as a
@@ -266,6 +278,20 @@ mod tests {
         let mut verified = desired.clone();
         verified["spec"]["verify"] = json!({ "provider": "cosign" });
         assert!(spec_matches(&desired, &verified));
+    }
+
+    #[test]
+    fn a_shard_label_is_put_on_the_chart_and_its_change_is_written() {
+        let s = spec(json!({}));
+        let r = chart_ref(&s, "ingress", "edge", "1.0.0");
+        let plain = helmchart(&s, "ingress", "edge", "1.0.0", &r);
+        let sharded = with_shard(plain.clone(), Some("shard1"));
+        assert_eq!(sharded["metadata"]["labels"][naming::LABEL_SHARD], "shard1");
+        assert_eq!(with_shard(plain.clone(), None), plain);
+        assert!(!spec_matches(&sharded, &plain), "a chart gaining the shard label is written");
+        let mut theirs = sharded.clone();
+        theirs["metadata"]["labels"]["team"] = json!("edge");
+        assert!(spec_matches(&sharded, &theirs), "labels others add are theirs");
     }
 
     #[test]

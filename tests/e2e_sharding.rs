@@ -1,0 +1,161 @@
+//! Sharding the Flux way on the local control plane: two instances with
+//! `--watch-label-selector` side by side, each serving only the applications
+//! of its shard, and passing the shard label on to what it makes so that
+//! Flux's own sharded controllers serve them too.
+mod support;
+
+use std::time::Duration;
+
+use kube::api::{DynamicObject, ListParams};
+use kube::Api;
+use nodepool_fanout::api::NodePoolApplication;
+use nodepool_fanout::naming;
+use serde_json::{json, Value};
+use support::apps::{app_named, apply_app, CHANGE_TIMEOUT};
+use support::{ensure_crd, helmchart_resource, helmrelease_resource, RunningController, TestEnv, TestResult};
+
+/// An application of `shard` over the test's pools, its releases suspended.
+fn sharded_app(env: &TestEnv, name: &str, shard: &str) -> Value {
+    let mut app = app_named(
+        name,
+        &env.namespace,
+        "ingress-gateway",
+        "1.0.0",
+        json!({
+            "pools": { "selector": { "matchLabels": { "e2e": env.prefix } } },
+            "values": { "controller": { "ingressClass": { "name": format!("{}-{name}-{{{{pool.name}}}}", env.namespace) } } },
+            "helmRelease": { "suspend": true }
+        }),
+    );
+    app["metadata"]["labels"] = json!({ naming::LABEL_SHARD: shard });
+    app
+}
+
+/// The application's observed generation, once some instance has served it.
+async fn served(env: &TestEnv, name: &str) -> Option<i64> {
+    let api: Api<NodePoolApplication> = Api::namespaced(env.client.clone(), &env.namespace);
+    api.get(name).await.ok()?.status?.observed_generation
+}
+
+/// Shard labels on the objects an application made, by kind.
+async fn shard_labels(env: &TestEnv, app: &str) -> Vec<(String, Option<String>)> {
+    let mut found = Vec::new();
+    let label = format!("{}={app}", naming::LABEL_APPLICATION);
+    let releases: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), &env.namespace, &helmrelease_resource());
+    let charts: Api<DynamicObject> = Api::all_with(env.client.clone(), &helmchart_resource());
+    for (kind, api) in [("HelmRelease", releases), ("HelmChart", charts)] {
+        for object in api.list(&ListParams::default().labels(&label)).await.expect("list").items {
+            if kind == "HelmChart"
+                && object
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get("apps.fanout.dev/application"))
+                    != Some(&format!("{}/{app}", env.namespace))
+            {
+                continue;
+            }
+            found.push((
+                kind.to_string(),
+                object.metadata.labels.unwrap_or_default().get(naming::LABEL_SHARD).cloned(),
+            ));
+        }
+    }
+    found.sort();
+    found
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_shards_serve_only_their_own_applications() -> TestResult {
+    let mut env = TestEnv::new("shards").await;
+    ensure_crd(&env.client).await;
+    let tag = env.prefix.clone();
+    env.create_pool("a", &[("e2e", &tag)], 1).await;
+    let (one, two) = (format!("{tag}-one"), format!("{tag}-two"));
+    apply_app(&env, &sharded_app(&env, "app-one", &one)).await?;
+    apply_app(&env, &sharded_app(&env, "app-two", &two)).await?;
+
+    let first = RunningController::start_env(
+        &env.namespace,
+        &[
+            "--watch-label-selector",
+            &format!("{}={one}", naming::LABEL_SHARD),
+        ],
+        &[("POD_NAME", "shard-one")],
+    );
+    support::wait_for("shard one serving app-one", CHANGE_TIMEOUT, || async {
+        served(&env, "app-one").await.map(|_| ()).ok_or_else(|| first.log_tail())
+    })
+    .await;
+    let expect = |shard: &str| {
+        vec![
+            ("HelmChart".to_string(), Some(shard.to_string())),
+            ("HelmRelease".to_string(), Some(shard.to_string())),
+        ]
+    };
+    support::wait_for("app-one's objects labelled", CHANGE_TIMEOUT, || async {
+        match shard_labels(&env, "app-one").await {
+            found if found == expect(&one) => Ok(()),
+            found => Err(format!("{found:?}")),
+        }
+    })
+    .await;
+    // Nobody serves shard two yet.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(served(&env, "app-two").await, None, "shard one served an application of shard two");
+    assert!(shard_labels(&env, "app-two").await.is_empty());
+
+    let second = RunningController::start_env(
+        &env.namespace,
+        &[
+            "--watch-label-selector",
+            &format!("{}={two}", naming::LABEL_SHARD),
+        ],
+        &[("POD_NAME", "shard-two")],
+    );
+    support::wait_for("app-two's objects labelled", CHANGE_TIMEOUT, || async {
+        match shard_labels(&env, "app-two").await {
+            found if found == expect(&two) && served(&env, "app-two").await.is_some() => Ok(()),
+            found => Err(format!("{found:?}\n{}", second.log_tail())),
+        }
+    })
+    .await;
+    for (log, own, other) in [
+        (&first.log, "app-one", "app-two"),
+        (&second.log, "app-two", "app-one"),
+    ] {
+        let text = std::fs::read_to_string(log)?;
+        assert!(text.contains(own), "{} never reconciled {own}", log.display());
+        assert!(!text.contains(other), "{} reconciled {other}", log.display());
+    }
+    drop((first, second));
+    env.cleanup().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_selector_the_api_server_refuses_stops_the_controller_naming_the_flag() -> TestResult {
+    let env = TestEnv::new("badshard").await;
+    ensure_crd(&env.client).await;
+    let mut controller =
+        RunningController::start_with(&env.namespace, &["--watch-label-selector", "not a selector!"]);
+    support::wait_for("the controller to exit", CHANGE_TIMEOUT, || {
+        let running = controller.is_running();
+        async move {
+            if running {
+                Err("still running".to_string())
+            } else {
+                Ok(())
+            }
+        }
+    })
+    .await;
+    let log = std::fs::read_to_string(&controller.log)?;
+    assert!(
+        log.contains("--watch-label-selector \"not a selector!\" is refused by the API server"),
+        "{log}"
+    );
+    env.cleanup().await;
+    Ok(())
+}
