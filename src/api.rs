@@ -430,6 +430,13 @@ pub struct NodePoolApplicationStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "pool_statuses_schema")]
     pub pools: Vec<PoolStatus>,
+    /// Selected pools left out of `pools`, which lists at most 80: those
+    /// not ready first. The HelmReleases' own status holds the rest.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub omitted_pools: i32,
+    /// Every selected pool counted by the state of its release.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool_counts: Option<PoolCounts>,
     /// Pools whose nodes are all NotReady.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub offline_pools: i32,
@@ -440,6 +447,26 @@ pub struct NodePoolApplicationStatus {
 
 fn is_zero(n: &i32) -> bool {
     *n == 0
+}
+
+/// Selected pools by the state of their release; states with none are left out.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolCounts {
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub ready: i32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub progressing: i32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub waiting: i32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub failed: i32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stalled: i32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unknown: i32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub offline: i32,
 }
 
 /// The progress of the current revision over the pools.

@@ -10,7 +10,9 @@ use std::collections::BTreeSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde_json::Value;
 
-use crate::api::{ConditionStatus, NodePoolApplicationStatus, PoolStatus, RolloutPhase, RolloutStatus};
+use crate::api::{
+    ConditionStatus, NodePoolApplicationStatus, PoolCounts, PoolStatus, RolloutPhase, RolloutStatus,
+};
 use crate::nodes::NodeCount;
 use crate::rollout::PoolRollout;
 
@@ -237,10 +239,58 @@ pub fn rollup(input: &RollupInput) -> NodePoolApplicationStatus {
         },
         chart_version: chart_versions(input.pools),
         conditions,
-        pools: input.pools.iter().map(pool_status).collect(),
+        pools: listed(input.pools).into_iter().map(pool_status).collect(),
+        omitted_pools: count(total.saturating_sub(MAX_LISTED_POOLS)),
+        pool_counts: (total > 0).then(|| pool_counts(input.pools)),
         offline_pools: count(offline),
         rollout: input.rollout.clone(),
     }
+}
+
+/// The most pools `status.pools` lists. With messages cut to
+/// [`MAX_LISTED_MESSAGE`], the status stays under 64 KiB however many pools
+/// are selected (etcd refuses objects past 1.5 MiB, which 7,000 full
+/// entries would pass).
+pub const MAX_LISTED_POOLS: usize = 80;
+/// A pool's message in `status.pools`, at most, head and tail.
+pub const MAX_LISTED_MESSAGE: usize = 300;
+
+/// The pools `status.pools` lists: those needing attention first (stalled,
+/// failed, waiting, progressing, offline), then the ready ones, up to
+/// [`MAX_LISTED_POOLS`], shown by name.
+fn listed(pools: &[PoolReport]) -> Vec<&PoolReport> {
+    let attention = |p: &PoolReport| match p.status.state {
+        ReleaseState::Stalled => 0,
+        ReleaseState::Failed => 1,
+        ReleaseState::Waiting => 2,
+        ReleaseState::Progressing | ReleaseState::Unknown => 3,
+        ReleaseState::Offline => 4,
+        ReleaseState::Ready => 5,
+    };
+    let mut chosen: Vec<&PoolReport> = pools.iter().collect();
+    if chosen.len() > MAX_LISTED_POOLS {
+        chosen.sort_by_key(|p| (attention(p), p.pool.as_str()));
+        chosen.truncate(MAX_LISTED_POOLS);
+        chosen.sort_by_key(|p| p.pool.as_str());
+    }
+    chosen
+}
+
+fn pool_counts(pools: &[PoolReport]) -> PoolCounts {
+    let mut counts = PoolCounts::default();
+    for p in pools {
+        let slot = match p.status.state {
+            ReleaseState::Ready => &mut counts.ready,
+            ReleaseState::Progressing => &mut counts.progressing,
+            ReleaseState::Waiting => &mut counts.waiting,
+            ReleaseState::Failed => &mut counts.failed,
+            ReleaseState::Stalled => &mut counts.stalled,
+            ReleaseState::Unknown => &mut counts.unknown,
+            ReleaseState::Offline => &mut counts.offline,
+        };
+        *slot += 1;
+    }
+    counts
 }
 
 fn rollout_message(r: &RolloutStatus) -> String {
@@ -429,7 +479,7 @@ fn pool_status(p: &PoolReport) -> PoolStatus {
         helm_release: p.helm_release.clone(),
         ready,
         reason: p.status.reason.clone(),
-        message: p.status.message.clone(),
+        message: cut(&p.status.message, MAX_LISTED_MESSAGE),
         chart_version: p.status.chart_version.clone(),
         observed_latest: p.status.observed_latest,
         up_to_date: p.rollout.is_some_and(PoolRollout::up_to_date),
@@ -811,7 +861,8 @@ mod tests {
             assert!(message.contains("Job is invalid: éé") && message.contains(" … "), "{message}");
             assert!(message.ends_with("éé: field is immutable"), "the cause, at the end, is kept: {message}");
         }
-        assert_eq!(s.pools[0].message, pools[0].status.message);
+        assert_eq!(s.pools[0].message, cut(&pools[0].status.message, MAX_LISTED_MESSAGE));
+        assert!(s.pools[0].message.ends_with("field is immutable"));
         for text in [
             "short",
             &"x".repeat(MAX_QUOTED_MESSAGE),
@@ -822,6 +873,49 @@ mod tests {
             assert!(c.len() <= MAX_QUOTED_MESSAGE, "{} bytes", c.len());
             assert_eq!(c == text, text.len() <= MAX_QUOTED_MESSAGE);
         }
+    }
+
+    #[test]
+    fn the_status_of_ten_thousand_pools_stays_under_64_kib() {
+        let long = "x".repeat(5000);
+        let pools: Vec<PoolReport> = (0..10_000)
+            .map(|i| {
+                let state = match i % 100 {
+                    0 => ReleaseState::Failed,
+                    1 => ReleaseState::Offline,
+                    2..=4 => ReleaseState::Progressing,
+                    _ => ReleaseState::Ready,
+                };
+                let mut r = report(&format!("site-{i:05}-{}", "n".repeat(40)), state, "UpgradeFailed");
+                r.status.message = long.clone();
+                r.helm_release = format!("application-with-a-long-name-{i:05}-0123456789abcdef");
+                r.rollout = Some(PoolRollout::Done);
+                r.nodes = Some(NodeCount {
+                    ready: 2,
+                    total: 3,
+                    changed: None,
+                });
+                r
+            })
+            .collect();
+        let s = roll(&pools, &[]);
+        let bytes = serde_json::to_vec(&s).unwrap().len();
+        assert!(bytes < 64 * 1024, "{bytes} bytes");
+        assert_eq!(s.pools.len(), MAX_LISTED_POOLS);
+        assert_eq!(s.omitted_pools, 10_000 - MAX_LISTED_POOLS as i32);
+        let counts = s.pool_counts.clone().unwrap();
+        assert_eq!((counts.ready, counts.failed, counts.offline, counts.progressing), (9_500, 100, 100, 300));
+        // Those needing attention are the ones listed: the 100 failed,
+        // then none ready while others wait.
+        assert!(s
+            .pools
+            .iter()
+            .all(|p| p.reason == "UpgradeFailed" && p.ready == ConditionStatus::False));
+        assert!(s.pools.windows(2).all(|w| w[0].pool < w[1].pool), "shown by name");
+        assert_eq!((s.ready.as_str(), s.selected_pools), ("9500/10000 (100 offline)", 10_000));
+        // A small fleet is listed whole.
+        let small = roll(&pools[..5], &[]);
+        assert_eq!((small.pools.len(), small.omitted_pools), (5, 0));
     }
 
     #[test]
