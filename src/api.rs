@@ -430,7 +430,7 @@ pub struct NodePoolApplicationStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "pool_statuses_schema")]
     pub pools: Vec<PoolStatus>,
-    /// Selected pools left out of `pools`, which lists at most 80: those
+    /// Selected pools left out of `pools`, which lists at most 40: those
     /// not ready first. The HelmReleases' own status holds the rest.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub omitted_pools: i32,

@@ -251,9 +251,9 @@ pub fn rollup(input: &RollupInput) -> NodePoolApplicationStatus {
 /// [`MAX_LISTED_MESSAGE`], the status stays under 64 KiB however many pools
 /// are selected (etcd refuses objects past 1.5 MiB, which 7,000 full
 /// entries would pass).
-pub const MAX_LISTED_POOLS: usize = 80;
+pub const MAX_LISTED_POOLS: usize = 40;
 /// A pool's message in `status.pools`, at most, head and tail.
-pub const MAX_LISTED_MESSAGE: usize = 300;
+pub const MAX_LISTED_MESSAGE: usize = 1024;
 
 /// The pools `status.pools` lists: those needing attention first (stalled,
 /// failed, waiting, progressing, offline), then the ready ones, up to
