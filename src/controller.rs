@@ -2,6 +2,7 @@
 //! and the NodePools, and reconciles each application as observe → plan →
 //! apply → status.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,7 +19,9 @@ use tracing::{info, warn};
 use k8s_openapi::api::core::v1::{Node, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::api::{ConditionStatus, DeletionPolicy, NodePoolApplication, NodePoolApplicationStatus};
+use crate::api::{
+    ConditionStatus, DeletionPolicy, NodePoolApplication, NodePoolApplicationStatus, PoolSelection,
+};
 use crate::api_errors;
 use crate::apply::{self, ApplyError};
 use crate::backoff::Backoff;
@@ -29,6 +32,7 @@ use crate::naming;
 use crate::nodes;
 use crate::observe::{self, helmrelease_resource, ObserveError};
 use crate::plan::{self, Hold, PlanInput};
+use crate::pool_changes::PoolChanges;
 use crate::shared_chart::{self, ChartRef};
 use crate::source::{helmchart_resource, SourceError, Sources};
 use crate::telemetry::{self, Metrics, ServeError};
@@ -103,6 +107,9 @@ struct Context {
     metrics: Arc<Metrics>,
     /// Consecutive failures per application, for exponential backoff.
     backoff: Backoff<ObjectRef<AppMeta>>,
+    /// Each application's `spec.pools`, as its last reconcile read it: the
+    /// index from a NodePool change to the applications it concerns.
+    selections: Arc<std::sync::RwLock<HashMap<ObjectRef<AppMeta>, PoolSelection>>>,
 }
 
 pub async fn run(args: RunArgs) -> Result<(), Error> {
@@ -159,6 +166,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         nodes: node_store,
         metrics,
         backoff: Backoff::default(),
+        selections: Arc::default(),
     });
 
     let leadership = match args.leader_election {
@@ -199,7 +207,25 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         None => format!("{}={}", naming::LABEL_MANAGED_BY, naming::MANAGER),
     };
     let release_events = watcher(releases, watcher::Config::default().labels(&managed_by));
-    let pool_events = watcher(pool_api, watcher::Config::default());
+    let pool_triggers = {
+        let (store, selections) = (store.clone(), context.selections.clone());
+        let mut changes = PoolChanges::default();
+        retrying("NodePools", watcher(pool_api, watcher::Config::default())).flat_map(move |event| {
+            let changed = changes.observe(event);
+            let selections = selections.read().unwrap_or_else(|e| e.into_inner());
+            let apps: Vec<ObjectRef<AppMeta>> = store
+                .state()
+                .iter()
+                .map(|app| ObjectRef::from_obj(app.as_ref()))
+                .filter(|app| {
+                    // Not yet read: it must look for itself.
+                    let selection = selections.get(app);
+                    changed.iter().any(|c| selection.is_none_or(|s| c.concerns(s)))
+                })
+                .collect();
+            futures::stream::iter(apps)
+        })
+    };
     let chart_events =
         reflector(chart_writer, watcher(charts, watcher::Config::default().labels(&managed_by)));
     // Heartbeats rewrite a Node's status all the time; only its labels and
@@ -216,13 +242,10 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         .owns_stream_with(resilient("HelmReleases", release_events), helmrelease_resource())
         // Any pool change may add a pool to, or take one out of, any
         // application's selection.
-        .watches_stream_with(
-            resilient("NodePools", pool_events),
-            move |_pool| {
-                store.state().iter().map(|app| ObjectRef::from_obj(app.as_ref())).collect::<Vec<_>>()
-            },
-            nodepools,
-        )
+        // A NodePool event wakes only the applications whose selection the
+        // pool enters, leaves or is in, and only when its name, labels or
+        // annotations changed or it came or went: not status churn.
+        .reconcile_on(pool_triggers)
         // A pool going offline or coming back changes what its
         // applications may write.
         .watches_stream(node_changes, move |_node| {
@@ -270,6 +293,16 @@ where
     K: Resource + Clone + Send + 'static,
     S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
 {
+    retrying(watch, events).map(Ok::<_, watcher::Error>).touched_objects()
+}
+
+/// A watch's events, retried on its own schedule (see [`resilient`]),
+/// errors logged and dropped.
+fn retrying<K, S>(watch: &'static str, events: S) -> impl Stream<Item = watcher::Event<K>> + Send
+where
+    K: Resource + Clone + Send + 'static,
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+{
     let schedule = backon::ExponentialBuilder::default()
         .with_min_delay(Duration::from_millis(250))
         .with_max_delay(Duration::from_secs(5))
@@ -278,9 +311,9 @@ where
         .without_max_times();
     let backoff =
         ResetTimerBackoff::new(watcher::ExponentialBackoff::from(schedule), Duration::from_secs(30));
-    events.backoff(backoff).touched_objects().filter_map(move |event| async move {
+    events.backoff(backoff).filter_map(move |event| async move {
         match event {
-            Ok(object) => Some(Ok(object)),
+            Ok(event) => Some(event),
             Err(error) => {
                 warn!(watch, %error, "watch failed; retrying");
                 None
@@ -338,9 +371,20 @@ async fn reconcile(meta: Arc<AppMeta>, ctx: Arc<Context>) -> Result<Action, Erro
     let namespace = meta.namespace().unwrap_or_default();
     let apps: Api<NodePoolApplication> = Api::namespaced(ctx.client.clone(), &namespace);
     let result = match apps.get_opt(&name).await {
-        Ok(Some(app)) => reconcile_app(Arc::new(app), &ctx).await,
+        Ok(Some(app)) => {
+            let selection = app.spec.pools.clone();
+            ctx.selections
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(ObjectRef::from_obj(meta.as_ref()), selection);
+            reconcile_app(Arc::new(app), &ctx).await
+        }
         Ok(None) => {
             ctx.metrics.forget(&namespace, &name);
+            ctx.selections
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&ObjectRef::from_obj(meta.as_ref()));
             Ok(Action::await_change())
         }
         Err(kube::Error::SerdeError(e)) => unreadable(&meta, &e, &ctx).await,

@@ -16,6 +16,7 @@ pub mod nodes;
 pub mod observe;
 pub mod orphan;
 pub mod plan;
+pub mod pool_changes;
 pub mod pools;
 pub mod release;
 pub mod rollout;

@@ -1,0 +1,77 @@
+//! NodePool events on the local control plane: status churn (OpenYurt
+//! rewrites a pool's status whenever a node's readiness changes) wakes no
+//! application, nor does a change to a pool outside an application's
+//! selection; a pool entering the selection does.
+mod support;
+
+use std::time::Duration;
+
+use kube::api::{DynamicObject, Patch, PatchParams};
+use kube::Api;
+use serde_json::json;
+use support::apps::{apply_app, ingress_app, ready_is, wait_app, CHANGE_TIMEOUT};
+use support::{ensure_crd, nodepool_resource, RunningController, TestEnv, TestResult};
+
+/// The controller's reconciles so far, from its metrics.
+async fn reconciles(controller: &RunningController) -> u64 {
+    controller
+        .scrape()
+        .await
+        .lines()
+        .filter(|l| l.starts_with("nodepool_fanout_reconciles_total"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Waits until no reconcile happened for 3 s, and returns the count.
+async fn quiet(controller: &RunningController) -> u64 {
+    let mut last = reconciles(controller).await;
+    loop {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let now = reconciles(controller).await;
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn only_changes_planning_reads_wake_only_the_applications_they_concern() -> TestResult {
+    let mut env = TestEnv::new("poolevents").await;
+    ensure_crd(&env.client).await;
+    let tag = env.prefix.clone();
+    let east = env.create_pool("east", &[("e2e", &tag), ("region", "east")], 1).await;
+    let west = env.create_pool("west", &[("e2e", &tag), ("region", "west")], 1).await;
+    // Resync far away: every reconcile counted below has a cause.
+    let controller = RunningController::start_with(&env.namespace, &["--resync", "1h"]);
+    let selector = json!({ "matchLabels": { "e2e": tag, "region": "east" } });
+    let app =
+        ingress_app(&env, json!({ "pools": { "selector": selector }, "helmRelease": { "suspend": true } }));
+    apply_app(&env, &app).await?;
+    wait_app(&env, &controller, "READY 0/1", CHANGE_TIMEOUT, ready_is("0/1")).await;
+    let before = quiet(&controller).await;
+    assert!(before > 0, "the controller reports its reconciles");
+
+    let pools: Api<DynamicObject> = Api::all_with(env.client.clone(), &nodepool_resource());
+    let params = PatchParams::default();
+    // Status churn on the selected pool.
+    for ready in [0, 1, 0] {
+        let status = json!({ "status": { "readyNodeNum": ready, "unreadyNodeNum": 1 - ready } });
+        pools.patch_status(&east, &params, &Patch::Merge(&status)).await?;
+    }
+    // A label change on a pool the application does not select.
+    pools
+        .patch(&west, &params, &Patch::Merge(&json!({ "metadata": { "labels": { "tier": "gold" } } })))
+        .await?;
+    assert_eq!(quiet(&controller).await, before, "status churn or a foreign pool woke the application");
+
+    // The other pool enters the selection: the application looks again.
+    pools
+        .patch(&west, &params, &Patch::Merge(&json!({ "metadata": { "labels": { "region": "east" } } })))
+        .await?;
+    wait_app(&env, &controller, "READY 0/2", CHANGE_TIMEOUT, ready_is("0/2")).await;
+    assert!(quiet(&controller).await > before);
+    env.cleanup().await;
+    Ok(())
+}
