@@ -238,6 +238,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     let node_changes = resilient("Nodes", node_events)
         .predicate_filter(node_fingerprint, kube::runtime::PredicateConfig::default());
     let app_store = store.clone();
+    let served = store.clone();
     controller
         .owns_stream_with(resilient("HelmReleases", release_events), helmrelease_resource())
         // Any pool change may add a pool to, or take one out of, any
@@ -259,7 +260,9 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         // releases be written at once rather than at the next poll.
         .watches_stream_with(
             resilient("HelmCharts", chart_events),
-            |chart| shared_chart::owner_of::<AppMeta>(&chart),
+            // Charts are watched in every namespace: only applications
+            // this instance serves are woken.
+            move |chart| shared_chart::owner_of::<AppMeta>(&chart).filter(|app| served.get(app).is_some()),
             helmchart_resource(),
         )
         .shutdown_on_signal()

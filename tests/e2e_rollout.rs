@@ -49,9 +49,9 @@ fn with_log_level(app: &mut Value, level: &str) {
     app["spec"]["values"]["controller"]["config"]["log-level"] = json!(level);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_change_goes_pool_by_pool_halts_on_a_broken_site_and_completes_once_fixed() -> TestResult {
-    let mut env = TestEnv::new("rollout").await;
+/// A test's world: three pools of one kwok node each, and the controller.
+async fn three_pools(test: &str) -> (TestEnv, Vec<String>, RunningController) {
+    let mut env = TestEnv::new(test).await;
     ensure_crd(&env.client).await;
     let tag = env.prefix.clone();
     let mut pools = Vec::new();
@@ -59,6 +59,12 @@ async fn a_change_goes_pool_by_pool_halts_on_a_broken_site_and_completes_once_fi
         pools.push(env.create_pool(short, &[("e2e", &tag), ("region", "east")], 1).await);
     }
     let controller = RunningController::start(&env.namespace);
+    (env, pools, controller)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_change_goes_pool_by_pool_halts_on_a_broken_site_and_completes_once_fixed() -> TestResult {
+    let (env, pools, controller) = three_pools("rollout").await;
     let mut app = ingress_app(&env, json!({ "rollout": { "strategy": "Progressive", "maxUnavailable": 1 } }));
     apply_app(&env, &app).await?;
     // New pools have nothing to break: installed at once.
@@ -186,14 +192,7 @@ async fn reconnect(env: &TestEnv, node: &str) -> TestResult {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_offline_pool_is_skipped_reported_apart_and_caught_up_when_back() -> TestResult {
-    let mut env = TestEnv::new("offline").await;
-    ensure_crd(&env.client).await;
-    let tag = env.prefix.clone();
-    let mut pools = Vec::new();
-    for short in ["a", "b", "c"] {
-        pools.push(env.create_pool(short, &[("e2e", &tag), ("region", "east")], 1).await);
-    }
-    let controller = RunningController::start(&env.namespace);
+    let (env, pools, controller) = three_pools("offline").await;
     let mut app = ingress_app(&env, json!({ "rollout": { "strategy": "Progressive" } }));
     apply_app(&env, &app).await?;
     wait_app(&env, &controller, "the first install", READY_TIMEOUT, complete(3)).await;
