@@ -233,7 +233,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     let node_events = reflector(
         node_writer,
         watcher(node_api, watcher::Config::default().any_semantic())
-            .modify(|node| *node = nodes::strip(node.clone())),
+            .modify(|node| *node = nodes::strip(std::mem::take(node))),
     );
     let node_changes = resilient("Nodes", node_events)
         .predicate_filter(node_fingerprint, kube::runtime::PredicateConfig::default());
@@ -241,8 +241,6 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     let served = store.clone();
     controller
         .owns_stream_with(resilient("HelmReleases", release_events), helmrelease_resource())
-        // Any pool change may add a pool to, or take one out of, any
-        // application's selection.
         // A NodePool event wakes only the applications whose selection the
         // pool enters, leaves or is in, and only when its name, labels or
         // annotations changed or it came or went: not status churn.

@@ -266,40 +266,40 @@ impl Decision {
 /// Decides every pool of `pools` (names unique) at `now`.
 pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Timestamp) -> Decision {
     let mut requeue = Requeue::default();
-    let mut states: BTreeMap<&str, PoolDecision> = BTreeMap::new();
     let decided = |state| PoolDecision {
         state,
         deadline_passed: None,
     };
-    // Where each pool stands before anything is written.
-    for p in pools {
-        let decision = match p.release {
+    // Where each pool stands before anything is written, in the order of `pools`.
+    let mut states: Vec<PoolDecision> = pools
+        .iter()
+        .map(|p| match p.release {
             _ if p.offline && settings.skip_offline => decided(PoolRollout::Offline),
             Release::Missing => decided(PoolRollout::Write),
             Release::Behind(_) if !settings.progressive => decided(PoolRollout::Write),
             Release::Behind(_) => decided(PoolRollout::Pending),
             Release::Current { status, written } => measure(settings, status, written, now, &mut requeue),
-        };
-        states.insert(p.pool, decision);
-    }
+        })
+        .collect();
     let failed: Vec<String> = pools
         .iter()
-        .filter(|p| states[p.pool].state == PoolRollout::Failed)
-        .map(|p| p.pool.to_string())
+        .zip(&states)
+        .filter(|(_, d)| d.state == PoolRollout::Failed)
+        .map(|(p, _)| p.pool.to_string())
         .collect();
     let halted = settings.progressive && failed.len() > settings.max_failures;
     let busy = |s: PoolRollout| matches!(s, PoolRollout::Updating | PoolRollout::Soaking);
-    let mut unavailable = states.values().filter(|d| busy(d.state)).count();
+    let mut unavailable = states.iter().filter(|d| busy(d.state)).count();
 
     if halted {
-        for d in states.values_mut() {
-            if matches!(d.state, PoolRollout::Pending | PoolRollout::Write) {
-                d.state = PoolRollout::Halted;
-            }
+        for d in states
+            .iter_mut()
+            .filter(|d| matches!(d.state, PoolRollout::Pending | PoolRollout::Write))
+        {
+            d.state = PoolRollout::Halted;
         }
     } else if settings.paused {
-        for p in pools {
-            let d = states.get_mut(p.pool).expect("every pool was decided");
+        for (p, d) in pools.iter().zip(states.iter_mut()) {
             // A new pool has nothing to break; only updates wait.
             let held = matches!(p.release, Release::Behind(_))
                 && matches!(d.state, PoolRollout::Pending | PoolRollout::Write);
@@ -309,30 +309,29 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
         }
     } else if settings.progressive {
         // Pools not Ready are unavailable already: they start at once.
-        for p in pools {
+        for (p, d) in pools.iter().zip(states.iter_mut()) {
             let Release::Behind(status) = p.release else {
                 continue;
             };
-            let d = states.get_mut(p.pool).expect("every pool was decided");
             if d.state == PoolRollout::Pending && status.state != ReleaseState::Ready {
                 d.state = PoolRollout::Write;
                 unavailable += 1;
             }
         }
-        let mut waiting: Vec<&PoolInput> =
-            pools.iter().filter(|p| states[p.pool].state == PoolRollout::Pending).collect();
-        waiting.sort_by_key(|p| (p.wave, p.pool));
+        let mut waiting: Vec<usize> =
+            (0..pools.len()).filter(|&i| states[i].state == PoolRollout::Pending).collect();
+        waiting.sort_by_key(|&i| (pools[i].wave, pools[i].pool));
         let active = active_wave(pools, &states);
-        for p in waiting {
-            if unavailable >= settings.max_unavailable || Some(p.wave) != active {
+        for i in waiting {
+            if unavailable >= settings.max_unavailable || Some(pools[i].wave) != active {
                 break;
             }
-            states.get_mut(p.pool).expect("every pool was decided").state = PoolRollout::Write;
+            states[i].state = PoolRollout::Write;
             unavailable += 1;
         }
     }
 
-    let count = |wanted: &[PoolRollout]| states.values().filter(|d| wanted.contains(&d.state)).count();
+    let count = |wanted: &[PoolRollout]| states.iter().filter(|d| wanted.contains(&d.state)).count();
     let total = pools.len() - count(&[PoolRollout::Offline]);
     let behind = count(&[PoolRollout::Pending, PoolRollout::Paused, PoolRollout::Halted]);
     let moving = count(&[PoolRollout::Write, PoolRollout::Updating, PoolRollout::Soaking]);
@@ -350,9 +349,9 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
         (current + 1, waves)
     });
     Decision {
-        updated: states.values().filter(|d| d.state.up_to_date()).count(),
+        updated: states.iter().filter(|d| d.state.up_to_date()).count(),
         done: count(&[PoolRollout::Done]),
-        pools: states.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+        pools: pools.iter().map(|p| p.pool.to_string()).zip(states).collect(),
         phase,
         total,
         failed,
@@ -362,16 +361,17 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
 }
 
 /// The earliest wave with a pool behind or not yet done.
-fn active_wave(pools: &[PoolInput], states: &BTreeMap<&str, PoolDecision>) -> Option<usize> {
+fn active_wave(pools: &[PoolInput], states: &[PoolDecision]) -> Option<usize> {
     pools
         .iter()
-        .filter(|p| {
+        .zip(states)
+        .filter(|(_, d)| {
             matches!(
-                states[p.pool].state,
+                d.state,
                 PoolRollout::Pending | PoolRollout::Write | PoolRollout::Updating | PoolRollout::Soaking
             )
         })
-        .map(|p| p.wave)
+        .map(|(p, _)| p.wave)
         .min()
 }
 
