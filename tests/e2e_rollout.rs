@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::Api;
 use serde_json::{json, Value};
@@ -88,13 +89,14 @@ async fn a_change_goes_pool_by_pool_halts_on_a_broken_site_and_completes_once_fi
     let releases = releases_by_pool(&env).await;
     for pair in pools.windows(2) {
         let (before, after) = (&releases[&pair[0]], &releases[&pair[1]]);
-        let ready_since = condition(before, "Ready")
-            .and_then(|c| c["lastTransitionTime"].as_str())
-            .unwrap_or("~");
-        let written = annotation(after, WRITTEN_AT);
+        // Compared as times: the annotation has nanoseconds, Flux's
+        // condition whole seconds (so the check is blind within a second).
+        let time = |text: Option<&str>| text.and_then(|t| t.parse::<Timestamp>().ok());
+        let ready_since = time(condition(before, "Ready").and_then(|c| c["lastTransitionTime"].as_str()));
+        let written = time(Some(annotation(after, WRITTEN_AT)));
         assert!(
-            !written.is_empty() && written >= ready_since,
-            "pool {} was written at {written}, before pool {} turned Ready at {ready_since}",
+            matches!((written, ready_since), (Some(w), Some(r)) if w >= r),
+            "pool {} was written at {written:?}, before pool {} turned Ready at {ready_since:?}",
             pair[1],
             pair[0]
         );
