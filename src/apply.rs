@@ -146,11 +146,10 @@ pub async fn orphan_release(
         return Ok(());
     };
     let uid = app.meta().uid.clone().unwrap_or_default();
-    let release = serde_json::to_value(&current).map_err(|e| failed(kube::Error::SerdeError(e)))?;
-    let ours = current.owner_references().iter().any(|o| o.uid == uid && o.controller == Some(true));
-    if !ours {
+    if !crate::observe::owned_by(&current, Some(&uid)) {
         return Ok(());
     }
+    let release = serde_json::to_value(&current).map_err(|e| failed(kube::Error::SerdeError(e)))?;
     charts.wait_until_ready().await.map_err(|_| ApplyError::ChartWatchStopped)?;
     let chart = release
         .pointer("/spec/chartRef")
@@ -191,7 +190,7 @@ pub async fn orphan_all(
     let namespace = app.namespace().unwrap_or_default();
     let api: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), &namespace, &crate::observe::helmrelease_resource());
-    let uid = app.meta().uid.clone().unwrap_or_default();
+    let uid = app.meta().uid.clone();
     let listed = api
         .list(&kube::api::ListParams::default())
         .await
@@ -199,7 +198,8 @@ pub async fn orphan_all(
             object: format!("the HelmReleases of namespace {namespace}"),
             source,
         })?;
-    for release in listed.items.iter().filter(|r| r.owner_references().iter().any(|o| o.uid == uid)) {
+    let owned = listed.items.iter().filter(|r| crate::observe::owned_by(r, uid.as_deref()));
+    for release in owned {
         orphan_release(&api, charts, &release.name_any(), app).await?;
     }
     Ok(())

@@ -132,7 +132,7 @@ pub async fn observe(
 
 /// Ownership is the controller owner reference to this very application
 /// (its uid, so a re-created application of the same name owns nothing yet).
-fn owned_by(release: &DynamicObject, uid: Option<&str>) -> bool {
+pub fn owned_by(release: &DynamicObject, uid: Option<&str>) -> bool {
     let Some(uid) = uid else { return false };
     release
         .owner_references()
