@@ -1,5 +1,8 @@
-//! Counts the Kubernetes API requests that fail, by verb, resource and HTTP
-//! code, as `nodepool_fanout_api_errors_total`.
+//! The client's own middleware: it paces requests to the QPS and burst the
+//! flags set (`--kube-api-qps`, `--kube-api-burst`, as Flux's controllers
+//! and client-go have them), counts every request by verb and resource as
+//! `nodepool_fanout_api_requests_total`, and those that fail, by verb,
+//! resource and HTTP code, as `nodepool_fanout_api_errors_total`.
 //!
 //! The count is taken in the client's tower stack, below kube's runtime: it
 //! sees every request (watches, per-pool writes that fail without failing
@@ -8,25 +11,70 @@
 //! refused, timeout) counts under the code `transport`.
 
 use std::future::Future;
+use std::num::NonZeroU32;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use http::{Method, Request, Response};
 use kube::client::{Body, ClientBuilder};
 use kube::{Client, Config};
 use tower::{Layer, Service};
 
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+
 use crate::telemetry::Metrics;
 
-/// A client whose failed requests are counted in `metrics`.
-pub async fn client(metrics: Arc<Metrics>) -> Result<Client, kube::Error> {
+/// How fast the client may send requests: a token bucket refilled at `qps`
+/// per second that holds at most `burst`. Watches take a token to start,
+/// not for the events they carry.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pace {
+    pub qps: f32,
+    pub burst: u32,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PaceError {
+    #[error("--kube-api-qps must be a positive number of requests per second, not {0}")]
+    Qps(f32),
+    #[error("--kube-api-burst must be at least 1")]
+    Burst,
+}
+
+impl Pace {
+    fn limiter(self) -> Result<DefaultDirectRateLimiter, PaceError> {
+        if !(self.qps.is_finite() && self.qps > 0.0) {
+            return Err(PaceError::Qps(self.qps));
+        }
+        let burst = NonZeroU32::new(self.burst).ok_or(PaceError::Burst)?;
+        let period = Duration::from_secs_f64(1.0 / f64::from(self.qps));
+        let quota = Quota::with_period(period).ok_or(PaceError::Qps(self.qps))?;
+        Ok(RateLimiter::direct(quota.allow_burst(burst)))
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error(transparent)]
+    Pace(#[from] PaceError),
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+}
+
+/// A client paced by `pace`, whose requests are counted in `metrics`.
+pub async fn client(metrics: Arc<Metrics>, pace: Pace) -> Result<Client, ClientError> {
+    let limiter = Arc::new(pace.limiter()?);
     let config = Config::infer().await.map_err(kube::Error::InferConfig)?;
-    Ok(ClientBuilder::try_from(config)?.with_layer(&CountErrorsLayer { metrics }).build())
+    Ok(ClientBuilder::try_from(config)?
+        .with_layer(&CountErrorsLayer { metrics, limiter })
+        .build())
 }
 
 struct CountErrorsLayer {
     metrics: Arc<Metrics>,
+    limiter: Arc<DefaultDirectRateLimiter>,
 }
 
 impl<S> Layer<S> for CountErrorsLayer {
@@ -36,14 +84,24 @@ impl<S> Layer<S> for CountErrorsLayer {
         CountErrors {
             inner,
             metrics: self.metrics.clone(),
+            limiter: self.limiter.clone(),
+            token: Token::None,
         }
     }
 }
 
-#[derive(Clone)]
 pub struct CountErrors<S> {
     inner: S,
     metrics: Arc<Metrics>,
+    limiter: Arc<DefaultDirectRateLimiter>,
+    token: Token,
+}
+
+/// The next request's place in the bucket.
+enum Token {
+    None,
+    Waiting(Pin<Box<dyn Future<Output = ()> + Send>>),
+    Held,
 }
 
 impl<S, B> Service<Request<Body>> for CountErrors<S>
@@ -55,13 +113,30 @@ where
     type Error = S::Error;
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
 
+    /// Ready once the bucket grants a token: kube's client sends every
+    /// request through one buffer, so a request waiting here holds back
+    /// those behind it, as the bucket means it to.
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
+        loop {
+            match &mut self.token {
+                Token::Held => return self.inner.poll_ready(cx),
+                Token::Waiting(wait) => {
+                    std::task::ready!(wait.as_mut().poll(cx));
+                    self.token = Token::Held;
+                }
+                Token::None => {
+                    let limiter = self.limiter.clone();
+                    self.token = Token::Waiting(Box::pin(async move { limiter.until_ready().await }));
+                }
+            }
+        }
     }
 
     fn call(&mut self, request: Request<Body>) -> Self::Future {
+        self.token = Token::None;
         let target = RequestTarget::of(&request);
         let metrics = self.metrics.clone();
+        metrics.observe_api_request(target.verb, &target.resource);
         let response = self.inner.call(request);
         Box::pin(async move {
             let result = response.await;

@@ -94,6 +94,19 @@ pub struct RunArgs {
     /// another namespace, as Flux's `--no-cross-namespace-refs` does.
     #[arg(long, env = "NODEPOOL_FANOUT_NO_CROSS_NAMESPACE_REFS", default_value_t = false, action = clap::ArgAction::Set)]
     pub no_cross_namespace_refs: bool,
+    /// Applications reconciled at once, as Flux's `--concurrent`. Each
+    /// reconcile writes its pools' HelmReleases in parallel besides.
+    #[arg(long, env = "NODEPOOL_FANOUT_CONCURRENT", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
+    pub concurrent: u16,
+    /// Requests per second to the Kubernetes API, as Flux's `--kube-api-qps`.
+    /// A fan-out to N new pools takes about N / QPS seconds once the burst
+    /// is spent.
+    #[arg(long, env = "NODEPOOL_FANOUT_KUBE_API_QPS", default_value_t = 50.0)]
+    pub kube_api_qps: f32,
+    /// Requests the client may send at once above the QPS, as Flux's
+    /// `--kube-api-burst`.
+    #[arg(long, env = "NODEPOOL_FANOUT_KUBE_API_BURST", default_value_t = 300)]
+    pub kube_api_burst: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

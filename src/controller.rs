@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
-use kube::api::{ApiResource, DynamicObject, ListParams, PartialObjectMeta};
+use kube::api::{DynamicObject, ListParams, PartialObjectMeta};
 use kube::runtime::controller::{Action, Config as ControllerConfig};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, reflector, ObjectRef};
@@ -25,14 +25,15 @@ use crate::api::{
 use crate::api_errors;
 use crate::apply::{self, ApplyError};
 use crate::backoff::Backoff;
+use crate::changes::{NodeChanges, PoolChanges};
 use crate::chart::Chart;
 use crate::cli::RunArgs;
 use crate::events::{self as transitions, Transition};
 use crate::naming;
 use crate::nodes;
-use crate::observe::{self, helmrelease_resource, ObserveError};
+use crate::observe::{self, helmrelease_resource, Caches, ObserveError};
 use crate::plan::{self, Hold, PlanInput};
-use crate::pool_changes::PoolChanges;
+use crate::pools::Pool;
 use crate::shared_chart::{self, ChartRef};
 use crate::source::{helmchart_resource, SourceError, Sources};
 use crate::telemetry::{self, Metrics, ServeError};
@@ -53,6 +54,8 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    #[error(transparent)]
+    Pace(api_errors::PaceError),
     #[error(transparent)]
     Observe(#[from] ObserveError),
     #[error(transparent)]
@@ -87,14 +90,15 @@ impl Error {
             Self::Apply(e) => e.category(),
             Self::Serve(_) => "ServeFailed",
             Self::LeaderElection { .. } | Self::LostLeadership(_) => "LeaderElection",
-            Self::WatchLabelSelector { .. } => "InvalidFlag",
+            Self::WatchLabelSelector { .. } | Self::Pace(_) => "InvalidFlag",
         }
     }
 }
 
 struct Context {
     client: Client,
-    nodepools: ApiResource,
+    /// NodePools and HelmReleases, from their watches.
+    caches: Caches,
     recorder: Recorder,
     resync: Duration,
     shared_chart: bool,
@@ -107,15 +111,31 @@ struct Context {
     metrics: Arc<Metrics>,
     /// Consecutive failures per application, for exponential backoff.
     backoff: Backoff<ObjectRef<AppMeta>>,
-    /// Each application's `spec.pools`, as its last reconcile read it: the
-    /// index from a NodePool change to the applications it concerns.
-    selections: Arc<std::sync::RwLock<HashMap<ObjectRef<AppMeta>, PoolSelection>>>,
+    /// Each application's pool selection and node label, as its last
+    /// reconcile read them: the index from a NodePool or Node change to
+    /// the applications it concerns.
+    selections: Arc<std::sync::RwLock<HashMap<ObjectRef<AppMeta>, Interest>>>,
+}
+
+/// What of an application decides which pool and node events concern it.
+#[derive(Debug, Clone)]
+struct Interest {
+    selection: PoolSelection,
+    /// The node label naming a node's pool (`spec.placement.nodeLabel`).
+    node_label: String,
 }
 
 pub async fn run(args: RunArgs) -> Result<(), Error> {
     let metrics = Arc::new(Metrics::default());
     telemetry::serve(args.metrics_addr, metrics.clone()).await?;
-    let client = api_errors::client(metrics.clone()).await.map_err(Error::Connect)?;
+    let pace = api_errors::Pace {
+        qps: args.kube_api_qps,
+        burst: args.kube_api_burst,
+    };
+    let client = api_errors::client(metrics.clone(), pace).await.map_err(|e| match e {
+        api_errors::ClientError::Pace(e) => Error::Pace(e),
+        api_errors::ClientError::Kube(e) => Error::Connect(e),
+    })?;
     let nodepools = observe::nodepool_resource(&client).await?;
     info!(nodepool_version = %nodepools.api_version, "using NodePools");
     metrics.ready.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -127,8 +147,9 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
-    // Only the releases' metadata: their owner references are all a trigger needs.
-    let releases: Api<PartialObjectMeta<DynamicObject>> = match &args.watch_namespace {
+    // Every release in the namespaces served, not only ours: planning must
+    // know the names and Helm releases others hold, to never take them.
+    let releases: Api<DynamicObject> = match &args.watch_namespace {
         Some(ns) => Api::namespaced_with(client.clone(), ns, &helmrelease_resource()),
         None => Api::all_with(client.clone(), &helmrelease_resource()),
     };
@@ -150,13 +171,19 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     let chart_store = chart_writer.as_reader();
     let node_api: Api<Node> = Api::all(client.clone());
     let (node_store, node_writer) = reflector::store();
+    let pool_writer = reflector::store::Writer::new(nodepools.clone());
+    let release_writer = reflector::store::Writer::new(helmrelease_resource());
+    let caches = Caches {
+        pools: pool_writer.as_reader(),
+        releases: release_writer.as_reader(),
+    };
     let reporter = Reporter {
         controller: "nodepool-fanout".into(),
         instance: std::env::var("POD_NAME").ok(),
     };
     let context = Arc::new(Context {
         client: client.clone(),
-        nodepools: nodepools.clone(),
+        caches,
         recorder: Recorder::new(client.clone(), reporter),
         resync: args.resync,
         shared_chart: args.shared_chart,
@@ -190,7 +217,9 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
 
     // Bursts of pool or release events (a site coming online) are folded
     // into one reconcile per application.
-    let config = ControllerConfig::default().debounce(Duration::from_millis(500));
+    let config = ControllerConfig::default()
+        .debounce(Duration::from_millis(500))
+        .concurrency(args.concurrent);
     let (store, writer) = reflector::store();
     let shard = args.watch_label_selector.as_deref();
     let app_config = watcher::Config::default().any_semantic();
@@ -206,11 +235,18 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         Some(selector) => format!("{}={},{selector}", naming::LABEL_MANAGED_BY, naming::MANAGER),
         None => format!("{}={}", naming::LABEL_MANAGED_BY, naming::MANAGER),
     };
-    let release_events = watcher(releases, watcher::Config::default().labels(&managed_by));
+    let release_events = reflector(
+        release_writer,
+        watcher(releases, watcher::Config::default().any_semantic()).modify(observe::strip_release),
+    );
+    let pool_events = reflector(
+        pool_writer,
+        watcher(pool_api, watcher::Config::default().any_semantic()).modify(observe::strip_pool),
+    );
     let pool_triggers = {
         let (store, selections) = (store.clone(), context.selections.clone());
         let mut changes = PoolChanges::default();
-        retrying("NodePools", watcher(pool_api, watcher::Config::default())).flat_map(move |event| {
+        retrying("NodePools", pool_events).flat_map(move |event| {
             let changed = changes.observe(event);
             let selections = selections.read().unwrap_or_else(|e| e.into_inner());
             let apps: Vec<ObjectRef<AppMeta>> = store
@@ -219,8 +255,8 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
                 .map(|app| ObjectRef::from_obj(app.as_ref()))
                 .filter(|app| {
                     // Not yet read: it must look for itself.
-                    let selection = selections.get(app);
-                    changed.iter().any(|c| selection.is_none_or(|s| c.concerns(s)))
+                    let interest = selections.get(app);
+                    changed.iter().any(|c| interest.is_none_or(|i| c.concerns(&i.selection)))
                 })
                 .collect();
             futures::stream::iter(apps)
@@ -229,31 +265,61 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     let chart_events =
         reflector(chart_writer, watcher(charts, watcher::Config::default().labels(&managed_by)));
     // Heartbeats rewrite a Node's status all the time; only its labels and
-    // readiness matter here, so only a change of those wakes anything.
+    // readiness matter here, so only a change of those wakes anything, and
+    // only the applications that select the pool it leaves or joins.
     let node_events = reflector(
         node_writer,
         watcher(node_api, watcher::Config::default().any_semantic())
             .modify(|node| *node = nodes::strip(std::mem::take(node))),
     );
-    let node_changes = resilient("Nodes", node_events)
-        .predicate_filter(node_fingerprint, kube::runtime::PredicateConfig::default());
-    let app_store = store.clone();
+    let node_triggers = {
+        let (store, selections, pools, pool_type) =
+            (store.clone(), context.selections.clone(), context.caches.pools.clone(), nodepools.clone());
+        let mut changes = NodeChanges::default();
+        retrying("Nodes", node_events).flat_map(move |event| {
+            let changed = changes.observe(event);
+            let selections = selections.read().unwrap_or_else(|e| e.into_inner());
+            let apps: Vec<ObjectRef<AppMeta>> = match changed.is_empty() {
+                true => Vec::new(),
+                false => store
+                    .state()
+                    .iter()
+                    .map(|app| ObjectRef::from_obj(app.as_ref()))
+                    .filter(|app| {
+                        let Some(interest) = selections.get(app) else {
+                            return true;
+                        };
+                        let pool = |name: &str| {
+                            pools
+                                .get(&ObjectRef::new_with(name, pool_type.clone()))
+                                .map(|p| Pool::from_object(&p))
+                        };
+                        changed.iter().any(|c| c.concerns(&interest.node_label, &interest.selection, pool))
+                    })
+                    .collect(),
+            };
+            futures::stream::iter(apps)
+        })
+    };
     let served = store.clone();
+    let owner_served = store.clone();
     controller
-        .owns_stream_with(resilient("HelmReleases", release_events), helmrelease_resource())
+        // A release's change wakes the application that owns it, if this
+        // instance serves it; others' releases are only remembered.
+        .watches_stream_with(
+            resilient("HelmReleases", release_events),
+            move |release| {
+                observe::owner_of::<AppMeta>(&release).filter(|app| owner_served.get(app).is_some())
+            },
+            helmrelease_resource(),
+        )
         // A NodePool event wakes only the applications whose selection the
         // pool enters, leaves or is in, and only when its name, labels or
         // annotations changed or it came or went: not status churn.
         .reconcile_on(pool_triggers)
-        // A pool going offline or coming back changes what its
-        // applications may write.
-        .watches_stream(node_changes, move |_node| {
-            app_store
-                .state()
-                .iter()
-                .map(|app| ObjectRef::from_obj(app.as_ref()))
-                .collect::<Vec<_>>()
-        })
+        // A node joining, leaving or going offline changes what the
+        // applications selecting its pool may write.
+        .reconcile_on(node_triggers)
         // A shared HelmChart's artifact turning ready lets its application's
         // releases be written at once rather than at the next poll.
         .watches_stream_with(
@@ -354,15 +420,6 @@ async fn lead(client: &Client, namespace: &str) -> Result<tokio::sync::watch::Re
     Ok(channel)
 }
 
-/// What of a Node can change a plan: its labels (its pool) and whether it is Ready.
-fn node_fingerprint(node: &Node) -> Option<u64> {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    node.metadata.labels.hash(&mut hasher);
-    nodes::is_ready(node).hash(&mut hasher);
-    Some(hasher.finish())
-}
-
 /// What the controller watches of an application.
 type AppMeta = PartialObjectMeta<NodePoolApplication>;
 
@@ -373,11 +430,14 @@ async fn reconcile(meta: Arc<AppMeta>, ctx: Arc<Context>) -> Result<Action, Erro
     let apps: Api<NodePoolApplication> = Api::namespaced(ctx.client.clone(), &namespace);
     let result = match apps.get_opt(&name).await {
         Ok(Some(app)) => {
-            let selection = app.spec.pools.clone();
+            let interest = Interest {
+                selection: app.spec.pools.clone(),
+                node_label: app.spec.placement.node_label.clone(),
+            };
             ctx.selections
                 .write()
                 .unwrap_or_else(|e| e.into_inner())
-                .insert(ObjectRef::from_obj(meta.as_ref()), selection);
+                .insert(ObjectRef::from_obj(meta.as_ref()), interest);
             reconcile_app(Arc::new(app), &ctx).await
         }
         Ok(None) => {
@@ -421,7 +481,8 @@ async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) -> Result<A
     .flatten()
     .collect();
     apply::set_finalizers(&apps, app.as_ref(), &finalizers).await?;
-    let observed = observe::observe(&ctx.client, &ctx.nodepools, &app).await?;
+    ctx.caches.ready().await?;
+    let observed = observe::observe(&ctx.caches, &app);
     let refused = ctx
         .no_cross_namespace_refs
         .then(|| shared_chart::cross_namespace_reference(&app.spec, &namespace))
@@ -523,7 +584,7 @@ async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) -> Result<A
     if !transitions::same_ignoring_timestamps(&old_status, &new_status) {
         apply::apply_status(&apps, &name, &new_status).await?;
     }
-    publish(ctx, &app, &happened).await;
+    publish(ctx, &app, &transitions::condense(happened)).await;
 
     if first_error.is_none() {
         if let Some(current) = chart_ref {

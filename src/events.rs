@@ -2,6 +2,8 @@
 //! pruned, and pools whose state changed between two statuses. Pure, so the
 //! rules are tested without a cluster.
 
+use std::collections::HashMap;
+
 use crate::api::{ConditionStatus, NodePoolApplicationStatus, PoolStatus, RolloutPhase, RolloutStatus};
 
 /// The longest note the API server accepts in an Event (events.k8s.io/v1),
@@ -99,6 +101,67 @@ impl Transition {
             release: Some(release.to_string()),
         }
     }
+}
+
+/// Events of one reason past which a reconcile publishes one summary
+/// instead: a first fan-out to thousands of pools is one Event, not
+/// thousands, and does not spend the client's QPS on them.
+pub const MAX_EVENTS_PER_REASON: usize = 10;
+
+/// `happened`, with each reason that occurs more than
+/// [`MAX_EVENTS_PER_REASON`] times folded into one Event at the place of its
+/// first: `ReleaseCreated for 9990 pools: gw-a, gw-b, … and 9921 more`.
+/// Order is otherwise kept.
+pub fn condense(happened: Vec<Transition>) -> Vec<Transition> {
+    let mut counts: HashMap<String, usize> = HashMap::new();
+    for t in &happened {
+        *counts.entry(t.reason.clone()).or_default() += 1;
+    }
+    counts.retain(|_, n| *n > MAX_EVENTS_PER_REASON);
+    if counts.is_empty() {
+        return happened;
+    }
+    // Per folded reason: where its summary is, and the names it lists.
+    let mut folded: HashMap<String, (usize, Vec<String>)> = HashMap::new();
+    let mut out: Vec<Transition> = Vec::new();
+    for t in happened {
+        if !counts.contains_key(&t.reason) {
+            out.push(t);
+            continue;
+        }
+        let name = t.release.clone().unwrap_or_else(|| "?".into());
+        match folded.get_mut(&t.reason) {
+            Some((_, names)) => names.push(name),
+            None => {
+                folded.insert(t.reason.clone(), (out.len(), vec![name]));
+                out.push(Transition { release: None, ..t });
+            }
+        }
+    }
+    for (reason, (at, names)) in folded {
+        let head = format!("{reason} for {} pools: ", names.len());
+        let mut listed = String::new();
+        let mut shown = 0;
+        for name in &names {
+            // Room for the tail, "… and 12345 more".
+            if head.len() + listed.len() + name.len() + 2 > MAX_NOTE_BYTES - 24 {
+                break;
+            }
+            if shown > 0 {
+                listed.push_str(", ");
+            }
+            listed.push_str(name);
+            shown += 1;
+        }
+        let rest = names.len() - shown;
+        let tail = if rest > 0 {
+            format!(", … and {rest} more")
+        } else {
+            String::new()
+        };
+        out[at].message = fit_note(format!("{head}{listed}{tail}"));
+    }
+    out
 }
 
 /// The pools whose readiness, reason or message changed from `old` to `new`,
@@ -419,5 +482,52 @@ mod tests {
         assert_eq!(Transition::applied("hz", "r", true).reason, "ReleaseUpdated");
         assert_eq!(Transition::pruned("hz", "r").reason, "ReleasePruned");
         assert!(Transition::apply_failed("hz", "r", "NameClash", "taken").warning);
+    }
+
+    #[test]
+    fn many_events_of_one_reason_are_one_summary() {
+        let mut happened: Vec<Transition> = (0..5000)
+            .map(|i| Transition::applied(&format!("p{i}"), &format!("gw-p{i}"), false))
+            .collect();
+        happened.insert(3, Transition::pruned("old", "gw-old"));
+        happened.extend((0..3).map(|i| Transition::applied(&format!("q{i}"), &format!("gw-q{i}"), true)));
+        let out = condense(happened);
+        let reasons: Vec<&str> = out.iter().map(|t| t.reason.as_str()).collect();
+        assert_eq!(
+            reasons,
+            [
+                "ReleaseCreated",
+                "ReleasePruned",
+                "ReleaseUpdated",
+                "ReleaseUpdated",
+                "ReleaseUpdated"
+            ]
+        );
+        let summary = &out[0];
+        assert!(
+            summary
+                .message
+                .starts_with("ReleaseCreated for 5000 pools: gw-p0, gw-p1, gw-p2, gw-p3,"),
+            "{}",
+            summary.message
+        );
+        assert!(summary.message.len() <= MAX_NOTE_BYTES, "{}", summary.message.len());
+        let more: usize = summary
+            .message
+            .rsplit("and ")
+            .next()
+            .unwrap()
+            .trim_end_matches(" more")
+            .parse()
+            .unwrap();
+        let listed = summary.message.matches("gw-p").count();
+        assert_eq!(listed + more, 5000, "{}", summary.message);
+        assert_eq!(summary.release, None);
+        assert_eq!(out[1].release.as_deref(), Some("gw-old"), "a few of a kind stay one each");
+        // At the limit nothing is folded.
+        let few: Vec<Transition> = (0..MAX_EVENTS_PER_REASON)
+            .map(|i| Transition::pruned(&format!("p{i}"), &format!("gw-p{i}")))
+            .collect();
+        assert_eq!(condense(few.clone()), few);
     }
 }

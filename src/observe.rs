@@ -4,9 +4,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kube::api::{ApiResource, DynamicObject, ListParams};
+use kube::api::{ApiResource, DynamicObject, ObjectMeta};
 use kube::discovery::{self, Scope};
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Client, Resource, ResourceExt};
+use serde_json::Value;
 
 use crate::api::NodePoolApplication;
 use crate::plan::{HelmReleaseKey, ObservedRelease, TakenRelease};
@@ -23,14 +25,8 @@ pub enum ObserveError {
     NoNodePoolApi(#[source] kube::Error),
     #[error("the cluster's {NODEPOOL_GROUP} group has no cluster-scoped NodePool kind: is OpenYurt's CRD installed?")]
     NoNodePoolKind,
-    #[error("cannot list NodePools: {0}")]
-    ListPools(#[source] kube::Error),
-    #[error("cannot list HelmReleases in namespace {namespace}: {source}")]
-    ListReleases {
-        namespace: String,
-        #[source]
-        source: kube::Error,
-    },
+    #[error("the watch of {0} stopped before it listed them once; the controller is shutting down")]
+    CacheStopped(&'static str),
 }
 
 impl ObserveError {
@@ -38,7 +34,7 @@ impl ObserveError {
     pub fn category(&self) -> &'static str {
         match self {
             Self::NoNodePoolApi(_) | Self::NoNodePoolKind => "NodePoolApiMissing",
-            Self::ListPools(_) | Self::ListReleases { .. } => "ApiError",
+            Self::CacheStopped(_) => "ShuttingDown",
         }
     }
 }
@@ -78,44 +74,45 @@ pub struct Observed {
     pub taken: BTreeMap<HelmReleaseKey, TakenRelease>,
 }
 
-pub async fn observe(
-    client: &Client,
-    nodepools: &ApiResource,
-    app: &NodePoolApplication,
-) -> Result<Observed, ObserveError> {
+/// The watch caches a reconcile reads instead of listing: every NodePool,
+/// and every HelmRelease in the namespaces served, each cut down by
+/// [`strip_pool`] and [`strip_release`] as it enters.
+#[derive(Clone)]
+pub struct Caches {
+    pub pools: Store<DynamicObject>,
+    pub releases: Store<DynamicObject>,
+}
+
+impl Caches {
+    /// Waits until both watches have listed once: planning over a cache not
+    /// yet filled would see no pools and prune every release.
+    pub async fn ready(&self) -> Result<(), ObserveError> {
+        self.pools
+            .wait_until_ready()
+            .await
+            .map_err(|_| ObserveError::CacheStopped("NodePools"))?;
+        self.releases
+            .wait_until_ready()
+            .await
+            .map_err(|_| ObserveError::CacheStopped("HelmReleases"))
+    }
+}
+
+/// What concerns `app`, read from the caches: no request to the API server.
+pub fn observe(caches: &Caches, app: &NodePoolApplication) -> Observed {
     let namespace = app.namespace().unwrap_or_default();
-    let pool_api: Api<DynamicObject> = Api::all_with(client.clone(), nodepools);
-    let pools = pool_api
-        .list(&ListParams::default())
-        .await
-        .map_err(ObserveError::ListPools)?
-        .items
-        .iter()
-        .map(Pool::from_object)
-        .collect();
-
-    let release_api: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), &namespace, &helmrelease_resource());
-    let releases = release_api
-        .list(&ListParams::default())
-        .await
-        .map_err(|source| ObserveError::ListReleases {
-            namespace: namespace.clone(),
-            source,
-        })?
-        .items;
-
     let uid = app.meta().uid.as_deref();
     let mut observed = Observed {
-        pools,
+        pools: caches.pools.state().iter().map(|p| Pool::from_object(p)).collect(),
         ..Observed::default()
     };
-    for release in releases {
-        let value = serde_json::to_value(&release).map_err(|e| ObserveError::ListReleases {
-            namespace: namespace.clone(),
-            source: kube::Error::SerdeError(e),
-        })?;
-        match owned_by(&release, uid).then(|| ObservedRelease::from_value(&value)).flatten() {
+    let releases = caches.releases.state();
+    for release in releases
+        .iter()
+        .filter(|r| r.metadata.namespace.as_deref() == Some(namespace.as_str()))
+    {
+        let value = view(release);
+        match owned_by(release, uid).then(|| ObservedRelease::from_value(&value)).flatten() {
             Some(owned) => observed.owned.push(owned),
             // Another's, or ours by owner reference but without our pool
             // label (edited by hand): left alone rather than guess its pool.
@@ -127,7 +124,74 @@ pub async fn observe(
             }
         }
     }
-    Ok(observed)
+    observed.owned.sort_by(|a, b| a.name.cmp(&b.name));
+    observed
+}
+
+/// A cached release as the JSON planning reads (`metadata`, `spec`,
+/// `status`), without its kind and version, which every one shares.
+fn view(release: &DynamicObject) -> Value {
+    let mut value = release.data.clone();
+    if let Value::Object(map) = &mut value {
+        map.insert("metadata".into(), serde_json::to_value(&release.metadata).unwrap_or(Value::Null));
+    }
+    value
+}
+
+/// A NodePool cut down to what planning reads before it enters the cache:
+/// its name, labels and annotations. OpenYurt keeps each pool's node list
+/// in its status, which grows with the pool.
+pub fn strip_pool(pool: &mut DynamicObject) {
+    pool.metadata = ObjectMeta {
+        name: pool.metadata.name.take(),
+        labels: pool.metadata.labels.take(),
+        annotations: pool.metadata.annotations.take(),
+        resource_version: pool.metadata.resource_version.take(),
+        deletion_timestamp: pool.metadata.deletion_timestamp.take(),
+        ..ObjectMeta::default()
+    };
+    strip_last_applied(&mut pool.metadata);
+    pool.data = Value::Object(serde_json::Map::new());
+}
+
+/// A HelmRelease cut down to what planning reads before it enters the
+/// cache: no managed fields, and of its status only the conditions, the
+/// observed generation and the chart version. helm-controller keeps up to
+/// five Helm release snapshots in the status, each with digests and test
+/// hooks; at ten thousand pools they would be most of the cache.
+pub fn strip_release(release: &mut DynamicObject) {
+    release.metadata.managed_fields = None;
+    strip_last_applied(&mut release.metadata);
+    let Some(map) = release.data.as_object_mut() else {
+        return;
+    };
+    map.retain(|key, _| key == "spec" || key == "status");
+    if let Some(status) = map.get_mut("status").and_then(Value::as_object_mut) {
+        let version = status.get("history").and_then(|h| h.pointer("/0/chartVersion")).cloned();
+        status.retain(|key, _| {
+            matches!(key.as_str(), "conditions" | "observedGeneration" | "lastAttemptedRevision")
+        });
+        if let Some(version) = version {
+            status.insert("history".into(), serde_json::json!([{ "chartVersion": version }]));
+        }
+    }
+}
+
+/// kubectl's copy of the whole object, which nothing here reads.
+fn strip_last_applied(metadata: &mut ObjectMeta) {
+    if let Some(annotations) = &mut metadata.annotations {
+        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
+}
+
+/// The application a release's controller owner reference names, if any.
+pub fn owner_of<K: Resource<DynamicType = ()>>(release: &DynamicObject) -> Option<ObjectRef<K>> {
+    let namespace = release.metadata.namespace.as_deref()?;
+    release
+        .owner_references()
+        .iter()
+        .find(|r| r.controller == Some(true) && r.kind == "NodePoolApplication")
+        .map(|r| ObjectRef::new(&r.name).within(namespace))
 }
 
 /// Ownership is the controller owner reference to this very application
@@ -138,4 +202,144 @@ pub fn owned_by(release: &DynamicObject, uid: Option<&str>) -> bool {
         .owner_references()
         .iter()
         .any(|r| r.controller == Some(true) && r.uid == uid && r.kind == "NodePoolApplication")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::runtime::reflector::store::Writer;
+    use kube::runtime::watcher;
+    use serde_json::json;
+
+    fn object(value: Value) -> DynamicObject {
+        serde_json::from_value(value).unwrap()
+    }
+
+    fn app(uid: &str) -> NodePoolApplication {
+        serde_json::from_value(json!({
+            "apiVersion": "apps.fanout.dev/v1alpha1", "kind": "NodePoolApplication",
+            "metadata": { "name": "gw", "namespace": "edge", "uid": uid },
+            "spec": {
+                "pools": { "names": ["hz"] }, "interval": "10m",
+                "chart": { "spec": { "chart": "c", "sourceRef": { "kind": "HelmRepository", "name": "r" } } }
+            }
+        }))
+        .unwrap()
+    }
+
+    fn release(name: &str, namespace: &str, owner_uid: Option<&str>) -> DynamicObject {
+        let owners = owner_uid
+            .map(|uid| {
+                json!([{ "apiVersion": "apps.fanout.dev/v1alpha1", "kind": "NodePoolApplication",
+                         "name": "gw", "uid": uid, "controller": true }])
+            })
+            .unwrap_or(json!([]));
+        object(json!({
+            "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+            "metadata": {
+                "name": name, "namespace": namespace, "generation": 2, "ownerReferences": owners,
+                "labels": { "apps.fanout.dev/pool": "hz" },
+                "annotations": { "kubectl.kubernetes.io/last-applied-configuration": "{…}" },
+                "managedFields": [{ "manager": "nodepool-fanout", "operation": "Apply" }]
+            },
+            "spec": { "interval": "10m", "values": { "replicas": 2 } },
+            "status": {
+                "observedGeneration": 2,
+                "conditions": [{ "type": "Ready", "status": "True", "reason": "UpgradeSucceeded",
+                                 "observedGeneration": 2, "message": "ok" }],
+                "history": [{ "chartVersion": "1.1.0", "digest": "sha256:…", "testHooks": {} },
+                            { "chartVersion": "1.0.0" }],
+                "lastAttemptedValuesChecksum": "…", "storageNamespace": "edge"
+            }
+        }))
+    }
+
+    fn store(objects: Vec<DynamicObject>, kind: ApiResource) -> Store<DynamicObject> {
+        let mut writer = Writer::new(kind);
+        writer.apply_watcher_event(&watcher::Event::Init);
+        for o in objects {
+            writer.apply_watcher_event(&watcher::Event::InitApply(o));
+        }
+        writer.apply_watcher_event(&watcher::Event::InitDone);
+        writer.as_reader()
+    }
+
+    fn nodepool_kind() -> ApiResource {
+        ApiResource {
+            group: NODEPOOL_GROUP.into(),
+            version: "v1beta2".into(),
+            api_version: format!("{NODEPOOL_GROUP}/v1beta2"),
+            kind: "NodePool".into(),
+            plural: "nodepools".into(),
+        }
+    }
+
+    #[test]
+    fn stripping_a_release_keeps_what_planning_reads() {
+        let full = release("gw-hz", "edge", Some("u1"));
+        let mut stripped = full.clone();
+        strip_release(&mut stripped);
+        assert!(stripped.metadata.managed_fields.is_none());
+        assert!(stripped.annotations().is_empty());
+        assert_eq!(stripped.data["spec"], full.data["spec"]);
+        let status = &stripped.data["status"];
+        assert_eq!(status["history"], json!([{ "chartVersion": "1.1.0" }]));
+        assert!(status.get("lastAttemptedValuesChecksum").is_none());
+        let read = |o: &DynamicObject| {
+            let mut r = ObservedRelease::from_value(&view(o)).unwrap();
+            // kubectl's copy is no field of ours, and is gone.
+            r.live = None;
+            r
+        };
+        assert_eq!(read(&stripped), read(&full));
+        assert_eq!(read(&stripped).status.chart_version.as_deref(), Some("1.1.0"));
+    }
+
+    #[test]
+    fn stripping_a_pool_keeps_its_name_labels_and_annotations() {
+        let mut pool = object(json!({
+            "apiVersion": "apps.openyurt.io/v1beta2", "kind": "NodePool",
+            "metadata": { "name": "hz", "labels": { "r": "east" }, "annotations": { "a": "b" }, "uid": "x" },
+            "spec": { "type": "Edge" }, "status": { "nodes": ["n1", "n2"], "readyNodeNum": 2 }
+        }));
+        let before = Pool::from_object(&pool);
+        strip_pool(&mut pool);
+        assert_eq!(Pool::from_object(&pool), before);
+        assert_eq!(pool.data, json!({}));
+        assert!(pool.metadata.uid.is_none());
+    }
+
+    #[test]
+    fn observes_from_the_caches_split_by_owner_and_namespace() {
+        let mut releases = vec![
+            release("gw-hz", "edge", Some("u1")),
+            release("gw-sh", "edge", Some("old-uid")),
+            release("theirs", "edge", None),
+            release("gw-hz", "elsewhere", Some("u1")),
+        ];
+        releases.iter_mut().for_each(strip_release);
+        let pool = object(json!({
+            "apiVersion": "apps.openyurt.io/v1beta2", "kind": "NodePool", "metadata": { "name": "hz" }
+        }));
+        let caches = Caches {
+            pools: store(vec![pool], nodepool_kind()),
+            releases: store(releases, helmrelease_resource()),
+        };
+        let observed = observe(&caches, &app("u1"));
+        assert_eq!(observed.pools.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["hz"]);
+        assert_eq!(observed.owned.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), ["gw-hz"]);
+        assert_eq!(observed.owned[0].spec_hash, None);
+        assert!(observed.owned[0].live.is_some(), "drift is compared with what the cache holds");
+        // An earlier application's release of the same name is not ours.
+        assert_eq!(
+            observed.foreign_names.iter().map(String::as_str).collect::<Vec<_>>(),
+            ["gw-sh", "theirs"]
+        );
+        assert_eq!(observed.taken.len(), 2);
+        assert_eq!(
+            owner_of::<NodePoolApplication>(&release("gw-hz", "edge", Some("u1"))),
+            Some(ObjectRef::new("gw").within("edge"))
+        );
+        assert_eq!(owner_of::<NodePoolApplication>(&release("theirs", "edge", None)), None);
+    }
 }

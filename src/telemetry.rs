@@ -35,6 +35,13 @@ pub struct ApiErrorLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ApiRequestLabels {
+    /// As for [`ApiErrorLabels`].
+    pub verb: String,
+    pub resource: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct AppLabels {
     pub namespace: String,
     pub application: String,
@@ -48,6 +55,7 @@ pub struct Metrics {
     pub pools: Family<AppLabels, Gauge>,
     pub ready_pools: Family<AppLabels, Gauge>,
     pub api_errors: Family<ApiErrorLabels, Counter>,
+    pub api_requests: Family<ApiRequestLabels, Counter>,
     /// Set once the controller has connected and found the APIs it needs.
     pub ready: AtomicBool,
 }
@@ -73,6 +81,12 @@ impl Default for Metrics {
             "Kubernetes API requests that failed, by verb, resource and HTTP code",
             api_errors.clone(),
         );
+        let api_requests = Family::<ApiRequestLabels, Counter>::default();
+        registry.register(
+            "api_requests",
+            "Kubernetes API requests sent, by verb and resource: what the controller costs the API server",
+            api_requests.clone(),
+        );
         Self {
             registry,
             reconciles,
@@ -80,6 +94,7 @@ impl Default for Metrics {
             pools,
             ready_pools,
             api_errors,
+            api_requests,
             ready: AtomicBool::new(false),
         }
     }
@@ -101,6 +116,15 @@ impl Metrics {
                 verb: verb.to_string(),
                 resource: resource.to_string(),
                 code: code.to_string(),
+            })
+            .inc();
+    }
+
+    pub fn observe_api_request(&self, verb: &str, resource: &str) {
+        self.api_requests
+            .get_or_create(&ApiRequestLabels {
+                verb: verb.to_string(),
+                resource: resource.to_string(),
             })
             .inc();
     }

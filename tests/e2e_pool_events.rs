@@ -1,15 +1,18 @@
 //! NodePool events on the local control plane: status churn (OpenYurt
 //! rewrites a pool's status whenever a node's readiness changes) wakes no
 //! application, nor does a change to a pool outside an application's
-//! selection; a pool entering the selection does.
+//! selection, nor a node's heartbeat, a node label that names no pool or a
+//! node joining a pool the application does not select; a pool entering
+//! the selection does, and so does a node joining a selected pool.
 mod support;
 
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Node;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::Api;
 use serde_json::json;
-use support::apps::{apply_app, ingress_app, ready_is, wait_app, CHANGE_TIMEOUT};
+use support::apps::{apply_app, ingress_app, pool_status, ready_is, wait_app, CHANGE_TIMEOUT};
 use support::{ensure_crd, nodepool_resource, RunningController, TestEnv, TestResult};
 
 /// The controller's reconciles so far, from its metrics.
@@ -64,7 +67,34 @@ async fn only_changes_planning_reads_wake_only_the_applications_they_concern() -
     pools
         .patch(&west, &params, &Patch::Merge(&json!({ "metadata": { "labels": { "tier": "gold" } } })))
         .await?;
-    assert_eq!(quiet(&controller).await, before, "status churn or a foreign pool woke the application");
+    // A node's label that names no pool, and a node joining a pool the
+    // application does not select.
+    let east_node = env.nodes_of(&east).await.remove(0);
+    let nodes: Api<Node> = Api::all(env.client.clone());
+    nodes
+        .patch(
+            &east_node,
+            &params,
+            &Patch::Merge(&json!({ "metadata": { "labels": { "disk": "ssd" } } })),
+        )
+        .await?;
+    env.create_node(&format!("{west}-node-late"), &west).await;
+    assert_eq!(
+        quiet(&controller).await,
+        before,
+        "status churn, a foreign pool or its node, or a node label naming no pool woke the application"
+    );
+
+    // A node joining the selected pool does.
+    env.create_node(&format!("{east}-node-late"), &east).await;
+    wait_app(&env, &controller, "the new node counted", CHANGE_TIMEOUT, |app| {
+        match pool_status(app, &east).and_then(|p| p["nodes"].as_str()) {
+            Some("2/2") => Ok(()),
+            other => Err(format!("nodes {other:?}")),
+        }
+    })
+    .await;
+    let before = quiet(&controller).await;
 
     // The other pool enters the selection: the application looks again.
     pools

@@ -1,0 +1,341 @@
+//! Which watch events matter to planning, and to which applications.
+//!
+//! OpenYurt rewrites a NodePool's status whenever a node's readiness
+//! changes, and every kubelet rewrites its Node's status every few seconds.
+//! Planning reads only a pool's name, labels and annotations, and of a node
+//! its labels and whether it is Ready. So a watch event is a [`Change`]
+//! only when what planning reads of the object changed, or the object came
+//! or went; and a change concerns only the applications whose pools it
+//! touches, before or after.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use k8s_openapi::api::core::v1::Node;
+use kube::api::DynamicObject;
+use kube::runtime::watcher;
+use kube::ResourceExt;
+
+use crate::api::PoolSelection;
+use crate::nodes;
+use crate::pools::{self, Pool};
+
+/// What planning reads of one kind of watched object, by object name.
+pub trait Planned: Clone + PartialEq {
+    type Object;
+    fn read(object: &Self::Object) -> (String, Self);
+}
+
+impl Planned for Pool {
+    type Object = DynamicObject;
+    fn read(object: &DynamicObject) -> (String, Self) {
+        let pool = Pool::from_object(object);
+        (pool.name.clone(), pool)
+    }
+}
+
+/// What planning reads of a Node: the pool labels, and readiness.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeView {
+    pub labels: BTreeMap<String, String>,
+    pub ready: bool,
+}
+
+impl Planned for NodeView {
+    type Object = Node;
+    fn read(node: &Node) -> (String, Self) {
+        let view = NodeView {
+            labels: node.labels().clone(),
+            ready: nodes::is_ready(node),
+        };
+        (node.name_any(), view)
+    }
+}
+
+/// An object as planning read it before an event, and as it reads it
+/// after; `None` where it did not exist.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change<V> {
+    pub before: Option<V>,
+    pub after: Option<V>,
+}
+
+impl Change<Pool> {
+    /// Whether an application selecting `selection` must look again.
+    /// A selector that cannot be read concerns every change: the
+    /// application reports it at its next reconcile either way.
+    pub fn concerns(&self, selection: &PoolSelection) -> bool {
+        [&self.before, &self.after]
+            .into_iter()
+            .flatten()
+            .any(|pool| pools::contains(selection, pool).unwrap_or(true))
+    }
+}
+
+impl Change<NodeView> {
+    /// The pools, as values of the node label `placement`, whose nodes the
+    /// change counts differently: the one it left and the one it joined.
+    pub fn pools<'a>(&'a self, placement: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        let pool = |node: &'a Option<NodeView>| node.as_ref().and_then(|n| n.labels.get(placement));
+        let (before, after) = (pool(&self.before), pool(&self.after));
+        let counted_again = match (&self.before, &self.after) {
+            (Some(b), Some(a)) => before != after || b.ready != a.ready,
+            // Came or went.
+            _ => true,
+        };
+        let joined = after.filter(|_| before != after);
+        before.into_iter().chain(joined).filter(move |_| counted_again).map(String::as_str)
+    }
+
+    /// Whether an application that places by `placement` and selects
+    /// `selection` must look again: a pool the node left or joined is one
+    /// it selects. `pool` finds a pool by name; a pool that does not exist
+    /// is selected by nobody.
+    pub fn concerns(
+        &self,
+        placement: &str,
+        selection: &PoolSelection,
+        pool: impl Fn(&str) -> Option<Pool>,
+    ) -> bool {
+        self.pools(placement)
+            .filter_map(pool)
+            .any(|p| pools::contains(selection, &p).unwrap_or(true))
+    }
+}
+
+/// NodePools as last seen.
+pub type PoolChanges = Changes<Pool>;
+/// Nodes as last seen.
+pub type NodeChanges = Changes<NodeView>;
+
+/// Objects as last seen, turning watch events into [`Change`]s.
+#[derive(Debug)]
+pub struct Changes<V> {
+    known: HashMap<String, V>,
+    /// The objects seen since a re-list began, to find those deleted while
+    /// the watch was down.
+    relisting: Option<HashSet<String>>,
+}
+
+impl<V> Default for Changes<V> {
+    fn default() -> Self {
+        Self {
+            known: HashMap::new(),
+            relisting: None,
+        }
+    }
+}
+
+impl<V: Planned> Changes<V> {
+    pub fn observe(&mut self, event: watcher::Event<V::Object>) -> Vec<Change<V>> {
+        match event {
+            watcher::Event::Init => {
+                self.relisting = Some(HashSet::new());
+                Vec::new()
+            }
+            watcher::Event::InitApply(object) => {
+                let (name, view) = V::read(&object);
+                self.relisting.get_or_insert_default().insert(name.clone());
+                self.apply(name, view)
+            }
+            watcher::Event::InitDone => {
+                let seen = self.relisting.take().unwrap_or_default();
+                let gone: Vec<String> =
+                    self.known.keys().filter(|name| !seen.contains(*name)).cloned().collect();
+                gone.into_iter()
+                    .map(|name| Change {
+                        before: self.known.remove(&name),
+                        after: None,
+                    })
+                    .collect()
+            }
+            watcher::Event::Apply(object) => {
+                let (name, view) = V::read(&object);
+                self.apply(name, view)
+            }
+            watcher::Event::Delete(object) => {
+                let (name, last) = V::read(&object);
+                vec![Change {
+                    before: self.known.remove(&name).or(Some(last)),
+                    after: None,
+                }]
+            }
+        }
+    }
+
+    fn apply(&mut self, name: String, view: V) -> Vec<Change<V>> {
+        match self.known.insert(name, view.clone()) {
+            // Status churn: nothing planning reads changed.
+            Some(before) if before == view => Vec::new(),
+            before => vec![Change {
+                before,
+                after: Some(view),
+            }],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn nodepool(name: &str, labels: serde_json::Value, ready_nodes: u32) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "apps.openyurt.io/v1beta2", "kind": "NodePool",
+            "metadata": { "name": name, "labels": labels },
+            "status": { "readyNodeNum": ready_nodes }
+        }))
+        .unwrap()
+    }
+
+    fn selection(value: serde_json::Value) -> PoolSelection {
+        serde_json::from_value(value).unwrap()
+    }
+
+    fn names(changes: &[Change<Pool>]) -> Vec<String> {
+        changes
+            .iter()
+            .map(|c| c.after.as_ref().or(c.before.as_ref()).map(|p| p.name.clone()).unwrap_or_default())
+            .collect()
+    }
+
+    #[test]
+    fn status_churn_is_no_change_and_a_label_is() {
+        let mut pools = PoolChanges::default();
+        assert_eq!(
+            names(&pools.observe(watcher::Event::Apply(nodepool("hz", json!({ "r": "east" }), 1)))),
+            ["hz"]
+        );
+        assert!(pools
+            .observe(watcher::Event::Apply(nodepool("hz", json!({ "r": "east" }), 0)))
+            .is_empty());
+        let changed = pools.observe(watcher::Event::Apply(nodepool("hz", json!({ "r": "west" }), 0)));
+        assert_eq!(changed[0].before.as_ref().unwrap().labels["r"], "east");
+        assert_eq!(changed[0].after.as_ref().unwrap().labels["r"], "west");
+    }
+
+    #[test]
+    fn a_deletion_is_a_change_even_unseen_before() {
+        let mut pools = PoolChanges::default();
+        let gone = pools.observe(watcher::Event::Delete(nodepool("hz", json!({ "r": "east" }), 1)));
+        assert_eq!(
+            gone,
+            vec![Change {
+                before: Some(Pool::from_object(&nodepool("hz", json!({ "r": "east" }), 1))),
+                after: None
+            }]
+        );
+    }
+
+    #[test]
+    fn a_relist_reports_what_changed_and_what_vanished_meanwhile() {
+        let mut pools = PoolChanges::default();
+        for event in [
+            watcher::Event::Init,
+            watcher::Event::InitApply(nodepool("a", json!({}), 1)),
+            watcher::Event::InitApply(nodepool("b", json!({}), 1)),
+            watcher::Event::InitDone,
+        ] {
+            pools.observe(event);
+        }
+        // The watch drops; meanwhile b is deleted and a relabelled.
+        let mut changes = Vec::new();
+        for event in [
+            watcher::Event::Init,
+            watcher::Event::InitApply(nodepool("a", json!({ "r": "east" }), 0)),
+            watcher::Event::InitDone,
+        ] {
+            changes.extend(pools.observe(event));
+        }
+        assert_eq!(names(&changes), ["a", "b"]);
+        assert!(changes[1].after.is_none(), "b is gone");
+        // At rest, a re-list is no change at all.
+        let mut again = Vec::new();
+        for event in [
+            watcher::Event::Init,
+            watcher::Event::InitApply(nodepool("a", json!({ "r": "east" }), 3)),
+            watcher::Event::InitDone,
+        ] {
+            again.extend(pools.observe(event));
+        }
+        assert!(again.is_empty(), "{again:?}");
+    }
+
+    #[test]
+    fn a_change_concerns_the_applications_the_pool_enters_leaves_or_is_in() {
+        let mut pools = PoolChanges::default();
+        pools.observe(watcher::Event::Apply(nodepool("hz", json!({ "r": "east" }), 1)));
+        let moved = pools
+            .observe(watcher::Event::Apply(nodepool("hz", json!({ "r": "west" }), 1)))
+            .remove(0);
+        let east = selection(json!({ "selector": { "matchLabels": { "r": "east" } } }));
+        let west = selection(json!({ "selector": { "matchLabels": { "r": "west" } } }));
+        let north = selection(json!({ "selector": { "matchLabels": { "r": "north" } } }));
+        let by_name = selection(json!({ "names": ["hz"] }));
+        let other_name = selection(json!({ "names": ["sh"] }));
+        assert!(moved.concerns(&east), "it left");
+        assert!(moved.concerns(&west), "it entered");
+        assert!(moved.concerns(&by_name), "it is in");
+        assert!(!moved.concerns(&north));
+        assert!(!moved.concerns(&other_name));
+        let unreadable =
+            selection(json!({ "selector": { "matchExpressions": [{ "key": "r", "operator": "Near" }] } }));
+        assert!(moved.concerns(&unreadable));
+    }
+
+    fn node(name: &str, pool: Option<&str>, ready: bool) -> Node {
+        let labels = pool.map(|p| json!({ "apps.openyurt.io/nodepool": p, "kubernetes.io/os": "linux" }));
+        serde_json::from_value(json!({
+            "metadata": { "name": name, "labels": labels.unwrap_or(json!({})) },
+            "status": {
+                "conditions": [{ "type": "Ready", "status": if ready { "True" } else { "False" } }],
+                "allocatable": { "cpu": "1" }
+            }
+        }))
+        .unwrap()
+    }
+
+    const POOL_LABEL: &str = "apps.openyurt.io/nodepool";
+
+    #[test]
+    fn a_node_heartbeat_is_no_change_and_readiness_is() {
+        let mut nodes = NodeChanges::default();
+        assert_eq!(nodes.observe(watcher::Event::Apply(node("n1", Some("hz"), true))).len(), 1);
+        let mut heartbeat = node("n1", Some("hz"), true);
+        heartbeat.status.as_mut().unwrap().allocatable = None;
+        assert!(nodes.observe(watcher::Event::Apply(heartbeat)).is_empty());
+        let down = nodes.observe(watcher::Event::Apply(node("n1", Some("hz"), false)));
+        assert_eq!(down.len(), 1);
+        assert_eq!(down[0].pools(POOL_LABEL).collect::<Vec<_>>(), ["hz"]);
+        let gone = nodes.observe(watcher::Event::Delete(node("n1", Some("hz"), false)));
+        assert_eq!(gone[0].pools(POOL_LABEL).collect::<Vec<_>>(), ["hz"]);
+        assert!(gone[0].after.is_none());
+    }
+
+    #[test]
+    fn a_node_moving_concerns_the_pools_it_left_and_joined_only() {
+        let mut nodes = NodeChanges::default();
+        nodes.observe(watcher::Event::Apply(node("n1", Some("hz"), true)));
+        let moved = nodes.observe(watcher::Event::Apply(node("n1", Some("sh"), true))).remove(0);
+        assert_eq!(moved.pools(POOL_LABEL).collect::<Vec<_>>(), ["hz", "sh"]);
+        assert_eq!(moved.pools("site").count(), 0, "another placement label: no pool of it changed");
+        let existing = |name: &str| {
+            ["hz", "sh", "bj"]
+                .contains(&name)
+                .then(|| Pool::from_object(&nodepool(name, json!({ "r": "east" }), 1)))
+        };
+        let by_name = |names: serde_json::Value| selection(json!({ "names": names }));
+        assert!(moved.concerns(POOL_LABEL, &by_name(json!(["hz"])), existing), "it left hz");
+        assert!(moved.concerns(POOL_LABEL, &by_name(json!(["sh"])), existing), "it joined sh");
+        assert!(!moved.concerns(POOL_LABEL, &by_name(json!(["bj"])), existing), "bj saw nothing");
+        assert!(!moved.concerns("site", &by_name(json!(["hz"])), existing));
+        let east = selection(json!({ "selector": { "matchLabels": { "r": "east" } } }));
+        let none = |_: &str| None;
+        assert!(!moved.concerns(POOL_LABEL, &east, none), "a pool with no NodePool is nobody's");
+        // A node gaining an unrelated label changes no pool.
+        let mut relabelled = node("n1", Some("sh"), true);
+        relabelled.metadata.labels.as_mut().unwrap().insert("disk".into(), "ssd".into());
+        let change = nodes.observe(watcher::Event::Apply(relabelled)).remove(0);
+        assert_eq!(change.pools(POOL_LABEL).count(), 0, "{change:?}");
+    }
+}
