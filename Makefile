@@ -46,6 +46,13 @@ bench-rollout: ## Time one change reaching POOLS (10) pools all at once vs progr
 	POOLS=$(if $(filter command line,$(origin POOLS)),$(POOLS),10) KUBECONFIG=$(KUBECONFIG_LOCAL) \
 	  cargo bench --locked --bench rollout
 
+# 10,000 pools unless POOLS is given on the command line.
+.PHONY: bench-scale
+bench-scale: ## The controller alone at POOLS (10000) pools: write time vs raw, RSS, CPU, status size, work at rest (starts the local control plane)
+	hack/cluster.sh up >/dev/null
+	POOLS=$(if $(filter command line,$(origin POOLS)),$(POOLS),10000) KUBECONFIG=$(KUBECONFIG_LOCAL) \
+	  cargo bench --locked --bench scale
+
 .PHONY: bench-render
 bench-render: ## Time planning an application over 8 pools: hostile templates beside ordinary specs (no cluster)
 	cargo bench --locked --bench render

@@ -2,7 +2,7 @@
 //! and the NodePools, and reconciles each application as observe → plan →
 //! apply → status.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -503,18 +503,22 @@ async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) -> Result<A
     };
     let node_counts =
         nodes::count(ctx.nodes.state().iter().map(|n| n.as_ref()), &app.spec.placement.node_label);
-    let planned = plan::plan(&PlanInput {
+    let input = PlanInput {
         app: &app,
         pools: &observed.pools,
         nodes: Some(&node_counts),
-        owned: observed.owned.clone(),
-        foreign_names: observed.foreign_names.clone(),
-        taken: observed.taken.clone(),
+        owned: observed.owned,
+        foreign_names: observed.foreign_names,
+        taken: observed.taken,
         now: Time(k8s_openapi::jiff::Timestamp::now()),
         chart_ref,
         chart,
         hold: hold.clone(),
-    });
+    };
+    let planned = plan::plan(&input);
+    // What was observed, back from the plan's input: at thousands of pools
+    // a copy of every release held would be most of the reconcile's memory.
+    let owned = input.owned;
     let mut new_status = planned.status;
 
     let releases: Api<DynamicObject> =
@@ -523,14 +527,15 @@ async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) -> Result<A
     let mut first_error = None;
     // Releases are independent objects: writing them in parallel keeps a
     // fan-out to hundreds of pools close to the API server's own pace.
+    let owned_names: HashSet<&str> = owned.iter().map(|o| o.name.as_str()).collect();
     let writes: Vec<_> = planned
         .apply
         .iter()
         .map(|desired| {
-            let exists = observed.owned.iter().any(|o| o.name == desired.name);
-            let (releases, desired) = (releases.clone(), desired.clone());
+            let exists = owned_names.contains(desired.name.as_str());
+            let releases = &releases;
             async move {
-                let result = apply::apply_release(&releases, &desired.name, &desired.object, exists).await;
+                let result = apply::apply_release(releases, &desired.name, &desired.object, exists).await;
                 (desired, exists, result)
             }
         })
@@ -556,7 +561,8 @@ async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) -> Result<A
             }
         }
     }
-    for release in observed.owned.iter().filter(|o| planned.prune.contains(&o.name)) {
+    let pruned: HashSet<&str> = planned.prune.iter().map(String::as_str).collect();
+    for release in owned.iter().filter(|o| pruned.contains(o.name.as_str())) {
         let pool = release.pool.as_deref().unwrap_or_default();
         let uid = release.uid.as_deref().unwrap_or_default();
         let done = match orphan {
@@ -590,12 +596,10 @@ async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) -> Result<A
         if let Some(current) = chart_ref {
             // Charts still in use: the current one, and those of releases
             // left as they were (pools whose config fails).
-            let kept: Vec<&ChartRef> = observed
-                .owned
+            let written: HashSet<&str> = planned.apply.iter().map(|d| d.name.as_str()).collect();
+            let kept: Vec<&ChartRef> = owned
                 .iter()
-                .filter(|o| {
-                    !planned.apply.iter().any(|d| d.name == o.name) && !planned.prune.contains(&o.name)
-                })
+                .filter(|o| !written.contains(o.name.as_str()) && !pruned.contains(o.name.as_str()))
                 .filter_map(|o| o.chart_ref.as_ref())
                 .chain([current])
                 .collect();

@@ -289,6 +289,7 @@ pub fn plan(input: &PlanInput) -> Plan {
         Err(e) => return blocked(input, "InvalidRollout".to_string(), e.to_string()),
     };
     let renderer = Renderer::new();
+    let owned: BTreeMap<&str, &ObservedRelease> = input.owned.iter().map(|o| (o.name.as_str(), o)).collect();
     let mut built: BTreeMap<String, Result<BuiltRelease, FieldError>> = BTreeMap::new();
     let mut outcomes = Vec::new();
     for pool in &selected.pools {
@@ -300,12 +301,11 @@ pub fn plan(input: &PlanInput) -> Plan {
                 outcome: Outcome::Conflict { name },
             });
         } else {
-            let written = input.owned.iter().find(|o| o.name == name).and_then(|o| o.spec_hash.as_deref());
+            let written = owned.get(name.as_str()).and_then(|o| o.spec_hash.as_deref());
             built.insert(pool.name.clone(), release::build(&app, pool, &renderer, written));
         }
     }
     fail_duplicate_release_names(&mut built);
-    let owned: BTreeMap<&str, &ObservedRelease> = input.owned.iter().map(|o| (o.name.as_str(), o)).collect();
     let mut plan = Plan {
         apply: Vec::new(),
         unchanged: Vec::new(),

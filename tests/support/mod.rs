@@ -529,6 +529,11 @@ impl RunningController {
         response.text().await.unwrap_or_else(|e| panic!("GET {url}: {e}"))
     }
 
+    /// The process id, to read its memory and CPU time from /proc.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// SIGKILL, as a crashing node would: no lease release, no clean-up.
     pub fn kill(&mut self) {
         let _ = self.child.kill();

@@ -1,0 +1,350 @@
+//! `make bench-scale POOLS=N` (10,000 by default): the controller alone at
+//! scale. Its N HelmReleases are suspended, so only the controller and the
+//! API server work. Prints, side by side in one run on one control plane:
+//! the time the controller takes to write N HelmReleases against a raw
+//! parallel create, and a raw parallel server-side apply, of the very same
+//! objects; its peak RSS and CPU seconds; the application's status size;
+//! its reconciles and writes during 60 s at rest (two resyncs); and, after a
+//! restart with the resync far away, the reconciles one NodePool status
+//! change and one NodePool label change cause with 100 further applications
+//! present.
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::time::{Duration, Instant};
+
+use futures::{stream, StreamExt};
+use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::Api;
+use nodepool_fanout::api::NodePoolApplication;
+use serde_json::json;
+use support::apps::{app_named, apply_app};
+use support::{ensure_crd, helmrelease_resource, nodepool_resource, RunningController, TestEnv};
+
+/// Requests in flight at once, for the raw client as for the controller's
+/// writes within one reconcile.
+const PARALLEL: usize = 16;
+/// The client pace the controller runs with here: high enough that the
+/// API server, not the bucket, sets the pace (the default, 50 per second,
+/// would make this a measure of the flag).
+const QPS: &str = "5000";
+const SMALL_APPS: usize = 100;
+const TIMEOUT: Duration = Duration::from_secs(1800);
+
+#[tokio::main]
+async fn main() {
+    let pools: usize = std::env::var("POOLS").ok().and_then(|p| p.parse().ok()).unwrap_or(10_000);
+    assert!(pools >= SMALL_APPS, "POOLS must be at least {SMALL_APPS}");
+    println!("scale benchmark: {pools} pools, suspended HelmReleases, {PARALLEL} writes in flight");
+    let env = TestEnv::new("scale").await;
+    ensure_crd(&env.client).await;
+    let pool_api: Api<DynamicObject> = Api::all_with(env.client.clone(), &nodepool_resource());
+    let names: Vec<String> = (0..pools).map(|i| env.pool_name(&format!("p{i}"))).collect();
+    let started = Instant::now();
+    create_pools(&pool_api, &names, &env.prefix).await;
+    println!("created {pools} NodePools in {}", secs(started.elapsed()));
+
+    let controller = RunningController::start_with(&env.namespace, &controller_flags("30s"));
+    let fleet = app_named(
+        "fleet",
+        &env.namespace,
+        "ingress-gateway",
+        "1.0.0",
+        json!({
+            "pools": { "selector": { "matchLabels": { "e2e": env.prefix } } },
+            "helmRelease": { "suspend": true },
+            "values": { "controller": { "ingressClass": { "name": "{{app.namespace}}-{{pool.name}}" } } }
+        }),
+    );
+    let releases: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), &env.namespace, &helmrelease_resource());
+    let start = Instant::now();
+    apply_app(&env, &fleet).await.expect("apply the application");
+    wait("the controller to write every HelmRelease", &controller, || async {
+        (count(&releases).await == pools).then_some(())
+    })
+    .await;
+    let controller_write = start.elapsed();
+    let apps: Api<NodePoolApplication> = Api::namespaced(env.client.clone(), &env.namespace);
+    let status = wait("the status to count every pool", &controller, || async {
+        let app = apps.get("fleet").await.ok()?;
+        let status = app.status?;
+        (status.selected_pools as usize == pools).then_some(status)
+    })
+    .await;
+    let status_bytes = serde_json::to_vec(&status).expect("status serializes").len();
+    println!(
+        "controller wrote {pools} HelmReleases in {}; status {status_bytes} B",
+        secs(controller_write)
+    );
+
+    let (raw, raw_apply) = raw_writes(&releases, pools).await;
+    println!(
+        "raw parallel writes of the same {pools} objects: create {}, server-side apply {}",
+        secs(raw),
+        secs(raw_apply)
+    );
+
+    // At rest: two resyncs replan every pool and must write nothing.
+    let quiet_from = quiet(&controller).await;
+    let writes_before = writes(&controller).await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let rest_reconciles = reconciles(&controller).await - quiet_from;
+    let rest_writes = writes(&controller).await - writes_before;
+    let (peak_rss, cpu) = process_figures(controller.pid());
+    drop(controller);
+
+    // Events, with the resync far away so that every reconcile counted has
+    // a cause: a fresh instance on the same objects, and a hundred more
+    // applications of one pool each.
+    let controller = RunningController::start_with(&env.namespace, &controller_flags("1h"));
+    for (i, pool) in names.iter().take(SMALL_APPS).enumerate() {
+        let small = app_named(
+            &format!("site-{i}"),
+            &env.namespace,
+            "ingress-gateway",
+            "1.0.0",
+            json!({ "pools": { "names": [pool] }, "helmRelease": { "suspend": true } }),
+        );
+        apply_app(&env, &small).await.expect("apply a small application");
+    }
+    wait("the small applications to write their releases", &controller, || async {
+        (count(&releases).await == pools + SMALL_APPS).then_some(())
+    })
+    .await;
+    let params = PatchParams::default();
+    let before = quiet(&controller).await;
+    let churn = json!({ "status": { "readyNodeNum": 3, "unreadyNodeNum": 1 } });
+    pool_api
+        .patch_status(&names[5], &params, &Patch::Merge(&churn))
+        .await
+        .expect("patch pool status");
+    let after_status = quiet(&controller).await;
+    let relabel = json!({ "metadata": { "labels": { "tier": "gold" } } });
+    pool_api
+        .patch(&names[5], &params, &Patch::Merge(&relabel))
+        .await
+        .expect("label a pool");
+    let after_label = quiet(&controller).await;
+    let (events_peak_rss, _) = process_figures(controller.pid());
+
+    println!();
+    let row3 = |label: &str, a: String, b: String, c: String| println!("{label:<52} {a:>12} {b:>12} {c:>12}");
+    row3("", "controller".into(), "raw create".into(), "raw apply".into());
+    row3(
+        &format!("write {pools} HelmReleases ({PARALLEL} in flight)"),
+        secs(controller_write),
+        secs(raw),
+        secs(raw_apply),
+    );
+    let ratio = |d: Duration| format!("{:.2}x", controller_write.as_secs_f64() / d.as_secs_f64());
+    row3("controller / raw", String::new(), ratio(raw), ratio(raw_apply));
+    let row = |label: &str, value: String| println!("{label:<52} {value:>12}");
+    let mib = |kib: u64| format!("{:.1} MiB", kib as f64 / 1024.0);
+    row("peak RSS (fan-out and 60 s at rest)", mib(peak_rss));
+    row(&format!("peak RSS (restarted, {} applications)", SMALL_APPS + 1), mib(events_peak_rss));
+    row("CPU time (fan-out and 60 s at rest)", format!("{cpu:.1} s"));
+    row("status size", format!("{:.1} KiB", status_bytes as f64 / 1024.0));
+    row("reconciles during 60 s at rest (resync 30 s)", rest_reconciles.to_string());
+    row("writes during 60 s at rest", rest_writes.to_string());
+    row(
+        &format!("reconciles per NodePool status change ({} apps)", SMALL_APPS + 1),
+        (after_status - before).to_string(),
+    );
+    row(
+        &format!("reconciles per NodePool label change ({} apps)", SMALL_APPS + 1),
+        (after_label - after_status).to_string(),
+    );
+    println!("(controller flags: {}; --resync 1h for the events)", controller_flags("30s").join(" "));
+
+    // Not measured: the cluster as it was, for the next run.
+    let _ = apps.delete_collection(&DeleteParams::background(), &ListParams::default()).await;
+    drop(controller);
+    let _ = pool_api
+        .delete_collection(
+            &DeleteParams::default(),
+            &ListParams::default().labels(&format!("e2e={}", env.prefix)),
+        )
+        .await;
+    env.cleanup().await;
+}
+
+fn controller_flags(resync: &'static str) -> Vec<&'static str> {
+    vec![
+        "--shared-chart=false",
+        "--resync",
+        resync,
+        "--kube-api-qps",
+        QPS,
+        "--kube-api-burst",
+        QPS,
+    ]
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.1} s", d.as_secs_f64())
+}
+
+async fn create_pools(api: &Api<DynamicObject>, names: &[String], tag: &str) {
+    let results: Vec<_> = stream::iter(names)
+        .map(|name| {
+            let pool: DynamicObject = serde_json::from_value(json!({
+                "apiVersion": "apps.openyurt.io/v1beta1", "kind": "NodePool",
+                "metadata": { "name": name, "labels": { "e2e": tag, "region": "r" } },
+                "spec": { "type": "Edge" }
+            }))
+            .expect("NodePool manifest");
+            async move { api.create(&PostParams::default(), &pool).await }
+        })
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    if let Some(Err(e)) = results.into_iter().find(Result::is_err) {
+        panic!("cannot create a NodePool: {e}");
+    }
+}
+
+/// The releases in the namespace, counted by the API server (a list of
+/// one, with the number it left out).
+async fn count(api: &Api<DynamicObject>) -> usize {
+    match api.list_metadata(&ListParams::default().limit(1)).await {
+        Ok(list) => list.items.len() + list.metadata.remaining_item_count.unwrap_or(0) as usize,
+        Err(_) => 0,
+    }
+}
+
+/// The controller's releases, written again by plain parallel requests in
+/// namespaces of their own: once created (POST), once server-side applied
+/// as the controller writes them. The floor for writing exactly what the
+/// controller writes.
+async fn raw_writes(releases: &Api<DynamicObject>, pools: usize) -> (Duration, Duration) {
+    let listed = releases.list(&ListParams::default()).await.expect("list the controller's releases");
+    assert_eq!(listed.items.len(), pools, "the controller's releases");
+    let mut took = Vec::new();
+    for apply in [false, true] {
+        let raw = TestEnv::new(if apply { "scale-apply" } else { "scale-create" }).await;
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(raw.client.clone(), &raw.namespace, &helmrelease_resource());
+        let objects: Vec<DynamicObject> = listed
+            .items
+            .iter()
+            .map(|r| {
+                let value = json!({
+                    "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+                    "metadata": {
+                        "name": r.metadata.name, "namespace": raw.namespace,
+                        "labels": r.metadata.labels, "annotations": r.metadata.annotations
+                    },
+                    "spec": r.data["spec"]
+                });
+                serde_json::from_value(value).expect("HelmRelease manifest")
+            })
+            .collect();
+        let (post, patch) = (PostParams::default(), PatchParams::apply("raw-client"));
+        let start = Instant::now();
+        let results: Vec<Result<(), kube::Error>> = stream::iter(objects.iter())
+            .map(|o| {
+                let (api, post, patch) = (&api, &post, &patch);
+                async move {
+                    match apply {
+                        false => api.create(post, o).await.map(drop),
+                        true => {
+                            let name = o.metadata.name.as_deref().unwrap_or_default();
+                            api.patch(name, patch, &Patch::Apply(o)).await.map(drop)
+                        }
+                    }
+                }
+            })
+            .buffer_unordered(PARALLEL)
+            .collect()
+            .await;
+        took.push(start.elapsed());
+        if let Some(Err(e)) = results.into_iter().find(Result::is_err) {
+            panic!("raw write failed: {e}");
+        }
+        raw.cleanup().await;
+    }
+    (took[0], took[1])
+}
+
+/// Polls `check` every 250 ms until it answers, failing after [`TIMEOUT`]
+/// with the controller's log.
+async fn wait<T, F, Fut>(what: &str, controller: &RunningController, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(start.elapsed() < TIMEOUT, "waited {TIMEOUT:?} for {what}\n{}", controller.log_tail());
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// A counter of the controller's metrics, summed over its labels.
+async fn metric(controller: &RunningController, name: &str, filter: impl Fn(&str) -> bool) -> u64 {
+    controller
+        .scrape()
+        .await
+        .lines()
+        .filter(|l| l.starts_with(name) && filter(l))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+async fn reconciles(controller: &RunningController) -> u64 {
+    metric(controller, "nodepool_fanout_reconciles_total", |_| true).await
+}
+
+/// Requests that write: create, update, patch, apply, delete.
+async fn writes(controller: &RunningController) -> u64 {
+    let verbs = ["create", "update", "patch", "apply", "delete", "deletecollection"];
+    metric(controller, "nodepool_fanout_api_requests_total", |l| {
+        verbs.iter().any(|v| l.contains(&format!("verb=\"{v}\"")))
+    })
+    .await
+}
+
+/// Waits until no reconcile happened for 5 s, and returns the count.
+async fn quiet(controller: &RunningController) -> u64 {
+    let mut last = reconciles(controller).await;
+    loop {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let now = reconciles(controller).await;
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+}
+
+/// The process's peak resident set (KiB) and its CPU seconds, from /proc.
+fn process_figures(pid: u32) -> (u64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read /proc/<pid>/status");
+    let peak = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/<pid>/status");
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("read /proc/<pid>/stat");
+    // Fields after the command name, which ends at the last ')'.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest)
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    let ticks: u64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0)
+        + fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0);
+    let hz: f64 = std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0);
+    (peak, ticks as f64 / hz)
+}
