@@ -308,8 +308,11 @@ async fn writes(controller: &RunningController) -> u64 {
     .await
 }
 
-/// Waits until no reconcile happened for 5 s, and returns the count.
+/// Waits until no reconcile happened for 5 s, and returns the count;
+/// fails after five minutes of reconciles that never stop (a reconcile
+/// that wakes itself).
 async fn quiet(controller: &RunningController) -> u64 {
+    let start = Instant::now();
     let mut last = reconciles(controller).await;
     loop {
         tokio::time::sleep(Duration::from_secs(5)).await;
@@ -317,6 +320,12 @@ async fn quiet(controller: &RunningController) -> u64 {
         if now == last {
             return now;
         }
+        assert!(
+            start.elapsed() < Duration::from_secs(300),
+            "reconciles never stop: {} in the last 5 s\n{}",
+            now - last,
+            controller.log_tail()
+        );
         last = now;
     }
 }

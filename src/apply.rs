@@ -198,7 +198,7 @@ pub async fn orphan_all(
             object: format!("the HelmReleases of namespace {namespace}"),
             source,
         })?;
-    let owned = listed.items.iter().filter(|r| crate::observe::owned_by(r, uid.as_deref()));
+    let owned = listed.items.iter().filter(|r| crate::observe::owned_by(*r, uid.as_deref()));
     for release in owned {
         orphan_release(&api, charts, &release.name_any(), app).await?;
     }

@@ -251,7 +251,7 @@ pub fn render(
         .apply
         .iter()
         .map(|d| {
-            let mut object = d.object.clone();
+            let mut object = d.object.value();
             if let Some(annotations) =
                 object.pointer_mut("/metadata/annotations").and_then(Value::as_object_mut)
             {

@@ -149,9 +149,9 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     };
     // Every release in the namespaces served, not only ours: planning must
     // know the names and Helm releases others hold, to never take them.
-    let releases: Api<DynamicObject> = match &args.watch_namespace {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &helmrelease_resource()),
-        None => Api::all_with(client.clone(), &helmrelease_resource()),
+    let releases: Api<observe::CachedRelease> = match &args.watch_namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
     };
     // A shard's selector, checked by the API server itself before any watch
     // would retry it forever.
@@ -172,10 +172,10 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     let node_api: Api<Node> = Api::all(client.clone());
     let (node_store, node_writer) = reflector::store();
     let pool_writer = reflector::store::Writer::new(nodepools.clone());
-    let release_writer = reflector::store::Writer::new(helmrelease_resource());
+    let (release_store, release_writer) = reflector::store();
     let caches = Caches {
         pools: pool_writer.as_reader(),
-        releases: release_writer.as_reader(),
+        releases: release_store,
     };
     let reporter = Reporter {
         controller: "nodepool-fanout".into(),
@@ -228,17 +228,14 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         None => app_config,
     };
     let app_events = reflector(writer, watcher(apps, app_config));
-    let controller = Controller::for_stream(resilient("NodePoolApplications", app_events), store.clone())
-        .with_config(config);
+    let controller = Controller::for_stream(changed_apps(app_events), store.clone()).with_config(config);
     // What this instance made carries its applications' shard label.
     let managed_by = match shard {
         Some(selector) => format!("{}={},{selector}", naming::LABEL_MANAGED_BY, naming::MANAGER),
         None => format!("{}={}", naming::LABEL_MANAGED_BY, naming::MANAGER),
     };
-    let release_events = reflector(
-        release_writer,
-        watcher(releases, watcher::Config::default().any_semantic()).modify(observe::strip_release),
-    );
+    let release_events =
+        reflector(release_writer, watcher(releases, watcher::Config::default().any_semantic()));
     let pool_events = reflector(
         pool_writer,
         watcher(pool_api, watcher::Config::default().any_semantic()).modify(observe::strip_pool),
@@ -311,7 +308,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
             move |release| {
                 observe::owner_of::<AppMeta>(&release).filter(|app| owner_served.get(app).is_some())
             },
-            helmrelease_resource(),
+            (),
         )
         // A NodePool event wakes only the applications whose selection the
         // pool enters, leaves or is in, and only when its name, labels or
@@ -418,6 +415,49 @@ async fn lead(client: &Client, namespace: &str) -> Result<tokio::sync::watch::Re
     }
     info!(%identity, "leading");
     Ok(channel)
+}
+
+/// The applications whose watch events can change what their reconcile
+/// does. Our own status writes come back as watch events too, and a
+/// reconcile that wakes itself loops: only a change of what a person or a
+/// GitOps tool sets (see [`app_fingerprint`]) and a deletion pass.
+fn changed_apps<S>(events: S) -> impl Stream<Item = Result<AppMeta, watcher::Error>> + Send
+where
+    S: Stream<Item = Result<watcher::Event<AppMeta>, watcher::Error>> + Send + 'static,
+{
+    let mut seen: HashMap<ObjectRef<AppMeta>, u64> = HashMap::new();
+    retrying("NodePoolApplications", events).flat_map(move |event| {
+        let passed = match event {
+            watcher::Event::Apply(app) | watcher::Event::InitApply(app) => {
+                let fingerprint = app_fingerprint(&app);
+                let changed = seen.insert(ObjectRef::from_obj(&app), fingerprint) != Some(fingerprint);
+                changed.then_some(app)
+            }
+            watcher::Event::Delete(app) => {
+                seen.remove(&ObjectRef::from_obj(&app));
+                Some(app)
+            }
+            watcher::Event::Init | watcher::Event::InitDone => None,
+        };
+        futures::stream::iter(passed.map(Ok))
+    })
+}
+
+/// What of an application's metadata can change what its reconcile does:
+/// which object it is (its uid), its spec (the generation), labels,
+/// annotations, finalizers and deletion. Not its status, which the
+/// reconcile itself writes.
+fn app_fingerprint(app: &AppMeta) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let meta = &app.metadata;
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    meta.uid.hash(&mut hasher);
+    meta.generation.hash(&mut hasher);
+    meta.labels.hash(&mut hasher);
+    meta.annotations.hash(&mut hasher);
+    meta.finalizers.hash(&mut hasher);
+    meta.deletion_timestamp.as_ref().map(|t| t.0.as_second()).hash(&mut hasher);
+    hasher.finish()
 }
 
 /// What the controller watches of an application.
@@ -535,7 +575,8 @@ async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) -> Result<A
             let exists = owned_names.contains(desired.name.as_str());
             let releases = &releases;
             async move {
-                let result = apply::apply_release(releases, &desired.name, &desired.object, exists).await;
+                let result =
+                    apply::apply_release(releases, &desired.name, &desired.object.value(), exists).await;
                 (desired, exists, result)
             }
         })

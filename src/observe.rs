@@ -2,12 +2,16 @@
 //! node pools, and the HelmReleases in the application's namespace split into
 //! those this application owns and the names of all others.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
+use k8s_openapi::NamespaceResourceScope;
 use kube::api::{ApiResource, DynamicObject, ObjectMeta};
 use kube::discovery::{self, Scope};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
+use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
 use crate::api::NodePoolApplication;
@@ -75,12 +79,12 @@ pub struct Observed {
 }
 
 /// The watch caches a reconcile reads instead of listing: every NodePool,
-/// and every HelmRelease in the namespaces served, each cut down by
-/// [`strip_pool`] and [`strip_release`] as it enters.
+/// and every HelmRelease in the namespaces served, each cut down as it
+/// enters ([`strip_pool`], [`CachedRelease`]).
 #[derive(Clone)]
 pub struct Caches {
     pub pools: Store<DynamicObject>,
-    pub releases: Store<DynamicObject>,
+    pub releases: Store<CachedRelease>,
 }
 
 impl Caches {
@@ -111,9 +115,19 @@ pub fn observe(caches: &Caches, app: &NodePoolApplication) -> Observed {
         .iter()
         .filter(|r| r.metadata.namespace.as_deref() == Some(namespace.as_str()))
     {
-        let value = view(release);
-        match owned_by(release, uid).then(|| ObservedRelease::from_value(&value)).flatten() {
-            Some(owned) => observed.owned.push(owned),
+        // Read one at a time: the parsed form of a release is several
+        // times its text.
+        let Ok(value) = serde_json::from_str::<Value>(&release.planned) else {
+            continue;
+        };
+        let owned = owned_by(release.as_ref(), uid)
+            .then(|| ObservedRelease::from_value(&value))
+            .flatten();
+        match owned {
+            Some(owned) => observed.owned.push(ObservedRelease {
+                live: Some(release.planned.clone()),
+                ..owned
+            }),
             // Another's, or ours by owner reference but without our pool
             // label (edited by hand): left alone rather than guess its pool.
             None => {
@@ -126,16 +140,6 @@ pub fn observe(caches: &Caches, app: &NodePoolApplication) -> Observed {
     }
     observed.owned.sort_by(|a, b| a.name.cmp(&b.name));
     observed
-}
-
-/// A cached release as the JSON planning reads (`metadata`, `spec`,
-/// `status`), without its kind and version, which every one shares.
-fn view(release: &DynamicObject) -> Value {
-    let mut value = release.data.clone();
-    if let Value::Object(map) = &mut value {
-        map.insert("metadata".into(), serde_json::to_value(&release.metadata).unwrap_or(Value::Null));
-    }
-    value
 }
 
 /// A NodePool cut down to what planning reads before it enters the cache:
@@ -154,26 +158,86 @@ pub fn strip_pool(pool: &mut DynamicObject) {
     pool.data = Value::Object(serde_json::Map::new());
 }
 
-/// A HelmRelease cut down to what planning reads before it enters the
-/// cache: no managed fields, and of its status only the conditions, the
-/// observed generation and the chart version. helm-controller keeps up to
-/// five Helm release snapshots in the status, each with digests and test
-/// hooks; at ten thousand pools they would be most of the cache.
-pub fn strip_release(release: &mut DynamicObject) {
-    release.metadata.managed_fields = None;
-    strip_last_applied(&mut release.metadata);
-    let Some(map) = release.data.as_object_mut() else {
-        return;
-    };
-    map.retain(|key, _| key == "spec" || key == "status");
-    if let Some(status) = map.get_mut("status").and_then(Value::as_object_mut) {
-        let version = status.get("history").and_then(|h| h.pointer("/0/chartVersion")).cloned();
-        status.retain(|key, _| {
-            matches!(key.as_str(), "conditions" | "observedGeneration" | "lastAttemptedRevision")
-        });
-        if let Some(version) = version {
-            status.insert("history".into(), serde_json::json!([{ "chartVersion": version }]));
+/// A HelmRelease as the cache holds it: who it is, and what planning reads
+/// of it as JSON text (`metadata`, `spec`, and of the `status` only the
+/// conditions, generations and chart version). Text, because parsed JSON
+/// takes several times the room, and at ten thousand pools the cache would
+/// be most of the controller's memory; a reconcile parses one release at a
+/// time.
+#[derive(Debug, Clone)]
+pub struct CachedRelease {
+    /// Name, namespace, uid, resource version and the controller owner
+    /// reference: what the cache and the triggers need.
+    pub metadata: ObjectMeta,
+    pub planned: Arc<str>,
+}
+
+impl CachedRelease {
+    pub fn from_object(mut release: DynamicObject) -> Self {
+        release.metadata.managed_fields = None;
+        strip_last_applied(&mut release.metadata);
+        if let Some(map) = release.data.as_object_mut() {
+            map.retain(|key, _| key == "spec" || key == "status");
+            if let Some(status) = map.get_mut("status").and_then(Value::as_object_mut) {
+                let version = status.get("history").and_then(|h| h.pointer("/0/chartVersion")).cloned();
+                status.retain(|key, _| {
+                    matches!(key.as_str(), "conditions" | "observedGeneration" | "lastAttemptedRevision")
+                });
+                if let Some(version) = version {
+                    status.insert("history".into(), serde_json::json!([{ "chartVersion": version }]));
+                }
+            }
         }
+        let metadata = ObjectMeta {
+            name: release.metadata.name.clone(),
+            namespace: release.metadata.namespace.clone(),
+            uid: release.metadata.uid.clone(),
+            resource_version: release.metadata.resource_version.take(),
+            owner_references: release
+                .metadata
+                .owner_references
+                .as_ref()
+                .map(|refs| refs.iter().filter(|r| r.controller == Some(true)).cloned().collect()),
+            ..ObjectMeta::default()
+        };
+        let mut view = release.data;
+        if let Value::Object(map) = &mut view {
+            map.insert("metadata".into(), serde_json::to_value(&release.metadata).unwrap_or(Value::Null));
+        }
+        Self {
+            metadata,
+            planned: Arc::from(view.to_string()),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for CachedRelease {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        DynamicObject::deserialize(deserializer).map(Self::from_object)
+    }
+}
+
+impl Resource for CachedRelease {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        "HelmRelease".into()
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        "helm.toolkit.fluxcd.io".into()
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        "v2".into()
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        "helmreleases".into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
     }
 }
 
@@ -185,8 +249,8 @@ fn strip_last_applied(metadata: &mut ObjectMeta) {
 }
 
 /// The application a release's controller owner reference names, if any.
-pub fn owner_of<K: Resource<DynamicType = ()>>(release: &DynamicObject) -> Option<ObjectRef<K>> {
-    let namespace = release.metadata.namespace.as_deref()?;
+pub fn owner_of<K: Resource<DynamicType = ()>>(release: &impl Resource) -> Option<ObjectRef<K>> {
+    let namespace = release.meta().namespace.as_deref()?;
     release
         .owner_references()
         .iter()
@@ -196,7 +260,7 @@ pub fn owner_of<K: Resource<DynamicType = ()>>(release: &DynamicObject) -> Optio
 
 /// Ownership is the controller owner reference to this very application
 /// (its uid, so a re-created application of the same name owns nothing yet).
-pub fn owned_by(release: &DynamicObject, uid: Option<&str>) -> bool {
+pub fn owned_by(release: &impl Resource, uid: Option<&str>) -> bool {
     let Some(uid) = uid else { return false };
     release
         .owner_references()
@@ -275,24 +339,23 @@ mod tests {
     }
 
     #[test]
-    fn stripping_a_release_keeps_what_planning_reads() {
+    fn a_cached_release_keeps_what_planning_reads() {
         let full = release("gw-hz", "edge", Some("u1"));
-        let mut stripped = full.clone();
-        strip_release(&mut stripped);
-        assert!(stripped.metadata.managed_fields.is_none());
-        assert!(stripped.annotations().is_empty());
-        assert_eq!(stripped.data["spec"], full.data["spec"]);
-        let status = &stripped.data["status"];
-        assert_eq!(status["history"], json!([{ "chartVersion": "1.1.0" }]));
-        assert!(status.get("lastAttemptedValuesChecksum").is_none());
-        let read = |o: &DynamicObject| {
-            let mut r = ObservedRelease::from_value(&view(o)).unwrap();
-            // kubectl's copy is no field of ours, and is gone.
-            r.live = None;
-            r
-        };
-        assert_eq!(read(&stripped), read(&full));
-        assert_eq!(read(&stripped).status.chart_version.as_deref(), Some("1.1.0"));
+        // As the watch decodes it from the API server's answer.
+        let cached: CachedRelease = serde_json::from_value(serde_json::to_value(&full).unwrap()).unwrap();
+        assert!(cached.metadata.managed_fields.is_none());
+        assert_eq!(cached.metadata.owner_references.as_ref().map(Vec::len), Some(1));
+        let text: Value = serde_json::from_str(&cached.planned).unwrap();
+        assert_eq!(text["spec"], full.data["spec"]);
+        assert!(text.pointer("/metadata/managedFields").is_none());
+        assert!(text.pointer("/metadata/annotations").unwrap().as_object().unwrap().is_empty());
+        assert_eq!(text["status"]["history"], json!([{ "chartVersion": "1.1.0" }]));
+        assert!(text["status"].get("lastAttemptedValuesChecksum").is_none());
+        let read = ObservedRelease::from_value(&text).unwrap();
+        let mut whole = serde_json::to_value(&full).unwrap();
+        whole["metadata"]["annotations"] = json!({});
+        assert_eq!(read, ObservedRelease::from_value(&whole).unwrap());
+        assert_eq!(read.status.chart_version.as_deref(), Some("1.1.0"));
     }
 
     #[test]
@@ -311,19 +374,29 @@ mod tests {
 
     #[test]
     fn observes_from_the_caches_split_by_owner_and_namespace() {
-        let mut releases = vec![
+        let releases: Vec<CachedRelease> = [
             release("gw-hz", "edge", Some("u1")),
             release("gw-sh", "edge", Some("old-uid")),
             release("theirs", "edge", None),
             release("gw-hz", "elsewhere", Some("u1")),
-        ];
-        releases.iter_mut().for_each(strip_release);
+        ]
+        .into_iter()
+        .map(CachedRelease::from_object)
+        .collect();
         let pool = object(json!({
             "apiVersion": "apps.openyurt.io/v1beta2", "kind": "NodePool", "metadata": { "name": "hz" }
         }));
         let caches = Caches {
             pools: store(vec![pool], nodepool_kind()),
-            releases: store(releases, helmrelease_resource()),
+            releases: {
+                let mut writer = Writer::default();
+                writer.apply_watcher_event(&watcher::Event::Init);
+                for r in releases {
+                    writer.apply_watcher_event(&watcher::Event::InitApply(r));
+                }
+                writer.apply_watcher_event(&watcher::Event::InitDone);
+                writer.as_reader()
+            },
         };
         let observed = observe(&caches, &app("u1"));
         assert_eq!(observed.pools.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["hz"]);

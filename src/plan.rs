@@ -122,10 +122,11 @@ pub struct ObservedRelease {
     pub created: Option<String>,
     /// When this controller last wrote it (RFC 3339).
     pub written_at: Option<String>,
-    /// What it holds now, of what we write (its labels, annotations and
-    /// spec), to find hand edits; `None` when not read (then only the
-    /// spec hash is compared).
-    pub live: Option<Value>,
+    /// What it holds now as JSON text (at least its labels, annotations
+    /// and spec), to find hand edits; `None` when not read (then only the
+    /// spec hash is compared). Text, parsed only to compare, so that
+    /// thousands of observed releases stay small.
+    pub live: Option<std::sync::Arc<str>>,
 }
 
 impl ObservedRelease {
@@ -148,13 +149,8 @@ impl ObservedRelease {
             helm_release: naming::helm_release_of(object),
             created: created_of(object),
             written_at: text("annotations", naming::ANNOTATION_WRITTEN_AT),
-            live: Some(serde_json::json!({
-                "metadata": {
-                    "labels": metadata.get("labels").cloned().unwrap_or(Value::Null),
-                    "annotations": metadata.get("annotations").cloned().unwrap_or(Value::Null),
-                },
-                "spec": object.get("spec").cloned().unwrap_or(Value::Null),
-            })),
+            // The caller adds the text it read the release from.
+            live: None,
         })
     }
 }
@@ -172,12 +168,35 @@ fn chart_ref_of(object: &Value) -> Option<ChartRef> {
     })
 }
 
+/// A HelmRelease as JSON text. Parsed JSON takes several times the room,
+/// and a first fan-out holds one per pool: ten thousand of them parsed would
+/// be most of the controller's memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Manifest(Box<str>);
+
+impl Manifest {
+    pub fn new(object: &Value) -> Self {
+        Self(object.to_string().into_boxed_str())
+    }
+
+    /// The object, parsed.
+    pub fn value(&self) -> Value {
+        // Written by `new` from a Value: always valid JSON.
+        serde_json::from_str(&self.0).unwrap_or(Value::Null)
+    }
+
+    /// The JSON text.
+    pub fn text(&self) -> &str {
+        &self.0
+    }
+}
+
 /// A HelmRelease to create or update (server-side apply of `object`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct DesiredRelease {
     pub name: String,
     pub pool: String,
-    pub object: Value,
+    pub object: Manifest,
     pub spec_hash: String,
     /// Set when the release already carries this spec hash but no longer
     /// holds what we wrote (a hand edit): the first field found changed.
@@ -290,7 +309,7 @@ pub fn plan(input: &PlanInput) -> Plan {
     };
     let renderer = Renderer::new();
     let owned: BTreeMap<&str, &ObservedRelease> = input.owned.iter().map(|o| (o.name.as_str(), o)).collect();
-    let mut built: BTreeMap<String, Result<BuiltRelease, FieldError>> = BTreeMap::new();
+    let mut built: BTreeMap<String, Result<Built, FieldError>> = BTreeMap::new();
     let mut outcomes = Vec::new();
     for pool in &selected.pools {
         let name = naming::release_name(app.name, &pool.name);
@@ -302,7 +321,9 @@ pub fn plan(input: &PlanInput) -> Plan {
             });
         } else {
             let written = owned.get(name.as_str()).and_then(|o| o.spec_hash.as_deref());
-            built.insert(pool.name.clone(), release::build(&app, pool, &renderer, written));
+            let result = release::build(&app, pool, &renderer, written)
+                .map(|b| Built::new(b, owned.get(name.as_str())));
+            built.insert(pool.name.clone(), result);
         }
     }
     fail_duplicate_release_names(&mut built);
@@ -426,7 +447,9 @@ fn schedule(
             (None, Some(PoolRollout::Write) | None) => now.clone(),
             (None, Some(_)) => return false,
         };
-        d.object["metadata"]["annotations"][naming::ANNOTATION_WRITTEN_AT] = Value::String(stamp);
+        let mut object = d.object.value();
+        object["metadata"]["annotations"][naming::ANNOTATION_WRITTEN_AT] = Value::String(stamp);
+        d.object = Manifest::new(&object);
         true
     });
     let drifted: BTreeSet<&str> =
@@ -516,9 +539,9 @@ fn blocked(input: &PlanInput, reason: String, message: String) -> Plan {
 fn helm_release_taken(
     input: &PlanInput,
     owned: &BTreeMap<&str, &ObservedRelease>,
-    built: &BuiltRelease,
+    built: &Built,
 ) -> Option<Outcome> {
-    let key = naming::helm_release_of(&built.object)?;
+    let key = built.helm_release.clone()?;
     let by = input.taken.get(&key)?;
     let ours = owned.get(built.name.as_str()).filter(|o| o.helm_release.as_ref() == Some(&key));
     let first = |created: &Option<String>, name: &str| {
@@ -600,7 +623,7 @@ fn describe_selection(selection: &crate::api::PoolSelection) -> String {
 }
 
 /// Two pools installing the same Helm release would overwrite each other.
-fn fail_duplicate_release_names(built: &mut BTreeMap<String, Result<BuiltRelease, FieldError>>) {
+fn fail_duplicate_release_names(built: &mut BTreeMap<String, Result<Built, FieldError>>) {
     let mut by_name: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (pool, result) in built.iter() {
         if let Ok(release) = result {
@@ -624,11 +647,43 @@ fn fail_duplicate_release_names(built: &mut BTreeMap<String, Result<BuiltRelease
     }
 }
 
+/// One pool's release as built, read for what planning needs while its
+/// parsed form is at hand, then kept as text.
+struct Built {
+    name: String,
+    release_name: String,
+    spec_hash: String,
+    object: Manifest,
+    /// The Helm release it would drive.
+    helm_release: Option<HelmReleaseKey>,
+    /// The first field the existing release no longer holds, if the
+    /// release carries this very spec hash.
+    drift: Option<String>,
+}
+
+impl Built {
+    fn new(built: BuiltRelease, observed: Option<&&ObservedRelease>) -> Self {
+        let drift = observed
+            .filter(|o| o.spec_hash.as_deref() == Some(built.spec_hash.as_str()))
+            .and_then(|o| o.live.as_deref())
+            .and_then(|text| serde_json::from_str::<Value>(text).ok())
+            .and_then(|live| drift::first_difference(&built.object, &live));
+        Self {
+            helm_release: naming::helm_release_of(&built.object),
+            object: Manifest::new(&built.object),
+            name: built.name,
+            release_name: built.release_name,
+            spec_hash: built.spec_hash,
+            drift,
+        }
+    }
+}
+
 fn place(
     plan: &mut Plan,
     owned: &BTreeMap<&str, &ObservedRelease>,
     pool: String,
-    result: Result<BuiltRelease, FieldError>,
+    result: Result<Built, FieldError>,
     app: &str,
 ) {
     let release = naming::release_name(app, &pool);
@@ -637,26 +692,16 @@ fn place(
         Ok(built) => {
             let observed = owned.get(built.name.as_str());
             let same_hash = observed.and_then(|o| o.spec_hash.as_deref()) == Some(&built.spec_hash);
-            let drift = observed
-                .filter(|_| same_hash)
-                .and_then(|o| o.live.as_ref())
-                .and_then(|live| drift::first_difference(&built.object, live));
-            if same_hash && drift.is_none() {
+            if same_hash && built.drift.is_none() {
                 plan.unchanged.push(built.name);
                 Outcome::Unchanged
             } else {
-                let BuiltRelease {
-                    name,
-                    object,
-                    spec_hash,
-                    ..
-                } = built;
                 plan.apply.push(DesiredRelease {
-                    name,
+                    name: built.name,
                     pool: pool.clone(),
-                    object,
-                    spec_hash,
-                    drift,
+                    object: built.object,
+                    spec_hash: built.spec_hash,
+                    drift: built.drift.filter(|_| same_hash),
                 });
                 Outcome::Planned
             }
@@ -838,13 +883,13 @@ mod tests {
         })
     }
 
-    fn desired<'a>(plan: &'a Plan, pool: &str) -> &'a Value {
-        &plan
-            .apply
+    fn desired(plan: &Plan, pool: &str) -> Value {
+        plan.apply
             .iter()
             .find(|d| d.pool == pool)
             .unwrap_or_else(|| panic!("{pool} not applied: {plan:#?}"))
             .object
+            .value()
     }
 
     fn outcome<'a>(plan: &'a Plan, pool: &str) -> &'a Outcome {
@@ -1265,7 +1310,7 @@ mod tests {
         a.metadata.labels = Some([("sharding.fluxcd.io/key".to_string(), "shard1".to_string())].into());
         let sharded = run(&a, &pools(), vec![], &[]);
         for d in &sharded.apply {
-            assert_eq!(d.object["metadata"]["labels"]["sharding.fluxcd.io/key"], "shard1");
+            assert_eq!(d.object.value()["metadata"]["labels"]["sharding.fluxcd.io/key"], "shard1");
         }
     }
 
@@ -1715,7 +1760,7 @@ mod tests {
         let plan = run(&a, &fleet(), owned, &[]);
         assert_eq!(applied_pools(&plan), ["p1"]);
         assert_eq!(
-            plan.apply[0].object["metadata"]["annotations"]["apps.fanout.dev/written-at"],
+            plan.apply[0].object.value()["metadata"]["annotations"]["apps.fanout.dev/written-at"],
             "2030-01-01T00:00:00Z"
         );
         assert_eq!(outcome(&plan, "p2"), &Outcome::Deferred(PoolRollout::Pending));
@@ -1796,7 +1841,7 @@ mod tests {
             (p1.ready, p1.reason.as_str(), p1.rollout.as_str()),
             (ConditionStatus::False, "ProgressDeadlineExceeded", "Failed")
         );
-        assert!(p1.message.contains("progressDeadline 5m"), "{}", p1.message);
+        assert!(p1.message.contains("progressDeadline (5m)"), "{}", p1.message);
         assert_eq!(condition(&plan, "Stalled").unwrap().reason, "RolloutHalted");
         // Before the deadline: updating, and a look again when it passes.
         let mut owned = releases_of(&a, &fleet(), &["p2"]);
@@ -1951,11 +1996,11 @@ mod tests {
             .iter()
             .map(|d| {
                 let mut o = ready_release(&d.name, &d.pool, &d.spec_hash);
-                let mut live = d.object.clone();
+                let mut live = d.object.value();
                 live["spec"]["chart"]["spec"]["reconcileStrategy"] = json!("ChartVersion");
                 live["status"] = json!({ "observedGeneration": 1 });
                 live["metadata"]["annotations"]["apps.fanout.dev/written-at"] = json!("2029-01-01T00:00:00Z");
-                o.live = Some(live);
+                o.live = Some(live.to_string().into());
                 o.written_at = Some("2029-01-01T00:00:00Z".into());
                 o
             })
@@ -1973,12 +2018,14 @@ mod tests {
     fn a_hand_edit_is_written_back_naming_the_field_whatever_the_rollout() {
         for a in [app(json!({})), progressive(json!({ "paused": true }))] {
             let mut owned = at_rest(&a);
-            owned[2].live.as_mut().unwrap()["spec"]["values"]["controller"]["replicas"] = json!(9);
+            let mut live: Value = serde_json::from_str(owned[2].live.as_deref().unwrap()).unwrap();
+            live["spec"]["values"]["controller"]["replicas"] = json!(9);
+            owned[2].live = Some(live.to_string().into());
             let plan = run(&a, &fleet(), owned, &[]);
             assert_eq!(applied_pools(&plan), ["p3"]);
             assert_eq!(plan.apply[0].drift.as_deref(), Some("spec.values.controller.replicas"));
             assert_eq!(
-                plan.apply[0].object["metadata"]["annotations"]["apps.fanout.dev/written-at"],
+                plan.apply[0].object.value()["metadata"]["annotations"]["apps.fanout.dev/written-at"],
                 "2029-01-01T00:00:00Z",
                 "the write time stays that of the revision"
             );

@@ -416,17 +416,20 @@ fn measure(
         ReleaseState::Failed | ReleaseState::Stalled if status.observed_latest => {
             decided(PoolRollout::Failed)
         }
-        _ => match written.map(elapsed) {
-            Some(waited) if waited >= settings.progress_deadline => PoolDecision {
+        _ => match written.map(|w| (w, elapsed(w))) {
+            // The message names the time of the update, not the time since:
+            // it is written into the status, which must not change while
+            // nothing else does.
+            Some((at, waited)) if waited >= settings.progress_deadline => PoolDecision {
                 state: PoolRollout::Failed,
                 deadline_passed: Some(format!(
-                    "not Ready {} after its update (progressDeadline {}): {}",
-                    format_duration(waited),
+                    "not Ready within its progressDeadline ({}) of its update at {}: {}",
                     format_duration(settings.progress_deadline),
+                    at.strftime("%Y-%m-%dT%H:%M:%SZ"),
                     status.message
                 )),
             },
-            Some(waited) => {
+            Some((_, waited)) => {
                 requeue.at(settings.progress_deadline - waited);
                 decided(PoolRollout::Updating)
             }
@@ -697,7 +700,11 @@ mod tests {
             .decide(&progressive(), 1);
         assert_eq!(d.state("a"), Some(PoolRollout::Failed));
         let why = d.pools["a"].deadline_passed.as_deref().unwrap();
-        assert!(why.contains("progressDeadline 10m"), "{why}");
+        assert!(why.contains("progressDeadline (10m)"), "{why}");
+        // The time of the update, not the time since: the status holding
+        // it must not change from one reconcile to the next.
+        assert!(why.contains("of its update at 20"), "{why}");
+        assert!(!why.contains("ago") && !why.contains("after its update"), "{why}");
         assert_eq!(d.phase, RolloutPhase::Halted);
         // Before the deadline: look again when it passes.
         let d = Fleet::new()
