@@ -108,6 +108,8 @@ struct Context {
     charts: reflector::Store<DynamicObject>,
     /// Every Node, cut down to its labels and Ready condition.
     nodes: reflector::Store<Node>,
+    /// Whether every cache has listed once (see [`readiness`]).
+    ready: tokio::sync::watch::Receiver<Readiness>,
     metrics: Arc<Metrics>,
     /// Consecutive failures per application, for exponential backoff.
     backoff: Backoff<ObjectRef<AppMeta>>,
@@ -181,6 +183,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         controller: "nodepool-fanout".into(),
         instance: std::env::var("POD_NAME").ok(),
     };
+    let ready = readiness(caches.clone(), chart_store.clone(), node_store.clone());
     let context = Arc::new(Context {
         client: client.clone(),
         caches,
@@ -191,6 +194,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         sources: Sources::new(client.clone()),
         charts: chart_store,
         nodes: node_store,
+        ready,
         metrics,
         backoff: Backoff::default(),
         selections: Arc::default(),
@@ -460,10 +464,50 @@ fn app_fingerprint(app: &AppMeta) -> u64 {
     hasher.finish()
 }
 
+/// Where the caches stand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Readiness {
+    Listing,
+    Ready,
+    /// A watch stopped before its first list: the controller is stopping.
+    Stopped(&'static str),
+}
+
+/// Every cache a reconcile reads, listed once. One task waits on the
+/// stores and tells every reconcile: kube's `Store::wait_until_ready` wakes
+/// only the last of several tasks waiting at once, and the others would
+/// hang (measured: three of a hundred applications created together never
+/// reconciled).
+fn readiness(
+    caches: Caches,
+    charts: reflector::Store<DynamicObject>,
+    nodes: reflector::Store<Node>,
+) -> tokio::sync::watch::Receiver<Readiness> {
+    let (tell, ready) = tokio::sync::watch::channel(Readiness::Listing);
+    tokio::spawn(async move {
+        let state = match caches.ready().await {
+            Err(ObserveError::CacheStopped(watch)) => Readiness::Stopped(watch),
+            Err(_) => Readiness::Stopped("NodePools"),
+            Ok(()) if charts.wait_until_ready().await.is_err() => Readiness::Stopped("HelmCharts"),
+            Ok(()) if nodes.wait_until_ready().await.is_err() => Readiness::Stopped("Nodes"),
+            Ok(()) => Readiness::Ready,
+        };
+        info!(?state, "caches listed");
+        let _ = tell.send(state);
+    });
+    ready
+}
+
 /// What the controller watches of an application.
 type AppMeta = PartialObjectMeta<NodePoolApplication>;
 
 async fn reconcile(meta: Arc<AppMeta>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let mut ready = ctx.ready.clone();
+    match ready.wait_for(|r| *r != Readiness::Listing).await.map(|r| *r) {
+        Ok(Readiness::Ready) => {}
+        Ok(Readiness::Stopped(watch)) => return Err(ObserveError::CacheStopped(watch).into()),
+        Ok(Readiness::Listing) | Err(_) => return Err(ObserveError::CacheStopped("the caches").into()),
+    }
     let start = std::time::Instant::now();
     let name = meta.name_any();
     let namespace = meta.namespace().unwrap_or_default();
@@ -521,7 +565,6 @@ async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) -> Result<A
     .flatten()
     .collect();
     apply::set_finalizers(&apps, app.as_ref(), &finalizers).await?;
-    ctx.caches.ready().await?;
     let observed = observe::observe(&ctx.caches, &app);
     let refused = ctx
         .no_cross_namespace_refs

@@ -89,7 +89,9 @@ pub struct Caches {
 
 impl Caches {
     /// Waits until both watches have listed once: planning over a cache not
-    /// yet filled would see no pools and prune every release.
+    /// yet filled would see no pools and prune every release. From one
+    /// task only: kube's `Store::wait_until_ready` wakes only the last of
+    /// several tasks waiting at once (one waker in its oneshot channel).
     pub async fn ready(&self) -> Result<(), ObserveError> {
         self.pools
             .wait_until_ready()
