@@ -308,7 +308,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         // A release's change wakes the application that owns it, if this
         // instance serves it; others' releases are only remembered.
         .watches_stream_with(
-            resilient("HelmReleases", release_events),
+            changed("HelmReleases", release_events, release_fingerprint),
             move |release| {
                 observe::owner_of::<AppMeta>(&release).filter(|app| owner_served.get(app).is_some())
             },
@@ -429,22 +429,47 @@ fn changed_apps<S>(events: S) -> impl Stream<Item = Result<AppMeta, watcher::Err
 where
     S: Stream<Item = Result<watcher::Event<AppMeta>, watcher::Error>> + Send + 'static,
 {
-    let mut seen: HashMap<ObjectRef<AppMeta>, u64> = HashMap::new();
-    retrying("NodePoolApplications", events).flat_map(move |event| {
+    changed("NodePoolApplications", events, app_fingerprint)
+}
+
+/// The objects of a watch whose `fingerprint` changed, or that went; the
+/// watch retried on its own schedule (see [`resilient`]).
+fn changed<K, S>(
+    watch: &'static str,
+    events: S,
+    fingerprint: fn(&K) -> u64,
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send
+where
+    K: Resource + Clone + Send + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send,
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+{
+    let mut seen: HashMap<ObjectRef<K>, u64> = HashMap::new();
+    retrying(watch, events).flat_map(move |event| {
         let passed = match event {
-            watcher::Event::Apply(app) | watcher::Event::InitApply(app) => {
-                let fingerprint = app_fingerprint(&app);
-                let changed = seen.insert(ObjectRef::from_obj(&app), fingerprint) != Some(fingerprint);
-                changed.then_some(app)
+            watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
+                let print = fingerprint(&object);
+                let changed = seen.insert(ObjectRef::from_obj(&object), print) != Some(print);
+                changed.then_some(object)
             }
-            watcher::Event::Delete(app) => {
-                seen.remove(&ObjectRef::from_obj(&app));
-                Some(app)
+            watcher::Event::Delete(object) => {
+                seen.remove(&ObjectRef::from_obj(&object));
+                Some(object)
             }
             watcher::Event::Init | watcher::Event::InitDone => None,
         };
         futures::stream::iter(passed.map(Ok))
     })
+}
+
+/// What planning reads of a release, as the cache holds it: Flux adding
+/// its finalizer or stamping a reconcile time changes nothing of it.
+fn release_fingerprint(release: &observe::CachedRelease) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    release.metadata.uid.hash(&mut hasher);
+    release.planned.hash(&mut hasher);
+    hasher.finish()
 }
 
 /// What of an application's metadata can change what its reconcile does:

@@ -194,7 +194,7 @@ impl CachedRelease {
             name: release.metadata.name.clone(),
             namespace: release.metadata.namespace.clone(),
             uid: release.metadata.uid.clone(),
-            resource_version: release.metadata.resource_version.take(),
+            resource_version: release.metadata.resource_version.clone(),
             owner_references: release
                 .metadata
                 .owner_references
@@ -202,9 +202,22 @@ impl CachedRelease {
                 .map(|refs| refs.iter().filter(|r| r.controller == Some(true)).cloned().collect()),
             ..ObjectMeta::default()
         };
+        // What planning reads of the metadata, and nothing that changes
+        // without it mattering (the resource version, Flux's finalizer).
+        let read = ObjectMeta {
+            name: release.metadata.name,
+            namespace: release.metadata.namespace,
+            uid: release.metadata.uid,
+            generation: release.metadata.generation,
+            creation_timestamp: release.metadata.creation_timestamp,
+            labels: release.metadata.labels,
+            annotations: release.metadata.annotations,
+            owner_references: release.metadata.owner_references,
+            ..ObjectMeta::default()
+        };
         let mut view = release.data;
         if let Value::Object(map) = &mut view {
-            map.insert("metadata".into(), serde_json::to_value(&release.metadata).unwrap_or(Value::Null));
+            map.insert("metadata".into(), serde_json::to_value(&read).unwrap_or(Value::Null));
         }
         Self {
             metadata,
