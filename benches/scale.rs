@@ -29,6 +29,8 @@ const PARALLEL: usize = 16;
 /// would make this a measure of the flag).
 const QPS: &str = "5000";
 const SMALL_APPS: usize = 100;
+/// No reconcile for this long: the controller is at rest.
+const QUIET: Duration = Duration::from_secs(5);
 const TIMEOUT: Duration = Duration::from_secs(1800);
 
 #[tokio::main]
@@ -86,10 +88,10 @@ async fn main() {
     );
 
     // At rest: two resyncs replan every pool and must write nothing.
-    let quiet_from = quiet(&controller).await;
+    let quiet_from = controller.quiet(QUIET).await;
     let writes_before = writes(&controller).await;
     tokio::time::sleep(Duration::from_secs(60)).await;
-    let rest_reconciles = reconciles(&controller).await - quiet_from;
+    let rest_reconciles = controller.reconciles().await - quiet_from;
     let rest_writes = writes(&controller).await - writes_before;
     let (peak_rss, cpu) = process_figures(controller.pid());
     drop(controller);
@@ -113,19 +115,19 @@ async fn main() {
     })
     .await;
     let params = PatchParams::default();
-    let before = quiet(&controller).await;
+    let before = controller.quiet(QUIET).await;
     let churn = json!({ "status": { "readyNodeNum": 3, "unreadyNodeNum": 1 } });
     pool_api
         .patch_status(&names[5], &params, &Patch::Merge(&churn))
         .await
         .expect("patch pool status");
-    let after_status = quiet(&controller).await;
+    let after_status = controller.quiet(QUIET).await;
     let relabel = json!({ "metadata": { "labels": { "tier": "gold" } } });
     pool_api
         .patch(&names[5], &params, &Patch::Merge(&relabel))
         .await
         .expect("label a pool");
-    let after_label = quiet(&controller).await;
+    let after_label = controller.quiet(QUIET).await;
     let (events_peak_rss, _) = process_figures(controller.pid());
 
     println!();
@@ -284,50 +286,14 @@ where
     }
 }
 
-/// A counter of the controller's metrics, summed over its labels.
-async fn metric(controller: &RunningController, name: &str, filter: impl Fn(&str) -> bool) -> u64 {
-    controller
-        .scrape()
-        .await
-        .lines()
-        .filter(|l| l.starts_with(name) && filter(l))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum()
-}
-
-async fn reconciles(controller: &RunningController) -> u64 {
-    metric(controller, "nodepool_fanout_reconciles_total", |_| true).await
-}
-
 /// Requests that write: create, update, patch, apply, delete.
 async fn writes(controller: &RunningController) -> u64 {
     let verbs = ["create", "update", "patch", "apply", "delete", "deletecollection"];
-    metric(controller, "nodepool_fanout_api_requests_total", |l| {
-        verbs.iter().any(|v| l.contains(&format!("verb=\"{v}\"")))
-    })
-    .await
-}
-
-/// Waits until no reconcile happened for 5 s, and returns the count;
-/// fails after five minutes of reconciles that never stop (a reconcile
-/// that wakes itself).
-async fn quiet(controller: &RunningController) -> u64 {
-    let start = Instant::now();
-    let mut last = reconciles(controller).await;
-    loop {
-        tokio::time::sleep(Duration::from_secs(5)).await;
-        let now = reconciles(controller).await;
-        if now == last {
-            return now;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(300),
-            "reconciles never stop: {} in the last 5 s\n{}",
-            now - last,
-            controller.log_tail()
-        );
-        last = now;
-    }
+    controller
+        .counter("nodepool_fanout_api_requests_total", |l| {
+            verbs.iter().any(|v| l.contains(&format!("verb=\"{v}\"")))
+        })
+        .await
 }
 
 /// The process's peak resident set (KiB) and its CPU seconds, from /proc.

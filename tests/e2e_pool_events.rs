@@ -15,29 +15,8 @@ use serde_json::json;
 use support::apps::{apply_app, ingress_app, pool_status, ready_is, wait_app, CHANGE_TIMEOUT};
 use support::{ensure_crd, nodepool_resource, RunningController, TestEnv, TestResult};
 
-/// The controller's reconciles so far, from its metrics.
-async fn reconciles(controller: &RunningController) -> u64 {
-    controller
-        .scrape()
-        .await
-        .lines()
-        .filter(|l| l.starts_with("nodepool_fanout_reconciles_total"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum()
-}
-
-/// Waits until no reconcile happened for 3 s, and returns the count.
-async fn quiet(controller: &RunningController) -> u64 {
-    let mut last = reconciles(controller).await;
-    loop {
-        tokio::time::sleep(Duration::from_secs(3)).await;
-        let now = reconciles(controller).await;
-        if now == last {
-            return now;
-        }
-        last = now;
-    }
-}
+/// No reconcile for this long: the controller is at rest.
+const QUIET: Duration = Duration::from_secs(3);
 
 #[tokio::test(flavor = "multi_thread")]
 async fn only_changes_planning_reads_wake_only_the_applications_they_concern() -> TestResult {
@@ -53,7 +32,7 @@ async fn only_changes_planning_reads_wake_only_the_applications_they_concern() -
         ingress_app(&env, json!({ "pools": { "selector": selector }, "helmRelease": { "suspend": true } }));
     apply_app(&env, &app).await?;
     wait_app(&env, &controller, "READY 0/1", CHANGE_TIMEOUT, ready_is("0/1")).await;
-    let before = quiet(&controller).await;
+    let before = controller.quiet(QUIET).await;
     assert!(before > 0, "the controller reports its reconciles");
 
     let pools: Api<DynamicObject> = Api::all_with(env.client.clone(), &nodepool_resource());
@@ -80,7 +59,7 @@ async fn only_changes_planning_reads_wake_only_the_applications_they_concern() -
         .await?;
     env.create_node(&format!("{west}-node-late"), &west).await;
     assert_eq!(
-        quiet(&controller).await,
+        controller.quiet(QUIET).await,
         before,
         "status churn, a foreign pool or its node, or a node label naming no pool woke the application"
     );
@@ -94,14 +73,14 @@ async fn only_changes_planning_reads_wake_only_the_applications_they_concern() -
         }
     })
     .await;
-    let before = quiet(&controller).await;
+    let before = controller.quiet(QUIET).await;
 
     // The other pool enters the selection: the application looks again.
     pools
         .patch(&west, &params, &Patch::Merge(&json!({ "metadata": { "labels": { "region": "east" } } })))
         .await?;
     wait_app(&env, &controller, "READY 0/2", CHANGE_TIMEOUT, ready_is("0/2")).await;
-    assert!(quiet(&controller).await > before);
+    assert!(controller.quiet(QUIET).await > before);
     env.cleanup().await;
     Ok(())
 }

@@ -529,6 +529,44 @@ impl RunningController {
         response.text().await.unwrap_or_else(|e| panic!("GET {url}: {e}"))
     }
 
+    /// A counter of the controller's metrics, summed over the series
+    /// `filter` keeps.
+    pub async fn counter(&self, name: &str, filter: impl Fn(&str) -> bool) -> u64 {
+        self.scrape()
+            .await
+            .lines()
+            .filter(|l| l.starts_with(name) && filter(l))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    }
+
+    /// The controller's reconciles so far.
+    pub async fn reconciles(&self) -> u64 {
+        self.counter("nodepool_fanout_reconciles_total", |_| true).await
+    }
+
+    /// Waits until no reconcile happened for `still`, and returns the
+    /// count; fails after five minutes of reconciles that never stop (a
+    /// reconcile that wakes itself).
+    pub async fn quiet(&self, still: Duration) -> u64 {
+        let start = Instant::now();
+        let mut last = self.reconciles().await;
+        loop {
+            tokio::time::sleep(still).await;
+            let now = self.reconciles().await;
+            if now == last {
+                return now;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(300),
+                "reconciles never stop: {} in the last {still:?}\n{}",
+                now - last,
+                self.log_tail()
+            );
+            last = now;
+        }
+    }
+
     /// The process id, to read its memory and CPU time from /proc.
     pub fn pid(&self) -> u32 {
         self.child.id()
