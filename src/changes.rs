@@ -8,27 +8,30 @@
 //! or went; and a change concerns only the applications whose pools it
 //! touches, before or after.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 
 use k8s_openapi::api::core::v1::Node;
-use kube::api::DynamicObject;
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
-use kube::ResourceExt;
+use kube::{Resource, ResourceExt};
 
 use crate::api::PoolSelection;
 use crate::nodes;
+use crate::observe::CachedPool;
 use crate::pools::{self, Pool};
 
 /// What planning reads of one kind of watched object, by object name.
 pub trait Planned: Clone + PartialEq {
-    type Object;
+    /// The object as its watch cache holds it.
+    type Object: Resource<DynamicType = ()> + Clone + 'static;
     fn read(object: &Self::Object) -> (String, Self);
 }
 
 impl Planned for Pool {
-    type Object = DynamicObject;
-    fn read(object: &DynamicObject) -> (String, Self) {
-        let pool = Pool::from_object(object);
+    type Object = CachedPool;
+    fn read(object: &CachedPool) -> (String, Self) {
+        let pool = Pool::from_meta(&object.metadata);
         (pool.name.clone(), pool)
     }
 }
@@ -102,74 +105,96 @@ impl Change<NodeView> {
     }
 }
 
-/// NodePools as last seen.
+/// NodePools: their cache, and their changes.
 pub type PoolChanges = Changes<Pool>;
-/// Nodes as last seen.
+/// Nodes: their cache, and their changes.
 pub type NodeChanges = Changes<NodeView>;
 
-/// Objects as last seen, turning watch events into [`Change`]s.
-#[derive(Debug)]
-pub struct Changes<V> {
-    known: HashMap<String, V>,
+/// Keeps the watch cache of one kind of object and turns its watch events
+/// into [`Change`]s. What an object was before an event is read from the
+/// cache before the event is applied to it, so no second copy of every
+/// object is kept: at ten thousand pools that copy was megabytes.
+pub struct Changes<V: Planned> {
+    writer: Writer<V::Object>,
+    cache: Store<V::Object>,
     /// The objects seen since a re-list began, to find those deleted while
-    /// the watch was down.
+    /// the watch was down. (The cache keeps its old contents until the
+    /// re-list is done.)
     relisting: Option<HashSet<String>>,
 }
 
-impl<V> Default for Changes<V> {
+impl<V: Planned> Default for Changes<V> {
     fn default() -> Self {
+        let writer = Writer::default();
         Self {
-            known: HashMap::new(),
+            cache: writer.as_reader(),
+            writer,
             relisting: None,
         }
     }
 }
 
 impl<V: Planned> Changes<V> {
+    /// The cache this tracker fills: what reconciles read.
+    pub fn cache(&self) -> Store<V::Object> {
+        self.cache.clone()
+    }
+
+    /// Applies `event` to the cache, and says what changed for planning.
     pub fn observe(&mut self, event: watcher::Event<V::Object>) -> Vec<Change<V>> {
+        let changes = self.changes(&event);
+        self.writer.apply_watcher_event(&event);
+        changes
+    }
+
+    fn changes(&mut self, event: &watcher::Event<V::Object>) -> Vec<Change<V>> {
         match event {
             watcher::Event::Init => {
                 self.relisting = Some(HashSet::new());
                 Vec::new()
             }
             watcher::Event::InitApply(object) => {
-                let (name, view) = V::read(&object);
-                self.relisting.get_or_insert_default().insert(name.clone());
-                self.apply(name, view)
+                let (name, view) = V::read(object);
+                let change = self.change(object, view);
+                self.relisting.get_or_insert_default().insert(name);
+                change.into_iter().collect()
             }
             watcher::Event::InitDone => {
                 let seen = self.relisting.take().unwrap_or_default();
-                let gone: Vec<String> =
-                    self.known.keys().filter(|name| !seen.contains(*name)).cloned().collect();
-                gone.into_iter()
-                    .map(|name| Change {
-                        before: self.known.remove(&name),
+                self.cache
+                    .state()
+                    .iter()
+                    .map(|object| V::read(object))
+                    .filter(|(name, _)| !seen.contains(name))
+                    .map(|(_, before)| Change {
+                        before: Some(before),
                         after: None,
                     })
                     .collect()
             }
             watcher::Event::Apply(object) => {
-                let (name, view) = V::read(&object);
-                self.apply(name, view)
+                let (_, view) = V::read(object);
+                self.change(object, view).into_iter().collect()
             }
             watcher::Event::Delete(object) => {
-                let (name, last) = V::read(&object);
-                vec![Change {
-                    before: self.known.remove(&name).or(Some(last)),
-                    after: None,
-                }]
+                let before = self.before(object).or_else(|| Some(V::read(object).1));
+                vec![Change { before, after: None }]
             }
         }
     }
 
-    fn apply(&mut self, name: String, view: V) -> Vec<Change<V>> {
-        match self.known.insert(name, view.clone()) {
+    fn before(&self, object: &V::Object) -> Option<V> {
+        self.cache.get(&ObjectRef::from_obj(object)).map(|cached| V::read(&cached).1)
+    }
+
+    fn change(&self, object: &V::Object, view: V) -> Option<Change<V>> {
+        match self.before(object) {
             // Status churn: nothing planning reads changed.
-            Some(before) if before == view => Vec::new(),
-            before => vec![Change {
+            Some(before) if before == view => None,
+            before => Some(Change {
                 before,
                 after: Some(view),
-            }],
+            }),
         }
     }
 }
@@ -179,13 +204,16 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn nodepool(name: &str, labels: serde_json::Value, ready_nodes: u32) -> DynamicObject {
-        serde_json::from_value(json!({
-            "apiVersion": "apps.openyurt.io/v1beta2", "kind": "NodePool",
-            "metadata": { "name": name, "labels": labels },
-            "status": { "readyNodeNum": ready_nodes }
-        }))
-        .unwrap()
+    /// As the pool watch delivers it: a NodePool cut down as it enters.
+    fn nodepool(name: &str, labels: serde_json::Value, ready_nodes: u32) -> CachedPool {
+        CachedPool::from_object(
+            serde_json::from_value(json!({
+                "apiVersion": "apps.openyurt.io/v1beta2", "kind": "NodePool",
+                "metadata": { "name": name, "labels": labels },
+                "status": { "readyNodeNum": ready_nodes }
+            }))
+            .unwrap(),
+        )
     }
 
     fn selection(value: serde_json::Value) -> PoolSelection {
@@ -221,7 +249,7 @@ mod tests {
         assert_eq!(
             gone,
             vec![Change {
-                before: Some(Pool::from_object(&nodepool("hz", json!({ "r": "east" }), 1))),
+                before: Some(Pool::from_meta(&nodepool("hz", json!({ "r": "east" }), 1).metadata)),
                 after: None
             }]
         );
@@ -322,7 +350,7 @@ mod tests {
         let existing = |name: &str| {
             ["hz", "sh", "bj"]
                 .contains(&name)
-                .then(|| Pool::from_object(&nodepool(name, json!({ "r": "east" }), 1)))
+                .then(|| Pool::from_meta(&nodepool(name, json!({ "r": "east" }), 1).metadata))
         };
         let by_name = |names: serde_json::Value| selection(json!({ "names": names }));
         assert!(moved.concerns(POOL_LABEL, &by_name(json!(["hz"])), existing), "it left hz");

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{Stream, StreamExt};
+use futures::{Stream, StreamExt, TryStreamExt};
 use kube::api::{DynamicObject, ListParams, PartialObjectMeta};
 use kube::runtime::controller::{Action, Config as ControllerConfig};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -31,8 +31,8 @@ use crate::cli::RunArgs;
 use crate::events::{self as transitions, Transition};
 use crate::naming;
 use crate::nodes;
-use crate::observe::{self, helmrelease_resource, Caches, ObserveError};
-use crate::plan::{self, Hold, PlanInput};
+use crate::observe::{self, helmrelease_resource, CachedPool, Caches, ObserveError};
+use crate::plan::{self, DesiredRelease, Hold, PlanInput};
 use crate::pools::Pool;
 use crate::shared_chart::{self, ChartRef};
 use crate::source::{helmchart_resource, SourceError, Sources};
@@ -172,11 +172,14 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     let chart_writer = reflector::store::Writer::new(helmchart_resource());
     let chart_store = chart_writer.as_reader();
     let node_api: Api<Node> = Api::all(client.clone());
-    let (node_store, node_writer) = reflector::store();
-    let pool_writer = reflector::store::Writer::new(nodepools.clone());
+    // Pools and nodes: each cache is kept by the tracker that turns its
+    // events into changes.
+    let mut pool_changes = PoolChanges::default();
+    let mut node_changes = NodeChanges::default();
+    let node_store = node_changes.cache();
     let (release_store, release_writer) = reflector::store();
     let caches = Caches {
-        pools: pool_writer.as_reader(),
+        pools: pool_changes.cache(),
         releases: release_store,
     };
     let reporter = Reporter {
@@ -240,15 +243,12 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     };
     let release_events =
         reflector(release_writer, watcher(releases, watcher::Config::default().any_semantic()));
-    let pool_events = reflector(
-        pool_writer,
-        watcher(pool_api, watcher::Config::default().any_semantic()).modify(observe::strip_pool),
-    );
+    let pool_events = watcher(pool_api, watcher::Config::default().any_semantic())
+        .map_ok(|event| map_event(event, CachedPool::from_object));
     let pool_triggers = {
         let (store, selections) = (store.clone(), context.selections.clone());
-        let mut changes = PoolChanges::default();
         retrying("NodePools", pool_events).flat_map(move |event| {
-            let changed = changes.observe(event);
+            let changed = pool_changes.observe(event);
             let selections = selections.read().unwrap_or_else(|e| e.into_inner());
             let apps: Vec<ObjectRef<AppMeta>> = store
                 .state()
@@ -268,17 +268,13 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     // Heartbeats rewrite a Node's status all the time; only its labels and
     // readiness matter here, so only a change of those wakes anything, and
     // only the applications that select the pool it leaves or joins.
-    let node_events = reflector(
-        node_writer,
-        watcher(node_api, watcher::Config::default().any_semantic())
-            .modify(|node| *node = nodes::strip(std::mem::take(node))),
-    );
+    let node_events = watcher(node_api, watcher::Config::default().any_semantic())
+        .modify(|node| *node = nodes::strip(std::mem::take(node)));
     let node_triggers = {
-        let (store, selections, pools, pool_type) =
-            (store.clone(), context.selections.clone(), context.caches.pools.clone(), nodepools.clone());
-        let mut changes = NodeChanges::default();
+        let (store, selections, pools) =
+            (store.clone(), context.selections.clone(), context.caches.pools.clone());
         retrying("Nodes", node_events).flat_map(move |event| {
-            let changed = changes.observe(event);
+            let changed = node_changes.observe(event);
             let selections = selections.read().unwrap_or_else(|e| e.into_inner());
             let apps: Vec<ObjectRef<AppMeta>> = match changed.is_empty() {
                 true => Vec::new(),
@@ -291,9 +287,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
                             return true;
                         };
                         let pool = |name: &str| {
-                            pools
-                                .get(&ObjectRef::new_with(name, pool_type.clone()))
-                                .map(|p| Pool::from_object(&p))
+                            pools.get(&ObjectRef::new(name)).map(|p| Pool::from_meta(&p.metadata))
                         };
                         changed.iter().any(|c| c.concerns(&interest.node_label, &interest.selection, pool))
                     })
@@ -344,6 +338,17 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     match lost.load(std::sync::atomic::Ordering::Relaxed) {
         true => Err(Error::LostLeadership(args.leader_election_namespace.clone())),
         false => Ok(()),
+    }
+}
+
+/// A watch event with its object converted, as it enters a cache.
+fn map_event<A, B>(event: watcher::Event<A>, convert: impl Fn(A) -> B) -> watcher::Event<B> {
+    match event {
+        watcher::Event::Apply(object) => watcher::Event::Apply(convert(object)),
+        watcher::Event::Delete(object) => watcher::Event::Delete(convert(object)),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitApply(object) => watcher::Event::InitApply(convert(object)),
+        watcher::Event::InitDone => watcher::Event::InitDone,
     }
 }
 
@@ -626,7 +631,9 @@ async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) -> Result<A
     let planned = plan::plan(&input);
     // What was observed, back from the plan's input: at thousands of pools
     // a copy of every release held would be most of the reconcile's memory.
-    let owned = input.owned;
+    // The pools are not read again: they go before the writes.
+    let PlanInput { owned, .. } = input;
+    drop(observed.pools);
     let mut new_status = planned.status;
 
     let releases: Api<DynamicObject> =
@@ -636,47 +643,51 @@ async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) -> Result<A
     // Releases are independent objects: writing them in parallel keeps a
     // fan-out to hundreds of pools close to the API server's own pace.
     let owned_names: HashSet<&str> = owned.iter().map(|o| o.name.as_str()).collect();
-    let writes: Vec<_> = planned
-        .apply
-        .iter()
+    // Each write's future is made only when a slot frees (an unstarted
+    // future already takes its whole size), and each desired release is
+    // dropped once written: at ten thousand pools, holding either for the
+    // whole fan-out was tens of megabytes.
+    let releases = &releases;
+    let results: Vec<_> = futures::stream::iter(planned.apply)
         .map(|desired| {
             let exists = owned_names.contains(desired.name.as_str());
-            let releases = &releases;
             async move {
                 let result =
                     apply::apply_release(releases, &desired.name, &desired.object.value(), exists).await;
-                (desired, exists, result)
+                let DesiredRelease {
+                    name, pool, drift, ..
+                } = desired;
+                (name, pool, drift, exists, result)
             }
         })
-        .collect();
-    let results: Vec<_> = futures::stream::iter(writes).buffer_unordered(APPLY_CONCURRENCY).collect().await;
-    for (desired, exists, result) in results {
+        .buffer_unordered(APPLY_CONCURRENCY)
+        .collect()
+        .await;
+    // Names written, for the charts still in use below.
+    let mut written: HashSet<String> = HashSet::with_capacity(results.len());
+    for (release, pool, drift, exists, result) in results {
         match result {
-            Ok(()) => happened.push(match &desired.drift {
-                Some(field) => Transition::drift_corrected(&desired.pool, &desired.name, field),
-                None => Transition::applied(&desired.pool, &desired.name, exists),
+            Ok(()) => happened.push(match &drift {
+                Some(field) => Transition::drift_corrected(&pool, &release, field),
+                None => Transition::applied(&pool, &release, exists),
             }),
             Err(e) => {
                 // One pool's failure does not stop the others.
-                warn!(app = %name, pool = %desired.pool, error = %e, "apply failed");
-                mark_failed(&mut new_status, &desired.pool, e.category(), &e.to_string());
-                happened.push(Transition::apply_failed(
-                    &desired.pool,
-                    &desired.name,
-                    e.category(),
-                    &e.to_string(),
-                ));
+                warn!(app = %name, pool = %pool, error = %e, "apply failed");
+                mark_failed(&mut new_status, &pool, e.category(), &e.to_string());
+                happened.push(Transition::apply_failed(&pool, &release, e.category(), &e.to_string()));
                 first_error.get_or_insert(e);
             }
         }
+        written.insert(release);
     }
     let pruned: HashSet<&str> = planned.prune.iter().map(String::as_str).collect();
     for release in owned.iter().filter(|o| pruned.contains(o.name.as_str())) {
         let pool = release.pool.as_deref().unwrap_or_default();
         let uid = release.uid.as_deref().unwrap_or_default();
         let done = match orphan {
-            true => apply::orphan_release(&releases, &ctx.charts, &release.name, app.as_ref()).await,
-            false => apply::delete_observed(&releases, "HelmRelease", &release.name, uid).await,
+            true => apply::orphan_release(releases, &ctx.charts, &release.name, app.as_ref()).await,
+            false => apply::delete_observed(releases, "HelmRelease", &release.name, uid).await,
         };
         match done {
             Ok(()) if orphan => happened.push(Transition::orphaned(pool, &release.name)),
@@ -705,7 +716,6 @@ async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) -> Result<A
         if let Some(current) = chart_ref {
             // Charts still in use: the current one, and those of releases
             // left as they were (pools whose config fails).
-            let written: HashSet<&str> = planned.apply.iter().map(|d| d.name.as_str()).collect();
             let kept: Vec<&ChartRef> = owned
                 .iter()
                 .filter(|o| !written.contains(o.name.as_str()) && !pruned.contains(o.name.as_str()))

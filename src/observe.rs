@@ -80,10 +80,10 @@ pub struct Observed {
 
 /// The watch caches a reconcile reads instead of listing: every NodePool,
 /// and every HelmRelease in the namespaces served, each cut down as it
-/// enters ([`strip_pool`], [`CachedRelease`]).
+/// enters ([`CachedPool`], [`CachedRelease`]).
 #[derive(Clone)]
 pub struct Caches {
-    pub pools: Store<DynamicObject>,
+    pub pools: Store<CachedPool>,
     pub releases: Store<CachedRelease>,
 }
 
@@ -109,7 +109,7 @@ pub fn observe(caches: &Caches, app: &NodePoolApplication) -> Observed {
     let namespace = app.namespace().unwrap_or_default();
     let uid = app.meta().uid.as_deref();
     let mut observed = Observed {
-        pools: caches.pools.state().iter().map(|p| Pool::from_object(p)).collect(),
+        pools: caches.pools.state().iter().map(|p| Pool::from_meta(&p.metadata)).collect(),
         ..Observed::default()
     };
     let releases = caches.releases.state();
@@ -144,20 +144,56 @@ pub fn observe(caches: &Caches, app: &NodePoolApplication) -> Observed {
     observed
 }
 
-/// A NodePool cut down to what planning reads before it enters the cache:
-/// its name, labels and annotations. OpenYurt keeps each pool's node list
-/// in its status, which grows with the pool.
-pub fn strip_pool(pool: &mut DynamicObject) {
-    pool.metadata = ObjectMeta {
-        name: pool.metadata.name.take(),
-        labels: pool.metadata.labels.take(),
-        annotations: pool.metadata.annotations.take(),
-        resource_version: pool.metadata.resource_version.take(),
-        deletion_timestamp: pool.metadata.deletion_timestamp.take(),
-        ..ObjectMeta::default()
-    };
-    strip_last_applied(&mut pool.metadata);
-    pool.data = Value::Object(serde_json::Map::new());
+/// A NodePool as the cache holds it: its name, labels and annotations,
+/// all that planning reads. OpenYurt keeps each pool's node list in its
+/// status, which grows with the pool. Its own type rather than a cut-down
+/// `DynamicObject`, whose cache key would carry the API's five names for
+/// every pool.
+#[derive(Debug, Clone, Default)]
+pub struct CachedPool {
+    pub metadata: ObjectMeta,
+}
+
+impl CachedPool {
+    pub fn from_object(pool: DynamicObject) -> Self {
+        let mut metadata = ObjectMeta {
+            name: pool.metadata.name,
+            labels: pool.metadata.labels,
+            annotations: pool.metadata.annotations,
+            resource_version: pool.metadata.resource_version,
+            deletion_timestamp: pool.metadata.deletion_timestamp,
+            ..ObjectMeta::default()
+        };
+        strip_last_applied(&mut metadata);
+        Self { metadata }
+    }
+}
+
+/// Only a cache key: the pools are read through the NodePool version the
+/// cluster serves ([`nodepool_resource`]), and every version has the
+/// metadata this keeps.
+impl Resource for CachedPool {
+    type DynamicType = ();
+    type Scope = k8s_openapi::ClusterResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        "NodePool".into()
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        NODEPOOL_GROUP.into()
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        "v1beta2".into()
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        "nodepools".into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
 }
 
 /// A HelmRelease as the cache holds it: who it is, and what planning reads
@@ -178,8 +214,21 @@ impl CachedRelease {
     pub fn from_object(mut release: DynamicObject) -> Self {
         release.metadata.managed_fields = None;
         strip_last_applied(&mut release.metadata);
+        // No application owns it, so planning reads of it only which Helm
+        // release it drives (to never drive the same one), not its spec
+        // or status. A cluster may hold thousands of such releases.
+        let anyones = owner_of::<NodePoolApplication>(&release).is_some();
+        if !anyones {
+            release.metadata.labels = None;
+            release.metadata.annotations = None;
+        }
         if let Some(map) = release.data.as_object_mut() {
-            map.retain(|key, _| key == "spec" || key == "status");
+            map.retain(|key, _| key == "spec" || (anyones && key == "status"));
+            if let Some(spec) = map.get_mut("spec").and_then(Value::as_object_mut).filter(|_| !anyones) {
+                spec.retain(|key, _| {
+                    matches!(key.as_str(), "releaseName" | "targetNamespace" | "storageNamespace")
+                });
+            }
             if let Some(status) = map.get_mut("status").and_then(Value::as_object_mut) {
                 let version = status.get("history").and_then(|h| h.pointer("/0/chartVersion")).cloned();
                 status.retain(|key, _| {
@@ -333,24 +382,14 @@ mod tests {
         }))
     }
 
-    fn store(objects: Vec<DynamicObject>, kind: ApiResource) -> Store<DynamicObject> {
-        let mut writer = Writer::new(kind);
+    fn store<K: Resource<DynamicType = ()> + Clone + 'static>(objects: Vec<K>) -> Store<K> {
+        let mut writer = Writer::default();
         writer.apply_watcher_event(&watcher::Event::Init);
         for o in objects {
             writer.apply_watcher_event(&watcher::Event::InitApply(o));
         }
         writer.apply_watcher_event(&watcher::Event::InitDone);
         writer.as_reader()
-    }
-
-    fn nodepool_kind() -> ApiResource {
-        ApiResource {
-            group: NODEPOOL_GROUP.into(),
-            version: "v1beta2".into(),
-            api_version: format!("{NODEPOOL_GROUP}/v1beta2"),
-            kind: "NodePool".into(),
-            plural: "nodepools".into(),
-        }
     }
 
     #[test]
@@ -374,17 +413,34 @@ mod tests {
     }
 
     #[test]
-    fn stripping_a_pool_keeps_its_name_labels_and_annotations() {
-        let mut pool = object(json!({
+    fn a_release_no_application_owns_is_cached_as_the_helm_release_it_drives() {
+        let mut full = release("theirs", "edge", None);
+        full.data["spec"]["releaseName"] = json!("gateway");
+        full.data["spec"]["storageNamespace"] = json!("helm");
+        let cached = CachedRelease::from_object(full.clone());
+        let text: Value = serde_json::from_str(&cached.planned).unwrap();
+        assert_eq!(text["spec"], json!({ "releaseName": "gateway", "storageNamespace": "helm" }));
+        assert!(text.get("status").is_none());
+        assert!(text.pointer("/metadata/labels").is_none());
+        assert!(cached.planned.len() < 300, "{}", cached.planned);
+        let whole = serde_json::to_value(&full).unwrap();
+        assert_eq!(TakenRelease::from_value(&text), TakenRelease::from_value(&whole));
+        assert_eq!(
+            TakenRelease::from_value(&text).map(|(key, _)| key),
+            Some(("helm".to_string(), "gateway".to_string()))
+        );
+    }
+
+    #[test]
+    fn a_cached_pool_keeps_its_name_labels_and_annotations() {
+        let pool = object(json!({
             "apiVersion": "apps.openyurt.io/v1beta2", "kind": "NodePool",
             "metadata": { "name": "hz", "labels": { "r": "east" }, "annotations": { "a": "b" }, "uid": "x" },
             "spec": { "type": "Edge" }, "status": { "nodes": ["n1", "n2"], "readyNodeNum": 2 }
         }));
-        let before = Pool::from_object(&pool);
-        strip_pool(&mut pool);
-        assert_eq!(Pool::from_object(&pool), before);
-        assert_eq!(pool.data, json!({}));
-        assert!(pool.metadata.uid.is_none());
+        let cached = CachedPool::from_object(pool.clone());
+        assert_eq!(Pool::from_meta(&cached.metadata), Pool::from_object(&pool));
+        assert!(cached.metadata.uid.is_none());
     }
 
     #[test]
@@ -402,16 +458,8 @@ mod tests {
             "apiVersion": "apps.openyurt.io/v1beta2", "kind": "NodePool", "metadata": { "name": "hz" }
         }));
         let caches = Caches {
-            pools: store(vec![pool], nodepool_kind()),
-            releases: {
-                let mut writer = Writer::default();
-                writer.apply_watcher_event(&watcher::Event::Init);
-                for r in releases {
-                    writer.apply_watcher_event(&watcher::Event::InitApply(r));
-                }
-                writer.apply_watcher_event(&watcher::Event::InitDone);
-                writer.as_reader()
-            },
+            pools: store(vec![CachedPool::from_object(pool)]),
+            releases: store(releases),
         };
         let observed = observe(&caches, &app("u1"));
         assert_eq!(observed.pools.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["hz"]);

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
-use kube::api::DynamicObject;
+use kube::api::{DynamicObject, ObjectMeta};
 use serde_json::Value;
 
 use crate::api::PoolSelection;
@@ -51,10 +51,14 @@ impl Pool {
     /// Reads a NodePool object listed from the API server, where names and
     /// label maps are already checked.
     pub fn from_object(object: &DynamicObject) -> Self {
+        Self::from_meta(&object.metadata)
+    }
+
+    pub fn from_meta(metadata: &ObjectMeta) -> Self {
         Self {
-            name: object.metadata.name.clone().unwrap_or_default(),
-            labels: object.metadata.labels.clone().unwrap_or_default(),
-            annotations: object.metadata.annotations.clone().unwrap_or_default(),
+            name: metadata.name.clone().unwrap_or_default(),
+            labels: metadata.labels.clone().unwrap_or_default(),
+            annotations: metadata.annotations.clone().unwrap_or_default(),
         }
     }
 
