@@ -34,7 +34,7 @@ crds: ## Regenerate crds/ from the Rust types
 
 POOLS ?= 50
 .PHONY: bench-fanout
-bench-fanout: ## Time the fan-out to POOLS pools, shared chart vs a chart per release (starts the local control plane)
+bench-fanout: ## Time the fan-out to POOLS pools: shared chart vs a chart per release vs the same releases written directly (starts the local control plane)
 	hack/cluster.sh up >/dev/null
 	POOLS=$(POOLS) KUBECONFIG=$(KUBECONFIG_LOCAL) cargo bench --locked --bench fanout
 

@@ -1,10 +1,10 @@
 //! `make bench-fanout POOLS=N`: fans the ingress-shaped fixture chart out to
 //! N pools on the local control plane, once with the shared HelmChart and
-//! once with a `chart.spec` per release (Flux's default), and prints for
-//! each: the time until all N releases are Ready, the HelmCharts made, the
-//! chart downloads, and the time the controller took to write all N
-//! HelmReleases; then the time a plain parallel create of N HelmReleases
-//! takes on the same API server.
+//! once with a `chart.spec` per release (Flux's default); then writes the
+//! very same N HelmReleases directly, with no controller, as a user would
+//! without nodepool-fanout. Prints for each side by side: the time until
+//! all N releases exist and until all are Ready, the HelmCharts made, and
+//! the chart downloads.
 #[path = "../tests/support/mod.rs"]
 mod support;
 
@@ -21,9 +21,9 @@ const TIMEOUT: Duration = Duration::from_secs(1800);
 
 struct Figures {
     env: TestEnv,
-    /// Kept running until cleanup: the application's finalizer is its to remove.
-    _controller: RunningController,
-    mode: &'static str,
+    /// Kept running until cleanup: the application's finalizer is its to
+    /// remove. None for the releases written directly.
+    _controller: Option<RunningController>,
     write_all: Duration,
     all_ready: Duration,
     helmcharts: usize,
@@ -36,22 +36,22 @@ async fn main() {
     println!("fan-out benchmark: {pools} pools, chart ingress-gateway 1.0.0, one kwok node per pool");
     let shared = run_mode(pools, true).await;
     let per_release = run_mode(pools, false).await;
-    let plain = plain_create(pools).await;
+    let direct = write_directly(&per_release.env, pools).await;
 
     println!();
-    println!("{:<34} {:>14} {:>14}", "", "shared chart", "chart per release");
-    let row = |label: &str, a: String, b: String| println!("{label:<34} {a:>14} {b:>14}");
-    row("controller writes all HelmReleases", secs(shared.write_all), secs(per_release.write_all));
-    row("all releases Ready", secs(shared.all_ready), secs(per_release.all_ready));
-    row("HelmCharts", shared.helmcharts.to_string(), per_release.helmcharts.to_string());
-    row(
-        "chart downloads (repository)",
-        shared.downloads.to_string(),
-        per_release.downloads.to_string(),
-    );
-    println!("plain parallel create of {pools} HelmReleases: {}", secs(plain));
-    println!("({} and {} were the modes measured)", shared.mode, per_release.mode);
+    let row = |label: &str, a: String, b: String, c: String| println!("{label:<34} {a:>14} {b:>18} {c:>22}");
+    row("", "shared chart".into(), "chart per release".into(), "direct (no controller)".into());
+    let all = [&shared, &per_release, &direct];
+    let [a, b, c] = all.map(|f| secs(f.write_all));
+    row(&format!("all {pools} HelmReleases written"), a, b, c);
+    let [a, b, c] = all.map(|f| secs(f.all_ready));
+    row("all releases Ready", a, b, c);
+    let [a, b, c] = all.map(|f| f.helmcharts.to_string());
+    row("HelmCharts", a, b, c);
+    let [a, b, c] = all.map(|f| f.downloads.to_string());
+    row("chart downloads (repository)", a, b, c);
     // Not measured: leaves the cluster as it was for the next run.
+    direct.env.cleanup().await;
     shared.env.cleanup().await;
     per_release.env.cleanup().await;
 }
@@ -126,8 +126,7 @@ async fn run_mode(pools: usize, shared: bool) -> Figures {
     let helmcharts = count_helmcharts(&env).await;
     let figures = Figures {
         env,
-        _controller: controller,
-        mode,
+        _controller: Some(controller),
         write_all: write_all.unwrap_or(all_ready),
         all_ready,
         helmcharts,
@@ -157,36 +156,80 @@ async fn count_helmcharts(env: &TestEnv) -> usize {
         .count()
 }
 
-/// N suspended HelmReleases created by N parallel POSTs: the API server's
-/// own floor for writing what the controller writes.
-async fn plain_create(pools: usize) -> Duration {
-    let env = TestEnv::new("bench-plain").await;
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(env.client.clone(), &env.namespace, &helmrelease_resource());
-    let objects: Vec<DynamicObject> = (0..pools)
-        .map(|i| {
+/// The HelmReleases the controller wrote in `from` (a chart per release,
+/// as Flux users write them by hand), created again in a namespace of
+/// their own by 16 parallel POSTs, with no controller: the same N Helm
+/// installs onto the same pools' nodes. Timed from the first create until
+/// every one is Ready.
+async fn write_directly(from: &TestEnv, pools: usize) -> Figures {
+    let env = TestEnv::new("bench-direct").await;
+    let source: Api<DynamicObject> =
+        Api::namespaced_with(from.client.clone(), &from.namespace, &helmrelease_resource());
+    let listed = source.list(&ListParams::default()).await.expect("list the controller's releases");
+    assert_eq!(listed.items.len(), pools, "the controller's releases to copy");
+    let objects: Vec<DynamicObject> = listed
+        .items
+        .iter()
+        .map(|r| {
             let value: Value = json!({
                 "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
-                "metadata": { "name": format!("plain-{i}"), "namespace": env.namespace },
-                "spec": { "suspend": true, "interval": "1h",
-                    "chart": { "spec": { "chart": "ingress-gateway", "version": "1.0.0",
-                        "sourceRef": { "kind": "HelmRepository", "name": "fixtures", "namespace": "flux-system" } } } }
+                "metadata": { "name": r.metadata.name, "namespace": env.namespace },
+                "spec": r.data["spec"]
             });
             serde_json::from_value(value).expect("HelmRelease manifest")
         })
         .collect();
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), &env.namespace, &helmrelease_resource());
+    let downloads_before = chart_downloads();
     let params = PostParams::default();
     let start = Instant::now();
     let results: Vec<_> = stream::iter(objects.iter())
         .map(|o| api.create(&params, o))
-        .buffer_unordered(32)
+        .buffer_unordered(16)
         .collect()
         .await;
-    let elapsed = start.elapsed();
-    assert!(
-        results.iter().all(Result::is_ok),
-        "plain create failed: {:?}",
-        results.iter().find(|r| r.is_err())
+    let write_all = start.elapsed();
+    if let Some(Err(e)) = results.into_iter().find(Result::is_err) {
+        panic!("direct create failed: {e}");
+    }
+    loop {
+        assert!(start.elapsed() < TIMEOUT, "direct: not all Ready after {TIMEOUT:?}");
+        let ready = api
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items.iter().filter(|r| is_ready(r)).count())
+            .unwrap_or(0);
+        if ready == pools {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let all_ready = start.elapsed();
+    let helmcharts = count_helmcharts(&env).await;
+    let downloads = chart_downloads() - downloads_before;
+    println!(
+        "direct: wrote {pools} HelmReleases in {}, all Ready in {}, {helmcharts} HelmCharts, {downloads} downloads",
+        secs(write_all),
+        secs(all_ready),
     );
-    elapsed
+    Figures {
+        env,
+        _controller: None,
+        write_all,
+        all_ready,
+        helmcharts,
+        downloads,
+    }
+}
+
+/// Ready as Flux's kstatus reads it: the Ready condition True for the
+/// generation it observed.
+fn is_ready(release: &DynamicObject) -> bool {
+    let generation = release.metadata.generation;
+    release.data["status"]["conditions"].as_array().is_some_and(|conditions| {
+        conditions.iter().any(|c| {
+            c["type"] == "Ready" && c["status"] == "True" && c["observedGeneration"].as_i64() == generation
+        })
+    })
 }
