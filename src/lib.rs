@@ -16,6 +16,7 @@ pub mod naming;
 pub mod nodes;
 pub mod observe;
 pub mod orphan;
+pub mod packed;
 pub mod plan;
 pub mod pools;
 pub mod release;

@@ -4,7 +4,6 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 use k8s_openapi::NamespaceResourceScope;
 use kube::api::{ApiResource, DynamicObject, ObjectMeta};
@@ -15,6 +14,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
 use crate::api::NodePoolApplication;
+use crate::packed::PackedJson;
 use crate::plan::{HelmReleaseKey, ObservedRelease, TakenRelease};
 use crate::pools::Pool;
 
@@ -119,7 +119,7 @@ pub fn observe(caches: &Caches, app: &NodePoolApplication) -> Observed {
     {
         // Read one at a time: the parsed form of a release is several
         // times its text.
-        let Ok(value) = serde_json::from_str::<Value>(&release.planned) else {
+        let Some(value) = release.planned.value() else {
             continue;
         };
         let owned = owned_by(release.as_ref(), uid)
@@ -197,17 +197,17 @@ impl Resource for CachedPool {
 }
 
 /// A HelmRelease as the cache holds it: who it is, and what planning reads
-/// of it as JSON text (`metadata`, `spec`, and of the `status` only the
-/// conditions, generations and chart version). Text, because parsed JSON
-/// takes several times the room, and at ten thousand pools the cache would
-/// be most of the controller's memory; a reconcile parses one release at a
-/// time.
+/// of it as packed JSON text (`metadata`, `spec`, and of the `status` only
+/// the conditions, generations and chart version). Packed text, because
+/// parsed JSON takes several times the room, and at ten thousand pools the
+/// cache would be most of the controller's memory; a reconcile parses one
+/// release at a time.
 #[derive(Debug, Clone)]
 pub struct CachedRelease {
     /// Name, namespace, uid, resource version and the controller owner
     /// reference: what the cache and the triggers need.
     pub metadata: ObjectMeta,
-    pub planned: Arc<str>,
+    pub planned: PackedJson,
 }
 
 impl CachedRelease {
@@ -270,7 +270,7 @@ impl CachedRelease {
         }
         Self {
             metadata,
-            planned: Arc::from(view.to_string()),
+            planned: PackedJson::from_value(&view),
         }
     }
 }
@@ -399,7 +399,7 @@ mod tests {
         let cached: CachedRelease = serde_json::from_value(serde_json::to_value(&full).unwrap()).unwrap();
         assert!(cached.metadata.managed_fields.is_none());
         assert_eq!(cached.metadata.owner_references.as_ref().map(Vec::len), Some(1));
-        let text: Value = serde_json::from_str(&cached.planned).unwrap();
+        let text: Value = cached.planned.value().unwrap();
         assert_eq!(text["spec"], full.data["spec"]);
         assert!(text.pointer("/metadata/managedFields").is_none());
         assert!(text.pointer("/metadata/annotations").unwrap().as_object().unwrap().is_empty());
@@ -418,11 +418,11 @@ mod tests {
         full.data["spec"]["releaseName"] = json!("gateway");
         full.data["spec"]["storageNamespace"] = json!("helm");
         let cached = CachedRelease::from_object(full.clone());
-        let text: Value = serde_json::from_str(&cached.planned).unwrap();
+        let text: Value = cached.planned.value().unwrap();
         assert_eq!(text["spec"], json!({ "releaseName": "gateway", "storageNamespace": "helm" }));
         assert!(text.get("status").is_none());
         assert!(text.pointer("/metadata/labels").is_none());
-        assert!(cached.planned.len() < 300, "{}", cached.planned);
+        assert!(cached.planned.text().len() < 300, "{:?}", cached.planned);
         let whole = serde_json::to_value(&full).unwrap();
         assert_eq!(TakenRelease::from_value(&text), TakenRelease::from_value(&whole));
         assert_eq!(

@@ -18,6 +18,7 @@ use crate::chart::Chart;
 use crate::drift;
 use crate::naming;
 use crate::nodes::NodeCount;
+use crate::packed::PackedJson;
 use crate::pools::{self, Pool};
 use crate::release::{self, AppInfo, BuiltRelease, FieldError};
 use crate::rollout::{self, PoolRollout};
@@ -122,11 +123,12 @@ pub struct ObservedRelease {
     pub created: Option<String>,
     /// When this controller last wrote it (RFC 3339).
     pub written_at: Option<String>,
-    /// What it holds now as JSON text (at least its labels, annotations
-    /// and spec), to find hand edits; `None` when not read (then only the
-    /// spec hash is compared). Text, parsed only to compare, so that
-    /// thousands of observed releases stay small.
-    pub live: Option<std::sync::Arc<str>>,
+    /// What it holds now as packed JSON text (at least its labels,
+    /// annotations and spec), to find hand edits; `None` when not read
+    /// (then only the spec hash is compared). Shared with the watch
+    /// cache, and parsed only to compare, so that thousands of observed
+    /// releases stay small.
+    pub live: Option<PackedJson>,
 }
 
 impl ObservedRelease {
@@ -168,26 +170,21 @@ fn chart_ref_of(object: &Value) -> Option<ChartRef> {
     })
 }
 
-/// A HelmRelease as JSON text. Parsed JSON takes several times the room,
-/// and a first fan-out holds one per pool: ten thousand of them parsed would
-/// be most of the controller's memory.
+/// A HelmRelease as packed JSON text ([`PackedJson`]). Parsed JSON takes
+/// several times the room, and a first fan-out holds one per pool: ten
+/// thousand of them parsed would be most of the controller's memory.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Manifest(Box<str>);
+pub struct Manifest(PackedJson);
 
 impl Manifest {
     pub fn new(object: &Value) -> Self {
-        Self(object.to_string().into_boxed_str())
+        Self(PackedJson::from_value(object))
     }
 
     /// The object, parsed.
     pub fn value(&self) -> Value {
-        // Written by `new` from a Value: always valid JSON.
-        serde_json::from_str(&self.0).unwrap_or(Value::Null)
-    }
-
-    /// The JSON text.
-    pub fn text(&self) -> &str {
-        &self.0
+        // Packed by `new` from a Value: always valid JSON.
+        self.0.value().unwrap_or(Value::Null)
     }
 }
 
@@ -665,8 +662,8 @@ impl Built {
     fn new(built: BuiltRelease, observed: Option<&&ObservedRelease>) -> Self {
         let drift = observed
             .filter(|o| o.spec_hash.as_deref() == Some(built.spec_hash.as_str()))
-            .and_then(|o| o.live.as_deref())
-            .and_then(|text| serde_json::from_str::<Value>(text).ok())
+            .and_then(|o| o.live.as_ref())
+            .and_then(PackedJson::value)
             .and_then(|live| drift::first_difference(&built.object, &live));
         Self {
             helm_release: naming::helm_release_of(&built.object),
@@ -2000,7 +1997,7 @@ mod tests {
                 live["spec"]["chart"]["spec"]["reconcileStrategy"] = json!("ChartVersion");
                 live["status"] = json!({ "observedGeneration": 1 });
                 live["metadata"]["annotations"]["apps.fanout.dev/written-at"] = json!("2029-01-01T00:00:00Z");
-                o.live = Some(live.to_string().into());
+                o.live = Some(PackedJson::from_value(&live));
                 o.written_at = Some("2029-01-01T00:00:00Z".into());
                 o
             })
@@ -2018,9 +2015,9 @@ mod tests {
     fn a_hand_edit_is_written_back_naming_the_field_whatever_the_rollout() {
         for a in [app(json!({})), progressive(json!({ "paused": true }))] {
             let mut owned = at_rest(&a);
-            let mut live: Value = serde_json::from_str(owned[2].live.as_deref().unwrap()).unwrap();
+            let mut live: Value = owned[2].live.as_ref().unwrap().value().unwrap();
             live["spec"]["values"]["controller"]["replicas"] = json!(9);
-            owned[2].live = Some(live.to_string().into());
+            owned[2].live = Some(PackedJson::from_value(&live));
             let plan = run(&a, &fleet(), owned, &[]);
             assert_eq!(applied_pools(&plan), ["p3"]);
             assert_eq!(plan.apply[0].drift.as_deref(), Some("spec.values.controller.replicas"));
