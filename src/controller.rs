@@ -37,9 +37,18 @@ use crate::pools::Pool;
 use crate::shared_chart::{self, ChartRef};
 use crate::source::{helmchart_resource, SourceError, Sources};
 use crate::telemetry::{self, Metrics, ServeError};
+use crate::throttle;
 
 /// HelmReleases written at once per reconcile.
 const APPLY_CONCURRENCY: usize = 16;
+
+/// At most one reconcile per application per window from the events of
+/// its pools, nodes, releases and chart (see [`throttle`]): the first at
+/// once, the rest folded into one at the window's end. A second keeps the
+/// roll-up live while releases turn Ready, and bounds the replanning a
+/// 10,000-release application does while helm-controller works through
+/// its releases.
+const WAKE_WINDOW: Duration = Duration::from_secs(1);
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -222,11 +231,11 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         }
     };
 
-    // Bursts of pool or release events (a site coming online) are folded
-    // into one reconcile per application.
-    let config = ControllerConfig::default()
-        .debounce(Duration::from_millis(500))
-        .concurrency(args.concurrent);
+    // Wakes from pools, nodes, releases and charts are throttled per
+    // application below, not debounced here: kube's debounce restarts at
+    // every trigger, so a steady trickle of release events would hold an
+    // application's reconcile (and its resync) off until the trickle stops.
+    let config = ControllerConfig::default().concurrency(args.concurrent);
     let (store, writer) = reflector::store();
     let shard = args.watch_label_selector.as_deref();
     let app_config = watcher::Config::default().any_semantic();
@@ -241,42 +250,85 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         Some(selector) => format!("{}={},{selector}", naming::LABEL_MANAGED_BY, naming::MANAGER),
         None => format!("{}={}", naming::LABEL_MANAGED_BY, naming::MANAGER),
     };
-    let release_events =
-        reflector(release_writer, watcher(releases, watcher::Config::default().any_semantic()));
+    // A release's change wakes the application that owns it, if this
+    // instance serves it; others' releases are only remembered.
+    let release_triggers = {
+        let served = store.clone();
+        let release_events =
+            reflector(release_writer, watcher(releases, watcher::Config::default().any_semantic()));
+        changed("HelmReleases", release_events, release_fingerprint, FirstList::Quiet).filter_map(
+            move |release| {
+                let app = observe::owner_of::<AppMeta>(&release).filter(|app| served.get(app).is_some());
+                std::future::ready(app)
+            },
+        )
+    };
+    // A NodePool event wakes only the applications whose selection the
+    // pool enters, leaves or is in, and only when its name, labels or
+    // annotations changed or it came or went: not status churn.
     let pool_events = watcher(pool_api, watcher::Config::default().any_semantic())
         .map_ok(|event| map_event(event, CachedPool::from_object));
     let pool_triggers = {
         let (store, selections) = (store.clone(), context.selections.clone());
+        let mut first_list = FirstList::Quiet;
         retrying("NodePools", pool_events).flat_map(move |event| {
+            let quiet = first_list.holds(&event);
             let changed = pool_changes.observe(event);
             let selections = selections.read().unwrap_or_else(|e| e.into_inner());
-            let apps: Vec<ObjectRef<AppMeta>> = store
-                .state()
-                .iter()
-                .map(|app| ObjectRef::from_obj(app.as_ref()))
-                .filter(|app| {
-                    // Not yet read: it must look for itself.
-                    let interest = selections.get(app);
-                    changed.iter().any(|c| interest.is_none_or(|i| c.concerns(&i.selection)))
-                })
-                .collect();
+            let apps: Vec<ObjectRef<AppMeta>> = match quiet {
+                true => Vec::new(),
+                false => store
+                    .state()
+                    .iter()
+                    .map(|app| ObjectRef::from_obj(app.as_ref()))
+                    .filter(|app| {
+                        // Not yet read: it must look for itself.
+                        let interest = selections.get(app);
+                        changed.iter().any(|c| interest.is_none_or(|i| c.concerns(&i.selection)))
+                    })
+                    .collect(),
+            };
             futures::stream::iter(apps)
         })
     };
-    let chart_events =
-        reflector(chart_writer, watcher(charts, watcher::Config::default().labels(&managed_by)));
-    // Heartbeats rewrite a Node's status all the time; only its labels and
-    // readiness matter here, so only a change of those wakes anything, and
-    // only the applications that select the pool it leaves or joins.
+    // A shared HelmChart's artifact turning ready lets its application's
+    // releases be written at once rather than at the next poll.
+    let chart_triggers = {
+        let served = store.clone();
+        let chart_events =
+            reflector(chart_writer, watcher(charts, watcher::Config::default().labels(&managed_by)));
+        let mut first_list = FirstList::Quiet;
+        retrying("HelmCharts", chart_events).filter_map(move |event| {
+            let app = match first_list.holds(&event) {
+                true => None,
+                false => match event {
+                    watcher::Event::Apply(chart)
+                    | watcher::Event::InitApply(chart)
+                    | watcher::Event::Delete(chart) => shared_chart::owner_of::<AppMeta>(&chart),
+                    watcher::Event::Init | watcher::Event::InitDone => None,
+                },
+            };
+            // Charts are watched in every namespace: only applications
+            // this instance serves are woken.
+            std::future::ready(app.filter(|app| served.get(app).is_some()))
+        })
+    };
+    // A node joining, leaving or going offline changes what the
+    // applications selecting its pool may write. Heartbeats rewrite a
+    // Node's status all the time; only its labels and readiness matter
+    // here, so only a change of those wakes anything, and only the
+    // applications that select the pool it leaves or joins.
     let node_events = watcher(node_api, watcher::Config::default().any_semantic())
         .modify(|node| *node = nodes::strip(std::mem::take(node)));
     let node_triggers = {
         let (store, selections, pools) =
             (store.clone(), context.selections.clone(), context.caches.pools.clone());
+        let mut first_list = FirstList::Quiet;
         retrying("Nodes", node_events).flat_map(move |event| {
+            let quiet = first_list.holds(&event);
             let changed = node_changes.observe(event);
             let selections = selections.read().unwrap_or_else(|e| e.into_inner());
-            let apps: Vec<ObjectRef<AppMeta>> = match changed.is_empty() {
+            let apps: Vec<ObjectRef<AppMeta>> = match quiet || changed.is_empty() {
                 true => Vec::new(),
                 false => store
                     .state()
@@ -296,34 +348,14 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
             futures::stream::iter(apps)
         })
     };
-    let served = store.clone();
-    let owner_served = store.clone();
+    let wakes = futures::stream::select_all([
+        release_triggers.boxed(),
+        pool_triggers.boxed(),
+        node_triggers.boxed(),
+        chart_triggers.boxed(),
+    ]);
     controller
-        // A release's change wakes the application that owns it, if this
-        // instance serves it; others' releases are only remembered.
-        .watches_stream_with(
-            changed("HelmReleases", release_events, release_fingerprint),
-            move |release| {
-                observe::owner_of::<AppMeta>(&release).filter(|app| owner_served.get(app).is_some())
-            },
-            (),
-        )
-        // A NodePool event wakes only the applications whose selection the
-        // pool enters, leaves or is in, and only when its name, labels or
-        // annotations changed or it came or went: not status churn.
-        .reconcile_on(pool_triggers)
-        // A node joining, leaving or going offline changes what the
-        // applications selecting its pool may write.
-        .reconcile_on(node_triggers)
-        // A shared HelmChart's artifact turning ready lets its application's
-        // releases be written at once rather than at the next poll.
-        .watches_stream_with(
-            resilient("HelmCharts", chart_events),
-            // Charts are watched in every namespace: only applications
-            // this instance serves are woken.
-            move |chart| shared_chart::owner_of::<AppMeta>(&chart).filter(|app| served.get(app).is_some()),
-            helmchart_resource(),
-        )
+        .reconcile_on(throttle::per_key(wakes, WAKE_WINDOW))
         .shutdown_on_signal()
         .graceful_shutdown_on(lost_leadership)
         .run(reconcile, error_policy, context)
@@ -352,7 +384,8 @@ fn map_event<A, B>(event: watcher::Event<A>, convert: impl Fn(A) -> B) -> watche
     }
 }
 
-/// One watch's objects, each watch retrying on its own schedule.
+/// A watch's events, each watch retrying on its own schedule, errors
+/// logged and dropped.
 ///
 /// kube's Controller merges its watches into one stream under one backoff,
 /// so a single failing watch (every watch, once the API server comes back
@@ -361,16 +394,6 @@ fn map_event<A, B>(event: watcher::Event<A>, convert: impl Fn(A) -> B) -> watche
 /// off alone (250 ms doubling to 5 s, as quick as client-go's reflector is
 /// to re-list) and its errors are logged and end there, so the controller's
 /// shared backoff never fires.
-fn resilient<K, S>(watch: &'static str, events: S) -> impl Stream<Item = Result<K, watcher::Error>> + Send
-where
-    K: Resource + Clone + Send + 'static,
-    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
-{
-    retrying(watch, events).map(Ok::<_, watcher::Error>).touched_objects()
-}
-
-/// A watch's events, retried on its own schedule (see [`resilient`]),
-/// errors logged and dropped.
 fn retrying<K, S>(watch: &'static str, events: S) -> impl Stream<Item = watcher::Event<K>> + Send
 where
     K: Resource + Clone + Send + 'static,
@@ -434,16 +457,47 @@ fn changed_apps<S>(events: S) -> impl Stream<Item = Result<AppMeta, watcher::Err
 where
     S: Stream<Item = Result<watcher::Event<AppMeta>, watcher::Error>> + Send + 'static,
 {
-    changed("NodePoolApplications", events, app_fingerprint)
+    // The first list is every application's first reconcile.
+    changed("NodePoolApplications", events, app_fingerprint, FirstList::Counts).map(Ok)
+}
+
+/// Whether a watch's first list wakes anything. Every application is
+/// reconciled once when its own watch first lists it, and that reconcile
+/// waits until every cache is listed, so the other watches' first lists
+/// need not wake it again (at a restart with 10,000 releases, they would
+/// each reconcile it once or twice more for nothing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FirstList {
+    Counts,
+    Quiet,
+    /// The first list ended; every event counts.
+    Done,
+}
+
+impl FirstList {
+    /// Whether `event` is quiet: part of the first list of a watch whose
+    /// first list is.
+    fn holds<K>(&mut self, event: &watcher::Event<K>) -> bool {
+        let quiet = *self == FirstList::Quiet;
+        match event {
+            watcher::Event::InitDone => {
+                *self = FirstList::Done;
+                quiet
+            }
+            watcher::Event::Init | watcher::Event::InitApply(_) => quiet,
+            watcher::Event::Apply(_) | watcher::Event::Delete(_) => false,
+        }
+    }
 }
 
 /// The objects of a watch whose `fingerprint` changed, or that went; the
-/// watch retried on its own schedule (see [`resilient`]).
+/// watch retried on its own schedule (see [`retrying`]).
 fn changed<K, S>(
     watch: &'static str,
     events: S,
     fingerprint: fn(&K) -> u64,
-) -> impl Stream<Item = Result<K, watcher::Error>> + Send
+    mut first_list: FirstList,
+) -> impl Stream<Item = K> + Send
 where
     K: Resource + Clone + Send + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send,
@@ -451,6 +505,7 @@ where
 {
     let mut seen: HashMap<ObjectRef<K>, u64> = HashMap::new();
     retrying(watch, events).flat_map(move |event| {
+        let quiet = first_list.holds(&event);
         let passed = match event {
             watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
                 let print = fingerprint(&object);
@@ -463,7 +518,7 @@ where
             }
             watcher::Event::Init | watcher::Event::InitDone => None,
         };
-        futures::stream::iter(passed.map(Ok))
+        futures::stream::iter(passed.filter(|_| !quiet))
     })
 }
 
@@ -868,4 +923,27 @@ fn error_policy(app: Arc<AppMeta>, error: &Error, ctx: Arc<Context>) -> Action {
     let jitter = Duration::from_millis(fastrand::u64(0..1000));
     warn!(app = %app.name_any(), category = error.category(), error = %error, retry_in = ?base + jitter, "reconcile failed");
     Action::requeue(base + jitter)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn events() -> Vec<watcher::Event<u8>> {
+        use watcher::Event::*;
+        vec![Init, InitApply(1), InitDone, Apply(2), Delete(2), Init, InitApply(1), InitDone]
+    }
+
+    #[test]
+    fn a_quiet_first_list_wakes_nothing_and_later_relists_do() {
+        let mut first = FirstList::Quiet;
+        let quiet: Vec<bool> = events().iter().map(|e| first.holds(e)).collect();
+        assert_eq!(quiet, [true, true, true, false, false, false, false, false]);
+    }
+
+    #[test]
+    fn a_first_list_that_counts_is_never_quiet() {
+        let mut first = FirstList::Counts;
+        assert!(events().iter().all(|e| !first.holds(e)));
+    }
 }

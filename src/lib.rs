@@ -26,6 +26,7 @@ pub mod source;
 pub mod status;
 pub mod telemetry;
 pub mod template;
+pub mod throttle;
 pub mod values;
 pub mod values_from;
 pub mod version;
