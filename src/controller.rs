@@ -44,11 +44,17 @@ const APPLY_CONCURRENCY: usize = 16;
 
 /// At most one reconcile per application per window from the events of
 /// its pools, nodes, releases and chart (see [`throttle`]): the first at
-/// once, the rest folded into one at the window's end. A second keeps the
-/// roll-up live while releases turn Ready, and bounds the replanning a
-/// 10,000-release application does while helm-controller works through
-/// its releases.
-const WAKE_WINDOW: Duration = Duration::from_secs(1);
+/// once, the rest folded into one at the window's end. The window is ten
+/// times the application's last reconcile, so that events keep it busy a
+/// tenth of the time at most (measured: a 1 s window kept a 10,000-pool
+/// application replanning on a whole core while helm-controller worked
+/// through its releases), between a second, which keeps a small
+/// application's roll-up live, and half a minute.
+fn wake_window(last_reconcile: Option<Duration>) -> Duration {
+    const SHORTEST: Duration = Duration::from_secs(1);
+    const LONGEST: Duration = Duration::from_secs(30);
+    last_reconcile.map_or(SHORTEST, |took| (took * 10).clamp(SHORTEST, LONGEST))
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -126,6 +132,8 @@ struct Context {
     /// reconcile read them: the index from a NodePool or Node change to
     /// the applications it concerns.
     selections: Arc<std::sync::RwLock<HashMap<ObjectRef<AppMeta>, Interest>>>,
+    /// How long each application's last reconcile took: its wake window.
+    reconcile_times: Arc<std::sync::Mutex<HashMap<ObjectRef<AppMeta>, Duration>>>,
 }
 
 /// What of an application decides which pool and node events concern it.
@@ -210,6 +218,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         metrics,
         backoff: Backoff::default(),
         selections: Arc::default(),
+        reconcile_times: Arc::default(),
     });
 
     let leadership = match args.leader_election {
@@ -354,8 +363,12 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         node_triggers.boxed(),
         chart_triggers.boxed(),
     ]);
+    let times = context.reconcile_times.clone();
+    let window = move |app: &ObjectRef<AppMeta>| {
+        wake_window(times.lock().unwrap_or_else(|e| e.into_inner()).get(app).copied())
+    };
     controller
-        .reconcile_on(throttle::per_key(wakes, WAKE_WINDOW))
+        .reconcile_on(throttle::per_key(wakes, window))
         .shutdown_on_signal()
         .graceful_shutdown_on(lost_leadership)
         .run(reconcile, error_policy, context)
@@ -625,12 +638,21 @@ async fn reconcile(meta: Arc<AppMeta>, ctx: Arc<Context>) -> Result<Action, Erro
         }),
     };
     // Deleted, waiting or done: any end without error ends the streak.
-    ctx.backoff.settle(&ObjectRef::from_obj(meta.as_ref()), &result);
+    let app_ref = ObjectRef::from_obj(meta.as_ref());
+    ctx.backoff.settle(&app_ref, &result);
     let outcome = match &result {
         Ok(_) => "success",
         Err(e) => e.category(),
     };
     ctx.metrics.observe_reconcile(outcome, start.elapsed());
+    let known = ctx.selections.read().unwrap_or_else(|e| e.into_inner()).contains_key(&app_ref);
+    let mut times = ctx.reconcile_times.lock().unwrap_or_else(|e| e.into_inner());
+    match known {
+        true => times.insert(app_ref, start.elapsed()),
+        // Gone: forgotten.
+        false => times.remove(&app_ref),
+    };
+    drop(times);
     result
 }
 
@@ -931,7 +953,16 @@ mod tests {
 
     fn events() -> Vec<watcher::Event<u8>> {
         use watcher::Event::*;
-        vec![Init, InitApply(1), InitDone, Apply(2), Delete(2), Init, InitApply(1), InitDone]
+        vec![
+            Init,
+            InitApply(1),
+            InitDone,
+            Apply(2),
+            Delete(2),
+            Init,
+            InitApply(1),
+            InitDone,
+        ]
     }
 
     #[test]
@@ -939,6 +970,16 @@ mod tests {
         let mut first = FirstList::Quiet;
         let quiet: Vec<bool> = events().iter().map(|e| first.holds(e)).collect();
         assert_eq!(quiet, [true, true, true, false, false, false, false, false]);
+    }
+
+    #[test]
+    fn the_wake_window_is_ten_reconciles_long_within_bounds() {
+        let ms = Duration::from_millis;
+        assert_eq!(wake_window(None), ms(1000));
+        assert_eq!(wake_window(Some(ms(5))), ms(1000));
+        assert_eq!(wake_window(Some(ms(100))), ms(1000));
+        assert_eq!(wake_window(Some(ms(1500))), ms(15_000));
+        assert_eq!(wake_window(Some(ms(90_000))), ms(30_000));
     }
 
     #[test]

@@ -11,6 +11,8 @@
 //! trigger that follows within the window is folded into one that passes
 //! when the window ends (the last change is never lost). A key triggered
 //! all the time is thus reconciled once per window, no more and no less.
+//! Each window's length is asked for when it opens, so that a key whose
+//! reconcile is costly can be given a longer one.
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -22,20 +24,22 @@ use futures::Stream;
 use tokio_util::time::DelayQueue;
 
 /// The throttled stream of [`per_key`].
-pub struct Throttled<S: Stream> {
+pub struct Throttled<S: Stream, W> {
     triggers: Option<Pin<Box<S>>>,
-    window: Duration,
+    window: W,
     /// The keys whose window is open, and whether a trigger came during it.
     open: HashMap<S::Item, bool>,
     closing: DelayQueue<S::Item>,
 }
 
-/// `triggers` with each key passed at most once per `window`: at once when
-/// no window is open for it, else once when the window ends.
-pub fn per_key<S>(triggers: S, window: Duration) -> Throttled<S>
+/// `triggers` with each key passed at most once per window, `window(key)`
+/// long: at once when no window is open for it, else once when the window
+/// ends.
+pub fn per_key<S, W>(triggers: S, window: W) -> Throttled<S, W>
 where
     S: Stream,
     S::Item: Eq + Hash + Clone,
+    W: FnMut(&S::Item) -> Duration,
 {
     Throttled {
         triggers: Some(Box::pin(triggers)),
@@ -45,10 +49,11 @@ where
     }
 }
 
-impl<S> Stream for Throttled<S>
+impl<S, W> Stream for Throttled<S, W>
 where
     S: Stream,
     S::Item: Eq + Hash + Clone + Unpin,
+    W: FnMut(&S::Item) -> Duration + Unpin,
 {
     type Item = S::Item;
 
@@ -61,7 +66,7 @@ where
                     Some(pending) => *pending = true,
                     None => {
                         this.open.insert(key.clone(), false);
-                        this.closing.insert(key.clone(), this.window);
+                        this.closing.insert(key.clone(), (this.window)(&key));
                         return Poll::Ready(Some(key));
                     }
                 },
@@ -77,7 +82,7 @@ where
                     let key = expired.into_inner();
                     if this.open.remove(&key) == Some(true) {
                         this.open.insert(key.clone(), false);
-                        this.closing.insert(key.clone(), this.window);
+                        this.closing.insert(key.clone(), (this.window)(&key));
                         return Poll::Ready(Some(key));
                     }
                 }
@@ -122,7 +127,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_first_trigger_passes_at_once() {
         let (tx, rx) = channel();
-        let mut throttled = per_key(rx, WINDOW);
+        let mut throttled = per_key(rx, |_| WINDOW);
         let start = Instant::now();
         tx.unbounded_send("a").unwrap();
         assert_eq!(passed(&mut throttled, start).await, vec![("a", Duration::ZERO)]);
@@ -131,7 +136,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn triggers_within_the_window_fold_into_one_at_its_end() {
         let (tx, rx) = channel();
-        let mut throttled = per_key(rx, WINDOW);
+        let mut throttled = per_key(rx, |_| WINDOW);
         let start = Instant::now();
         tx.unbounded_send("a").unwrap();
         assert_eq!(passed(&mut throttled, start).await.len(), 1);
@@ -155,7 +160,7 @@ mod tests {
         // The defect this guards against: a debounce that restarts at every
         // trigger never fires while triggers keep coming.
         let (tx, rx) = channel();
-        let mut throttled = per_key(rx, WINDOW);
+        let mut throttled = per_key(rx, |_| WINDOW);
         let start = Instant::now();
         let mut seen = Vec::new();
         for _ in 0..100 {
@@ -171,7 +176,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn keys_are_throttled_apart() {
         let (tx, rx) = channel();
-        let mut throttled = per_key(rx, WINDOW);
+        let mut throttled = per_key(rx, |_| WINDOW);
         let start = Instant::now();
         tx.unbounded_send("a").unwrap();
         tx.unbounded_send("a").unwrap();
@@ -182,9 +187,29 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn each_window_is_as_long_as_asked_when_it_opens() {
+        let (tx, rx) = channel();
+        let mut throttled = per_key(rx, |key: &&str| match *key {
+            "slow" => WINDOW * 10,
+            _ => WINDOW,
+        });
+        let start = Instant::now();
+        for key in ["slow", "fast", "slow", "fast"] {
+            tx.unbounded_send(key).unwrap();
+        }
+        assert_eq!(passed(&mut throttled, start).await.len(), 2);
+        advance(WINDOW).await;
+        assert_eq!(passed(&mut throttled, start).await, vec![("fast", WINDOW)]);
+        advance(WINDOW * 8).await;
+        assert_eq!(passed(&mut throttled, start).await, vec![]);
+        advance(WINDOW).await;
+        assert_eq!(passed(&mut throttled, start).await, vec![("slow", WINDOW * 10)]);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn ends_once_the_triggers_end_and_the_last_window_closed() {
         let (tx, rx) = channel();
-        let mut throttled = per_key(rx, WINDOW);
+        let mut throttled = per_key(rx, |_| WINDOW);
         tx.unbounded_send("a").unwrap();
         tx.unbounded_send("a").unwrap();
         drop(tx);
