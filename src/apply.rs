@@ -1,18 +1,19 @@
 //! Apply: writes what `plan` decided, with server-side apply under one field
 //! manager, and deletes only releases this application owns.
 
-use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 
 use crate::api::{NodePoolApplication, NodePoolApplicationStatus};
+use crate::managed_fields;
 use crate::naming;
 use crate::shared_chart::{self, ChartRef};
 use crate::source::helmchart_resource;
 
-/// The one field manager every write of this controller uses.
-pub const FIELD_MANAGER: &str = "nodepool-fanout";
+pub use crate::managed_fields::FIELD_MANAGER;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
@@ -70,34 +71,78 @@ impl ApplyError {
     }
 }
 
-/// Applies one desired HelmRelease.
+/// Writes one desired HelmRelease.
 ///
 /// `exists` says whether observe saw this release among the owned ones. A
-/// new release is applied without force: if someone else created an object
-/// of that name since observe listed the namespace, their fields conflict and
-/// the API server refuses, instead of this controller taking their object
+/// new release is created by POST (cheaper for the API server than an
+/// apply; see [`crate::managed_fields`]): if an object of that name exists
+/// already, it is taken for ours only when it carries the same controller
+/// owner reference (our own create, not yet in the cache), and a name
+/// clash otherwise, instead of this controller taking another's object
 /// over. An owned release is applied with force, reclaiming fields that
-/// someone edited by hand.
-pub async fn apply_release(
+/// someone edited by hand; `owned_by_update` says our fields on it are
+/// still recorded as a create's, to be made ours by apply first.
+pub async fn write_release(
     api: &Api<DynamicObject>,
     name: &str,
-    object: &serde_json::Value,
+    object: serde_json::Value,
     exists: bool,
+    owned_by_update: bool,
 ) -> Result<(), ApplyError> {
-    let mut params = PatchParams::apply(FIELD_MANAGER);
-    if exists {
-        params = params.force();
+    let failed = |source| ApplyError::Apply {
+        object: format!("HelmRelease {name}"),
+        source,
+    };
+    if !exists {
+        let release: DynamicObject =
+            serde_json::from_value(object.clone()).map_err(|e| failed(kube::Error::SerdeError(e)))?;
+        let params = PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PostParams::default()
+        };
+        match api.create(&params, &release).await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                let live = api.get(name).await.map_err(failed)?;
+                let controller = |owners: &[OwnerReference]| {
+                    owners.iter().find(|r| r.controller == Some(true)).map(|r| r.uid.clone())
+                };
+                let ours = controller(release.owner_references());
+                if ours.is_none() || controller(live.owner_references()) != ours {
+                    return Err(ApplyError::NameClash {
+                        object: format!("HelmRelease {name}"),
+                    });
+                }
+            }
+            Err(source) => return Err(failed(source)),
+        }
     }
-    match api.patch(name, &params, &Patch::Apply(object)).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 409 && !exists => Err(ApplyError::NameClash {
-            object: format!("HelmRelease {name}"),
-        }),
-        Err(source) => Err(ApplyError::Apply {
-            object: format!("HelmRelease {name}"),
-            source,
-        }),
+    // Ours, whether the cache knew it or the create just found it.
+    if owned_by_update || !exists {
+        own_by_apply(api, name).await.map_err(failed)?;
     }
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    api.patch(name, &params, &Patch::Apply(&object)).await.map(drop).map_err(failed)
+}
+
+/// Folds our `Update` entry of `name`'s managed fields into our `Apply`
+/// entry, as client-go's `csaupgrade` does, with the resource version read
+/// as a precondition: a release changed meanwhile fails this write, and the
+/// next reconcile reads it afresh.
+async fn own_by_apply(api: &Api<DynamicObject>, name: &str) -> Result<(), kube::Error> {
+    let live = api.get(name).await?;
+    let Some(entries) = live.metadata.managed_fields.as_deref().and_then(managed_fields::upgraded) else {
+        return Ok(());
+    };
+    let patch = json!({ "metadata": {
+        "resourceVersion": live.metadata.resource_version,
+        "managedFields": entries,
+    } });
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..PatchParams::default()
+    };
+    api.patch(name, &params, &Patch::Merge(&patch)).await.map(drop)
 }
 
 /// Deletes an object this application owns (a release or a shared chart);

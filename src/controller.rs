@@ -736,9 +736,16 @@ async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) -> Result<A
     let results: Vec<_> = futures::stream::iter(planned.apply)
         .map(|desired| {
             let exists = owned_names.contains(desired.name.as_str());
+            let owned_by_update = exists
+                && ctx
+                    .caches
+                    .releases
+                    .get(&ObjectRef::new(&desired.name).within(&namespace))
+                    .is_some_and(|cached| cached.owned_by_update);
             async move {
+                let object = desired.object.value();
                 let result =
-                    apply::apply_release(releases, &desired.name, &desired.object.value(), exists).await;
+                    apply::write_release(releases, &desired.name, object, exists, owned_by_update).await;
                 let DesiredRelease {
                     name, pool, drift, ..
                 } = desired;

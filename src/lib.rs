@@ -12,6 +12,7 @@ pub mod cli;
 pub mod controller;
 pub mod drift;
 pub mod events;
+pub mod managed_fields;
 pub mod naming;
 pub mod nodes;
 pub mod observe;

@@ -14,6 +14,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
 use crate::api::NodePoolApplication;
+use crate::managed_fields;
 use crate::packed::PackedJson;
 use crate::plan::{HelmReleaseKey, ObservedRelease, TakenRelease};
 use crate::pools::Pool;
@@ -208,10 +209,16 @@ pub struct CachedRelease {
     /// reference: what the cache and the triggers need.
     pub metadata: ObjectMeta,
     pub planned: PackedJson,
+    /// Our fields on it are recorded as an `Update` (it was created by
+    /// POST): they are made ours by apply before the next apply (see
+    /// [`crate::managed_fields`]).
+    pub owned_by_update: bool,
 }
 
 impl CachedRelease {
     pub fn from_object(mut release: DynamicObject) -> Self {
+        let owned_by_update =
+            release.metadata.managed_fields.iter().flatten().any(managed_fields::is_our_update);
         release.metadata.managed_fields = None;
         strip_last_applied(&mut release.metadata);
         // No application owns it, so planning reads of it only which Helm
@@ -271,6 +278,7 @@ impl CachedRelease {
         Self {
             metadata,
             planned: PackedJson::from_value(&view),
+            owned_by_update,
         }
     }
 }

@@ -107,3 +107,60 @@ async fn a_hand_edit_is_put_back_and_a_release_at_rest_is_never_written() -> Tes
     env.cleanup().await;
     Ok(())
 }
+
+/// Our entries in a release's managed fields, as `manager/operation`.
+fn our_entries(release: &Value) -> Vec<String> {
+    release["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["manager"] == "nodepool-fanout")
+        .map(|e| format!("nodepool-fanout/{}", e["operation"].as_str().unwrap_or_default()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_value_dropped_from_the_application_leaves_a_release_it_created() -> TestResult {
+    let mut env = TestEnv::new("dropped").await;
+    ensure_crd(&env.client).await;
+    let tag = env.prefix.clone();
+    let a = env.create_pool("a", &[("e2e", &tag), ("region", "east")], 1).await;
+    let controller = RunningController::start(&env.namespace);
+    let values = |tier: Option<&str>| {
+        let mut config = json!({ "region": "{{pool.labels.region}}" });
+        if let Some(tier) = tier {
+            config["tier"] = json!(tier);
+        }
+        json!({
+            "helmRelease": { "suspend": true },
+            "values": { "controller": {
+                "ingressClass": { "name": "{{app.namespace}}-{{pool.name}}" },
+                "config": config
+            }}
+        })
+    };
+    apply_app(&env, &ingress_app(&env, values(Some("gold")))).await?;
+    let created = support::wait_for("the release", CHANGE_TIMEOUT, || async {
+        let releases = releases_by_pool(&env).await;
+        releases.get(&a).cloned().ok_or_else(|| format!("{releases:?}"))
+    })
+    .await;
+    assert_eq!(created["spec"]["values"]["controller"]["config"]["tier"], "gold");
+    // Created by POST: the create's fields are an Update of ours.
+    assert_eq!(our_entries(&created), ["nodepool-fanout/Update"], "{created}");
+
+    apply_app(&env, &ingress_app(&env, values(None))).await?;
+    let changed = support::wait_for("the value gone from the release", CHANGE_TIMEOUT, || async {
+        let release = releases_by_pool(&env).await.remove(&a).unwrap_or_default();
+        match &release["spec"]["values"]["controller"]["config"] {
+            config if config.get("tier").is_none() && config["region"] == "east" => Ok(release),
+            config => Err(config.to_string()),
+        }
+    })
+    .await;
+    // The create's record was folded into our apply's, not left beside it.
+    assert_eq!(our_entries(&changed), ["nodepool-fanout/Apply"], "{changed}");
+    drop(controller);
+    env.cleanup().await;
+    Ok(())
+}
