@@ -650,7 +650,11 @@ struct Built {
     name: String,
     release_name: String,
     spec_hash: String,
-    object: Manifest,
+    /// What to write; `None` when the release holds it already (its spec
+    /// hash, and no field of ours edited): a resync of thousands of pools
+    /// then keeps no manifest, where it used to keep all of them until the
+    /// last pool was built.
+    object: Option<Manifest>,
     /// The Helm release it would drive.
     helm_release: Option<HelmReleaseKey>,
     /// The first field the existing release no longer holds, if the
@@ -665,9 +669,10 @@ impl Built {
             .and_then(|o| o.live.as_ref())
             .and_then(PackedJson::value)
             .and_then(|live| drift::first_difference(&built.object, &live));
+        let same_hash = observed.and_then(|o| o.spec_hash.as_deref()) == Some(built.spec_hash.as_str());
         Self {
             helm_release: naming::helm_release_of(&built.object),
-            object: Manifest::new(&built.object),
+            object: (!same_hash || drift.is_some()).then(|| Manifest::new(&built.object)),
             name: built.name,
             release_name: built.release_name,
             spec_hash: built.spec_hash,
@@ -689,18 +694,21 @@ fn place(
         Ok(built) => {
             let observed = owned.get(built.name.as_str());
             let same_hash = observed.and_then(|o| o.spec_hash.as_deref()) == Some(&built.spec_hash);
-            if same_hash && built.drift.is_none() {
-                plan.unchanged.push(built.name);
-                Outcome::Unchanged
-            } else {
-                plan.apply.push(DesiredRelease {
-                    name: built.name,
-                    pool: pool.clone(),
-                    object: built.object,
-                    spec_hash: built.spec_hash,
-                    drift: built.drift.filter(|_| same_hash),
-                });
-                Outcome::Planned
+            match built.object {
+                None => {
+                    plan.unchanged.push(built.name);
+                    Outcome::Unchanged
+                }
+                Some(object) => {
+                    plan.apply.push(DesiredRelease {
+                        name: built.name,
+                        pool: pool.clone(),
+                        object,
+                        spec_hash: built.spec_hash,
+                        drift: built.drift.filter(|_| same_hash),
+                    });
+                    Outcome::Planned
+                }
             }
         }
     };
