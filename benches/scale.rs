@@ -171,10 +171,8 @@ async fn main() {
             &ListParams::default().labels(&format!("e2e={}", env.prefix)),
         )
         .await;
-    let client = env.client.clone();
-    let_go(&client, &env.namespace).await;
+    let_go(&env.client, &env.namespace).await;
     env.cleanup().await;
-    drained(&client).await;
 }
 
 /// Deletes `namespace` with its releases at once. They are suspended, so
@@ -212,30 +210,6 @@ async fn let_go(client: &kube::Client, namespace: &str) {
             })
             .await;
         tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
-/// Waits until helm-controller has finalized every release this run made
-/// (here and in the raw clients' namespaces): it does so a few a second,
-/// and a test run started meanwhile would find it busy for many minutes.
-async fn drained(client: &kube::Client) {
-    let all: Api<DynamicObject> = Api::all_with(client.clone(), &helmrelease_resource());
-    let ours = ListParams::default().labels("app.kubernetes.io/managed-by=nodepool-fanout").limit(1);
-    let start = Instant::now();
-    loop {
-        let left = match all.list(&ours).await {
-            Ok(list) => list.items.len() as u64 + list.metadata.remaining_item_count.unwrap_or(0) as u64,
-            Err(e) => panic!("list the releases left: {e}"),
-        };
-        if left == 0 {
-            println!("helm-controller finalized every release in {}", secs(start.elapsed()));
-            return;
-        }
-        assert!(start.elapsed() < TIMEOUT, "{left} releases still being finalized after {TIMEOUT:?}");
-        if start.elapsed().as_secs() % 60 < 5 {
-            println!("waiting for helm-controller to finalize {left} releases");
-        }
-        tokio::time::sleep(Duration::from_secs(5)).await;
     }
 }
 
