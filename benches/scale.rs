@@ -182,9 +182,12 @@ async fn main() {
 /// off here instead.
 async fn let_go(client: &kube::Client, namespace: &str) {
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    let _ = namespaces.delete(namespace, &DeleteParams::background()).await;
     let releases: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), namespace, &helmrelease_resource());
+    // Marked deleted at once: the namespace's own deletion marks them a
+    // few dozen a second.
+    let _ = releases.delete_collection(&DeleteParams::background(), &ListParams::default()).await;
+    let _ = namespaces.delete(namespace, &DeleteParams::background()).await;
     let unfinalize = json!({ "metadata": { "finalizers": null } });
     let start = Instant::now();
     while start.elapsed() < TIMEOUT {
