@@ -54,5 +54,5 @@ bench-scale: ## The controller alone at POOLS (10000) pools: write time vs raw, 
 	  cargo bench --locked --bench scale
 
 .PHONY: bench-render
-bench-render: ## Time planning an application over 8 pools: hostile templates beside ordinary specs (no cluster)
+bench-render: ## Time planning an application over 8 pools (hostile templates beside ordinary specs), then over 10,000 (no cluster)
 	cargo bench --locked --bench render

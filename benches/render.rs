@@ -14,11 +14,18 @@
 //!
 //! For each it prints the time to plan (best of 3), the peak resident
 //! memory above the process's before the case, and what the plan decided.
+//!
+//! Then it plans one application over 10,000 pools twice: the first
+//! fan-out (nothing written yet), and a resync with every release in place
+//! and Ready, as the controller replans at rest; for each, the time, the
+//! peak resident memory it added, and the size of its observed releases'
+//! packed text.
 use std::time::{Duration, Instant};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use nodepool_fanout::api::NodePoolApplication;
-use nodepool_fanout::plan::{self, Outcome, PlanInput};
+use nodepool_fanout::packed::PackedJson;
+use nodepool_fanout::plan::{self, ObservedRelease, Outcome, PlanInput};
 use nodepool_fanout::pools::Pool;
 use serde_json::{json, Value};
 
@@ -55,18 +62,7 @@ fn main() {
         let mut outcome = (0, 0, String::new());
         for _ in 0..3 {
             let start = Instant::now();
-            let planned = plan::plan(&PlanInput {
-                nodes: None,
-                app: &app,
-                pools: &pools,
-                owned: Vec::new(),
-                foreign_names: Default::default(),
-                taken: Default::default(),
-                now: Time(k8s_openapi::jiff::Timestamp::now()),
-                chart_ref: None,
-                chart: None,
-                hold: None,
-            });
+            let planned = plan::plan(&input(&app, &pools, Vec::new()));
             best = best.min(start.elapsed());
             let failed: Vec<&Outcome> = planned
                 .pools
@@ -93,6 +89,8 @@ fn main() {
             println!("{:<34} first failure: {}", "", outcome.2);
         }
     }
+    println!();
+    at_scale(10_000);
 }
 
 fn application(values: Value) -> NodePoolApplication {
@@ -134,13 +132,114 @@ fn reset_peak_rss() {
 }
 
 fn peak_rss_kib() -> u64 {
+    proc_status_kib("VmHWM:")
+}
+
+/// A size (KiB) from /proc/self/status.
+fn proc_status_kib(field: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|status| {
             status
                 .lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .find_map(|l| l.strip_prefix(field))
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         })
         .unwrap_or(0)
+}
+
+/// The first plan and a resync of one application over `pools` pools.
+fn at_scale(pools: usize) {
+    let app: NodePoolApplication = serde_json::from_value(json!({
+        "apiVersion": "apps.fanout.dev/v1alpha1", "kind": "NodePoolApplication",
+        "metadata": { "name": "fleet", "namespace": "edge", "uid": "uid-1", "generation": 1 },
+        "spec": {
+            "pools": { "selector": { "matchLabels": { "region": "east" } } },
+            "chart": { "spec": { "chart": "ingress-gateway", "version": "1.0.0",
+                "sourceRef": { "kind": "HelmRepository", "name": "fixtures", "namespace": "flux-system" } } },
+            "interval": "10m",
+            "values": { "controller": { "ingressClass": { "name": "{{app.namespace}}-{{pool.name}}" } } }
+        }
+    }))
+    .expect("the benchmark's application is valid");
+    let pools: Vec<Pool> = (0..pools)
+        .map(|i| Pool {
+            name: format!("site-{i:05}"),
+            labels: [("region".to_string(), "east".to_string())].into(),
+            annotations: Default::default(),
+        })
+        .collect();
+    println!("planning one application over {} pools (release build, once each)", pools.len());
+    println!();
+    println!(
+        "{:<34} {:>12} {:>14} {:>16} {:>14}",
+        "case", "plan time", "peak RSS +", "releases written", "packed input"
+    );
+    reset_peak_rss();
+    let before = peak_rss_kib();
+    let start = Instant::now();
+    let first = plan::plan(&input(&app, &pools, Vec::new()));
+    let took = start.elapsed();
+    let peak = peak_rss_kib().saturating_sub(before);
+    row("first fan-out", took, peak, first.apply.len(), 0);
+    // Every release as helm-controller leaves it: written, observed, Ready.
+    let owned: Vec<ObservedRelease> = first
+        .apply
+        .iter()
+        .enumerate()
+        .map(|(i, desired)| {
+            let mut live = desired.object.value();
+            live["metadata"]["uid"] = json!(format!("uid-{i:08}"));
+            live["metadata"]["generation"] = json!(1);
+            live["metadata"]["creationTimestamp"] = json!("2026-11-23T10:00:00Z");
+            live["status"] = json!({ "observedGeneration": 1, "conditions": [{
+                "type": "Ready", "status": "True", "reason": "InstallSucceeded",
+                "message": "Helm install succeeded", "observedGeneration": 1
+            }]});
+            let observed = ObservedRelease::from_value(&live).expect("a release of ours");
+            ObservedRelease {
+                live: Some(PackedJson::from_value(&live)),
+                ..observed
+            }
+        })
+        .collect();
+    drop(first);
+    // The releases' packed text: what the cache holds of them, and what
+    // the observed releases share with it.
+    let packed: usize = owned.iter().filter_map(|o| o.live.as_ref()).map(PackedJson::packed_len).sum();
+    reset_peak_rss();
+    let before = peak_rss_kib();
+    let start = Instant::now();
+    let resync = plan::plan(&input(&app, &pools, owned));
+    let took = start.elapsed();
+    let peak = peak_rss_kib().saturating_sub(before);
+    row("resync, every release in place", took, peak, resync.apply.len(), packed as u64 / 1024);
+}
+
+/// What `plan` reads: the application over `pools`, with the releases
+/// observed, and nothing else (no chart, no nodes, no other releases).
+fn input<'a>(app: &'a NodePoolApplication, pools: &'a [Pool], owned: Vec<ObservedRelease>) -> PlanInput<'a> {
+    PlanInput {
+        nodes: None,
+        app,
+        pools,
+        owned,
+        foreign_names: Default::default(),
+        taken: Default::default(),
+        now: Time(k8s_openapi::jiff::Timestamp::now()),
+        chart_ref: None,
+        chart: None,
+        hold: None,
+    }
+}
+
+fn row(label: &str, took: Duration, peak_kib: u64, written: usize, input_kib: u64) {
+    let mib = |kib: u64| format!("{:.1} MiB", kib as f64 / 1024.0);
+    println!(
+        "{label:<34} {:>9.0} ms {:>14} {:>16} {:>14}",
+        took.as_secs_f64() * 1000.0,
+        mib(peak_kib),
+        written,
+        mib(input_kib)
+    );
 }
