@@ -5,6 +5,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, Resource, ResourceExt};
+use serde::Deserialize;
 use serde_json::json;
 
 use crate::api::{NodePoolApplication, NodePoolApplicationStatus};
@@ -93,9 +94,12 @@ pub async fn write_release(
         object: format!("HelmRelease {name}"),
         source,
     };
+    // What the create found under that name, if it found anything.
+    let mut found = None;
     if !exists {
-        let release: DynamicObject =
-            serde_json::from_value(object.clone()).map_err(|e| failed(kube::Error::SerdeError(e)))?;
+        // Read from the manifest by reference: the create path runs once
+        // per new release, thousands of times in a fan-out.
+        let release = DynamicObject::deserialize(&object).map_err(|e| failed(kube::Error::SerdeError(e)))?;
         let params = PostParams {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PostParams::default()
@@ -113,24 +117,28 @@ pub async fn write_release(
                         object: format!("HelmRelease {name}"),
                     });
                 }
+                found = Some(live);
             }
             Err(source) => return Err(failed(source)),
         }
     }
     // Ours, whether the cache knew it or the create just found it.
-    if owned_by_update || !exists {
-        own_by_apply(api, name).await.map_err(failed)?;
+    if owned_by_update || found.is_some() {
+        let live = match found {
+            Some(live) => live,
+            None => api.get(name).await.map_err(failed)?,
+        };
+        own_by_apply(api, name, &live).await.map_err(failed)?;
     }
     let params = PatchParams::apply(FIELD_MANAGER).force();
     api.patch(name, &params, &Patch::Apply(&object)).await.map(drop).map_err(failed)
 }
 
-/// Folds our `Update` entry of `name`'s managed fields into our `Apply`
-/// entry, as client-go's `csaupgrade` does, with the resource version read
-/// as a precondition: a release changed meanwhile fails this write, and the
+/// Folds our `Update` entry of `name`'s managed fields, as `live` holds
+/// them, into our `Apply` entry, as client-go's `csaupgrade` does, with
+/// the resource version read as a precondition: a release changed meanwhile fails this write, and the
 /// next reconcile reads it afresh.
-async fn own_by_apply(api: &Api<DynamicObject>, name: &str) -> Result<(), kube::Error> {
-    let live = api.get(name).await?;
+async fn own_by_apply(api: &Api<DynamicObject>, name: &str, live: &DynamicObject) -> Result<(), kube::Error> {
     let Some(entries) = live.metadata.managed_fields.as_deref().and_then(managed_fields::upgraded) else {
         return Ok(());
     };
