@@ -17,7 +17,7 @@ use crate::api::NodePoolApplication;
 use crate::managed_fields;
 use crate::packed::PackedJson;
 use crate::plan::{HelmReleaseKey, ObservedRelease, TakenRelease};
-use crate::pools::Pool;
+use crate::pools::{self, Pool};
 
 /// OpenYurt's API group for NodePools.
 pub const NODEPOOL_GROUP: &str = "apps.openyurt.io";
@@ -70,6 +70,7 @@ pub async fn nodepool_resource(client: &Client) -> Result<ApiResource, ObserveEr
 /// What the cluster holds that concerns one application.
 #[derive(Debug, Clone, Default)]
 pub struct Observed {
+    /// The pools it selects.
     pub pools: Vec<Pool>,
     pub owned: Vec<ObservedRelease>,
     /// Names of HelmReleases in the namespace this application does not own:
@@ -109,8 +110,24 @@ impl Caches {
 pub fn observe(caches: &Caches, app: &NodePoolApplication) -> Observed {
     let namespace = app.namespace().unwrap_or_default();
     let uid = app.meta().uid.as_deref();
+    // Only the pools the application selects: planning reads no other, and
+    // at ten thousand pools a copy of every one for each reconcile under way
+    // was most of the controller's memory. A selector that cannot be read
+    // picks none; planning reports it before it looks at a pool.
+    let no_labels = BTreeMap::new();
+    let pools = match pools::picker(&app.spec.pools) {
+        Ok(picks) => caches
+            .pools
+            .state()
+            .iter()
+            .map(|p| &p.metadata)
+            .filter(|m| picks(m.name.as_deref().unwrap_or_default(), m.labels.as_ref().unwrap_or(&no_labels)))
+            .map(Pool::from_meta)
+            .collect(),
+        Err(_) => Vec::new(),
+    };
     let mut observed = Observed {
-        pools: caches.pools.state().iter().map(|p| Pool::from_meta(&p.metadata)).collect(),
+        pools,
         ..Observed::default()
     };
     let releases = caches.releases.state();
@@ -462,15 +479,35 @@ mod tests {
         .into_iter()
         .map(CachedRelease::from_object)
         .collect();
-        let pool = object(json!({
-            "apiVersion": "apps.openyurt.io/v1beta2", "kind": "NodePool", "metadata": { "name": "hz" }
-        }));
+        let pool = |name: &str, labels: Value| {
+            CachedPool::from_object(object(json!({
+                "apiVersion": "apps.openyurt.io/v1beta2", "kind": "NodePool",
+                "metadata": { "name": name, "labels": labels }
+            })))
+        };
         let caches = Caches {
-            pools: store(vec![CachedPool::from_object(pool)]),
+            pools: store(vec![
+                pool("hz", json!({})),
+                pool("sh", json!({ "tier": "edge" })),
+                pool("bj", json!({ "tier": "core" })),
+            ]),
             releases: store(releases),
         };
         let observed = observe(&caches, &app("u1"));
+        // Only the pools the application selects are copied out.
         assert_eq!(observed.pools.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["hz"]);
+        let mut by_label = app("u1");
+        by_label.spec.pools.selector =
+            Some(serde_json::from_value(json!({ "matchLabels": { "tier": "edge" } })).unwrap());
+        let mut names: Vec<String> = observe(&caches, &by_label).pools.into_iter().map(|p| p.name).collect();
+        names.sort();
+        assert_eq!(names, ["hz", "sh"]);
+        let mut unreadable = app("u1");
+        unreadable.spec.pools.selector = Some(
+            serde_json::from_value(json!({ "matchExpressions": [{ "key": "tier", "operator": "Near" }] }))
+                .unwrap(),
+        );
+        assert!(observe(&caches, &unreadable).pools.is_empty(), "planning reports the selector");
         assert_eq!(observed.owned.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), ["gw-hz"]);
         assert_eq!(observed.owned[0].spec_hash, None);
         assert!(observed.owned[0].live.is_some(), "drift is compared with what the cache holds");

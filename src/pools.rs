@@ -200,13 +200,19 @@ pub fn select<'a>(selection: &PoolSelection, pools: &'a [Pool]) -> Result<Select
 /// Whether a pool is in a selection; used for overrides, where an invalid
 /// selector has already been reported.
 pub fn contains(selection: &PoolSelection, pool: &Pool) -> Result<bool, SelectorError> {
-    if selection.names.contains(&pool.name) {
-        return Ok(true);
-    }
-    match &selection.selector {
-        Some(selector) => Ok(Selector::new(selector)?.matches(&pool.labels)),
-        None => Ok(false),
-    }
+    Ok(picker(selection)?(&pool.name, &pool.labels))
+}
+
+/// Whether a pool of the given name and labels is one `selection` picks,
+/// as [`contains`] says, with the selector checked once for a whole cache
+/// of pools.
+pub fn picker(
+    selection: &PoolSelection,
+) -> Result<impl Fn(&str, &BTreeMap<String, String>) -> bool + '_, SelectorError> {
+    let selector = selection.selector.as_ref().map(Selector::new).transpose()?;
+    Ok(move |name: &str, labels: &BTreeMap<String, String>| {
+        selection.names.iter().any(|n| n == name) || selector.as_ref().is_some_and(|s| s.matches(labels))
+    })
 }
 
 #[cfg(test)]

@@ -452,6 +452,8 @@ pub struct RunningController {
     pub log: PathBuf,
     /// Where it serves /metrics, /healthz and /readyz.
     pub metrics_addr: std::net::SocketAddr,
+    /// Run under `CONTROLLER_WRAPPER`, in a process group of its own.
+    wrapped: bool,
 }
 
 impl RunningController {
@@ -488,7 +490,23 @@ impl RunningController {
         let metrics_addr = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free loopback port");
-        let child = Command::new(env!("CARGO_BIN_EXE_nodepool-fanout"))
+        use std::os::unix::process::CommandExt;
+        let binary = env!("CARGO_BIN_EXE_nodepool-fanout");
+        // `CONTROLLER_WRAPPER="heaptrack -o target/profile"` runs the
+        // controller under a profiler; the process figures read from /proc
+        // are then the wrapper's.
+        let wrapper = std::env::var("CONTROLLER_WRAPPER").unwrap_or_default();
+        let mut words = wrapper.split_whitespace();
+        let wrapped = !wrapper.trim().is_empty();
+        let mut command = match words.next() {
+            Some(program) => {
+                let mut command = Command::new(program);
+                command.args(words).arg(binary).process_group(0);
+                command
+            }
+            None => Command::new(binary),
+        };
+        let child = command
             .args(["run", "--watch-namespace", namespace])
             .args(["--metrics-addr", &metrics_addr.to_string()])
             .args(flags)
@@ -503,6 +521,7 @@ impl RunningController {
             child,
             log,
             metrics_addr,
+            wrapped,
         }
     }
 
@@ -574,14 +593,19 @@ impl RunningController {
 
     /// SIGKILL, as a crashing node would: no lease release, no clean-up.
     pub fn kill(&mut self) {
-        let _ = self.child.kill();
+        if self.wrapped {
+            // The controller is the wrapper's child: a signal to the group
+            // reaches it, and the wrapper then writes out what it recorded.
+            let _ = Command::new("kill").args(["-TERM", "--", &format!("-{}", self.child.id())]).status();
+        } else {
+            let _ = self.child.kill();
+        }
         let _ = self.child.wait();
     }
 }
 
 impl Drop for RunningController {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill();
     }
 }
