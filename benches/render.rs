@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use nodepool_fanout::api::NodePoolApplication;
 use nodepool_fanout::packed::PackedJson;
-use nodepool_fanout::plan::{self, ObservedRelease, Outcome, PlanInput};
+use nodepool_fanout::plan::{self, ListedReleases, ObservedRelease, Outcome, PlanInput};
 use nodepool_fanout::pools::Pool;
 use serde_json::{json, Value};
 
@@ -216,6 +216,12 @@ fn at_scale(pools: usize) {
     row("resync, every release in place", took, peak, resync.apply.len(), packed as u64 / 1024);
 }
 
+/// No other releases in the namespace.
+static NO_OTHERS: ListedReleases = ListedReleases {
+    names: std::collections::BTreeSet::new(),
+    taken: std::collections::BTreeMap::new(),
+};
+
 /// What `plan` reads: the application over `pools`, with the releases
 /// observed, and nothing else (no chart, no nodes, no other releases).
 fn input<'a>(app: &'a NodePoolApplication, pools: &'a [Pool], owned: Vec<ObservedRelease>) -> PlanInput<'a> {
@@ -224,8 +230,7 @@ fn input<'a>(app: &'a NodePoolApplication, pools: &'a [Pool], owned: Vec<Observe
         app,
         pools,
         owned,
-        foreign_names: Default::default(),
-        taken: Default::default(),
+        others: &NO_OTHERS,
         now: Time(k8s_openapi::jiff::Timestamp::now()),
         chart_ref: None,
         chart: None,

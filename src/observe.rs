@@ -3,7 +3,8 @@
 //! those this application owns and the names of all others.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::NamespaceResourceScope;
 use kube::api::{ApiResource, DynamicObject, ObjectMeta};
@@ -15,8 +16,9 @@ use serde_json::Value;
 
 use crate::api::NodePoolApplication;
 use crate::managed_fields;
+use crate::naming;
 use crate::packed::PackedJson;
-use crate::plan::{HelmReleaseKey, ObservedRelease, TakenRelease};
+use crate::plan::{HelmReleaseKey, ObservedRelease, OtherReleases, TakenRelease};
 use crate::pools::{self, Pool};
 
 /// OpenYurt's API group for NodePools.
@@ -73,11 +75,9 @@ pub struct Observed {
     /// The pools it selects.
     pub pools: Vec<Pool>,
     pub owned: Vec<ObservedRelease>,
-    /// Names of HelmReleases in the namespace this application does not own:
-    /// never adopted, overwritten or deleted.
-    pub foreign_names: BTreeSet<String>,
-    /// The same, by the Helm release each drives.
-    pub taken: BTreeMap<HelmReleaseKey, TakenRelease>,
+    /// HelmReleases in the namespace this application does not own: never
+    /// adopted, overwritten or deleted.
+    pub others: Others,
 }
 
 /// The watch caches a reconcile reads instead of listing: every NodePool,
@@ -126,40 +126,80 @@ pub fn observe(caches: &Caches, app: &NodePoolApplication) -> Observed {
             .collect(),
         Err(_) => Vec::new(),
     };
-    let mut observed = Observed {
-        pools,
-        ..Observed::default()
-    };
-    let releases = caches.releases.state();
-    for release in releases
-        .iter()
-        .filter(|r| r.metadata.namespace.as_deref() == Some(namespace.as_str()))
-    {
-        // Read one at a time: the parsed form of a release is several
-        // times its text.
-        let Some(value) = release.planned.value() else {
+    let mut owned = Vec::new();
+    let mut others = Vec::new();
+    for release in caches.releases.state() {
+        if release.metadata.namespace.as_deref() != Some(namespace.as_str()) {
             continue;
-        };
-        let owned = owned_by(release.as_ref(), uid)
-            .then(|| ObservedRelease::from_value(&value))
-            .flatten();
-        match owned {
-            Some(owned) => observed.owned.push(ObservedRelease {
+        }
+        // Only its own releases are read, one at a time: the parsed form
+        // of a release is several times its text.
+        let observed = owned_by(release.as_ref(), uid)
+            .then(|| release.planned.value())
+            .flatten()
+            .and_then(|value| ObservedRelease::from_value(&value));
+        match observed {
+            Some(observed) => owned.push(ObservedRelease {
                 live: Some(release.planned.clone()),
-                ..owned
+                ..observed
             }),
             // Another's, or ours by owner reference but without our pool
             // label (edited by hand): left alone rather than guess its pool.
-            None => {
-                observed.foreign_names.insert(release.name_any());
-                if let Some((key, taken)) = TakenRelease::from_value(&value) {
-                    observed.taken.insert(key, taken);
-                }
-            }
+            None => others.push(release),
         }
     }
-    observed.owned.sort_by(|a, b| a.name.cmp(&b.name));
-    observed
+    owned.sort_by(|a, b| a.name.cmp(&b.name));
+    Observed {
+        pools,
+        owned,
+        others: Others::new(others),
+    }
+}
+
+/// The releases of an application's namespace it does not own, as the
+/// cache holds them, sorted to be looked up by name and by the Helm release
+/// each drives: shared with the cache rather than copied out.
+#[derive(Debug, Clone, Default)]
+pub struct Others {
+    /// Sorted by name.
+    releases: Vec<Arc<CachedRelease>>,
+    /// Indices into `releases`, sorted by the Helm release each drives, then
+    /// oldest first.
+    by_helm_release: Vec<usize>,
+}
+
+impl Others {
+    fn new(mut releases: Vec<Arc<CachedRelease>>) -> Self {
+        releases.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        let mut by_helm_release: Vec<usize> = (0..releases.len()).collect();
+        by_helm_release.sort_by_key(|&i| {
+            let release = &releases[i];
+            (release.drives.as_ref(), release.created(), release.metadata.name.as_deref())
+        });
+        Self {
+            releases,
+            by_helm_release,
+        }
+    }
+}
+
+impl OtherReleases for Others {
+    fn named(&self, name: &str) -> bool {
+        self.releases
+            .binary_search_by(|r| r.metadata.name.as_deref().unwrap_or_default().cmp(name))
+            .is_ok()
+    }
+
+    fn driving(&self, key: &HelmReleaseKey) -> Option<TakenRelease> {
+        let drives = |i: usize| self.releases[i].drives.as_ref();
+        let first = self.by_helm_release.partition_point(|&i| drives(i) < Some(key));
+        let release = &self.releases[*self.by_helm_release.get(first)?];
+        (release.drives.as_ref() == Some(key)).then(|| TakenRelease {
+            name: release.metadata.name.clone().unwrap_or_default(),
+            application: owner_of::<NodePoolApplication>(release.as_ref()).map(|app| app.name),
+            created: release.created(),
+        })
+    }
 }
 
 /// A NodePool as the cache holds it: its name, labels and annotations,
@@ -230,6 +270,17 @@ pub struct CachedRelease {
     /// POST): they are made ours by apply before the next apply (see
     /// [`crate::managed_fields`]).
     pub owned_by_update: bool,
+    /// The Helm release it drives: read once here, since every
+    /// application in the namespace looks it up at each reconcile.
+    pub drives: Option<HelmReleaseKey>,
+}
+
+impl CachedRelease {
+    /// When it was created, as the API server writes it (RFC 3339).
+    fn created(&self) -> Option<String> {
+        let created = serde_json::to_value(self.metadata.creation_timestamp.as_ref()?).ok()?;
+        created.as_str().map(str::to_string)
+    }
 }
 
 impl CachedRelease {
@@ -268,6 +319,7 @@ impl CachedRelease {
             namespace: release.metadata.namespace.clone(),
             uid: release.metadata.uid.clone(),
             resource_version: release.metadata.resource_version.clone(),
+            creation_timestamp: release.metadata.creation_timestamp.clone(),
             owner_references: release
                 .metadata
                 .owner_references
@@ -294,6 +346,7 @@ impl CachedRelease {
         }
         Self {
             metadata,
+            drives: naming::helm_release_of(&view),
             planned: PackedJson::from_value(&view),
             owned_by_update,
         }
@@ -449,11 +502,8 @@ mod tests {
         assert!(text.pointer("/metadata/labels").is_none());
         assert!(cached.planned.text().len() < 300, "{:?}", cached.planned);
         let whole = serde_json::to_value(&full).unwrap();
-        assert_eq!(TakenRelease::from_value(&text), TakenRelease::from_value(&whole));
-        assert_eq!(
-            TakenRelease::from_value(&text).map(|(key, _)| key),
-            Some(("helm".to_string(), "gateway".to_string()))
-        );
+        assert_eq!(naming::helm_release_of(&text), naming::helm_release_of(&whole));
+        assert_eq!(cached.drives, Some(("helm".to_string(), "gateway".to_string())));
     }
 
     #[test]
@@ -466,6 +516,28 @@ mod tests {
         let cached = CachedPool::from_object(pool.clone());
         assert_eq!(Pool::from_meta(&cached.metadata), Pool::from_object(&pool));
         assert!(cached.metadata.uid.is_none());
+    }
+
+    #[test]
+    fn of_two_others_driving_one_helm_release_the_older_is_named() {
+        let drives_gateway = |name: &str, created: &str| {
+            let mut release = release(name, "edge", None);
+            release.data["spec"]["releaseName"] = json!("gateway");
+            release.metadata.creation_timestamp = Some(serde_json::from_value(json!(created)).unwrap());
+            CachedRelease::from_object(release)
+        };
+        let caches = Caches {
+            pools: store(Vec::new()),
+            releases: store(vec![
+                drives_gateway("b-new", "2026-02-01T00:00:00Z"),
+                drives_gateway("a-newer", "2026-03-01T00:00:00Z"),
+                drives_gateway("c-old", "2026-01-01T00:00:00Z"),
+            ]),
+        };
+        let observed = observe(&caches, &app("u1"));
+        let by = observed.others.driving(&("edge".into(), "gateway".into())).expect("taken");
+        assert_eq!(by.name, "c-old");
+        assert_eq!(by.created.as_deref(), Some("2026-01-01T00:00:00Z"));
     }
 
     #[test]
@@ -512,11 +584,14 @@ mod tests {
         assert_eq!(observed.owned[0].spec_hash, None);
         assert!(observed.owned[0].live.is_some(), "drift is compared with what the cache holds");
         // An earlier application's release of the same name is not ours.
-        assert_eq!(
-            observed.foreign_names.iter().map(String::as_str).collect::<Vec<_>>(),
-            ["gw-sh", "theirs"]
-        );
-        assert_eq!(observed.taken.len(), 2);
+        let others = &observed.others;
+        assert!(others.named("gw-sh") && others.named("theirs"));
+        assert!(!others.named("gw-hz") && !others.named("nothing"));
+        let theirs = others.driving(&("edge".into(), "theirs".into())).expect("theirs drives edge/theirs");
+        assert_eq!((theirs.name.as_str(), theirs.application), ("theirs", None));
+        let sh = others.driving(&("edge".into(), "gw-sh".into())).expect("gw-sh drives edge/gw-sh");
+        assert_eq!(sh.application.as_deref(), Some("gw"));
+        assert_eq!(others.driving(&("edge".into(), "gw-hz".into())), None, "gw-hz is ours");
         assert_eq!(
             owner_of::<NodePoolApplication>(&release("gw-hz", "edge", Some("u1"))),
             Some(ObjectRef::new("gw").within("edge"))

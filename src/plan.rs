@@ -37,11 +37,10 @@ pub struct PlanInput<'a> {
     pub nodes: Option<&'a BTreeMap<String, NodeCount>>,
     /// HelmReleases whose controller owner reference is this application.
     pub owned: Vec<ObservedRelease>,
-    /// Names of the namespace's HelmReleases this application does not own.
-    pub foreign_names: BTreeSet<String>,
-    /// The same HelmReleases, by the Helm release each drives: a pool
-    /// whose release would drive one of these is refused.
-    pub taken: BTreeMap<HelmReleaseKey, TakenRelease>,
+    /// The namespace's HelmReleases this application does not own: a pool
+    /// whose release would take the name of one, or drive the Helm release
+    /// one drives, is refused.
+    pub others: &'a dyn OtherReleases,
     /// Stamped on conditions that change status.
     pub now: Time,
     /// The shared HelmChart the releases point at, if the controller made one.
@@ -65,6 +64,34 @@ pub struct Hold {
 /// A Helm release as Helm stores it: (storage namespace, release name).
 pub type HelmReleaseKey = (String, String);
 
+/// The HelmReleases of the application's namespace it does not own, as
+/// planning asks after them: one pool at a time, so that a cache of
+/// thousands need not be copied out for every reconcile.
+pub trait OtherReleases: std::fmt::Debug + Sync {
+    /// Whether one of them has this name.
+    fn named(&self, name: &str) -> bool;
+    /// The one that drives this Helm release, if any; of several, the one
+    /// that came first.
+    fn driving(&self, key: &HelmReleaseKey) -> Option<TakenRelease>;
+}
+
+/// Other HelmReleases listed out: where no cache holds them (`render`,
+/// tests).
+#[derive(Debug, Clone, Default)]
+pub struct ListedReleases {
+    pub names: BTreeSet<String>,
+    pub taken: BTreeMap<HelmReleaseKey, TakenRelease>,
+}
+
+impl OtherReleases for ListedReleases {
+    fn named(&self, name: &str) -> bool {
+        self.names.contains(name)
+    }
+    fn driving(&self, key: &HelmReleaseKey) -> Option<TakenRelease> {
+        self.taken.get(key).cloned()
+    }
+}
+
 /// A HelmRelease this application does not own, as a driver of a Helm release.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TakenRelease {
@@ -75,28 +102,6 @@ pub struct TakenRelease {
     /// Its creation time (RFC 3339, as the API server writes it): of two
     /// HelmReleases driving one Helm release, the older keeps it.
     pub created: Option<String>,
-}
-
-impl TakenRelease {
-    /// The Helm release `object` (a HelmRelease) drives, and who drives it.
-    pub fn from_value(object: &Value) -> Option<(HelmReleaseKey, Self)> {
-        let key = naming::helm_release_of(object)?;
-        let owners = object.pointer("/metadata/ownerReferences").and_then(Value::as_array);
-        let application = owners
-            .into_iter()
-            .flatten()
-            .find(|o| o["kind"] == "NodePoolApplication" && o["controller"] == true)
-            .and_then(|o| o["name"].as_str())
-            .map(str::to_string);
-        Some((
-            key,
-            Self {
-                name: object.pointer("/metadata/name")?.as_str()?.to_string(),
-                application,
-                created: created_of(object),
-            },
-        ))
-    }
 }
 
 fn created_of(object: &Value) -> Option<String> {
@@ -310,7 +315,7 @@ pub fn plan(input: &PlanInput) -> Plan {
     let mut outcomes = Vec::new();
     for pool in &selected.pools {
         let name = naming::release_name(app.name, &pool.name);
-        if input.foreign_names.contains(&name) {
+        if input.others.named(&name) {
             outcomes.push(PoolOutcome {
                 pool: pool.name.clone(),
                 release: name.clone(),
@@ -539,7 +544,7 @@ fn helm_release_taken(
     built: &Built,
 ) -> Option<Outcome> {
     let key = built.helm_release.clone()?;
-    let by = input.taken.get(&key)?;
+    let by = input.others.driving(&key)?;
     let ours = owned.get(built.name.as_str()).filter(|o| o.helm_release.as_ref() == Some(&key));
     let first = |created: &Option<String>, name: &str| {
         (created.clone().unwrap_or_else(|| "~".into()), name.to_string())
@@ -549,7 +554,7 @@ fn helm_release_taken(
     }
     Some(Outcome::HelmReleaseTaken {
         helm_release: format!("{}/{}", key.0, key.1),
-        by: by.clone(),
+        by,
     })
 }
 
@@ -879,8 +884,10 @@ mod tests {
             app,
             pools,
             owned,
-            foreign_names: foreign.iter().map(|s| s.to_string()).collect(),
-            taken: BTreeMap::new(),
+            others: &ListedReleases {
+                names: foreign.iter().map(|s| s.to_string()).collect(),
+                taken: BTreeMap::new(),
+            },
             now: now(),
             chart_ref: None,
             chart: None,
@@ -1215,8 +1222,7 @@ mod tests {
             app: a,
             pools: &pools(),
             owned,
-            foreign_names: BTreeSet::new(),
-            taken: BTreeMap::new(),
+            others: &ListedReleases::default(),
             now: now(),
             chart_ref: None,
             chart: Some(chart),
@@ -1554,20 +1560,22 @@ mod tests {
             app,
             pools: &pools(),
             owned,
-            foreign_names: taken.iter().map(|(hr, ..)| hr.to_string()).collect(),
-            taken: taken
-                .iter()
-                .map(|(hr, release, created)| {
-                    (
-                        ("edge".to_string(), release.to_string()),
-                        TakenRelease {
-                            name: hr.to_string(),
-                            application: Some("other".into()),
-                            created: Some(created.to_string()),
-                        },
-                    )
-                })
-                .collect(),
+            others: &ListedReleases {
+                names: taken.iter().map(|(hr, ..)| hr.to_string()).collect(),
+                taken: taken
+                    .iter()
+                    .map(|(hr, release, created)| {
+                        (
+                            ("edge".to_string(), release.to_string()),
+                            TakenRelease {
+                                name: hr.to_string(),
+                                application: Some("other".into()),
+                                created: Some(created.to_string()),
+                            },
+                        )
+                    })
+                    .collect(),
+            },
             now: now(),
             chart_ref: None,
             chart: None,
@@ -1625,19 +1633,6 @@ mod tests {
             &[("other-hangzhou-1234", "hangzhou", "2030-01-01T00:00:00Z")],
         );
         assert_eq!(applied_pools(&plan), ["hangzhou", "shanghai"]);
-    }
-
-    #[test]
-    fn a_taken_release_is_read_from_the_helmrelease() {
-        let hr = json!({ "metadata": { "name": "web", "namespace": "edge", "creationTimestamp": "2030-01-01T00:00:00Z",
-            "ownerReferences": [{ "kind": "NodePoolApplication", "name": "other", "controller": true, "uid": "u" }] },
-            "spec": { "releaseName": "gw" } });
-        let (key, taken) = TakenRelease::from_value(&hr).unwrap();
-        assert_eq!(key, ("edge".to_string(), "gw".to_string()));
-        assert_eq!(taken.application.as_deref(), Some("other"));
-        assert_eq!(taken.created.as_deref(), Some("2030-01-01T00:00:00Z"));
-        let by_hand = json!({ "metadata": { "name": "web", "namespace": "edge" } });
-        assert_eq!(TakenRelease::from_value(&by_hand).unwrap().1.application, None);
     }
 
     #[test]
@@ -1734,8 +1729,7 @@ mod tests {
             app: a,
             pools,
             owned,
-            foreign_names: BTreeSet::new(),
-            taken: BTreeMap::new(),
+            others: &ListedReleases::default(),
             now: now(),
             chart_ref: None,
             chart: None,
