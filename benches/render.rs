@@ -55,6 +55,7 @@ fn main() {
     for (label, values, annotation) in cases {
         let app = application(values);
         let pools = pools(annotation);
+        let pools: Vec<&Pool> = pools.iter().collect();
         let spec_bytes = serde_json::to_vec(&app.spec).map(|v| v.len()).unwrap_or_default();
         reset_peak_rss();
         let before = peak_rss_kib();
@@ -169,6 +170,8 @@ fn at_scale(pools: usize) {
             annotations: Default::default(),
         })
         .collect();
+    // As the controller passes them: borrowed from its cache.
+    let pools: Vec<&Pool> = pools.iter().collect();
     println!("planning one application over {} pools (release build, once each)", pools.len());
     println!();
     println!(
@@ -224,7 +227,11 @@ static NO_OTHERS: ListedReleases = ListedReleases {
 
 /// What `plan` reads: the application over `pools`, with the releases
 /// observed, and nothing else (no chart, no nodes, no other releases).
-fn input<'a>(app: &'a NodePoolApplication, pools: &'a [Pool], owned: Vec<ObservedRelease>) -> PlanInput<'a> {
+fn input<'a>(
+    app: &'a NodePoolApplication,
+    pools: &'a [&'a Pool],
+    owned: Vec<ObservedRelease>,
+) -> PlanInput<'a> {
     PlanInput {
         nodes: None,
         app,

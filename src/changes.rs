@@ -31,8 +31,7 @@ pub trait Planned: Clone + PartialEq {
 impl Planned for Pool {
     type Object = CachedPool;
     fn read(object: &CachedPool) -> (String, Self) {
-        let pool = Pool::from_meta(&object.metadata);
-        (pool.name.clone(), pool)
+        (object.pool.name.clone(), object.pool.clone())
     }
 }
 
@@ -249,7 +248,7 @@ mod tests {
         assert_eq!(
             gone,
             vec![Change {
-                before: Some(Pool::from_meta(&nodepool("hz", json!({ "r": "east" }), 1).metadata)),
+                before: Some(nodepool("hz", json!({ "r": "east" }), 1).pool),
                 after: None
             }]
         );
@@ -350,7 +349,7 @@ mod tests {
         let existing = |name: &str| {
             ["hz", "sh", "bj"]
                 .contains(&name)
-                .then(|| Pool::from_meta(&nodepool(name, json!({ "r": "east" }), 1).metadata))
+                .then(|| nodepool(name, json!({ "r": "east" }), 1).pool)
         };
         let by_name = |names: serde_json::Value| selection(json!({ "names": names }));
         assert!(moved.concerns(POOL_LABEL, &by_name(json!(["hz"])), existing), "it left hz");

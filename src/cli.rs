@@ -221,7 +221,7 @@ pub fn render(
     let plan = plan::plan(&PlanInput {
         nodes: None,
         app: &app,
-        pools: &pools,
+        pools: &pools.iter().collect::<Vec<_>>(),
         owned: Vec::new(),
         others: &plan::ListedReleases::default(),
         now,

@@ -33,7 +33,6 @@ use crate::naming;
 use crate::nodes;
 use crate::observe::{self, helmrelease_resource, CachedPool, Caches, ObserveError};
 use crate::plan::{self, DesiredRelease, Hold, PlanInput};
-use crate::pools::Pool;
 use crate::shared_chart::{self, ChartRef};
 use crate::source::{helmchart_resource, SourceError, Sources};
 use crate::telemetry::{self, Metrics, ServeError};
@@ -344,9 +343,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
                         let Some(interest) = selections.get(app) else {
                             return true;
                         };
-                        let pool = |name: &str| {
-                            pools.get(&ObjectRef::new(name)).map(|p| Pool::from_meta(&p.metadata))
-                        };
+                        let pool = |name: &str| pools.get(&ObjectRef::new(name)).map(|p| p.pool.clone());
                         changed.iter().any(|c| c.concerns(&interest.node_label, &interest.selection, pool))
                     })
                     .collect(),
@@ -703,7 +700,7 @@ async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) -> Result<A
         nodes::count(ctx.nodes.state().iter().map(|n| n.as_ref()), &app.spec.placement.node_label);
     let input = PlanInput {
         app: &app,
-        pools: &observed.pools,
+        pools: &observed.pools.iter().map(|p| &p.pool).collect::<Vec<_>>(),
         nodes: Some(&node_counts),
         owned: observed.owned,
         others: &observed.others,

@@ -3,7 +3,6 @@
 //! those this application owns and the names of all others.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::NamespaceResourceScope;
@@ -72,8 +71,8 @@ pub async fn nodepool_resource(client: &Client) -> Result<ApiResource, ObserveEr
 /// What the cluster holds that concerns one application.
 #[derive(Debug, Clone, Default)]
 pub struct Observed {
-    /// The pools it selects.
-    pub pools: Vec<Pool>,
+    /// The pools it selects, shared with the cache.
+    pub pools: Vec<Arc<CachedPool>>,
     pub owned: Vec<ObservedRelease>,
     /// HelmReleases in the namespace this application does not own: never
     /// adopted, overwritten or deleted.
@@ -114,15 +113,12 @@ pub fn observe(caches: &Caches, app: &NodePoolApplication) -> Observed {
     // at ten thousand pools a copy of every one for each reconcile under way
     // was most of the controller's memory. A selector that cannot be read
     // picks none; planning reports it before it looks at a pool.
-    let no_labels = BTreeMap::new();
     let pools = match pools::picker(&app.spec.pools) {
         Ok(picks) => caches
             .pools
             .state()
-            .iter()
-            .map(|p| &p.metadata)
-            .filter(|m| picks(m.name.as_deref().unwrap_or_default(), m.labels.as_ref().unwrap_or(&no_labels)))
-            .map(Pool::from_meta)
+            .into_iter()
+            .filter(|p| picks(&p.pool.name, &p.pool.labels))
             .collect(),
         Err(_) => Vec::new(),
     };
@@ -202,28 +198,37 @@ impl OtherReleases for Others {
     }
 }
 
-/// A NodePool as the cache holds it: its name, labels and annotations,
-/// all that planning reads. OpenYurt keeps each pool's node list in its
-/// status, which grows with the pool. Its own type rather than a cut-down
-/// `DynamicObject`, whose cache key would carry the API's five names for
-/// every pool.
+/// A NodePool as the cache holds it: the [`Pool`] planning reads (name,
+/// labels and annotations), which reconciles borrow rather than copy.
+/// OpenYurt keeps each pool's node list in its status, which grows with the
+/// pool. Its own type rather than a cut-down `DynamicObject`, whose cache
+/// key would carry the API's five names for every pool.
 #[derive(Debug, Clone, Default)]
 pub struct CachedPool {
+    /// Name, resource version and deletion: the cache key.
     pub metadata: ObjectMeta,
+    pub pool: Pool,
 }
 
 impl CachedPool {
     pub fn from_object(pool: DynamicObject) -> Self {
-        let mut metadata = ObjectMeta {
-            name: pool.metadata.name,
+        let mut read = ObjectMeta {
+            name: pool.metadata.name.clone(),
             labels: pool.metadata.labels,
             annotations: pool.metadata.annotations,
+            ..ObjectMeta::default()
+        };
+        strip_last_applied(&mut read);
+        let metadata = ObjectMeta {
+            name: pool.metadata.name,
             resource_version: pool.metadata.resource_version,
             deletion_timestamp: pool.metadata.deletion_timestamp,
             ..ObjectMeta::default()
         };
-        strip_last_applied(&mut metadata);
-        Self { metadata }
+        Self {
+            metadata,
+            pool: Pool::from_meta(&read),
+        }
     }
 }
 
@@ -514,8 +519,8 @@ mod tests {
             "spec": { "type": "Edge" }, "status": { "nodes": ["n1", "n2"], "readyNodeNum": 2 }
         }));
         let cached = CachedPool::from_object(pool.clone());
-        assert_eq!(Pool::from_meta(&cached.metadata), Pool::from_object(&pool));
-        assert!(cached.metadata.uid.is_none());
+        assert_eq!(cached.pool, Pool::from_object(&pool));
+        assert!(cached.metadata.uid.is_none() && cached.metadata.labels.is_none());
     }
 
     #[test]
@@ -567,11 +572,12 @@ mod tests {
         };
         let observed = observe(&caches, &app("u1"));
         // Only the pools the application selects are copied out.
-        assert_eq!(observed.pools.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["hz"]);
+        assert_eq!(observed.pools.iter().map(|p| p.pool.name.as_str()).collect::<Vec<_>>(), ["hz"]);
         let mut by_label = app("u1");
         by_label.spec.pools.selector =
             Some(serde_json::from_value(json!({ "matchLabels": { "tier": "edge" } })).unwrap());
-        let mut names: Vec<String> = observe(&caches, &by_label).pools.into_iter().map(|p| p.name).collect();
+        let mut names: Vec<String> =
+            observe(&caches, &by_label).pools.iter().map(|p| p.pool.name.clone()).collect();
         names.sort();
         assert_eq!(names, ["hz", "sh"]);
         let mut unreadable = app("u1");

@@ -31,7 +31,7 @@ use crate::template::Renderer;
 pub struct PlanInput<'a> {
     /// With metadata name, namespace, uid and generation as the API server set them.
     pub app: &'a NodePoolApplication,
-    pub pools: &'a [Pool],
+    pub pools: &'a [&'a Pool],
     /// Each pool's nodes, by pool name; `None` when nodes were not looked
     /// at (then no pool counts as offline).
     pub nodes: Option<&'a BTreeMap<String, NodeCount>>,
@@ -503,7 +503,8 @@ fn check_selectors<'a>(
 ) -> Result<pools::Selected<'a>, (String, String)> {
     let invalid =
         |field: String, e: pools::SelectorError| ("InvalidSelector".to_string(), format!("{field}: {e}"));
-    let selected = pools::select(&app.spec.pools, input.pools).map_err(|e| invalid("pools".into(), e))?;
+    let selected = pools::select(&app.spec.pools, input.pools.iter().copied())
+        .map_err(|e| invalid("pools".into(), e))?;
     for (i, o) in app.spec.overrides.iter().enumerate() {
         if let Some(selector) = &o.pools.selector {
             pools::Selector::new(selector).map_err(|e| invalid(format!("overrides[{i}].pools"), e))?;
@@ -882,7 +883,7 @@ mod tests {
         plan(&PlanInput {
             nodes: None,
             app,
-            pools,
+            pools: &pools.iter().collect::<Vec<_>>(),
             owned,
             others: &ListedReleases {
                 names: foreign.iter().map(|s| s.to_string()).collect(),
@@ -1220,7 +1221,7 @@ mod tests {
         plan(&PlanInput {
             nodes: None,
             app: a,
-            pools: &pools(),
+            pools: &pools().iter().collect::<Vec<_>>(),
             owned,
             others: &ListedReleases::default(),
             now: now(),
@@ -1558,7 +1559,7 @@ mod tests {
         plan(&PlanInput {
             nodes: None,
             app,
-            pools: &pools(),
+            pools: &pools().iter().collect::<Vec<_>>(),
             owned,
             others: &ListedReleases {
                 names: taken.iter().map(|(hr, ..)| hr.to_string()).collect(),
@@ -1727,7 +1728,7 @@ mod tests {
         plan(&PlanInput {
             nodes: Some(nodes),
             app: a,
-            pools,
+            pools: &pools.iter().collect::<Vec<_>>(),
             owned,
             others: &ListedReleases::default(),
             now: now(),

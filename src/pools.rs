@@ -171,9 +171,12 @@ pub struct Selected<'a> {
 }
 
 /// The union of the named pools and the pools the selector matches.
-pub fn select<'a>(selection: &PoolSelection, pools: &'a [Pool]) -> Result<Selected<'a>, SelectorError> {
+pub fn select<'a>(
+    selection: &PoolSelection,
+    pools: impl IntoIterator<Item = &'a Pool>,
+) -> Result<Selected<'a>, SelectorError> {
     let selector = selection.selector.as_ref().map(Selector::new).transpose()?;
-    let by_name: BTreeMap<&str, &Pool> = pools.iter().map(|p| (p.name.as_str(), p)).collect();
+    let by_name: BTreeMap<&str, &Pool> = pools.into_iter().map(|p| (p.name.as_str(), p)).collect();
     let mut chosen: BTreeMap<&str, &Pool> = BTreeMap::new();
     let mut missing = BTreeSet::new();
     for name in &selection.names {
