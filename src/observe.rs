@@ -170,7 +170,8 @@ impl Others {
         let mut by_helm_release: Vec<usize> = (0..releases.len()).collect();
         by_helm_release.sort_by_key(|&i| {
             let release = &releases[i];
-            (release.drives.as_ref(), release.created(), release.metadata.name.as_deref())
+            let meta = &release.metadata;
+            (release.drives.as_ref(), meta.creation_timestamp.as_ref(), meta.name.as_deref())
         });
         Self {
             releases,
