@@ -213,8 +213,11 @@ pub fn picker(
     selection: &PoolSelection,
 ) -> Result<impl Fn(&str, &BTreeMap<String, String>) -> bool + '_, SelectorError> {
     let selector = selection.selector.as_ref().map(Selector::new).transpose()?;
+    // Looked up once per cached pool: a list of a thousand names scanned
+    // for each of ten thousand pools would be ten million comparisons.
+    let names: BTreeSet<&str> = selection.names.iter().map(String::as_str).collect();
     Ok(move |name: &str, labels: &BTreeMap<String, String>| {
-        selection.names.iter().any(|n| n == name) || selector.as_ref().is_some_and(|s| s.matches(labels))
+        names.contains(name) || selector.as_ref().is_some_and(|s| s.matches(labels))
     })
 }
 
