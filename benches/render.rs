@@ -24,9 +24,9 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use nodepool_fanout::api::NodePoolApplication;
-use nodepool_fanout::packed::PackedJson;
-use nodepool_fanout::plan::{self, ListedReleases, ObservedRelease, Outcome, PlanInput};
 use nodepool_fanout::pools::Pool;
+use nodepool_fanout::reconcile::packed::PackedJson;
+use nodepool_fanout::reconcile::plan::{self, ListedReleases, ObservedRelease, Outcome, PlanInput};
 use serde_json::{json, Value};
 
 const POOLS: usize = 8;

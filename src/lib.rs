@@ -1,33 +1,23 @@
-//! Fans a Helm chart out to OpenYurt node pools as one Flux HelmRelease per
-//! pool. Everything but `controller` is pure: the modules compute what should
-//! exist, and the controller makes it so.
+//! Fans a Helm chart out to node pools as one Flux HelmRelease per pool.
+//!
+//! The folders follow the pipeline, lowest first; a module uses only those
+//! beside it or below it:
+//! - [`api`]: the `NodePoolApplication` resource, and the names and labels
+//!   of what it owns.
+//! - [`pools`]: node pools, which of them an application selects, and their
+//!   nodes' readiness.
+//! - [`values`]: Helm's values merge and the per-pool templates.
+//! - [`chart`]: chart sources, version resolution, schema checks and the
+//!   shared HelmChart.
+//! - [`reconcile`]: observe → plan → apply, one application at a time.
+//! - [`runtime`]: the running controller: watches, leader election,
+//!   metrics, logs and Events.
+//! - [`cli`]: the commands.
 
 pub mod api;
-pub mod api_errors;
-pub mod apply;
-pub mod backoff;
-pub mod changes;
 pub mod chart;
 pub mod cli;
-pub mod controller;
-pub mod drift;
-pub mod events;
-pub mod managed_fields;
-pub mod naming;
-pub mod nodes;
-pub mod observe;
-pub mod orphan;
-pub mod packed;
-pub mod plan;
 pub mod pools;
-pub mod release;
-pub mod rollout;
-pub mod shared_chart;
-pub mod source;
-pub mod status;
-pub mod telemetry;
-pub mod template;
-pub mod throttle;
+pub mod reconcile;
+pub mod runtime;
 pub mod values;
-pub mod values_from;
-pub mod version;

@@ -10,10 +10,10 @@ use kube::api::{DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::Api;
+use nodepool_fanout::api::naming;
 use nodepool_fanout::api::{NodePoolApplication, NodePoolApplicationSpec};
-use nodepool_fanout::apply::{self, ApplyError};
-use nodepool_fanout::naming;
-use nodepool_fanout::shared_chart::{self, ChartRef};
+use nodepool_fanout::chart::shared::{self as shared_chart, ChartRef};
+use nodepool_fanout::reconcile::apply::{self, ApplyError};
 use serde_json::{json, Value};
 use support::apps::{
     apply_app, ingress_app, ready_is, releases_by_pool, wait_app, CHANGE_TIMEOUT, READY_TIMEOUT,
@@ -97,7 +97,7 @@ async fn a_moved_source_and_a_removed_values_file_leave_nothing_behind() -> Test
     let repositories: Api<DynamicObject> = Api::namespaced_with(
         env.client.clone(),
         "flux-system",
-        &nodepool_fanout::source::helmrepository_resource(),
+        &nodepool_fanout::chart::source::helmrepository_resource(),
     );
     let fixtures = serde_json::to_value(repositories.get("fixtures").await?)?;
     let local: DynamicObject = serde_json::from_value(json!({
@@ -108,7 +108,7 @@ async fn a_moved_source_and_a_removed_values_file_leave_nothing_behind() -> Test
     Api::<DynamicObject>::namespaced_with(
         env.client.clone(),
         &env.namespace,
-        &nodepool_fanout::source::helmrepository_resource(),
+        &nodepool_fanout::chart::source::helmrepository_resource(),
     )
     .create(&PostParams::default(), &local)
     .await?;

@@ -5,8 +5,10 @@ mod support;
 
 use kube::api::{DeleteParams, DynamicObject, ListParams};
 use kube::Api;
+use nodepool_fanout::api::naming;
 use nodepool_fanout::api::NodePoolApplication;
-use nodepool_fanout::{naming, orphan, shared_chart};
+use nodepool_fanout::chart::shared as shared_chart;
+use nodepool_fanout::reconcile::orphan;
 use serde_json::{json, Value};
 use support::apps::{
     apply_app, ingress_app, ready_is, releases_by_pool, stalled_because, wait_app, CHANGE_TIMEOUT,

@@ -5,8 +5,8 @@ mod support;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod};
 use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::Api;
+use nodepool_fanout::api::naming;
 use nodepool_fanout::api::NodePoolApplication;
-use nodepool_fanout::naming;
 use serde_json::{json, Value};
 use support::apps::{
     app, apply_app, ingress_app, pool_status, ready_is, releases_by_pool, wait_app, wait_pools_with_releases,

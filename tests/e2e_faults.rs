@@ -12,7 +12,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{DeleteParams, DynamicObject, ListParams};
 use kube::Api;
 use nodepool_fanout::api::NodePoolApplication;
-use nodepool_fanout::shared_chart;
+use nodepool_fanout::chart::shared as shared_chart;
 use serde_json::{json, Value};
 use support::apps::{
     apply_app, ingress_app, ready_is, releases_by_pool, wait_app, wait_pools_with_releases, CHANGE_TIMEOUT,

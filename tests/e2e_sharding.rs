@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use kube::api::{DynamicObject, ListParams};
 use kube::Api;
+use nodepool_fanout::api::naming;
 use nodepool_fanout::api::NodePoolApplication;
-use nodepool_fanout::naming;
 use serde_json::{json, Value};
 use support::apps::{app_named, apply_app, CHANGE_TIMEOUT};
 use support::{ensure_crd, helmchart_resource, helmrelease_resource, RunningController, TestEnv, TestResult};

@@ -1,4 +1,4 @@
-//! Property-based fuzzing of the strict handlebars renderer in `template.rs`.
+//! Property-based fuzzing of the strict handlebars renderer in `src/values/template.rs`.
 //!
 //! Templates are generated three ways: soups of handlebars fragments
 //! (`{{`, `}}`, `\{{`, raw blocks, block helpers, partials, subexpressions,
@@ -22,7 +22,9 @@
 use std::collections::BTreeMap;
 
 use nodepool_fanout::pools::Pool;
-use nodepool_fanout::template::{Renderer, TemplateContext, TemplateError, MAX_NESTING, MAX_TEMPLATE_TAGS};
+use nodepool_fanout::values::template::{
+    Renderer, TemplateContext, TemplateError, MAX_NESTING, MAX_TEMPLATE_TAGS,
+};
 use proptest::prelude::*;
 use serde_json::{Map, Value};
 

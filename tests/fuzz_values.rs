@@ -1,4 +1,4 @@
-//! Property-based fuzzing of the Helm-style values merge in `values.rs`.
+//! Property-based fuzzing of the Helm-style values merge in `src/values/merge.rs`.
 //!
 //! Random JSON trees (keys drawn mostly from a small alphabet, so the base
 //! and the overlay collide often, with `null`s, lists and empty maps mixed
@@ -18,7 +18,7 @@
 //! `tests/fuzz_values.proptest-regressions`, replayed first on later runs;
 //! commit that file with the fix.
 
-use nodepool_fanout::values::{merge, set_path, ValuesError};
+use nodepool_fanout::values::merge::{merge, set_path, ValuesError};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use serde_json::{Map, Value};

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
 use kube::Api;
+use nodepool_fanout::api::naming;
 use nodepool_fanout::api::NodePoolApplication;
-use nodepool_fanout::naming;
 use serde_json::{json, Value};
 
 use super::{helmrelease_resource, RunningController, TestEnv};

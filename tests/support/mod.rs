@@ -168,7 +168,7 @@ pub fn nodepool_resource() -> ApiResource {
 }
 
 #[allow(unused_imports)] // each test binary uses its own part of this module
-pub use nodepool_fanout::{observe::helmrelease_resource, source::helmchart_resource};
+pub use nodepool_fanout::{chart::source::helmchart_resource, reconcile::observe::helmrelease_resource};
 
 /// A short random suffix, so concurrent tests and repeated runs never share
 /// a name.

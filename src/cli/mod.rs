@@ -9,10 +9,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
 
 use crate::api::{self, NodePoolApplication};
-use crate::chart::{Chart, ChartError};
-use crate::plan::{self, Outcome, PlanInput};
+use crate::chart::schema::{Chart, ChartError};
+use crate::chart::{shared as shared_chart, version};
 use crate::pools::{Pool, PoolError};
-use crate::{shared_chart, version};
+use crate::reconcile::plan::{self, Outcome, PlanInput};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -139,7 +139,7 @@ pub enum CliError {
     #[error("--chart {path}: {source}")]
     Chart { path: PathBuf, source: ChartError },
     #[error(transparent)]
-    Controller(#[from] crate::controller::Error),
+    Controller(#[from] crate::runtime::controller::Error),
 }
 
 /// What `render` produced: the releases as YAML and what went wrong.
@@ -181,7 +181,7 @@ pub async fn execute(cli: Cli, out: &mut impl Write, err: &mut impl Write) -> Re
             Ok(rendered.errors.is_empty())
         }
         Command::Run(args) => {
-            crate::controller::run(args).await?;
+            crate::runtime::controller::run(args).await?;
             Ok(true)
         }
     }
@@ -254,7 +254,7 @@ pub fn render(
             if let Some(annotations) =
                 object.pointer_mut("/metadata/annotations").and_then(Value::as_object_mut)
             {
-                annotations.remove(crate::naming::ANNOTATION_WRITTEN_AT);
+                annotations.remove(crate::api::naming::ANNOTATION_WRITTEN_AT);
             }
             object
         })
@@ -315,10 +315,10 @@ pub fn parse_pools(yaml: &str) -> Result<Vec<Pool>, CliError> {
 mod tests {
     use super::*;
 
-    const INGRESS: &str = include_str!("../examples/ingress-per-pool.yaml");
-    const EDGEX: &str = include_str!("../examples/edgex-per-pool.yaml");
-    const POOLS: &str = include_str!("../examples/pools.yaml");
-    const CANARY: &str = include_str!("../examples/edgex-canary.yaml");
+    const INGRESS: &str = include_str!("../../examples/ingress-per-pool.yaml");
+    const EDGEX: &str = include_str!("../../examples/edgex-per-pool.yaml");
+    const POOLS: &str = include_str!("../../examples/pools.yaml");
+    const CANARY: &str = include_str!("../../examples/edgex-canary.yaml");
 
     fn documents(yaml: &str) -> Vec<Value> {
         serde_saphyr::from_multiple(yaml).unwrap()
@@ -472,7 +472,9 @@ spec:
         let docs = documents(&rendered.yaml);
         assert_eq!(docs.len(), 3, "a first install goes to every pool");
         for doc in &docs {
-            assert!(doc["metadata"]["annotations"].get(crate::naming::ANNOTATION_WRITTEN_AT).is_none());
+            assert!(doc["metadata"]["annotations"]
+                .get(crate::api::naming::ANNOTATION_WRITTEN_AT)
+                .is_none());
         }
         assert_eq!(for_pool(&docs, "beijing")["spec"]["values"]["deviceProfile"], "beijing-sensors");
     }

@@ -19,24 +19,24 @@ use tracing::{info, warn};
 use k8s_openapi::api::core::v1::{Node, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+use crate::api::naming;
 use crate::api::{
     ConditionStatus, DeletionPolicy, NodePoolApplication, NodePoolApplicationStatus, PoolSelection,
 };
-use crate::api_errors;
-use crate::apply::{self, ApplyError};
-use crate::backoff::Backoff;
-use crate::changes::{NodeChanges, PoolChanges};
-use crate::chart::Chart;
+use crate::chart::schema::Chart;
+use crate::chart::shared::{self as shared_chart, ChartRef};
+use crate::chart::source::{helmchart_resource, SourceError, Sources};
 use crate::cli::RunArgs;
-use crate::events::{self as transitions, Transition};
-use crate::naming;
-use crate::nodes;
-use crate::observe::{self, helmrelease_resource, CachedPool, Caches, ObserveError};
-use crate::plan::{self, DesiredRelease, Hold, PlanInput};
-use crate::shared_chart::{self, ChartRef};
-use crate::source::{helmchart_resource, SourceError, Sources};
-use crate::telemetry::{self, Metrics, ServeError};
-use crate::throttle;
+use crate::pools::nodes;
+use crate::reconcile::apply::{self, ApplyError};
+use crate::reconcile::changes::{NodeChanges, PoolChanges};
+use crate::reconcile::observe::{self, helmrelease_resource, CachedPool, Caches, ObserveError};
+use crate::reconcile::plan::{self, DesiredRelease, Hold, PlanInput};
+use crate::runtime::api_errors;
+use crate::runtime::backoff::Backoff;
+use crate::runtime::events::{self as transitions, Transition};
+use crate::runtime::telemetry::{self, Metrics, ServeError};
+use crate::runtime::throttle;
 
 /// HelmReleases written at once per reconcile.
 const APPLY_CONCURRENCY: usize = 16;
@@ -452,7 +452,7 @@ async fn lead(client: &Client, namespace: &str) -> Result<tokio::sync::watch::Re
         .with_identity(&identity)
         .with_duration(15)
         .with_grace(5)
-        .with_field_manager(crate::apply::FIELD_MANAGER)
+        .with_field_manager(crate::reconcile::apply::FIELD_MANAGER)
         .build()
         .await
         .map_err(failed)?;
@@ -866,7 +866,7 @@ async fn unreadable(meta: &AppMeta, error: &serde_json::Error, ctx: &Context) ->
     }
     let message = format!(
         "the spec cannot be read ({error}); values may nest at most {} levels: flatten them",
-        crate::values::MAX_DEPTH
+        crate::values::merge::MAX_DEPTH
     );
     warn!(app = %name, %namespace, %message, "unreadable application");
     apply::report_unreadable(&apps, meta, "SpecUnreadable", &message).await?;

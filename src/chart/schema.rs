@@ -15,7 +15,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use crate::values_from::UnseenValues;
+use crate::values::values_from::UnseenValues;
 
 /// Packaged charts are a few hundred KiB at most; anything unpacking to more
 /// is refused before it is read, so a crafted archive cannot exhaust memory.
@@ -274,7 +274,7 @@ impl Chart {
 
     /// As [`Chart::validate`], when Flux will also merge in values the
     /// controller does not see (`valuesFrom`): only violations that no
-    /// unseen value could mend are reported (see [`crate::values_from`]).
+    /// unseen value could mend are reported (see [`crate::values::values_from`]).
     pub fn validate_with(&self, user_values: &Value, unseen: &UnseenValues) -> Result<(), SchemaViolations> {
         let Some(schema) = &self.schema else {
             return Ok(());
@@ -286,7 +286,7 @@ impl Chart {
         } else {
             user_values
         };
-        let mut values = crate::values::merge(&self.values, user_values, "values").map_err(|e| {
+        let mut values = crate::values::merge::merge(&self.values, user_values, "values").map_err(|e| {
             SchemaViolations(vec![Violation {
                 path: "(root)".to_string(),
                 rule: "type".to_string(),

@@ -13,7 +13,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::naming;
+use crate::api::naming;
 
 /// Says which application a release was orphaned from, for the person who
 /// finds it later.

@@ -13,8 +13,8 @@ use serde_json::Value;
 use crate::api::{
     ConditionStatus, NodePoolApplicationStatus, PoolCounts, PoolStatus, RolloutPhase, RolloutStatus,
 };
-use crate::nodes::NodeCount;
-use crate::rollout::PoolRollout;
+use crate::pools::nodes::NodeCount;
+use crate::reconcile::rollout::PoolRollout;
 
 /// What a pool's release is doing, from the application's point of view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

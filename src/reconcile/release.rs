@@ -6,14 +6,14 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
+use crate::api::naming;
 use crate::api::{NodePoolApplicationSpec, Placement, ValuesReference};
-use crate::chart::Chart;
-use crate::naming;
+use crate::chart::schema::Chart;
+use crate::chart::shared::ChartRef;
 use crate::pools::{self, Pool};
-use crate::shared_chart::ChartRef;
-use crate::template::{self, Renderer, Scope, TemplateContext, TemplateError};
-use crate::values;
-use crate::values_from::UnseenValues;
+use crate::values::merge as values;
+use crate::values::template::{self, Renderer, Scope, TemplateContext, TemplateError};
+use crate::values::values_from::UnseenValues;
 
 pub const HELMRELEASE_API_VERSION: &str = "helm.toolkit.fluxcd.io/v2";
 pub const HELMRELEASE_KIND: &str = "HelmRelease";

@@ -17,9 +17,9 @@ use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 
 use crate::api::PoolSelection;
-use crate::nodes;
-use crate::observe::CachedPool;
+use crate::pools::nodes;
 use crate::pools::{self, Pool};
+use crate::reconcile::observe::CachedPool;
 
 /// What planning reads of one kind of watched object, by object name.
 pub trait Planned: Clone + PartialEq {

@@ -8,13 +8,13 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::api::naming;
 use crate::api::{NodePoolApplication, NodePoolApplicationStatus};
-use crate::managed_fields;
-use crate::naming;
-use crate::shared_chart::{self, ChartRef};
-use crate::source::helmchart_resource;
+use crate::chart::shared::{self as shared_chart, ChartRef};
+use crate::chart::source::helmchart_resource;
+use crate::reconcile::managed_fields;
 
-pub use crate::managed_fields::FIELD_MANAGER;
+pub use crate::reconcile::managed_fields::FIELD_MANAGER;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
@@ -76,7 +76,7 @@ impl ApplyError {
 ///
 /// `exists` says whether observe saw this release among the owned ones. A
 /// new release is created by POST (cheaper for the API server than an
-/// apply; see [`crate::managed_fields`]): if an object of that name exists
+/// apply; see [`crate::reconcile::managed_fields`]): if an object of that name exists
 /// already, it is taken for ours only when it carries the same controller
 /// owner reference (our own create, not yet in the cache), and a name
 /// clash otherwise, instead of this controller taking another's object
@@ -181,7 +181,7 @@ pub async fn delete_observed(
 }
 
 /// Leaves an owned release in place as a HelmRelease of its own (see
-/// [`crate::orphan`]): read afresh, then merge-patched with its uid as a
+/// [`crate::reconcile::orphan`]): read afresh, then merge-patched with its uid as a
 /// precondition, so only the release observed is changed. `charts` finds
 /// the shared HelmChart its `chartRef` points at.
 pub async fn orphan_release(
@@ -199,7 +199,7 @@ pub async fn orphan_release(
         return Ok(());
     };
     let uid = app.meta().uid.clone().unwrap_or_default();
-    if !crate::observe::owned_by(&current, Some(&uid)) {
+    if !crate::reconcile::observe::owned_by(&current, Some(&uid)) {
         return Ok(());
     }
     let release = serde_json::to_value(&current).map_err(|e| failed(kube::Error::SerdeError(e)))?;
@@ -219,7 +219,7 @@ pub async fn orphan_release(
     if release.pointer("/spec/chartRef").is_some() && chart.is_none() {
         tracing::warn!(release = %name, "orphaning a release whose shared HelmChart is gone: it keeps its chartRef");
     }
-    let mut patch = crate::orphan::patch(&release, &app.name_any(), &uid, chart.as_ref());
+    let mut patch = crate::reconcile::orphan::patch(&release, &app.name_any(), &uid, chart.as_ref());
     patch["metadata"]["uid"] = json!(current.metadata.uid);
     let params = PatchParams {
         field_manager: Some(FIELD_MANAGER.to_string()),
@@ -242,7 +242,7 @@ pub async fn orphan_all(
 ) -> Result<(), ApplyError> {
     let namespace = app.namespace().unwrap_or_default();
     let api: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), &namespace, &crate::observe::helmrelease_resource());
+        Api::namespaced_with(client.clone(), &namespace, &crate::reconcile::observe::helmrelease_resource());
     let uid = app.meta().uid.clone();
     let listed = api
         .list(&kube::api::ListParams::default())
@@ -251,7 +251,10 @@ pub async fn orphan_all(
             object: format!("the HelmReleases of namespace {namespace}"),
             source,
         })?;
-    let owned = listed.items.iter().filter(|r| crate::observe::owned_by(*r, uid.as_deref()));
+    let owned = listed
+        .items
+        .iter()
+        .filter(|r| crate::reconcile::observe::owned_by(*r, uid.as_deref()));
     for release in owned {
         orphan_release(&api, charts, &release.name_any(), app).await?;
     }
@@ -391,7 +394,7 @@ pub async fn report_unreadable(
 
 /// The finalizer that leaves the releases in place when the application
 /// goes, under `deletionPolicy: Orphan`: before the garbage collector can
-/// reach them, they are orphaned (see [`crate::orphan`]).
+/// reach them, they are orphaned (see [`crate::reconcile::orphan`]).
 pub const ORPHAN_FINALIZER: &str = "apps.fanout.dev/orphan-releases";
 
 /// Makes our finalizers on the application exactly `wanted` (of

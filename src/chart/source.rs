@@ -19,8 +19,8 @@ use sha2::{Digest, Sha256, Sha384, Sha512};
 use tokio::sync::Semaphore;
 
 use crate::api::ChartSpec;
-use crate::chart::{Chart, ChartError};
-use crate::version::{self, VersionError};
+use crate::chart::schema::{Chart, ChartError};
+use crate::chart::version::{self, VersionError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {

@@ -313,7 +313,7 @@ impl Output for CappedOutput {
     }
 }
 
-/// How many `{{` one templated string may hold; see [`compile_checked`].
+/// How many `{{` one templated string may hold; see `compile_checked`.
 pub const MAX_TEMPLATE_TAGS: usize = 256;
 
 /// How deep blocks, subexpressions and literal lists or maps may nest.

@@ -13,12 +13,12 @@ use kube::{Client, Resource, ResourceExt};
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
+use crate::api::naming;
 use crate::api::NodePoolApplication;
-use crate::managed_fields;
-use crate::naming;
-use crate::packed::PackedJson;
-use crate::plan::{HelmReleaseKey, ObservedRelease, OtherReleases, TakenRelease};
 use crate::pools::{self, Pool};
+use crate::reconcile::managed_fields;
+use crate::reconcile::packed::PackedJson;
+use crate::reconcile::plan::{HelmReleaseKey, ObservedRelease, OtherReleases, TakenRelease};
 
 /// OpenYurt's API group for NodePools.
 pub const NODEPOOL_GROUP: &str = "apps.openyurt.io";
@@ -274,7 +274,7 @@ pub struct CachedRelease {
     pub planned: PackedJson,
     /// Our fields on it are recorded as an `Update` (it was created by
     /// POST): they are made ours by apply before the next apply (see
-    /// [`crate::managed_fields`]).
+    /// [`crate::reconcile::managed_fields`]).
     pub owned_by_update: bool,
     /// The Helm release it drives: read once here, since every
     /// application in the namespace looks it up at each reconcile.

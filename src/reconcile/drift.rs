@@ -11,7 +11,7 @@
 
 use serde_json::Value;
 
-use crate::naming;
+use crate::api::naming;
 
 /// Annotations that change on every write by design, so never drift.
 const UNCOMPARED_ANNOTATIONS: &[&str] = &[naming::ANNOTATION_WRITTEN_AT];

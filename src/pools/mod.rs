@@ -4,6 +4,8 @@
 //! label nodepool` sets. The pool's `spec.labels` are what OpenYurt copies
 //! onto its nodes, which says nothing about which applications the pool wants.
 
+pub mod nodes;
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};

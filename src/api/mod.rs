@@ -4,6 +4,8 @@
 //! so that users who know Flux can read and write this resource without a
 //! second vocabulary.
 
+pub mod naming;
+
 use k8s_openapi::api::core::v1::Toleration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
 pub use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;

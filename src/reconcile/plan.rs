@@ -13,18 +13,18 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
 
+use crate::api::naming;
 use crate::api::{NodePoolApplication, NodePoolApplicationStatus};
-use crate::chart::Chart;
-use crate::drift;
-use crate::naming;
-use crate::nodes::NodeCount;
-use crate::packed::PackedJson;
+use crate::chart::schema::Chart;
+use crate::chart::shared::ChartRef;
+use crate::pools::nodes::NodeCount;
 use crate::pools::{self, Pool};
-use crate::release::{self, AppInfo, BuiltRelease, FieldError};
-use crate::rollout::{self, PoolRollout};
-use crate::shared_chart::ChartRef;
-use crate::status::{self, PoolReport, ReleaseState, ReleaseStatus, RollupInput};
-use crate::template::Renderer;
+use crate::reconcile::drift;
+use crate::reconcile::packed::PackedJson;
+use crate::reconcile::release::{self, AppInfo, BuiltRelease, FieldError};
+use crate::reconcile::rollout::{self, PoolRollout};
+use crate::reconcile::status::{self, PoolReport, ReleaseState, ReleaseStatus, RollupInput};
+use crate::values::template::Renderer;
 
 /// Everything a plan is computed from.
 #[derive(Debug, Clone)]
@@ -1149,7 +1149,7 @@ mod tests {
     #[test]
     fn values_too_deep_fail_only_the_pools_they_apply_to() {
         let mut deep = json!("x");
-        for _ in 0..crate::values::MAX_DEPTH {
+        for _ in 0..crate::values::merge::MAX_DEPTH {
             deep = json!({ "a": deep });
         }
         let just_enough = deep.clone();

@@ -17,8 +17,8 @@ use kube::api::DynamicObject;
 use kube::runtime::reflector::ObjectRef;
 use kube::Resource;
 
+use crate::api::naming;
 use crate::api::{NodePoolApplicationSpec, ReconcileStrategy, SourceKind};
-use crate::naming;
 
 pub const HELMCHART_API_VERSION: &str = "source.toolkit.fluxcd.io/v1";
 /// The namespace of the application a shared HelmChart belongs to; the

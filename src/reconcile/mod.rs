@@ -1,0 +1,27 @@
+//! One reconcile of one application: observe → plan → apply.
+//!
+//! - [`observe`] reads the watch caches ([`packed`] keeps releases
+//!   compressed there; [`changes`] says which applications a watch event
+//!   concerns).
+//! - [`plan`] decides, purely, what to write, what to prune and what to
+//!   report: each pool's release ([`release`]), whether a live release
+//!   drifted ([`drift`]), which pools the rollout lets through
+//!   ([`rollout`]), and the rolled-up status ([`status`]).
+//! - [`apply`] carries the plan out with server-side apply, and prunes or
+//!   orphans ([`orphan`]) only what the application owns
+//!   ([`managed_fields`]).
+//!
+//! Nothing under `plan`, `release`, `drift`, `rollout` or `status` touches
+//! the network: they take plain data and return plain data.
+
+pub mod apply;
+pub mod changes;
+pub mod drift;
+pub mod managed_fields;
+pub mod observe;
+pub mod orphan;
+pub mod packed;
+pub mod plan;
+pub mod release;
+pub mod rollout;
+pub mod status;
