@@ -23,5 +23,6 @@ pub mod orphan;
 pub mod packed;
 pub mod plan;
 pub mod release;
+pub mod release_state;
 pub mod rollout;
 pub mod status;

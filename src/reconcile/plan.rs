@@ -22,8 +22,9 @@ use crate::pools::{self, Pool};
 use crate::reconcile::drift;
 use crate::reconcile::packed::PackedJson;
 use crate::reconcile::release::{self, AppInfo, BuiltRelease, FieldError};
+use crate::reconcile::release_state::{self, ReleaseState, ReleaseStatus};
 use crate::reconcile::rollout::{self, PoolRollout};
-use crate::reconcile::status::{self, PoolReport, ReleaseState, ReleaseStatus, RollupInput};
+use crate::reconcile::status::{self, PoolReport, RollupInput};
 use crate::values::template::Renderer;
 
 /// Everything a plan is computed from.
@@ -151,7 +152,7 @@ impl ObservedRelease {
             ),
             spec_hash: text("annotations", naming::ANNOTATION_SPEC_HASH),
             generation: metadata.get("generation").and_then(Value::as_i64),
-            status: status::classify(object),
+            status: release_state::classify(object),
             chart_ref: chart_ref_of(object),
             helm_release: naming::helm_release_of(object),
             created: created_of(object),

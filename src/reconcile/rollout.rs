@@ -27,7 +27,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use crate::api::{IntOrString, OfflinePools, Rollout, RolloutPhase, RolloutStatus, RolloutStrategy};
 use crate::reconcile::release::FieldError;
-use crate::reconcile::status::{ReleaseState, ReleaseStatus};
+use crate::reconcile::release_state::{ReleaseState, ReleaseStatus};
 
 /// Flux's own default wait for a Helm action is 5 minutes; an update gets
 /// twice that to be done before it counts as failed.

@@ -26,7 +26,6 @@ use crate::api::{
 use crate::chart::schema::Chart;
 use crate::chart::shared::{self as shared_chart, ChartRef};
 use crate::chart::source::{helmchart_resource, SourceError, Sources};
-use crate::cli::RunArgs;
 use crate::pools::nodes;
 use crate::reconcile::apply::{self, ApplyError};
 use crate::reconcile::changes::{NodeChanges, PoolChanges};
@@ -35,6 +34,7 @@ use crate::reconcile::plan::{self, DesiredRelease, Hold, PlanInput};
 use crate::runtime::api_errors;
 use crate::runtime::backoff::Backoff;
 use crate::runtime::events::{self as transitions, Transition};
+use crate::runtime::options::RunArgs;
 use crate::runtime::telemetry::{self, Metrics, ServeError};
 use crate::runtime::throttle;
 

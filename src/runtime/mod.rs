@@ -8,5 +8,6 @@ pub mod api_errors;
 pub mod backoff;
 pub mod controller;
 pub mod events;
+pub mod options;
 pub mod telemetry;
 pub mod throttle;

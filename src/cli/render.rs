@@ -1,0 +1,419 @@
+//! `render`: the HelmReleases an application would get, from files and
+//! without a cluster, exactly as the controller's first reconcile would
+//! write them.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde_json::Value;
+
+use super::CliError;
+use crate::api::NodePoolApplication;
+use crate::chart::schema::Chart;
+use crate::chart::{shared as shared_chart, version};
+use crate::pools::Pool;
+use crate::reconcile::plan::{self, Outcome, PlanInput};
+
+#[derive(Debug, Args)]
+pub struct RenderArgs {
+    /// The NodePoolApplication manifest.
+    #[arg(short = 'f', long = "file", env = "NODEPOOL_FANOUT_APP_FILE")]
+    pub file: PathBuf,
+    /// NodePools, as `kubectl get nodepools -o yaml` prints them or as several documents.
+    #[arg(long, env = "NODEPOOL_FANOUT_POOLS_FILE")]
+    pub pools: PathBuf,
+    /// Namespace for an application whose manifest names none.
+    #[arg(
+        short = 'n',
+        long,
+        env = "NODEPOOL_FANOUT_NAMESPACE",
+        default_value = "default"
+    )]
+    pub namespace: String,
+    /// The chart, as a directory or a packaged .tgz: every pool's values are
+    /// checked against its values.schema.json, and the releases point at the
+    /// shared HelmChart of its version, exactly as the controller writes them.
+    #[arg(long, env = "NODEPOOL_FANOUT_CHART")]
+    pub chart: Option<PathBuf>,
+}
+
+/// What `render` produced: the releases as YAML and what went wrong.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Rendered {
+    /// Multi-document YAML of every pool that could be built.
+    pub yaml: String,
+    /// Pools that failed, each naming the pool and the field; non-empty means failure.
+    pub errors: Vec<String>,
+    /// Worth telling, not failures (e.g. a named pool that does not exist).
+    pub warnings: Vec<String>,
+}
+
+/// The HelmReleases `plan` would write for an application file and a pools
+/// file, as the controller would on its first reconcile.
+pub fn render(
+    app_yaml: &str,
+    pools_yaml: &str,
+    namespace: &str,
+    chart: Option<&Chart>,
+) -> Result<Rendered, CliError> {
+    let app = parse_app(app_yaml, namespace)?;
+    let pools = parse_pools(pools_yaml)?;
+    let mut errors: Vec<String> = match kube::core::cel::validate_cel(&app) {
+        Ok(()) => Vec::new(),
+        Err(e) => vec![format!("the API server would reject this application: {e}")],
+    };
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    // The controller points every release at the shared HelmChart of the
+    // resolved version: known here from the chart given, or from an exact
+    // version in the spec; a range needs the repository's index.
+    let version = chart
+        .map(|c| c.version.clone())
+        .or_else(|| app.spec.chart.spec.version.clone().filter(|v| version::is_exact(v)));
+    let app_name = app.metadata.name.clone().unwrap_or_default();
+    let app_namespace = app.metadata.namespace.clone().unwrap_or_else(|| namespace.to_string());
+    let chart_ref = version.map(|v| shared_chart::chart_ref(&app.spec, &app_name, &app_namespace, &v));
+    let plan = plan::plan(&PlanInput {
+        nodes: None,
+        app: &app,
+        pools: &pools.iter().collect::<Vec<_>>(),
+        owned: Vec::new(),
+        others: &plan::ListedReleases::default(),
+        now,
+        chart_ref: chart_ref.as_ref(),
+        chart,
+        hold: None,
+    });
+    errors.extend(plan.blocked.iter().cloned());
+    errors.extend(
+        plan.pools
+            .iter()
+            .filter(|p| matches!(p.outcome, Outcome::Failed { .. } | Outcome::Conflict { .. }))
+            .map(ToString::to_string),
+    );
+    let mut warnings: Vec<String> = plan
+        .missing_pools
+        .iter()
+        .map(|p| format!("node pool {p:?} is listed but does not exist"))
+        .collect();
+    if plan.pools.is_empty() && plan.blocked.is_none() {
+        warnings.push("no node pool matches spec.pools".to_string());
+    }
+    // The time of writing means nothing in a render, and would make two
+    // renders of the same files differ.
+    let objects: Vec<Value> = plan
+        .apply
+        .iter()
+        .map(|d| {
+            let mut object = d.object.value();
+            if let Some(annotations) =
+                object.pointer_mut("/metadata/annotations").and_then(Value::as_object_mut)
+            {
+                annotations.remove(crate::api::naming::ANNOTATION_WRITTEN_AT);
+            }
+            object
+        })
+        .collect();
+    let yaml = if objects.is_empty() {
+        String::new()
+    } else {
+        serde_saphyr::to_string_multiple(&objects)?
+    };
+    Ok(Rendered {
+        yaml,
+        errors,
+        warnings,
+    })
+}
+
+fn parse_app(yaml: &str, namespace: &str) -> Result<NodePoolApplication, CliError> {
+    let value: Value = serde_saphyr::from_str(yaml).map_err(yaml_error("the application manifest"))?;
+    let mut app: NodePoolApplication =
+        serde_json::from_value(value).map_err(|source| CliError::Manifest {
+            what: "the application manifest".into(),
+            source,
+        })?;
+    if app.metadata.name.as_deref().is_none_or(str::is_empty) {
+        return Err(CliError::MissingName);
+    }
+    if app.metadata.namespace.is_none() {
+        app.metadata.namespace = Some(namespace.to_string());
+    }
+    Ok(app)
+}
+
+fn yaml_error(what: &'static str) -> impl Fn(serde_saphyr::Error) -> CliError {
+    move |source| CliError::Yaml {
+        what: what.to_string(),
+        source: Box::new(source),
+    }
+}
+
+/// NodePools from several YAML documents, each a NodePool or a `List` of them.
+pub fn parse_pools(yaml: &str) -> Result<Vec<Pool>, CliError> {
+    let documents: Vec<Value> = serde_saphyr::from_multiple(yaml).map_err(yaml_error("the pools file"))?;
+    let mut pools = Vec::new();
+    for document in documents.iter().filter(|d| !d.is_null()) {
+        match document.get("items").and_then(Value::as_array) {
+            Some(items) => {
+                for item in items {
+                    pools.push(Pool::from_value(item)?);
+                }
+            }
+            None => pools.push(Pool::from_value(document)?),
+        }
+    }
+    Ok(pools)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const INGRESS: &str = include_str!("../../examples/ingress-per-pool.yaml");
+    const EDGEX: &str = include_str!("../../examples/edgex-per-pool.yaml");
+    const POOLS: &str = include_str!("../../examples/pools.yaml");
+    const CANARY: &str = include_str!("../../examples/edgex-canary.yaml");
+
+    fn documents(yaml: &str) -> Vec<Value> {
+        serde_saphyr::from_multiple(yaml).unwrap()
+    }
+
+    fn for_pool<'a>(docs: &'a [Value], pool: &str) -> &'a Value {
+        docs.iter()
+            .find(|d| d["metadata"]["annotations"]["apps.fanout.dev/pool-name"] == pool)
+            .unwrap_or_else(|| panic!("no release for {pool}"))
+    }
+
+    #[test]
+    fn example_pools_parse() {
+        let pools = parse_pools(POOLS).unwrap();
+        let names: Vec<_> = pools.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["hangzhou", "shanghai", "beijing"]);
+        assert_eq!(pools[2].labels["region"], "north");
+    }
+
+    #[test]
+    fn kubectl_list_form_parses() {
+        let list = "apiVersion: v1\nkind: List\nitems:\n- metadata: {name: a, labels: {region: east}}\n- metadata: {name: b}\n";
+        let names: Vec<_> = parse_pools(list).unwrap().into_iter().map(|p| p.name).collect();
+        assert_eq!(names, ["a", "b"]);
+        assert!(parse_pools("---\n").unwrap().is_empty());
+    }
+
+    #[test]
+    fn ingress_example_renders_one_release_per_pool() {
+        let rendered = render(INGRESS, POOLS, "edge", None).unwrap();
+        assert_eq!(rendered.errors, Vec::<String>::new());
+        let docs = documents(&rendered.yaml);
+        assert_eq!(docs.len(), 3);
+        let sh = for_pool(&docs, "shanghai");
+        assert_eq!(sh["kind"], "HelmRelease");
+        assert_eq!(sh["metadata"]["namespace"], "edge");
+        assert!(sh["metadata"].get("ownerReferences").is_none());
+        let controller = &sh["spec"]["values"]["controller"];
+        assert_eq!(
+            controller["ingressClass"],
+            serde_json::json!({ "name": "gateway-shanghai", "default": true })
+        );
+        assert_eq!(controller["replicas"], 3);
+        assert_eq!(controller["config"]["region"], "east");
+        assert_eq!(controller["nodeSelector"]["apps.openyurt.io/nodepool"], "shanghai");
+        let bj = &for_pool(&docs, "beijing")["spec"]["values"]["controller"];
+        assert_eq!(bj["config"]["log-level"], "debug");
+        assert!(bj.get("replicas").is_none());
+        // An exact version needs no index: the releases point at the shared
+        // HelmChart of that version, beside the source.
+        assert_eq!(sh["spec"]["chartRef"]["kind"], "HelmChart");
+        assert_eq!(sh["spec"]["chartRef"]["namespace"], "flux-system");
+        assert!(sh["spec"].get("chart").is_none());
+    }
+
+    #[test]
+    fn a_version_range_without_a_chart_keeps_chart_spec() {
+        let app = INGRESS.replace("version: \"1.0.0\"", "version: \"^1.0\"");
+        let rendered = render(&app, POOLS, "edge", None).unwrap();
+        let docs = documents(&rendered.yaml);
+        assert_eq!(docs[0]["spec"]["chart"]["spec"]["version"], "^1.0");
+        assert!(docs[0]["spec"].get("chartRef").is_none());
+    }
+
+    #[test]
+    fn a_chart_checks_every_pools_values_against_its_schema() {
+        let chart_dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("charts-fixtures/strict-schema");
+        let chart = Chart::load(&chart_dir).unwrap();
+        let app = r#"
+apiVersion: apps.fanout.dev/v1alpha1
+kind: NodePoolApplication
+metadata: { name: strict, namespace: edge }
+spec:
+  pools: { names: [hangzhou, shanghai] }
+  chart: { spec: { chart: strict-schema, version: "2.x", sourceRef: { kind: HelmRepository, name: fixtures, namespace: flux-system } } }
+  interval: 10m
+  values: { message: "hi {{pool.name}}" }
+  overrides:
+    - pools: { names: [shanghai] }
+      values: { mode: orbit }
+"#;
+        let rendered = render(app, POOLS, "edge", Some(&chart)).unwrap();
+        assert_eq!(rendered.errors.len(), 1, "{:?}", rendered.errors);
+        let error = &rendered.errors[0];
+        assert!(error.contains("shanghai") && error.contains("/mode") && error.contains("enum"), "{error}");
+        let docs = documents(&rendered.yaml);
+        assert_eq!(docs.len(), 1, "the good pool is still printed");
+        assert_eq!(
+            docs[0]["spec"]["chartRef"]["kind"], "HelmChart",
+            "the chart's version pins the shared chart"
+        );
+    }
+
+    #[test]
+    fn render_with_a_chart_judges_values_from_as_the_controller_does() {
+        let chart_dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("charts-fixtures/strict-schema");
+        let chart = Chart::load(&chart_dir).unwrap();
+        // null drops the chart's default message: only a Secret can supply it.
+        let app = |values_from: &str| {
+            format!(
+                r#"
+apiVersion: apps.fanout.dev/v1alpha1
+kind: NodePoolApplication
+metadata: {{ name: strict, namespace: edge }}
+spec:
+  pools: {{ names: [hangzhou] }}
+  chart: {{ spec: {{ chart: strict-schema, version: "2.x", sourceRef: {{ kind: HelmRepository, name: fixtures, namespace: flux-system }} }} }}
+  interval: 10m
+  values: {{ message: null }}
+  {values_from}
+"#
+            )
+        };
+        let refused = render(&app(""), POOLS, "edge", Some(&chart)).unwrap();
+        assert_eq!(refused.errors.len(), 1, "{:?}", refused.errors);
+        assert!(refused.errors[0].contains("\"message\" is a required property"), "{:?}", refused.errors);
+        let supplied = app("valuesFrom: [{ kind: Secret, name: strict-message }]");
+        let rendered = render(&supplied, POOLS, "edge", Some(&chart)).unwrap();
+        assert!(rendered.errors.is_empty(), "{:?}", rendered.errors);
+        assert_eq!(documents(&rendered.yaml).len(), 1);
+        // A value the Secret cannot override is still judged.
+        let wrong = supplied.replace("message: null", "message: null, mode: orbit");
+        let rendered = render(&wrong, POOLS, "edge", Some(&chart)).unwrap();
+        assert_eq!(rendered.errors.len(), 1, "{:?}", rendered.errors);
+        assert!(rendered.errors[0].contains("/mode") && !rendered.errors[0].contains("required"));
+    }
+
+    #[test]
+    fn edgex_example_renders_the_eastern_pools() {
+        let rendered = render(EDGEX, POOLS, "edge", None).unwrap();
+        assert!(rendered.errors.is_empty(), "{:?}", rendered.errors);
+        let docs = documents(&rendered.yaml);
+        assert_eq!(docs.len(), 2);
+        let sh = for_pool(&docs, "shanghai");
+        assert_eq!(sh["spec"]["releaseName"], "edgex-shanghai");
+        assert_eq!(sh["spec"]["values"]["deviceProfile"], "shanghai-sensors");
+        assert_eq!(sh["spec"]["values"]["database"]["storage"], "5Gi");
+        assert_eq!(sh["spec"]["install"]["remediation"]["retries"], 3);
+        let hz = for_pool(&docs, "hangzhou");
+        assert!(hz["spec"]["values"].get("database").is_none());
+        let patch = hz["spec"]["postRenderers"][0]["kustomize"]["patches"][0]["patch"].as_str().unwrap();
+        assert!(patch.contains("apps.openyurt.io/nodepool: hangzhou"), "{patch}");
+    }
+
+    #[test]
+    fn the_canary_example_renders_for_every_pool() {
+        let rendered = render(CANARY, POOLS, "edge", None).unwrap();
+        assert!(rendered.errors.is_empty(), "{:?}", rendered.errors);
+        let docs = documents(&rendered.yaml);
+        assert_eq!(docs.len(), 3, "a first install goes to every pool");
+        for doc in &docs {
+            assert!(doc["metadata"]["annotations"]
+                .get(crate::api::naming::ANNOTATION_WRITTEN_AT)
+                .is_none());
+        }
+        assert_eq!(for_pool(&docs, "beijing")["spec"]["values"]["deviceProfile"], "beijing-sensors");
+    }
+
+    #[test]
+    fn rendered_yaml_round_trips_to_the_plan_objects() {
+        let rendered = render(INGRESS, POOLS, "edge", None).unwrap();
+        let docs = documents(&rendered.yaml);
+        let again = documents(&render(INGRESS, POOLS, "edge", None).unwrap().yaml);
+        assert_eq!(docs, again);
+        let hash = docs[0]["metadata"]["annotations"]["apps.fanout.dev/spec-hash"].as_str().unwrap();
+        assert_eq!(hash.len(), 16);
+    }
+
+    #[test]
+    fn render_refuses_a_template_that_multiplies_the_spec_as_the_controller_does() {
+        let hostile = format!("gw{}", "-{{app.name}}".repeat(20_000));
+        let app = INGRESS.replace("gateway-{{pool.name}}", &hostile);
+        let rendered = render(&app, POOLS, "edge", None).unwrap();
+        assert!(rendered.yaml.is_empty(), "nothing is printed for the failing pools");
+        assert_eq!(rendered.errors.len(), 3, "{:?}", rendered.errors);
+        for error in &rendered.errors {
+            assert!(error.contains("values.controller.ingressClass.name: holds 20000 `{{`"), "{error}");
+        }
+    }
+
+    #[test]
+    fn failures_name_pool_and_field_and_keep_good_pools() {
+        let broken = INGRESS.replace("gateway-{{pool.name}}", "gateway-{{pool.labels.zone}}");
+        let broken = broken.replace("names: [beijing]", "names: [beijing, atlantis]");
+        let pools = POOLS.replacen("city: hangzhou", "city: hangzhou\n    zone: a", 1);
+        let rendered = render(&broken, &pools, "edge", None).unwrap();
+        assert_eq!(documents(&rendered.yaml).len(), 1);
+        assert_eq!(rendered.errors.len(), 2, "{:?}", rendered.errors);
+        assert!(rendered.errors[0].starts_with(
+            "pool \"beijing\": values.controller.ingressClass.name: unknown variable pool.labels.zone"
+        ));
+        assert!(rendered.warnings.is_empty(), "override names are not selection: {:?}", rendered.warnings);
+    }
+
+    #[test]
+    fn missing_pools_are_warnings() {
+        let app = INGRESS.replace(
+            "selector:\n      matchExpressions:\n        - key: region\n          operator: Exists",
+            "names: [hangzhou, atlantis]",
+        );
+        let rendered = render(&app, POOLS, "edge", None).unwrap();
+        assert!(rendered.errors.is_empty(), "{:?}", rendered.errors);
+        assert_eq!(rendered.warnings, ["node pool \"atlantis\" is listed but does not exist"]);
+    }
+
+    #[test]
+    fn cel_violations_are_errors() {
+        let app = INGRESS
+            .replace("    - pools:\n        names: [hangzhou]", "    - pools: {}\n      x: [hangzhou]");
+        let rendered = render(&app, POOLS, "edge", None).unwrap();
+        assert!(
+            rendered.errors.iter().any(|e| e.contains("give pool names, a selector, or both")),
+            "{:?}",
+            rendered.errors
+        );
+    }
+
+    #[test]
+    fn bad_manifests_are_clear_errors() {
+        assert!(matches!(render("a: [", POOLS, "edge", None), Err(CliError::Yaml { .. })));
+        let err = render("apiVersion: apps.fanout.dev/v1alpha1\nkind: NodePoolApplication\nmetadata: {name: x}\nspec: {}\n", POOLS, "edge", None)
+            .unwrap_err();
+        assert!(err.to_string().starts_with("the application manifest: missing field"), "{err}");
+        let unnamed = INGRESS.replace("  name: ingress\n", "  labels: {}\n");
+        assert!(matches!(render(&unnamed, POOLS, "edge", None), Err(CliError::MissingName)));
+    }
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        use clap::{CommandFactory, Parser};
+
+        use crate::cli::{Cli, Command};
+        Cli::command().debug_assert();
+        let cli =
+            Cli::try_parse_from(["nodepool-fanout", "render", "-f", "a.yaml", "--pools", "p.yaml"]).unwrap();
+        let Command::Render(args) = cli.command else {
+            panic!()
+        };
+        assert_eq!(args.namespace, "default");
+    }
+}

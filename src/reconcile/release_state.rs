@@ -1,0 +1,369 @@
+//! Reading a HelmRelease's status the way Flux means it: what a pool's
+//! release is doing, from the application's point of view.
+//!
+//! A release counts as ready only when Flux has seen its latest spec: a
+//! Ready=True left over from the previous generation says nothing about the
+//! spec this controller just wrote.
+
+use serde_json::Value;
+
+/// What a pool's release is doing, from the application's point of view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ReleaseState {
+    Ready,
+    /// Flux is working on it, or has not yet seen the latest spec.
+    Progressing,
+    /// Blocked on something outside the release: its source or a dependency.
+    Waiting,
+    /// A Helm action failed; Flux may still retry or remediate.
+    Failed,
+    /// Needs a person: Flux gave up, or the pool's config is wrong.
+    Stalled,
+    /// Nothing reported yet.
+    Unknown,
+    /// No node of the pool is Ready; whatever Flux says of its release is
+    /// no verdict on the chart.
+    Offline,
+}
+
+/// A classified HelmRelease status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReleaseStatus {
+    pub state: ReleaseState,
+    pub reason: String,
+    pub message: String,
+    pub chart_version: Option<String>,
+    /// Whether Flux has reconciled the release's current generation.
+    pub observed_latest: bool,
+    /// When its Ready condition last turned True (RFC 3339), while it is True.
+    pub ready_since: Option<String>,
+}
+
+const FAILED_REASONS: &[&str] = &[
+    "InstallFailed",
+    "UpgradeFailed",
+    "TestFailed",
+    "RollbackFailed",
+    "UninstallFailed",
+    "RemediationFailed",
+];
+const WAITING_REASONS: &[&str] = &["ArtifactFailed", "SourceNotReady", "DependencyNotReady"];
+/// Reasons Flux gives while it is still working: never a verdict on the spec.
+const PROGRESSING_REASONS: &[&str] = &["Progressing", "ProgressingWithRetry"];
+
+/// Classifies a HelmRelease object as returned by the API server.
+pub fn classify(release: &Value) -> ReleaseStatus {
+    let generation = release.pointer("/metadata/generation").and_then(Value::as_i64);
+    let observed = release.pointer("/status/observedGeneration").and_then(Value::as_i64);
+    let conditions = release.pointer("/status/conditions").and_then(Value::as_array);
+    let find = |kind: &str| conditions.and_then(|c| c.iter().find(|c| c["type"] == kind));
+    let ready = find("Ready");
+    let ready_generation = ready.and_then(|c| c.get("observedGeneration")).and_then(Value::as_i64);
+    let text = |c: &Value, key: &str| c.get(key).and_then(Value::as_str).unwrap_or_default().to_string();
+    // Whenever a reconcile ends in an error (a failed install or upgrade
+    // being retried, but also a missing valuesFrom Secret, a chart that
+    // cannot be loaded, a client that cannot be built…) Flux leaves
+    // status.observedGeneration behind (at -1 for a release never installed),
+    // yet stamps the Ready condition it sets with the generation it tried.
+    // So a Ready=False for the current generation is about the current spec,
+    // whatever its reason: helm-controller adds reasons over time, and a list
+    // of them here would hide every new one as "progressing" forever.
+    let failing_now = generation.is_some()
+        && ready_generation == generation
+        && ready.is_some_and(|c| {
+            c["status"] == "False" && !PROGRESSING_REASONS.contains(&text(c, "reason").as_str())
+        });
+    let observed_latest = failing_now
+        || (generation.is_some()
+            && observed == generation
+            && ready_generation.is_none_or(|g| Some(g) == generation));
+    let status = |state, reason: &str, message: String| ReleaseStatus {
+        state,
+        reason: reason.to_string(),
+        message,
+        chart_version: chart_version(release),
+        observed_latest,
+        ready_since: ready
+            .filter(|c| c["status"] == "True")
+            .and_then(|c| c.get("lastTransitionTime"))
+            .and_then(Value::as_str)
+            .map(str::to_string),
+    };
+    let from = |state, c: &Value| status(state, &text(c, "reason"), text(c, "message"));
+    // Flux's Stalled says only that it gave up ("Failed to install after 1
+    // attempt(s)"); the Ready condition still holds why.
+    let stalled_with_cause = |stalled: &Value, ready: Option<&Value>| {
+        let mut message = text(stalled, "message");
+        if let Some(cause) = ready.filter(|r| r["status"] == "False").map(|r| text(r, "message")) {
+            if !cause.is_empty() && cause != message {
+                message = format!("{message}: {cause}");
+            }
+        }
+        status(ReleaseState::Stalled, &text(stalled, "reason"), message)
+    };
+
+    if conditions.is_none_or(|c| c.is_empty()) {
+        return status(
+            ReleaseState::Unknown,
+            "NotObserved",
+            "helm-controller has not reported on this release yet".into(),
+        );
+    }
+    if let Some(ready) = ready.filter(|_| failing_now) {
+        // Reconciling=True beside it only says that Flux retries.
+        return match find("Stalled").filter(|c| c["status"] == "True") {
+            Some(stalled) => stalled_with_cause(stalled, Some(ready)),
+            None if WAITING_REASONS.contains(&text(ready, "reason").as_str()) => {
+                from(ReleaseState::Waiting, ready)
+            }
+            None => from(ReleaseState::Failed, ready),
+        };
+    }
+    // A Stalled left from an older generation may be cured by the new spec.
+    if !observed_latest {
+        let message =
+            format!("waiting for helm-controller to reconcile generation {}", generation.unwrap_or_default());
+        return status(ReleaseState::Progressing, "Progressing", message);
+    }
+    if let Some(c) = find("Stalled").filter(|c| c["status"] == "True") {
+        return stalled_with_cause(c, ready);
+    }
+    let Some(ready) = ready else {
+        return status(ReleaseState::Unknown, "NotObserved", "the release has no Ready condition yet".into());
+    };
+    let reason = text(ready, "reason");
+    match ready["status"].as_str() {
+        Some("True") => from(ReleaseState::Ready, ready),
+        Some("False") if FAILED_REASONS.contains(&reason.as_str()) => from(ReleaseState::Failed, ready),
+        Some("False") if WAITING_REASONS.contains(&reason.as_str()) => from(ReleaseState::Waiting, ready),
+        _ if find("Reconciling").is_some_and(|c| c["status"] == "True") => {
+            from(ReleaseState::Progressing, ready)
+        }
+        Some("False") => from(ReleaseState::Failed, ready),
+        _ => from(ReleaseState::Progressing, ready),
+    }
+}
+
+/// The chart version of the latest release Helm made, else the one Flux last tried.
+fn chart_version(release: &Value) -> Option<String> {
+    release
+        .pointer("/status/history/0/chartVersion")
+        .or_else(|| release.pointer("/status/lastAttemptedRevision"))
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn hr(generation: i64, observed: i64, conditions: Value) -> Value {
+        json!({
+            "metadata": { "generation": generation },
+            "status": { "observedGeneration": observed, "conditions": conditions,
+                        "history": [{ "chartVersion": "1.0.0" }] }
+        })
+    }
+
+    fn cond(kind: &str, status: &str, reason: &str) -> Value {
+        json!({ "type": kind, "status": status, "reason": reason, "message": format!("{reason} msg") })
+    }
+
+    fn state(release: Value) -> ReleaseState {
+        classify(&release).state
+    }
+
+    #[test]
+    fn ready_when_true_and_current() {
+        let s = classify(&hr(2, 2, json!([cond("Ready", "True", "UpgradeSucceeded")])));
+        assert_eq!(s.state, ReleaseState::Ready);
+        assert_eq!(s.reason, "UpgradeSucceeded");
+        assert_eq!(s.chart_version.as_deref(), Some("1.0.0"));
+        assert!(s.observed_latest);
+    }
+
+    #[test]
+    fn stale_ready_is_progressing() {
+        let s = classify(&hr(3, 2, json!([cond("Ready", "True", "UpgradeSucceeded")])));
+        assert_eq!(s.state, ReleaseState::Progressing);
+        assert!(!s.observed_latest);
+        assert!(s.message.contains("generation 3"));
+    }
+
+    #[test]
+    fn ready_condition_from_an_older_generation_is_progressing() {
+        let mut c = cond("Ready", "True", "UpgradeSucceeded");
+        c["observedGeneration"] = json!(1);
+        assert_eq!(state(hr(2, 2, json!([c.clone()]))), ReleaseState::Progressing);
+        c["observedGeneration"] = json!(2);
+        assert_eq!(state(hr(2, 2, json!([c]))), ReleaseState::Ready);
+    }
+
+    #[test]
+    fn stalled_is_terminal_when_current() {
+        let conditions = json!([
+            cond("Ready", "False", "InstallFailed"),
+            cond("Stalled", "True", "RetriesExceeded")
+        ]);
+        let s = classify(&hr(2, 2, conditions.clone()));
+        assert_eq!(s.state, ReleaseState::Stalled);
+        assert_eq!(s.reason, "RetriesExceeded");
+        assert_eq!(s.message, "RetriesExceeded msg: InstallFailed msg", "the cause is kept");
+        assert_eq!(state(hr(3, 2, conditions)), ReleaseState::Progressing);
+    }
+
+    #[test]
+    fn stalled_false_is_ignored() {
+        let conditions = json!([
+            cond("Ready", "True", "InstallSucceeded"),
+            cond("Stalled", "False", "x")
+        ]);
+        assert_eq!(state(hr(1, 1, conditions)), ReleaseState::Ready);
+    }
+
+    #[test]
+    fn helm_action_failures_are_failed() {
+        for reason in FAILED_REASONS {
+            let conditions = json!([
+                cond("Ready", "False", reason),
+                cond("Reconciling", "True", "Progressing")
+            ]);
+            assert_eq!(state(hr(1, 1, conditions)), ReleaseState::Failed, "{reason}");
+        }
+    }
+
+    #[test]
+    fn a_failure_retried_before_any_success_is_failed_not_progressing() {
+        // What helm-controller reports while it retries a failed first install.
+        let mut ready = cond("Ready", "False", "InstallFailed");
+        ready["observedGeneration"] = json!(1);
+        let mut reconciling = cond("Reconciling", "True", "Progressing");
+        reconciling["observedGeneration"] = json!(1);
+        let s = classify(&hr(1, -1, json!([reconciling.clone(), ready.clone()])));
+        assert_eq!(s.state, ReleaseState::Failed);
+        assert_eq!(s.message, "InstallFailed msg");
+        assert!(s.observed_latest);
+        // The same failure for an older generation says nothing of the new spec.
+        assert_eq!(state(hr(2, -1, json!([reconciling, ready]))), ReleaseState::Progressing);
+    }
+
+    /// A condition as helm-controller sets it: stamped with the generation it tried.
+    fn cond_at(kind: &str, status: &str, reason: &str, generation: i64) -> Value {
+        let mut c = cond(kind, status, reason);
+        c["observedGeneration"] = json!(generation);
+        c
+    }
+
+    /// What helm-controller v1.6 reports when a reconcile of the current
+    /// generation ends in an error before or after any Helm action: Ready=False
+    /// stamped with the generation, Reconciling=True left from "Fulfilling
+    /// prerequisites", status.observedGeneration left behind.
+    #[test]
+    fn any_ready_false_for_the_current_generation_is_current() {
+        let reconciling = |g| cond_at("Reconciling", "True", "Progressing", g);
+        #[rustfmt::skip]
+        let table: &[(&str, i64, i64, Value, ReleaseState, &str)] = &[
+            // (case, generation, status.observedGeneration, conditions, state, reason)
+            ("a missing valuesFrom Secret, never installed", 1, -1,
+                json!([reconciling(1), cond_at("Ready", "False", "ValuesError", 1)]),
+                ReleaseState::Failed, "ValuesError"),
+            ("a missing valuesFrom Secret after a good install", 3, 2,
+                json!([reconciling(3), cond_at("Ready", "False", "ValuesError", 3)]),
+                ReleaseState::Failed, "ValuesError"),
+            ("a reason no list here knows", 1, -1,
+                json!([reconciling(1), cond_at("Ready", "False", "ChartMutateError", 1)]),
+                ReleaseState::Failed, "ChartMutateError"),
+            ("the REST client cannot be built", 2, 1,
+                json!([cond_at("Ready", "False", "RESTClientError", 2)]),
+                ReleaseState::Failed, "RESTClientError"),
+            ("the chart artifact cannot be loaded", 1, -1,
+                json!([reconciling(1), cond_at("Ready", "False", "ArtifactFailed", 1)]),
+                ReleaseState::Waiting, "ArtifactFailed"),
+            ("the source is not ready", 1, -1,
+                json!([cond_at("Ready", "False", "SourceNotReady", 1)]),
+                ReleaseState::Waiting, "SourceNotReady"),
+            ("refused for good: Stalled, with Ready's cause", 1, -1,
+                json!([cond_at("Ready", "False", "AccessDenied", 1),
+                       cond_at("Stalled", "True", "AccessDenied", 1)]),
+                ReleaseState::Stalled, "AccessDenied"),
+            ("the same error for an older generation says nothing of the new spec", 2, 1,
+                json!([reconciling(2), cond_at("Ready", "False", "ValuesError", 1)]),
+                ReleaseState::Progressing, "Progressing"),
+            ("a progressing reason is no verdict", 2, 1,
+                json!([reconciling(2), cond_at("Ready", "False", "ProgressingWithRetry", 2)]),
+                ReleaseState::Progressing, "Progressing"),
+            ("Ready=Unknown for the current generation is still progressing", 1, -1,
+                json!([reconciling(1), cond_at("Ready", "Unknown", "Progressing", 1)]),
+                ReleaseState::Progressing, "Progressing"),
+        ];
+        for (case, generation, observed, conditions, want, reason) in table {
+            let s = classify(&hr(*generation, *observed, conditions.clone()));
+            assert_eq!((s.state, s.reason.as_str()), (*want, *reason), "{case}");
+            let current = !matches!(want, ReleaseState::Progressing);
+            assert_eq!(s.observed_latest, current, "{case}");
+            if current {
+                assert!(
+                    s.message.starts_with(&format!("{reason} msg")),
+                    "{case}: Flux's message: {}",
+                    s.message
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn source_and_dependency_problems_are_waiting() {
+        for reason in WAITING_REASONS {
+            assert_eq!(
+                state(hr(1, 1, json!([cond("Ready", "False", reason)]))),
+                ReleaseState::Waiting,
+                "{reason}"
+            );
+        }
+    }
+
+    #[test]
+    fn reconciling_is_progressing() {
+        let conditions = json!([
+            cond("Ready", "Unknown", "Progressing"),
+            cond("Reconciling", "True", "Progressing")
+        ]);
+        assert_eq!(state(hr(1, 1, conditions)), ReleaseState::Progressing);
+        let conditions = json!([
+            cond("Ready", "False", "Whatever"),
+            cond("Reconciling", "True", "Progressing")
+        ]);
+        assert_eq!(state(hr(1, 1, conditions)), ReleaseState::Progressing);
+    }
+
+    #[test]
+    fn ready_unknown_alone_is_progressing() {
+        assert_eq!(
+            state(hr(1, 1, json!([cond("Ready", "Unknown", "Progressing")]))),
+            ReleaseState::Progressing
+        );
+    }
+
+    #[test]
+    fn other_false_reasons_are_failed() {
+        assert_eq!(state(hr(1, 1, json!([cond("Ready", "False", "ValuesError")]))), ReleaseState::Failed);
+    }
+
+    #[test]
+    fn no_status_is_unknown() {
+        assert_eq!(state(json!({ "metadata": { "generation": 1 } })), ReleaseState::Unknown);
+        assert_eq!(state(hr(1, 1, json!([]))), ReleaseState::Unknown);
+        assert_eq!(
+            state(hr(1, 1, json!([cond("Reconciling", "True", "Progressing")]))),
+            ReleaseState::Unknown
+        );
+    }
+
+    #[test]
+    fn chart_version_falls_back_to_last_attempted() {
+        let release =
+            json!({ "metadata": { "generation": 1 }, "status": { "lastAttemptedRevision": "2.0.0" } });
+        assert_eq!(classify(&release).chart_version.as_deref(), Some("2.0.0"));
+    }
+}
