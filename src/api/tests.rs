@@ -1,0 +1,231 @@
+//! Unit tests of `api`.
+
+use super::*;
+use serde_json::json;
+
+fn crd_json() -> Value {
+    serde_json::to_value(NodePoolApplication::crd()).unwrap()
+}
+
+fn spec_schema() -> Value {
+    crd_json()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"].clone()
+}
+
+fn minimal_app() -> Value {
+    json!({
+        "apiVersion": "apps.fanout.dev/v1alpha1",
+        "kind": "NodePoolApplication",
+        "metadata": { "name": "gw", "namespace": "edge" },
+        "spec": {
+            "pools": { "names": ["hangzhou"] },
+            "chart": { "spec": { "chart": "ingress-gateway",
+                "sourceRef": { "kind": "HelmRepository", "name": "fixtures" } } },
+            "interval": "10m"
+        }
+    })
+}
+
+#[test]
+fn crd_names_group_and_scope() {
+    let crd = crd_json();
+    assert_eq!(crd["metadata"]["name"], "nodepoolapplications.apps.fanout.dev");
+    assert_eq!(crd["spec"]["scope"], "Namespaced");
+    assert_eq!(crd["spec"]["names"]["shortNames"], json!(["npa"]));
+    assert_eq!(crd["spec"]["versions"][0]["name"], "v1alpha1");
+    assert_eq!(crd["spec"]["versions"][0]["subresources"]["status"], json!({}));
+}
+
+#[test]
+fn printer_columns_in_order() {
+    let crd = crd_json();
+    let columns = crd["spec"]["versions"][0]["additionalPrinterColumns"].as_array().unwrap();
+    let names: Vec<_> = columns.iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["Ready", "Chart", "Version", "Rollout", "Status", "Age"]);
+    assert_eq!(columns[0]["jsonPath"], ".status.ready");
+    assert_eq!(columns[3]["jsonPath"], ".status.rollout.progress");
+    assert_eq!(columns[4]["jsonPath"], ".status.conditions[?(@.type==\"Ready\")].message");
+}
+
+#[test]
+fn spec_schema_requires_the_essentials() {
+    let mut required: Vec<String> = serde_json::from_value(spec_schema()["required"].clone()).unwrap();
+    required.sort();
+    assert_eq!(required, ["chart", "interval", "pools"]);
+}
+
+#[test]
+fn opaque_values_keep_unknown_fields() {
+    let spec = spec_schema();
+    let values = &spec["properties"]["values"];
+    assert_eq!(values["type"], "object");
+    assert_eq!(values["x-kubernetes-preserve-unknown-fields"], true);
+    let install = &spec["properties"]["helmRelease"]["properties"]["install"];
+    assert_eq!(install["x-kubernetes-preserve-unknown-fields"], true);
+}
+
+#[test]
+fn pool_selection_carries_its_cel_rule() {
+    let pools = &spec_schema()["properties"]["pools"];
+    let rule = &pools["x-kubernetes-validations"][0]["rule"];
+    assert_eq!(rule, "has(self.selector) || (has(self.names) && size(self.names) > 0)");
+    assert_eq!(pools["properties"]["names"]["items"]["maxLength"], 253);
+}
+
+#[test]
+fn conditions_are_a_list_map_keyed_by_type() {
+    let crd = crd_json();
+    let status = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"];
+    let conditions = &status["properties"]["conditions"];
+    assert_eq!(conditions["x-kubernetes-list-type"], "map");
+    assert_eq!(conditions["x-kubernetes-list-map-keys"], json!(["type"]));
+    assert_eq!(conditions["items"]["properties"]["type"]["type"], "string");
+    assert_eq!(status["properties"]["pools"]["x-kubernetes-list-map-keys"], json!(["pool"]));
+}
+
+#[test]
+fn enums_are_closed_string_sets() {
+    let spec = spec_schema();
+    let kind =
+        &spec["properties"]["chart"]["properties"]["spec"]["properties"]["sourceRef"]["properties"]["kind"];
+    assert_eq!(kind["enum"], json!(["HelmRepository", "GitRepository", "Bucket"]));
+}
+
+#[test]
+fn interval_has_the_flux_duration_pattern() {
+    let interval = &spec_schema()["properties"]["interval"];
+    assert_eq!(interval["pattern"], DURATION_PATTERN);
+}
+
+#[test]
+fn placement_defaults_to_the_openyurt_label() {
+    let app: NodePoolApplication = serde_json::from_value(minimal_app()).unwrap();
+    assert_eq!(app.spec.placement.node_label, DEFAULT_NODE_LABEL);
+    assert!(app.spec.placement.values_paths.is_empty());
+    let node_label = &spec_schema()["properties"]["placement"]["properties"]["nodeLabel"];
+    assert_eq!(node_label["default"], DEFAULT_NODE_LABEL);
+}
+
+#[test]
+fn spec_round_trips_in_camel_case() {
+    let mut value = minimal_app();
+    value["spec"]["releaseName"] = json!("{{pool.name}}-gw");
+    value["spec"]["valuesFrom"] = json!([{ "kind": "Secret", "name": "creds", "valuesKey": "v.yaml" }]);
+    value["spec"]["helmRelease"] = json!({ "maxHistory": 3, "dependsOn": [{ "name": "crds" }] });
+    let app: NodePoolApplication = serde_json::from_value(value.clone()).unwrap();
+    let back = serde_json::to_value(&app).unwrap();
+    assert_eq!(back["spec"]["releaseName"], "{{pool.name}}-gw");
+    assert_eq!(back["spec"]["valuesFrom"], value["spec"]["valuesFrom"]);
+    assert_eq!(back["spec"]["helmRelease"], value["spec"]["helmRelease"]);
+}
+
+#[test]
+fn cel_accepts_names_or_selector() {
+    assert!(PoolSelection::validate_cel(&json!({ "names": ["a"] }), None).is_ok());
+    assert!(PoolSelection::validate_cel(&json!({ "selector": {} }), None).is_ok());
+    let both = json!({ "names": ["a"], "selector": { "matchLabels": { "x": "y" } } });
+    assert!(PoolSelection::validate_cel(&both, None).is_ok());
+}
+
+#[test]
+fn cel_rejects_an_empty_selection() {
+    let err = PoolSelection::validate_cel(&json!({}), None).unwrap_err();
+    assert!(err.to_string().contains("give pool names, a selector, or both"), "{err}");
+    assert!(PoolSelection::validate_cel(&json!({ "names": [] }), None).is_err());
+}
+
+#[test]
+fn rollout_amounts_are_counts_or_percentages() {
+    let check = |field: &str, value: Value| Rollout::validate_cel(&json!({ field: value }), None);
+    for good in [json!(1), json!(40), json!("25%"), json!("100%"), json!("0%")] {
+        assert!(check("maxUnavailable", good.clone()).is_ok(), "maxUnavailable {good}");
+        assert!(check("maxFailures", good.clone()).is_ok(), "maxFailures {good}");
+    }
+    assert!(check("maxFailures", json!(0)).is_ok());
+    let err = check("maxUnavailable", json!(0)).unwrap_err();
+    assert!(err.to_string().contains("at least 1"), "{err}");
+    let err = check("maxFailures", json!(-1)).unwrap_err();
+    assert!(err.to_string().contains("at least 0"), "{err}");
+    for bad in ["lots", "%", "1000%", "2.5%", "-1"] {
+        for field in ["maxUnavailable", "maxFailures"] {
+            let err = check(field, json!(bad)).unwrap_err();
+            assert!(err.to_string().contains("a percentage such as"), "{field} {bad}: {err}");
+        }
+    }
+    assert!(Rollout::validate_cel(&json!({}), None).is_ok());
+}
+
+#[test]
+fn cel_checks_whole_resources_too() {
+    let app: NodePoolApplication = serde_json::from_value(minimal_app()).unwrap();
+    assert!(kube::core::cel::validate_cel(&app).is_ok());
+    let mut bad = minimal_app();
+    bad["spec"]["overrides"] = json!([{ "pools": {}, "values": {} }]);
+    let bad: NodePoolApplication = serde_json::from_value(bad).unwrap();
+    assert!(kube::core::cel::validate_cel(&bad).is_err());
+}
+
+#[test]
+fn service_account_names_must_be_dns_subdomains() {
+    let check = |name: &str| HelmReleaseOptions::validate_cel(&json!({ "serviceAccountName": name }), None);
+    for good in ["deployer", "tenant-a.deployer", "a", "0-bot", &"a".repeat(253)] {
+        assert!(check(good).is_ok(), "{good:?} is a ServiceAccount name");
+    }
+    for bad in [
+        "Deployer Bot",
+        "Deployer",
+        "bot-",
+        "-bot",
+        "a..b",
+        ".a",
+        "a_b",
+        "a/b",
+        "",
+    ] {
+        let err = check(bad).expect_err(bad).to_string();
+        assert!(err.contains("must be a ServiceAccount name"), "{bad:?}: {err}");
+    }
+    assert!(HelmReleaseOptions::validate_cel(&json!({}), None).is_ok(), "optional");
+    let field = &spec_schema()["properties"]["helmRelease"]["properties"]["serviceAccountName"];
+    assert_eq!(field["maxLength"], 253, "longer names are refused by the schema itself");
+}
+
+#[test]
+fn node_labels_must_be_label_keys() {
+    let check = |key: &str| Placement::validate_cel(&json!({ "nodeLabel": key }), None);
+    let prefix = ["a".repeat(63), "b".repeat(63), "c".repeat(63), "d".repeat(61)].join(".");
+    assert_eq!(prefix.len(), 253);
+    for good in [
+        DEFAULT_NODE_LABEL.to_string(),
+        "pool".into(),
+        "topology.kubernetes.io/zone".into(),
+        "example.com/Pool_Name.v1".into(),
+        "a".repeat(63),
+        format!("{prefix}/{}", "n".repeat(63)),
+    ] {
+        assert!(check(&good).is_ok(), "{good:?} is a label key");
+    }
+    for bad in [
+        "node pool!".to_string(),
+        "".into(),
+        "/pool".into(),
+        "pool/".into(),
+        "a/b/c".into(),
+        "Example.com/pool".into(),
+        "example.com/-pool".into(),
+        "example.com/pool.".into(),
+        "a".repeat(64),
+        format!("example.com/{}", "n".repeat(64)),
+        format!("{prefix}e/pool"),
+    ] {
+        let err = check(&bad).expect_err(&bad).to_string();
+        assert!(err.contains("must be a label key"), "{bad:?}: {err}");
+    }
+}
+
+#[test]
+fn crd_yaml_is_parseable_and_names_the_kind() {
+    let yaml = crds_yaml().unwrap();
+    let back: Value = serde_saphyr::from_str(&yaml).unwrap();
+    assert_eq!(back, crd_json());
+    assert!(yaml.contains("kind: NodePoolApplication"));
+}

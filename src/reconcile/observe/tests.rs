@@ -1,0 +1,189 @@
+//! Unit tests of `observe`.
+
+use super::*;
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::watcher;
+use serde_json::json;
+
+fn object(value: Value) -> DynamicObject {
+    serde_json::from_value(value).unwrap()
+}
+
+fn app(uid: &str) -> NodePoolApplication {
+    serde_json::from_value(json!({
+        "apiVersion": "apps.fanout.dev/v1alpha1", "kind": "NodePoolApplication",
+        "metadata": { "name": "gw", "namespace": "edge", "uid": uid },
+        "spec": {
+            "pools": { "names": ["hz"] }, "interval": "10m",
+            "chart": { "spec": { "chart": "c", "sourceRef": { "kind": "HelmRepository", "name": "r" } } }
+        }
+    }))
+    .unwrap()
+}
+
+fn release(name: &str, namespace: &str, owner_uid: Option<&str>) -> DynamicObject {
+    let owners = owner_uid
+        .map(|uid| {
+            json!([{ "apiVersion": "apps.fanout.dev/v1alpha1", "kind": "NodePoolApplication",
+                         "name": "gw", "uid": uid, "controller": true }])
+        })
+        .unwrap_or(json!([]));
+    object(json!({
+        "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+        "metadata": {
+            "name": name, "namespace": namespace, "generation": 2, "ownerReferences": owners,
+            "labels": { "apps.fanout.dev/pool": "hz" },
+            "annotations": { "kubectl.kubernetes.io/last-applied-configuration": "{…}" },
+            "managedFields": [{ "manager": "nodepool-fanout", "operation": "Apply" }]
+        },
+        "spec": { "interval": "10m", "values": { "replicas": 2 } },
+        "status": {
+            "observedGeneration": 2,
+            "conditions": [{ "type": "Ready", "status": "True", "reason": "UpgradeSucceeded",
+                             "observedGeneration": 2, "message": "ok" }],
+            "history": [{ "chartVersion": "1.1.0", "digest": "sha256:…", "testHooks": {} },
+                        { "chartVersion": "1.0.0" }],
+            "lastAttemptedValuesChecksum": "…", "storageNamespace": "edge"
+        }
+    }))
+}
+
+fn store<K: Resource<DynamicType = ()> + Clone + 'static>(objects: Vec<K>) -> Store<K> {
+    let mut writer = Writer::default();
+    writer.apply_watcher_event(&watcher::Event::Init);
+    for o in objects {
+        writer.apply_watcher_event(&watcher::Event::InitApply(o));
+    }
+    writer.apply_watcher_event(&watcher::Event::InitDone);
+    writer.as_reader()
+}
+
+#[test]
+fn a_cached_release_keeps_what_planning_reads() {
+    let full = release("gw-hz", "edge", Some("u1"));
+    // As the watch decodes it from the API server's answer.
+    let cached: CachedRelease = serde_json::from_value(serde_json::to_value(&full).unwrap()).unwrap();
+    assert!(cached.metadata.managed_fields.is_none());
+    assert_eq!(cached.metadata.owner_references.as_ref().map(Vec::len), Some(1));
+    let text: Value = cached.planned.value().unwrap();
+    assert_eq!(text["spec"], full.data["spec"]);
+    assert!(text.pointer("/metadata/managedFields").is_none());
+    assert!(text.pointer("/metadata/annotations").unwrap().as_object().unwrap().is_empty());
+    assert_eq!(text["status"]["history"], json!([{ "chartVersion": "1.1.0" }]));
+    assert!(text["status"].get("lastAttemptedValuesChecksum").is_none());
+    let read = ObservedRelease::from_value(&text).unwrap();
+    let mut whole = serde_json::to_value(&full).unwrap();
+    whole["metadata"]["annotations"] = json!({});
+    assert_eq!(read, ObservedRelease::from_value(&whole).unwrap());
+    assert_eq!(read.status.chart_version.as_deref(), Some("1.1.0"));
+}
+
+#[test]
+fn a_release_no_application_owns_is_cached_as_the_helm_release_it_drives() {
+    let mut full = release("theirs", "edge", None);
+    full.data["spec"]["releaseName"] = json!("gateway");
+    full.data["spec"]["storageNamespace"] = json!("helm");
+    let cached = CachedRelease::from_object(full.clone());
+    let text: Value = cached.planned.value().unwrap();
+    assert_eq!(text["spec"], json!({ "releaseName": "gateway", "storageNamespace": "helm" }));
+    assert!(text.get("status").is_none());
+    assert!(text.pointer("/metadata/labels").is_none());
+    assert!(cached.planned.text().len() < 300, "{:?}", cached.planned);
+    let whole = serde_json::to_value(&full).unwrap();
+    assert_eq!(naming::helm_release_of(&text), naming::helm_release_of(&whole));
+    assert_eq!(cached.drives, Some(("helm".to_string(), "gateway".to_string())));
+}
+
+#[test]
+fn a_cached_pool_keeps_its_name_labels_and_annotations() {
+    let pool = object(json!({
+        "apiVersion": "apps.openyurt.io/v1beta2", "kind": "NodePool",
+        "metadata": { "name": "hz", "labels": { "r": "east" }, "annotations": { "a": "b" }, "uid": "x" },
+        "spec": { "type": "Edge" }, "status": { "nodes": ["n1", "n2"], "readyNodeNum": 2 }
+    }));
+    let cached = CachedPool::from_object(pool.clone());
+    assert_eq!(cached.pool, Pool::from_object(&pool));
+    assert!(cached.metadata.uid.is_none() && cached.metadata.labels.is_none());
+}
+
+#[test]
+fn of_two_others_driving_one_helm_release_the_older_is_named() {
+    let drives_gateway = |name: &str, created: &str| {
+        let mut release = release(name, "edge", None);
+        release.data["spec"]["releaseName"] = json!("gateway");
+        release.metadata.creation_timestamp = Some(serde_json::from_value(json!(created)).unwrap());
+        CachedRelease::from_object(release)
+    };
+    let caches = Caches {
+        pools: store(Vec::new()),
+        releases: store(vec![
+            drives_gateway("b-new", "2026-02-01T00:00:00Z"),
+            drives_gateway("a-newer", "2026-03-01T00:00:00Z"),
+            drives_gateway("c-old", "2026-01-01T00:00:00Z"),
+        ]),
+    };
+    let observed = observe(&caches, &app("u1"));
+    let by = observed.others.driving(&("edge".into(), "gateway".into())).expect("taken");
+    assert_eq!(by.name, "c-old");
+    assert_eq!(by.created.as_deref(), Some("2026-01-01T00:00:00Z"));
+}
+
+#[test]
+fn observes_from_the_caches_split_by_owner_and_namespace() {
+    let releases: Vec<CachedRelease> = [
+        release("gw-hz", "edge", Some("u1")),
+        release("gw-sh", "edge", Some("old-uid")),
+        release("theirs", "edge", None),
+        release("gw-hz", "elsewhere", Some("u1")),
+    ]
+    .into_iter()
+    .map(CachedRelease::from_object)
+    .collect();
+    let pool = |name: &str, labels: Value| {
+        CachedPool::from_object(object(json!({
+            "apiVersion": "apps.openyurt.io/v1beta2", "kind": "NodePool",
+            "metadata": { "name": name, "labels": labels }
+        })))
+    };
+    let caches = Caches {
+        pools: store(vec![
+            pool("hz", json!({})),
+            pool("sh", json!({ "tier": "edge" })),
+            pool("bj", json!({ "tier": "core" })),
+        ]),
+        releases: store(releases),
+    };
+    let observed = observe(&caches, &app("u1"));
+    // Only the pools the application selects are copied out.
+    assert_eq!(observed.pools.iter().map(|p| p.pool.name.as_str()).collect::<Vec<_>>(), ["hz"]);
+    let mut by_label = app("u1");
+    by_label.spec.pools.selector =
+        Some(serde_json::from_value(json!({ "matchLabels": { "tier": "edge" } })).unwrap());
+    let mut names: Vec<String> =
+        observe(&caches, &by_label).pools.iter().map(|p| p.pool.name.clone()).collect();
+    names.sort();
+    assert_eq!(names, ["hz", "sh"]);
+    let mut unreadable = app("u1");
+    unreadable.spec.pools.selector = Some(
+        serde_json::from_value(json!({ "matchExpressions": [{ "key": "tier", "operator": "Near" }] }))
+            .unwrap(),
+    );
+    assert!(observe(&caches, &unreadable).pools.is_empty(), "planning reports the selector");
+    assert_eq!(observed.owned.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), ["gw-hz"]);
+    assert_eq!(observed.owned[0].spec_hash, None);
+    assert!(observed.owned[0].live.is_some(), "drift is compared with what the cache holds");
+    // An earlier application's release of the same name is not ours.
+    let others = &observed.others;
+    assert!(others.named("gw-sh") && others.named("theirs"));
+    assert!(!others.named("gw-hz") && !others.named("nothing"));
+    let theirs = others.driving(&("edge".into(), "theirs".into())).expect("theirs drives edge/theirs");
+    assert_eq!((theirs.name.as_str(), theirs.application), ("theirs", None));
+    let sh = others.driving(&("edge".into(), "gw-sh".into())).expect("gw-sh drives edge/gw-sh");
+    assert_eq!(sh.application.as_deref(), Some("gw"));
+    assert_eq!(others.driving(&("edge".into(), "gw-hz".into())), None, "gw-hz is ours");
+    assert_eq!(
+        owner_of::<NodePoolApplication>(&release("gw-hz", "edge", Some("u1"))),
+        Some(ObjectRef::new("gw").within("edge"))
+    );
+    assert_eq!(owner_of::<NodePoolApplication>(&release("theirs", "edge", None)), None);
+}

@@ -1,0 +1,644 @@
+//! Unit tests of `rollout`.
+
+use super::*;
+
+fn ts(secs: i64) -> Timestamp {
+    Timestamp::from_second(1_900_000_000 + secs).unwrap()
+}
+
+fn now() -> Timestamp {
+    ts(10_000)
+}
+
+fn status(state: ReleaseState, observed_latest: bool, ready_since: Option<i64>) -> ReleaseStatus {
+    ReleaseStatus {
+        state,
+        reason: format!("{state:?}"),
+        message: format!("{state:?} message"),
+        chart_version: None,
+        observed_latest,
+        ready_since: ready_since.map(|s| ts(s).to_string()),
+    }
+}
+
+fn ready() -> ReleaseStatus {
+    status(ReleaseState::Ready, true, Some(0))
+}
+
+/// Pools described as (name, wave, offline, release).
+struct Fleet {
+    statuses: Vec<ReleaseStatus>,
+    pools: Vec<(String, usize, bool, Kind)>,
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Missing,
+    Behind(usize),
+    Current(usize, Option<i64>),
+}
+
+impl Fleet {
+    fn new() -> Self {
+        Self {
+            statuses: Vec::new(),
+            pools: Vec::new(),
+        }
+    }
+
+    fn add(mut self, name: &str, wave: usize, offline: bool, kind: Kind, s: Option<ReleaseStatus>) -> Self {
+        let kind = match (kind, s) {
+            (Kind::Behind(_), Some(s)) => {
+                self.statuses.push(s);
+                Kind::Behind(self.statuses.len() - 1)
+            }
+            (Kind::Current(_, written), Some(s)) => {
+                self.statuses.push(s);
+                Kind::Current(self.statuses.len() - 1, written)
+            }
+            (kind, _) => kind,
+        };
+        self.pools.push((name.to_string(), wave, offline, kind));
+        self
+    }
+    fn new_pool(self, name: &str) -> Self {
+        self.add(name, 0, false, Kind::Missing, None)
+    }
+    fn behind(self, name: &str, wave: usize, s: ReleaseStatus) -> Self {
+        self.add(name, wave, false, Kind::Behind(0), Some(s))
+    }
+    fn current(self, name: &str, wave: usize, s: ReleaseStatus, written: i64) -> Self {
+        self.add(name, wave, false, Kind::Current(0, Some(written)), Some(s))
+    }
+    fn offline(self, name: &str, s: ReleaseStatus) -> Self {
+        self.add(name, 0, true, Kind::Behind(0), Some(s))
+    }
+
+    fn decide(&self, settings: &Settings, waves: usize) -> Decision {
+        let inputs: Vec<PoolInput> = self
+            .pools
+            .iter()
+            .map(|(name, wave, offline, kind)| PoolInput {
+                pool: name,
+                wave: *wave,
+                offline: *offline,
+                release: match kind {
+                    Kind::Missing => Release::Missing,
+                    Kind::Behind(i) => Release::Behind(&self.statuses[*i]),
+                    Kind::Current(i, written) => Release::Current {
+                        status: &self.statuses[*i],
+                        written: written.map(ts),
+                    },
+                },
+            })
+            .collect();
+        decide(settings, &inputs, waves, now())
+    }
+}
+
+fn progressive() -> Settings {
+    Settings {
+        progressive: true,
+        ..Settings::default()
+    }
+}
+
+fn written(d: &Decision) -> Vec<&str> {
+    d.pools
+        .iter()
+        .filter(|(_, p)| p.state == PoolRollout::Write)
+        .map(|(k, _)| k.as_str())
+        .collect()
+}
+
+fn five_behind() -> Fleet {
+    ["a", "b", "c", "d", "e"].iter().fold(Fleet::new(), |f, n| f.behind(n, 0, ready()))
+}
+
+#[test]
+fn all_at_once_writes_every_pool() {
+    let d = five_behind().new_pool("f").decide(&Settings::default(), 1);
+    assert_eq!(written(&d), ["a", "b", "c", "d", "e", "f"]);
+    assert_eq!(d.phase, RolloutPhase::Progressing);
+    assert_eq!(d.updated, 6);
+}
+
+#[test]
+fn progressive_starts_one_pool_in_name_order() {
+    let d = five_behind().decide(&progressive(), 1);
+    assert_eq!(written(&d), ["a"]);
+    assert_eq!(d.state("b"), Some(PoolRollout::Pending));
+    assert_eq!((d.updated, d.done, d.total), (1, 0, 5));
+    assert_eq!(d.phase, RolloutPhase::Progressing);
+}
+
+#[test]
+fn max_unavailable_caps_pools_updating_at_once() {
+    let settings = Settings {
+        max_unavailable: 2,
+        ..progressive()
+    };
+    let d = five_behind().decide(&settings, 1);
+    assert_eq!(written(&d), ["a", "b"]);
+    // One still updating: one more starts.
+    let d = Fleet::new()
+        .current("a", 0, status(ReleaseState::Progressing, true, None), 9_990)
+        .behind("b", 0, ready())
+        .behind("c", 0, ready())
+        .decide(&settings, 1);
+    assert_eq!(written(&d), ["b"]);
+    assert_eq!(d.state("c"), Some(PoolRollout::Pending));
+}
+
+#[test]
+fn the_next_pool_starts_once_the_previous_is_done() {
+    let d = Fleet::new()
+        .current("a", 0, ready(), 0)
+        .behind("b", 0, ready())
+        .behind("c", 0, ready())
+        .decide(&progressive(), 1);
+    assert_eq!(d.state("a"), Some(PoolRollout::Done));
+    assert_eq!(written(&d), ["b"]);
+    assert_eq!((d.updated, d.done), (2, 1));
+}
+
+#[test]
+fn a_ready_release_of_an_older_generation_is_still_updating() {
+    let d = Fleet::new()
+        .current("a", 0, status(ReleaseState::Ready, false, Some(0)), 9_999)
+        .behind("b", 0, ready())
+        .decide(&progressive(), 1);
+    assert_eq!(d.state("a"), Some(PoolRollout::Updating));
+    assert!(written(&d).is_empty());
+}
+
+#[test]
+fn min_ready_seconds_holds_the_next_pool_and_asks_to_look_again() {
+    let settings = Settings {
+        min_ready: Duration::from_secs(30),
+        ..progressive()
+    };
+    let d = Fleet::new()
+        .current("a", 0, status(ReleaseState::Ready, true, Some(9_990)), 9_980)
+        .behind("b", 0, ready())
+        .decide(&settings, 1);
+    assert_eq!(d.state("a"), Some(PoolRollout::Soaking));
+    assert!(written(&d).is_empty(), "soaking counts as unavailable");
+    assert_eq!(d.requeue_after, Some(Duration::from_secs(21)));
+    // Ready long enough.
+    let d = Fleet::new()
+        .current("a", 0, status(ReleaseState::Ready, true, Some(9_970)), 9_960)
+        .behind("b", 0, ready())
+        .decide(&settings, 1);
+    assert_eq!(d.state("a"), Some(PoolRollout::Done));
+    assert_eq!(written(&d), ["b"]);
+}
+
+#[test]
+fn a_flux_failure_halts_at_max_failures_zero() {
+    for state in [ReleaseState::Failed, ReleaseState::Stalled] {
+        let d = Fleet::new()
+            .current("a", 0, status(state, true, None), 9_990)
+            .behind("b", 0, ready())
+            .new_pool("c")
+            .decide(&progressive(), 1);
+        assert_eq!(d.phase, RolloutPhase::Halted, "{state:?}");
+        assert_eq!(d.failed, ["a"]);
+        assert_eq!(d.state("b"), Some(PoolRollout::Halted));
+        assert_eq!(d.state("c"), Some(PoolRollout::Halted), "a new pool is not given a bad revision");
+        assert!(written(&d).is_empty());
+    }
+}
+
+#[test]
+fn a_failure_of_an_older_generation_is_not_counted() {
+    let d = Fleet::new()
+        .current("a", 0, status(ReleaseState::Stalled, false, None), 9_990)
+        .behind("b", 0, ready())
+        .decide(&progressive(), 1);
+    assert_eq!(d.state("a"), Some(PoolRollout::Updating));
+    assert_ne!(d.phase, RolloutPhase::Halted);
+}
+
+#[test]
+fn failures_up_to_max_failures_are_tolerated() {
+    let settings = Settings {
+        max_failures: 1,
+        ..progressive()
+    };
+    let d = Fleet::new()
+        .current("a", 0, status(ReleaseState::Failed, true, None), 9_990)
+        .behind("b", 0, ready())
+        .decide(&settings, 1);
+    assert_eq!(d.phase, RolloutPhase::Progressing);
+    assert_eq!(written(&d), ["b"], "a failed pool does not hold a place among the unavailable");
+    let d = Fleet::new()
+        .current("a", 0, status(ReleaseState::Failed, true, None), 9_990)
+        .current("b", 0, status(ReleaseState::Stalled, true, None), 9_990)
+        .behind("c", 0, ready())
+        .decide(&settings, 1);
+    assert_eq!(d.phase, RolloutPhase::Halted);
+    assert_eq!(d.failed, ["a", "b"]);
+}
+
+#[test]
+fn the_progress_deadline_fails_a_pool_and_says_why() {
+    let d = Fleet::new()
+        .current("a", 0, status(ReleaseState::Progressing, true, None), 10_000 - 600)
+        .behind("b", 0, ready())
+        .decide(&progressive(), 1);
+    assert_eq!(d.state("a"), Some(PoolRollout::Failed));
+    let why = d.pools["a"].deadline_passed.as_deref().unwrap();
+    assert!(why.contains("progressDeadline (10m)"), "{why}");
+    // The time of the update, not the time since: the status holding
+    // it must not change from one reconcile to the next.
+    assert!(why.contains("of its update at 20"), "{why}");
+    assert!(!why.contains("ago") && !why.contains("after its update"), "{why}");
+    assert_eq!(d.phase, RolloutPhase::Halted);
+    // Before the deadline: look again when it passes.
+    let d = Fleet::new()
+        .current("a", 0, status(ReleaseState::Waiting, true, None), 10_000 - 500)
+        .decide(&progressive(), 1);
+    assert_eq!(d.state("a"), Some(PoolRollout::Updating));
+    assert_eq!(d.requeue_after, Some(Duration::from_secs(101)));
+}
+
+#[test]
+fn waves_go_in_order_and_the_last_holds_pools_of_no_step() {
+    let fleet = Fleet::new()
+        .behind("z-canary", 0, ready())
+        .behind("a", 1, ready())
+        .behind("b", 1, ready());
+    let settings = Settings {
+        max_unavailable: 5,
+        ..progressive()
+    };
+    let d = fleet.decide(&settings, 2);
+    assert_eq!(written(&d), ["z-canary"], "wave 1 first, whatever the names");
+    assert_eq!(d.wave, Some((1, 2)));
+    let d = Fleet::new()
+        .current("z-canary", 0, ready(), 0)
+        .behind("a", 1, ready())
+        .behind("b", 1, ready())
+        .decide(&settings, 2);
+    assert_eq!(written(&d), ["a", "b"]);
+    assert_eq!(d.wave, Some((2, 2)));
+    // A wave not yet done holds the next, even with room.
+    let d = Fleet::new()
+        .current("z-canary", 0, status(ReleaseState::Progressing, true, None), 9_999)
+        .behind("a", 1, ready())
+        .decide(&settings, 2);
+    assert!(written(&d).is_empty());
+}
+
+#[test]
+fn a_tolerated_failure_finishes_its_wave() {
+    let settings = Settings {
+        max_failures: 1,
+        ..progressive()
+    };
+    let d = Fleet::new()
+        .current("canary", 0, status(ReleaseState::Failed, true, None), 9_999)
+        .behind("a", 1, ready())
+        .decide(&settings, 2);
+    assert_eq!(written(&d), ["a"]);
+}
+
+#[test]
+fn unhealthy_pools_go_first_whatever_their_wave() {
+    let d = Fleet::new()
+        .behind("a", 0, ready())
+        .behind("b", 1, status(ReleaseState::Stalled, true, None))
+        .behind("c", 1, status(ReleaseState::Progressing, false, None))
+        .decide(&progressive(), 2);
+    assert_eq!(written(&d), ["b", "c"], "already unavailable: updating them costs nothing");
+    assert_eq!(d.state("a"), Some(PoolRollout::Pending), "and they fill maxUnavailable");
+}
+
+#[test]
+fn a_new_revision_supersedes_a_halted_one() {
+    // The failed pool carries the old revision now: it is behind,
+    // unhealthy, and goes first; the failure no longer counts.
+    let d = Fleet::new()
+        .behind("a", 0, status(ReleaseState::Stalled, true, None))
+        .behind("b", 0, ready())
+        .decide(&progressive(), 1);
+    assert_eq!(d.phase, RolloutPhase::Progressing);
+    assert_eq!(written(&d), ["a"]);
+    assert!(d.failed.is_empty());
+}
+
+#[test]
+fn new_pools_install_at_once() {
+    let d = five_behind().new_pool("new").decide(&progressive(), 1);
+    assert_eq!(written(&d), ["a", "new"]);
+}
+
+#[test]
+fn paused_starts_no_update_but_lets_running_ones_finish_and_new_pools_install() {
+    let settings = Settings {
+        paused: true,
+        ..progressive()
+    };
+    let d = Fleet::new()
+        .current("a", 0, status(ReleaseState::Progressing, true, None), 9_999)
+        .behind("b", 0, ready())
+        .behind("c", 0, status(ReleaseState::Failed, true, None))
+        .new_pool("new")
+        .decide(&settings, 1);
+    assert_eq!(d.state("a"), Some(PoolRollout::Updating));
+    assert_eq!(d.state("b"), Some(PoolRollout::Paused));
+    assert_eq!(d.state("c"), Some(PoolRollout::Paused));
+    assert_eq!(written(&d), ["new"]);
+    assert_eq!(d.phase, RolloutPhase::Paused);
+    // Paused applies to AllAtOnce too.
+    let d = five_behind().decide(
+        &Settings {
+            paused: true,
+            ..Settings::default()
+        },
+        1,
+    );
+    assert!(written(&d).is_empty());
+    assert_eq!(d.phase, RolloutPhase::Paused);
+}
+
+#[test]
+fn paused_with_nothing_behind_is_complete() {
+    let settings = Settings {
+        paused: true,
+        ..progressive()
+    };
+    let d = Fleet::new().current("a", 0, ready(), 0).decide(&settings, 1);
+    assert_eq!(d.phase, RolloutPhase::Complete);
+}
+
+#[test]
+fn offline_pools_are_skipped_and_count_for_nothing() {
+    let d = Fleet::new()
+        .offline("down", status(ReleaseState::Failed, true, None))
+        .behind("up", 0, ready())
+        .decide(&progressive(), 1);
+    assert_eq!(d.state("down"), Some(PoolRollout::Offline));
+    assert_eq!(written(&d), ["up"], "an offline pool blocks nothing");
+    assert_eq!(d.total, 1);
+    assert!(d.failed.is_empty());
+    // Once the others are done the rollout is complete.
+    let d = Fleet::new()
+        .offline("down", ready())
+        .current("up", 0, ready(), 0)
+        .decide(&progressive(), 1);
+    assert_eq!(d.phase, RolloutPhase::Complete);
+    // An offline pool's timed-out upgrade is not a failure either.
+    let d = Fleet::new()
+        .add("down", 0, true, Kind::Current(0, Some(0)), Some(status(ReleaseState::Failed, true, None)))
+        .decide(&progressive(), 1);
+    assert_eq!(d.state("down"), Some(PoolRollout::Offline));
+    assert_ne!(d.phase, RolloutPhase::Halted);
+    // New and offline: nothing installed until a node is Ready.
+    let d = Fleet::new()
+        .add("down", 0, true, Kind::Missing, None)
+        .decide(&Settings::default(), 1);
+    assert!(written(&d).is_empty());
+}
+
+#[test]
+fn include_writes_offline_pools() {
+    let settings = Settings {
+        skip_offline: false,
+        ..Settings::default()
+    };
+    let d = Fleet::new().offline("down", ready()).decide(&settings, 1);
+    assert_eq!(written(&d), ["down"]);
+}
+
+#[test]
+fn everything_done_is_complete() {
+    let d = Fleet::new()
+        .current("a", 0, ready(), 0)
+        .current("b", 0, ready(), 0)
+        .decide(&progressive(), 1);
+    assert_eq!(d.phase, RolloutPhase::Complete);
+    assert_eq!((d.updated, d.done, d.total), (2, 2, 2));
+    assert_eq!(d.requeue_after, None);
+    let s = d.status("abc", &progressive());
+    assert_eq!(s.progress, "Complete 2/2");
+}
+
+#[test]
+fn the_status_names_failed_pools_and_the_wave() {
+    let d = Fleet::new()
+        .current("a", 0, status(ReleaseState::Failed, true, None), 9_999)
+        .behind("b", 1, ready())
+        .decide(&progressive(), 2);
+    let s = d.status("rev1", &progressive());
+    assert_eq!(s.phase, RolloutPhase::Halted);
+    assert_eq!(s.progress, "Halted 0/2 (1 failed)");
+    assert!(s.message.contains("(a)") && s.message.contains("maxFailures 0"), "{}", s.message);
+    let d = five_behind().decide(&progressive(), 1);
+    assert_eq!(d.status("r", &progressive()).message, "0 of 5 pools done, 1 updated");
+}
+
+#[test]
+fn settings_resolve_percentages_of_the_selected_pools() {
+    let spec: Rollout = serde_json::from_value(serde_json::json!({
+        "strategy": "Progressive", "maxUnavailable": "25%", "maxFailures": "10%",
+        "minReadySeconds": 30, "progressDeadline": "1h30m", "paused": true, "offlinePools": "Include"
+    }))
+    .unwrap();
+    let s = Settings::new(Some(&spec), 10).unwrap();
+    assert_eq!(
+        s,
+        Settings {
+            progressive: true,
+            max_unavailable: 2,
+            max_failures: 1,
+            min_ready: Duration::from_secs(30),
+            progress_deadline: Duration::from_secs(5400),
+            paused: true,
+            skip_offline: false,
+        }
+    );
+    // Rounded down, yet at least one pool may update.
+    assert_eq!(Settings::new(Some(&spec), 3).unwrap().max_unavailable, 1);
+    assert_eq!(Settings::new(Some(&spec), 3).unwrap().max_failures, 0);
+    assert_eq!(Settings::new(None, 3).unwrap(), Settings::default());
+    let spec: Rollout = serde_json::from_value(serde_json::json!({ "maxUnavailable": "3" })).unwrap();
+    assert_eq!(Settings::new(Some(&spec), 10).unwrap().max_unavailable, 3, "a count in quotes is a count");
+}
+
+#[test]
+fn bad_settings_name_the_field() {
+    for (spec, field) in [
+        (serde_json::json!({ "maxUnavailable": "lots" }), "rollout.maxUnavailable"),
+        (serde_json::json!({ "maxFailures": -1 }), "rollout.maxFailures"),
+        (serde_json::json!({ "progressDeadline": "soon" }), "rollout.progressDeadline"),
+        (serde_json::json!({ "minReadySeconds": -5 }), "rollout.minReadySeconds"),
+    ] {
+        let spec: Rollout = serde_json::from_value(spec).unwrap();
+        assert_eq!(Settings::new(Some(&spec), 4).unwrap_err().field, field);
+    }
+}
+
+#[test]
+fn durations_read_as_flux_writes_them() {
+    assert_eq!(parse_duration("10m"), Some(Duration::from_secs(600)));
+    assert_eq!(parse_duration("1h30m"), Some(Duration::from_secs(5400)));
+    assert_eq!(parse_duration("1.5h"), Some(Duration::from_secs(5400)));
+    assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
+    assert_eq!(parse_duration("later"), None);
+}
+
+mod properties {
+    //! The rules hold for any fleet: random pools (wave, offline, a
+    //! release missing, behind or current in any Flux state, written
+    //! and Ready for any time) under random settings.
+    use super::*;
+    use proptest::prelude::*;
+
+    const STATES: [ReleaseState; 7] = [
+        ReleaseState::Ready,
+        ReleaseState::Progressing,
+        ReleaseState::Waiting,
+        ReleaseState::Failed,
+        ReleaseState::Stalled,
+        ReleaseState::Unknown,
+        ReleaseState::Offline,
+    ];
+
+    #[derive(Debug, Clone)]
+    struct Drawn {
+        wave: usize,
+        offline: bool,
+        /// 0 missing, 1 behind, 2 current.
+        kind: u8,
+        state: usize,
+        observed_latest: bool,
+        ready_for: i64,
+        written_ago: i64,
+    }
+
+    fn drawn() -> impl Strategy<Value = Drawn> {
+        (
+            0..3usize,
+            prop::bool::weighted(0.2),
+            0..3u8,
+            0..STATES.len(),
+            any::<bool>(),
+            0..120i64,
+            0..900i64,
+        )
+            .prop_map(|(wave, offline, kind, state, observed_latest, ready_for, written_ago)| {
+                Drawn {
+                    wave,
+                    offline,
+                    kind,
+                    state,
+                    observed_latest,
+                    ready_for,
+                    written_ago,
+                }
+            })
+    }
+
+    fn settings() -> impl Strategy<Value = Settings> {
+        (
+            any::<bool>(),
+            1..4usize,
+            0..3usize,
+            prop::sample::select(vec![0u64, 30]),
+            any::<bool>(),
+            any::<bool>(),
+        )
+            .prop_map(
+                |(progressive, max_unavailable, max_failures, min_ready, paused, skip_offline)| Settings {
+                    progressive,
+                    max_unavailable,
+                    max_failures,
+                    min_ready: Duration::from_secs(min_ready),
+                    progress_deadline: Duration::from_secs(600),
+                    paused,
+                    skip_offline,
+                },
+            )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, failure_persistence: None, ..ProptestConfig::default() })]
+        #[test]
+        fn the_rules_hold_for_any_fleet(settings in settings(), fleet in prop::collection::vec(drawn(), 1..12)) {
+            let names: Vec<String> = (0..fleet.len()).map(|i| format!("p{i:02}")).collect();
+            let statuses: Vec<ReleaseStatus> = fleet
+                .iter()
+                .map(|d| ReleaseStatus {
+                    state: STATES[d.state],
+                    reason: String::new(),
+                    message: String::new(),
+                    chart_version: None,
+                    observed_latest: d.observed_latest,
+                    ready_since: Some(ts(10_000 - d.ready_for).to_string()),
+                })
+                .collect();
+            let inputs: Vec<PoolInput> = fleet
+                .iter()
+                .enumerate()
+                .map(|(i, d)| PoolInput {
+                    pool: &names[i],
+                    wave: d.wave,
+                    offline: d.offline,
+                    release: match d.kind {
+                        0 => Release::Missing,
+                        1 => Release::Behind(&statuses[i]),
+                        _ => Release::Current { status: &statuses[i], written: Some(ts(10_000 - d.written_ago)) },
+                    },
+                })
+                .collect();
+            let d = decide(&settings, &inputs, 3, now());
+            let state = |i: usize| d.pools[&names[i]].state;
+            let skipped = |i: usize| fleet[i].offline && settings.skip_offline;
+            let healthy = |i: usize| STATES[fleet[i].state] == ReleaseState::Ready;
+            let halted = d.phase == RolloutPhase::Halted;
+            prop_assert_eq!(d.pools.len(), fleet.len());
+            prop_assert_eq!(d.total, (0..fleet.len()).filter(|i| !skipped(*i)).count());
+            prop_assert_eq!(halted, settings.progressive && d.failed.len() > settings.max_failures);
+            for i in 0..fleet.len() {
+                let s = state(i);
+                // An offline pool is never written; a current one never written again.
+                if skipped(i) { prop_assert_eq!(s, PoolRollout::Offline); }
+                if fleet[i].kind == 2 { prop_assert!(s != PoolRollout::Write); }
+                // A halt writes nothing; a pause writes no update.
+                if halted { prop_assert!(s != PoolRollout::Write); }
+                if settings.paused && fleet[i].kind == 1 { prop_assert!(s != PoolRollout::Write); }
+                // A new pool is installed unless it is offline or the revision is known bad.
+                if fleet[i].kind == 0 && !skipped(i) && !halted { prop_assert_eq!(s, PoolRollout::Write); }
+                // All at once: every update goes, unless paused.
+                if !settings.progressive && !settings.paused && fleet[i].kind == 1 && !skipped(i) {
+                    prop_assert_eq!(s, PoolRollout::Write);
+                }
+                if s == PoolRollout::Failed { prop_assert!(d.failed.contains(&names[i])); }
+            }
+            if settings.progressive {
+                let busy = (0..fleet.len()).filter(|i| matches!(state(*i), PoolRollout::Updating | PoolRollout::Soaking)).count();
+                let unhealthy_written = (0..fleet.len()).filter(|i| fleet[*i].kind == 1 && !healthy(*i) && state(*i) == PoolRollout::Write).count();
+                let healthy_written: Vec<usize> = (0..fleet.len()).filter(|i| fleet[*i].kind == 1 && healthy(*i) && state(*i) == PoolRollout::Write).collect();
+                if !healthy_written.is_empty() {
+                    // Healthy pools start only within maxUnavailable...
+                    prop_assert!(busy + unhealthy_written + healthy_written.len() <= settings.max_unavailable);
+                    // ...from one wave, the earliest not done, in name order.
+                    let wave = fleet[healthy_written[0]].wave;
+                    prop_assert!(healthy_written.iter().all(|i| fleet[*i].wave == wave));
+                    for i in 0..fleet.len() {
+                        let unfinished = matches!(state(i), PoolRollout::Pending | PoolRollout::Updating | PoolRollout::Soaking | PoolRollout::Write);
+                        prop_assert!(!(unfinished && fleet[i].wave < wave), "pool {} of an earlier wave is not done", names[i]);
+                        let skipped_over = state(i) == PoolRollout::Pending && healthy(i) && fleet[i].wave == wave;
+                        prop_assert!(!(skipped_over && names[i] < names[*healthy_written.last().unwrap()]));
+                    }
+                }
+            }
+            let left = (0..fleet.len()).any(|i| matches!(state(i),
+                PoolRollout::Write | PoolRollout::Updating | PoolRollout::Soaking | PoolRollout::Pending | PoolRollout::Paused | PoolRollout::Halted));
+            prop_assert_eq!(d.phase == RolloutPhase::Complete, !left && !halted);
+            prop_assert_eq!(d.done, (0..fleet.len()).filter(|i| state(*i) == PoolRollout::Done).count());
+        }
+    }
+}
