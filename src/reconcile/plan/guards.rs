@@ -1,0 +1,162 @@
+//! The rules that stop a plan, or one pool, before anything is written:
+//! an invalid selector, a Helm release another HelmRelease drives, a
+//! selection that lost every pool, two pools whose release names collide.
+
+use std::collections::BTreeMap;
+
+use super::*;
+
+/// Selects the pools, and checks every override's selector up front: one
+/// that cannot be evaluated would make every pool's values uncertain.
+pub(super) fn check_selectors<'a>(
+    input: &PlanInput<'a>,
+    app: &AppInfo,
+) -> Result<pools::Selected<'a>, (String, String)> {
+    let invalid =
+        |field: String, e: pools::SelectorError| ("InvalidSelector".to_string(), format!("{field}: {e}"));
+    let selected = pools::select(&app.spec.pools, input.pools.iter().copied())
+        .map_err(|e| invalid("pools".into(), e))?;
+    for (i, o) in app.spec.overrides.iter().enumerate() {
+        if let Some(selector) = &o.pools.selector {
+            pools::Selector::new(selector).map_err(|e| invalid(format!("overrides[{i}].pools"), e))?;
+        }
+    }
+    let steps = app.spec.rollout.as_ref().map(|r| r.steps.as_slice()).unwrap_or_default();
+    for (i, step) in steps.iter().enumerate() {
+        if let Some(selector) = &step.pools.selector {
+            pools::Selector::new(selector).map_err(|e| invalid(format!("rollout.steps[{i}].pools"), e))?;
+        }
+    }
+    Ok(selected)
+}
+
+pub(super) fn blocked(input: &PlanInput, reason: String, message: String) -> Plan {
+    let mut plan = Plan {
+        apply: Vec::new(),
+        unchanged: Vec::new(),
+        prune: Vec::new(),
+        pools: Vec::new(),
+        missing_pools: Vec::new(),
+        blocked: Some(message.clone()),
+        status: NodePoolApplicationStatus::default(),
+        requeue_after: None,
+    };
+    plan.status = roll_up(input, &plan, &BTreeMap::new(), Some((reason, message)), None);
+    plan
+}
+
+/// A release that would drive a Helm release another HelmRelease already
+/// drives is refused, unless this application's own release of that pool
+/// drove it first (the older of the two keeps it; names break a tie). The
+/// refused pool's existing release, if any, is left as it is: deleting it
+/// would uninstall the Helm release both drive.
+pub(super) fn helm_release_taken(
+    input: &PlanInput,
+    owned: &BTreeMap<&str, &ObservedRelease>,
+    built: &Built,
+) -> Option<Outcome> {
+    let key = built.helm_release.clone()?;
+    let by = input.others.driving(&key)?;
+    let ours = owned.get(built.name.as_str()).filter(|o| o.helm_release.as_ref() == Some(&key));
+    let first = |created: &Option<String>, name: &str| {
+        (created.clone().unwrap_or_else(|| "~".into()), name.to_string())
+    };
+    if ours.is_some_and(|o| first(&o.created, &o.name) < first(&by.created, &by.name)) {
+        return None;
+    }
+    Some(Outcome::HelmReleaseTaken {
+        helm_release: format!("{}/{}", key.0, key.1),
+        by,
+    })
+}
+
+pub(super) fn helm_release_taken_message(outcome: &Outcome) -> String {
+    let Outcome::HelmReleaseTaken { helm_release, by } = outcome else {
+        return String::new();
+    };
+    let owner = match &by.application {
+        Some(app) => format!(" of NodePoolApplication {app}"),
+        None => String::new(),
+    };
+    format!(
+        "releaseName: Helm release {helm_release} is already driven by HelmRelease {}{owner}; two \
+         HelmReleases would overwrite each other's installs: give each application's releases \
+         their own names (include {{{{app.name}}}} in releaseName) or storageNamespace",
+        by.name
+    )
+}
+
+/// A selection that matches no pool while releases exist is far likelier a
+/// typo (a misspelt label, a renamed key) than a wish to uninstall every
+/// site: nothing is pruned, the existing releases are reported as they
+/// are, and the application is Stalled until a person acts. Deleting the
+/// application is how every release is removed.
+pub(super) fn nothing_selected(input: &PlanInput, app: &AppInfo) -> Plan {
+    let owned: BTreeMap<&str, &ObservedRelease> = input.owned.iter().map(|o| (o.name.as_str(), o)).collect();
+    let mut plan = Plan {
+        apply: Vec::new(),
+        unchanged: input.owned.iter().map(|o| o.name.clone()).collect(),
+        prune: Vec::new(),
+        pools: input
+            .owned
+            .iter()
+            .map(|o| PoolOutcome {
+                pool: o.pool.clone().unwrap_or_default(),
+                release: o.name.clone(),
+                outcome: Outcome::Unchanged,
+            })
+            .collect(),
+        missing_pools: Vec::new(),
+        blocked: None,
+        status: NodePoolApplicationStatus::default(),
+        requeue_after: None,
+    };
+    plan.pools.sort_by(|a, b| a.pool.cmp(&b.pool));
+    let message = format!(
+        "spec.pools ({}) matches no NodePool, yet this application has {} HelmRelease(s); nothing is \
+         pruned: fix spec.pools, or delete the application to remove every release",
+        describe_selection(&app.spec.pools),
+        input.owned.len()
+    );
+    plan.blocked = Some(message.clone());
+    plan.status = roll_up(input, &plan, &owned, Some(("NoPoolsSelected".to_string(), message)), None);
+    plan
+}
+
+/// `names [a, b], selector {"matchLabels":{"region":"east"}}`, as the user wrote it.
+pub(super) fn describe_selection(selection: &crate::api::PoolSelection) -> String {
+    let mut parts = Vec::new();
+    if !selection.names.is_empty() {
+        parts.push(format!("names [{}]", selection.names.join(", ")));
+    }
+    if let Some(selector) = &selection.selector {
+        let text = serde_json::to_string(selector).unwrap_or_else(|e| format!("<unprintable: {e}>"));
+        parts.push(format!("selector {text}"));
+    }
+    parts.join(", ")
+}
+
+/// Two pools installing the same Helm release would overwrite each other.
+pub(super) fn fail_duplicate_release_names(built: &mut BTreeMap<String, Result<Built, FieldError>>) {
+    let mut by_name: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (pool, result) in built.iter() {
+        if let Ok(release) = result {
+            by_name.entry(release.release_name.clone()).or_default().push(pool.clone());
+        }
+    }
+    for (release_name, pools) in by_name.into_iter().filter(|(_, pools)| pools.len() > 1) {
+        let message = format!(
+            "renders to {release_name:?} for pools {}; include {{{{pool.name}}}} so each pool's release is unique",
+            pools.join(", ")
+        );
+        for pool in pools {
+            built.insert(
+                pool,
+                Err(FieldError {
+                    field: "releaseName".into(),
+                    message: message.clone(),
+                }),
+            );
+        }
+    }
+}

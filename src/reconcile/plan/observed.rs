@@ -1,0 +1,141 @@
+//! What planning reads of the HelmReleases in the application's namespace:
+//! the releases it owns, as observed, and the others, asked after by name
+//! and by the Helm release they drive.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value;
+
+use super::*;
+
+/// A Helm release as Helm stores it: (storage namespace, release name).
+pub type HelmReleaseKey = (String, String);
+
+/// The HelmReleases of the application's namespace it does not own, as
+/// planning asks after them: one pool at a time, so that a cache of
+/// thousands need not be copied out for every reconcile.
+pub trait OtherReleases: std::fmt::Debug + Sync {
+    /// Whether one of them has this name.
+    fn named(&self, name: &str) -> bool;
+    /// The one that drives this Helm release, if any; of several, the one
+    /// that came first.
+    fn driving(&self, key: &HelmReleaseKey) -> Option<TakenRelease>;
+}
+
+/// Other HelmReleases listed out: where no cache holds them (`render`,
+/// tests).
+#[derive(Debug, Clone, Default)]
+pub struct ListedReleases {
+    pub names: BTreeSet<String>,
+    pub taken: BTreeMap<HelmReleaseKey, TakenRelease>,
+}
+
+impl OtherReleases for ListedReleases {
+    fn named(&self, name: &str) -> bool {
+        self.names.contains(name)
+    }
+    fn driving(&self, key: &HelmReleaseKey) -> Option<TakenRelease> {
+        self.taken.get(key).cloned()
+    }
+}
+
+/// A HelmRelease this application does not own, as a driver of a Helm release.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TakenRelease {
+    /// The HelmRelease's name.
+    pub name: String,
+    /// The NodePoolApplication that owns it, if one does.
+    pub application: Option<String>,
+    /// Its creation time (RFC 3339, as the API server writes it): of two
+    /// HelmReleases driving one Helm release, the older keeps it.
+    pub created: Option<String>,
+}
+
+pub(super) fn created_of(object: &Value) -> Option<String> {
+    object
+        .pointer("/metadata/creationTimestamp")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
+/// An existing HelmRelease this application owns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObservedRelease {
+    pub name: String,
+    /// Deletes carry it as a precondition, so only the observed object goes.
+    pub uid: Option<String>,
+    pub pool: Option<String>,
+    pub spec_hash: Option<String>,
+    pub generation: Option<i64>,
+    pub status: ReleaseStatus,
+    /// The shared HelmChart it points at, if any.
+    pub chart_ref: Option<ChartRef>,
+    /// The Helm release it drives.
+    pub helm_release: Option<HelmReleaseKey>,
+    pub created: Option<String>,
+    /// When this controller last wrote it (RFC 3339).
+    pub written_at: Option<String>,
+    /// What it holds now as packed JSON text (at least its labels,
+    /// annotations and spec), to find hand edits; `None` when not read
+    /// (then only the spec hash is compared). Shared with the watch
+    /// cache, and parsed only to compare, so that thousands of observed
+    /// releases stay small.
+    pub live: Option<PackedJson>,
+}
+
+impl ObservedRelease {
+    /// Reads a HelmRelease as the API server lists it; `None` when it does
+    /// not say which pool it is for (edited by hand), so that it is left alone.
+    pub fn from_value(object: &Value) -> Option<Self> {
+        let metadata = object.get("metadata")?;
+        let text = |map: &str, key: &str| metadata.get(map)?.get(key)?.as_str().map(str::to_string);
+        Some(Self {
+            name: metadata.get("name")?.as_str()?.to_string(),
+            uid: metadata.get("uid").and_then(Value::as_str).map(str::to_string),
+            pool: Some(
+                text("annotations", naming::ANNOTATION_POOL_NAME)
+                    .or_else(|| text("labels", naming::LABEL_POOL))?,
+            ),
+            spec_hash: text("annotations", naming::ANNOTATION_SPEC_HASH),
+            generation: metadata.get("generation").and_then(Value::as_i64),
+            status: release_state::classify(object),
+            chart_ref: chart_ref_of(object),
+            helm_release: naming::helm_release_of(object),
+            created: created_of(object),
+            written_at: text("annotations", naming::ANNOTATION_WRITTEN_AT),
+            // The caller adds the text it read the release from.
+            live: None,
+        })
+    }
+}
+
+/// The HelmChart a release points at with `chartRef`; its namespace
+/// defaults to the release's own, as Flux reads it.
+pub(super) fn chart_ref_of(object: &Value) -> Option<ChartRef> {
+    let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
+    if text("/spec/chartRef/kind") != Some("HelmChart") {
+        return None;
+    }
+    Some(ChartRef {
+        name: text("/spec/chartRef/name")?.to_string(),
+        namespace: text("/spec/chartRef/namespace").or(text("/metadata/namespace"))?.to_string(),
+    })
+}
+
+/// A HelmRelease as packed JSON text ([`PackedJson`]). Parsed JSON takes
+/// several times the room, and a first fan-out holds one per pool: ten
+/// thousand of them parsed would be most of the controller's memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Manifest(PackedJson);
+
+impl Manifest {
+    pub fn new(object: &Value) -> Self {
+        Self(PackedJson::from_value(object))
+    }
+
+    /// The object, parsed.
+    pub fn value(&self) -> Value {
+        // Packed by `new` from a Value: always valid JSON.
+        self.0.value().unwrap_or(Value::Null)
+    }
+}

@@ -1,0 +1,118 @@
+//! From the plan to the application's status: each pool's state as the
+//! roll-up reads it, offline pools told apart from failed ones.
+
+use std::collections::BTreeMap;
+
+use super::*;
+
+pub(super) fn roll_up(
+    input: &PlanInput,
+    plan: &Plan,
+    owned: &BTreeMap<&str, &ObservedRelease>,
+    blocker: Option<(String, String)>,
+    rollout: Option<Scheduled>,
+) -> NodePoolApplicationStatus {
+    let decision = rollout.as_ref().map(|r| r.decision);
+    let reports: Vec<PoolReport> = plan
+        .pools
+        .iter()
+        .map(|p| {
+            let verdict = decision.and_then(|d| d.pools.get(&p.pool));
+            let rollout = verdict.map(|v| match &p.outcome {
+                Outcome::Deferred(state) => *state,
+                // Its turn came, but the chart holds every write.
+                Outcome::Held => PoolRollout::Pending,
+                _ => v.state,
+            });
+            let mut status = pool_status(p, owned.get(p.release.as_str()).copied());
+            if let Some(why) = verdict.and_then(|v| v.deadline_passed.as_ref()) {
+                status.state = ReleaseState::Failed;
+                status.reason = "ProgressDeadlineExceeded".to_string();
+                status.message = why.clone();
+            }
+            let nodes = input.nodes.and_then(|n| n.get(&p.pool)).copied();
+            if rollout == Some(PoolRollout::Offline) {
+                status =
+                    offline_status(status, nodes.unwrap_or_default(), owned.contains_key(p.release.as_str()));
+            }
+            PoolReport {
+                pool: p.pool.clone(),
+                helm_release: p.release.clone(),
+                status,
+                rollout,
+                nodes,
+            }
+        })
+        .collect();
+    let previous = input.app.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
+    status::rollup(&RollupInput {
+        pools: &reports,
+        missing: &plan.missing_pools,
+        blocker,
+        generation: input.app.metadata.generation,
+        previous,
+        now: &input.now,
+        rollout: rollout.map(|r| r.status),
+    })
+}
+
+/// An offline pool, skipped by the rollout: whatever Flux last said of its
+/// release (a timed-out upgrade, most likely) is no verdict on the chart.
+pub(super) fn offline_status(
+    mut status: ReleaseStatus,
+    nodes: NodeCount,
+    has_release: bool,
+) -> ReleaseStatus {
+    status.state = ReleaseState::Offline;
+    status.reason = "PoolOffline".to_string();
+    let since = nodes.changed.map(|t| format!(" since {t}")).unwrap_or_default();
+    status.message = match has_release {
+        true => format!(
+            "no node of the pool is Ready ({nodes}){since}: its release is left as it is until one \
+             is, then brought to the current revision"
+        ),
+        false => format!("no node of the pool is Ready ({nodes}){since}: installed once one is"),
+    };
+    status
+}
+
+pub(super) fn pool_status(outcome: &PoolOutcome, observed: Option<&ObservedRelease>) -> ReleaseStatus {
+    let chart_version = observed.and_then(|o| o.status.chart_version.clone());
+    let make = |state, reason: &str, message: String| ReleaseStatus {
+        state,
+        reason: reason.to_string(),
+        message,
+        chart_version: chart_version.clone(),
+        observed_latest: false,
+        ready_since: None,
+    };
+    match (&outcome.outcome, observed) {
+        (Outcome::Unchanged | Outcome::Deferred(_), Some(o)) => o.status.clone(),
+        (Outcome::Unchanged | Outcome::Planned, None) => {
+            make(ReleaseState::Progressing, "Progressing", "creating the HelmRelease".into())
+        }
+        (Outcome::Deferred(state), None) => make(
+            ReleaseState::Waiting,
+            state.as_str(),
+            format!("not installed yet: the rollout is {}", state.as_str().to_lowercase()),
+        ),
+        (Outcome::Planned, Some(_)) => {
+            make(ReleaseState::Progressing, "Progressing", "updating the HelmRelease".into())
+        }
+        (Outcome::Held, Some(o)) if o.status.state == ReleaseState::Ready => {
+            make(ReleaseState::Waiting, "ChartNotReady", "waiting for the chart before updating".into())
+        }
+        (Outcome::Held, _) => make(ReleaseState::Waiting, "ChartNotReady", "waiting for the chart".into()),
+        (Outcome::Failed { field, message }, _) => {
+            make(ReleaseState::Stalled, "InvalidPoolConfig", format!("{field}: {message}"))
+        }
+        (taken @ Outcome::HelmReleaseTaken { .. }, _) => {
+            make(ReleaseState::Stalled, "ReleaseNameConflict", helm_release_taken_message(taken))
+        }
+        (Outcome::Conflict { name }, _) => make(
+            ReleaseState::Stalled,
+            "NameConflict",
+            format!("HelmRelease {name} exists and is not owned by this application; delete or rename it"),
+        ),
+    }
+}

@@ -1,0 +1,107 @@
+//! Unit tests of `plan`.
+
+mod drift;
+mod releases;
+mod rollout;
+mod safety;
+
+use super::*;
+use crate::api::{ConditionStatus, RolloutPhase};
+use serde_json::json;
+
+fn app(spec: Value) -> NodePoolApplication {
+    let mut base = json!({
+        "pools": { "selector": { "matchLabels": { "region": "east" } } },
+        "chart": { "spec": { "chart": "ingress-gateway", "version": "1.0.0",
+            "sourceRef": { "kind": "HelmRepository", "name": "fixtures", "namespace": "flux-system" } } },
+        "interval": "10m",
+        "values": { "controller": { "replicas": 1, "ingressClass": { "name": "{{pool.name}}" } } },
+        "placement": { "valuesPaths": ["controller.nodeSelector"] }
+    });
+    for (k, v) in spec.as_object().unwrap() {
+        base[k] = v.clone();
+    }
+    serde_json::from_value(json!({
+        "apiVersion": "apps.fanout.dev/v1alpha1", "kind": "NodePoolApplication",
+        "metadata": { "name": "gw", "namespace": "edge", "uid": "uid-1", "generation": 3 },
+        "spec": base
+    }))
+    .unwrap()
+}
+
+fn pool(name: &str, region: &str) -> Pool {
+    Pool {
+        name: name.into(),
+        labels: [("region".to_string(), region.to_string())].into(),
+        annotations: Default::default(),
+    }
+}
+
+fn pools() -> Vec<Pool> {
+    vec![
+        pool("hangzhou", "east"),
+        pool("shanghai", "east"),
+        pool("beijing", "north"),
+    ]
+}
+
+fn now() -> Time {
+    Time("2030-01-01T00:00:00Z".parse().unwrap())
+}
+
+fn run(app: &NodePoolApplication, pools: &[Pool], owned: Vec<ObservedRelease>, foreign: &[&str]) -> Plan {
+    plan(&PlanInput {
+        nodes: None,
+        app,
+        pools: &pools.iter().collect::<Vec<_>>(),
+        owned,
+        others: &ListedReleases {
+            names: foreign.iter().map(|s| s.to_string()).collect(),
+            taken: BTreeMap::new(),
+        },
+        now: now(),
+        chart_ref: None,
+        chart: None,
+        hold: None,
+    })
+}
+
+fn desired(plan: &Plan, pool: &str) -> Value {
+    plan.apply
+        .iter()
+        .find(|d| d.pool == pool)
+        .unwrap_or_else(|| panic!("{pool} not applied: {plan:#?}"))
+        .object
+        .value()
+}
+
+fn outcome<'a>(plan: &'a Plan, pool: &str) -> &'a Outcome {
+    &plan.pools.iter().find(|p| p.pool == pool).unwrap().outcome
+}
+
+fn applied_pools(plan: &Plan) -> Vec<&str> {
+    plan.apply.iter().map(|d| d.pool.as_str()).collect()
+}
+
+fn ready_release(name: &str, pool: &str, hash: &str) -> ObservedRelease {
+    ObservedRelease {
+        name: name.into(),
+        uid: None,
+        pool: Some(pool.into()),
+        spec_hash: Some(hash.into()),
+        generation: Some(1),
+        status: ReleaseStatus {
+            state: ReleaseState::Ready,
+            reason: "UpgradeSucceeded".into(),
+            message: "ok".into(),
+            chart_version: Some("1.0.0".into()),
+            observed_latest: true,
+            ready_since: None,
+        },
+        chart_ref: None,
+        helm_release: None,
+        created: None,
+        written_at: None,
+        live: None,
+    }
+}

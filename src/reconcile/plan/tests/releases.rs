@@ -1,0 +1,400 @@
+//! Plan: building each pool's release: values, overrides, names, placement.
+
+use super::*;
+
+#[test]
+fn selection_is_the_union_of_names_and_selector() {
+    let a = app(
+        json!({ "pools": { "names": ["beijing"], "selector": { "matchLabels": { "region": "east" } } } }),
+    );
+    let plan = run(&a, &pools(), vec![], &[]);
+    assert_eq!(applied_pools(&plan), ["beijing", "hangzhou", "shanghai"]);
+    assert_eq!(plan.status.ready, "0/3");
+}
+
+#[test]
+fn helm_release_object_shape() {
+    let plan = run(&app(json!({})), &pools(), vec![], &[]);
+    let hr = desired(&plan, "hangzhou");
+    let name = naming::release_name("gw", "hangzhou");
+    assert_eq!(hr["apiVersion"], "helm.toolkit.fluxcd.io/v2");
+    assert_eq!(hr["kind"], "HelmRelease");
+    assert_eq!(hr["metadata"]["name"], name);
+    assert_eq!(hr["metadata"]["namespace"], "edge");
+    assert_eq!(
+        hr["metadata"]["labels"],
+        json!({ "apps.fanout.dev/application": "gw", "apps.fanout.dev/pool": "hangzhou",
+                    "app.kubernetes.io/managed-by": "nodepool-fanout" })
+    );
+    assert_eq!(hr["metadata"]["annotations"]["apps.fanout.dev/pool-name"], "hangzhou");
+    assert_eq!(
+        hr["metadata"]["annotations"]["apps.fanout.dev/spec-hash"],
+        plan.apply[0].spec_hash.as_str()
+    );
+    assert_eq!(
+        hr["metadata"]["ownerReferences"],
+        json!([{ "apiVersion": "apps.fanout.dev/v1alpha1", "kind": "NodePoolApplication", "name": "gw",
+                     "uid": "uid-1", "controller": true, "blockOwnerDeletion": true }])
+    );
+    let spec = &hr["spec"];
+    assert_eq!(spec["releaseName"], name);
+    assert_eq!(spec["interval"], "10m");
+    assert_eq!(
+        spec["chart"]["spec"],
+        json!({ "chart": "ingress-gateway", "version": "1.0.0",
+                    "sourceRef": { "kind": "HelmRepository", "name": "fixtures", "namespace": "flux-system" } })
+    );
+    assert!(spec.get("targetNamespace").is_none() && spec.get("suspend").is_none());
+}
+
+#[test]
+fn values_are_templated_per_pool_with_node_selector() {
+    let plan = run(&app(json!({})), &pools(), vec![], &[]);
+    for pool in ["hangzhou", "shanghai"] {
+        assert_eq!(
+            desired(&plan, pool)["spec"]["values"],
+            json!({ "controller": { "replicas": 1, "ingressClass": { "name": pool },
+                        "nodeSelector": { "apps.openyurt.io/nodepool": pool } } })
+        );
+    }
+}
+
+#[test]
+fn node_selector_goes_to_every_values_path_with_a_custom_label() {
+    let a = app(json!({ "placement": { "nodeLabel": "example.com/pool",
+            "valuesPaths": ["controller.nodeSelector", "admission.nodeSelector"] } }));
+    let values = desired(&run(&a, &pools(), vec![], &[]), "hangzhou")["spec"]["values"].clone();
+    assert_eq!(values["controller"]["nodeSelector"], json!({ "example.com/pool": "hangzhou" }));
+    assert_eq!(values["admission"]["nodeSelector"], json!({ "example.com/pool": "hangzhou" }));
+}
+
+#[test]
+fn overrides_apply_in_order_later_wins() {
+    let a = app(json!({ "overrides": [
+            { "pools": { "names": ["hangzhou"] }, "values": { "controller": { "replicas": 2, "a": 1 } } },
+            { "pools": { "selector": { "matchLabels": { "region": "east" } } }, "values": { "controller": { "replicas": 3 } } },
+            { "pools": { "names": ["shanghai"] }, "values": { "controller": { "replicas": 4 } } }
+        ] }));
+    let plan = run(&a, &pools(), vec![], &[]);
+    let hz = &desired(&plan, "hangzhou")["spec"]["values"]["controller"];
+    assert_eq!((hz["replicas"].clone(), hz["a"].clone()), (json!(3), json!(1)));
+    assert_eq!(desired(&plan, "shanghai")["spec"]["values"]["controller"]["replicas"], 4);
+}
+
+#[test]
+fn null_in_an_override_is_kept_for_helm() {
+    let a = app(json!({ "overrides": [
+            { "pools": { "names": ["hangzhou"] }, "values": { "controller": { "ingressClass": null } } }
+        ] }));
+    let plan = run(&a, &pools(), vec![], &[]);
+    assert_eq!(desired(&plan, "hangzhou")["spec"]["values"]["controller"]["ingressClass"], Value::Null);
+    assert_eq!(
+        desired(&plan, "shanghai")["spec"]["values"]["controller"]["ingressClass"]["name"],
+        "shanghai"
+    );
+}
+
+#[test]
+fn values_from_keeps_references_in_order_and_renders_names() {
+    let a = app(json!({
+        "valuesFrom": [{ "kind": "ConfigMap", "name": "common" }],
+        "overrides": [
+            { "pools": { "names": ["hangzhou"] }, "valuesFrom": [{ "kind": "Secret", "name": "creds-{{pool.name}}", "valuesKey": "v" }] },
+            { "pools": { "names": ["shanghai"] }, "valuesFrom": [{ "kind": "Secret", "name": "other" }] }
+        ]
+    }));
+    let plan = run(&a, &pools(), vec![], &[]);
+    assert_eq!(
+        desired(&plan, "hangzhou")["spec"]["valuesFrom"],
+        json!([{ "kind": "ConfigMap", "name": "common" }, { "kind": "Secret", "name": "creds-hangzhou", "valuesKey": "v" }])
+    );
+}
+
+#[test]
+fn suspend_from_app_and_overrides() {
+    let a = app(json!({ "suspend": true, "overrides": [
+            { "pools": { "names": ["shanghai"] }, "suspend": false }
+        ] }));
+    let plan = run(&a, &pools(), vec![], &[]);
+    assert_eq!(desired(&plan, "hangzhou")["spec"]["suspend"], true);
+    assert_eq!(desired(&plan, "shanghai")["spec"]["suspend"], false);
+}
+
+#[test]
+fn helm_release_options_pass_through() {
+    let a = app(json!({ "helmRelease": {
+            "install": { "remediation": { "retries": 3 }, "createNamespace": true },
+            "upgrade": { "cleanupOnFail": true }, "driftDetection": { "mode": "enabled" },
+            "timeout": "5m", "maxHistory": 2, "serviceAccountName": "deployer", "storageNamespace": "edge",
+            "persistentClient": false, "suspend": true,
+            "dependsOn": [{ "name": "crds-{{pool.name}}", "namespace": "edge" }]
+        } }));
+    let spec = desired(&run(&a, &pools(), vec![], &[]), "hangzhou")["spec"].clone();
+    assert_eq!(spec["install"], json!({ "remediation": { "retries": 3 }, "createNamespace": true }));
+    assert_eq!(spec["upgrade"]["cleanupOnFail"], true);
+    assert_eq!(spec["driftDetection"]["mode"], "enabled");
+    assert_eq!((spec["timeout"].clone(), spec["maxHistory"].clone()), (json!("5m"), json!(2)));
+    assert_eq!(spec["serviceAccountName"], "deployer");
+    assert_eq!(spec["storageNamespace"], "edge");
+    assert_eq!(spec["persistentClient"], false);
+    assert_eq!(spec["suspend"], true);
+    assert_eq!(spec["dependsOn"], json!([{ "name": "crds-hangzhou", "namespace": "edge" }]));
+}
+
+#[test]
+fn release_name_and_target_namespace_templates() {
+    let a = app(
+        json!({ "releaseName": "{{app.name}}-{{pool.name}}", "targetNamespace": "edge-{{pool.labels.region}}" }),
+    );
+    let spec = desired(&run(&a, &pools(), vec![], &[]), "hangzhou")["spec"].clone();
+    assert_eq!(spec["releaseName"], "gw-hangzhou");
+    assert_eq!(spec["targetNamespace"], "edge-east");
+}
+
+#[test]
+fn invalid_rendered_names_fail_the_pool() {
+    let long = ["{{pool.name}}"; 7].join("-");
+    let a = app(json!({ "releaseName": long }));
+    let plan = run(&a, &pools(), vec![], &[]);
+    let Outcome::Failed { field, message } = outcome(&plan, "hangzhou") else {
+        panic!("{plan:#?}")
+    };
+    assert_eq!(field, "releaseName");
+    assert!(message.contains("at most 53"), "{message}");
+    let a = app(json!({ "targetNamespace": "Edge.{{pool.name}}" }));
+    let plan = run(&a, &pools(), vec![], &[]);
+    assert!(
+        matches!(outcome(&plan, "hangzhou"), Outcome::Failed { field, .. } if field == "targetNamespace")
+    );
+}
+
+#[test]
+fn duplicate_release_names_fail_both_pools() {
+    let a = app(json!({ "releaseName": "{{app.name}}-{{pool.labels.region}}" }));
+    let plan = run(&a, &pools(), vec![], &[]);
+    for pool in ["hangzhou", "shanghai"] {
+        let Outcome::Failed { field, message } = outcome(&plan, pool) else {
+            panic!("{plan:#?}")
+        };
+        assert_eq!(field, "releaseName");
+        assert!(message.contains("\"gw-east\" for pools hangzhou, shanghai"), "{message}");
+    }
+    assert!(plan.apply.is_empty());
+    assert!(plan.has_errors());
+}
+
+#[test]
+fn one_bad_pool_does_not_stop_the_others() {
+    let mut ps = pools();
+    ps[0].labels.insert("zone".into(), "a".into());
+    let a = app(json!({ "overrides": [
+            { "pools": { "selector": {} }, "values": { "x": "ok" } },
+            { "pools": { "selector": {} }, "values": { "controller": { "image": "{{pool.labels.zone}}" } } }
+        ] }));
+    let owned = vec![ready_release(
+        &naming::release_name("gw", "shanghai"),
+        "shanghai",
+        "old",
+    )];
+    let plan = run(&a, &ps, owned, &[]);
+    assert_eq!(applied_pools(&plan), ["hangzhou"]);
+    let failed = plan.pools.iter().find(|p| p.pool == "shanghai").unwrap();
+    let Outcome::Failed { field, message } = &failed.outcome else {
+        panic!("{plan:#?}")
+    };
+    assert_eq!(field, "overrides[1].values.controller.image");
+    assert!(message.starts_with("unknown variable pool.labels.zone"), "{message}");
+    assert!(failed
+        .to_string()
+        .starts_with("pool \"shanghai\": overrides[1].values.controller.image: unknown variable"));
+    assert!(plan.prune.is_empty(), "a failed pool's release must stay");
+    let stalled = plan.status.conditions.iter().find(|c| c.type_ == "Stalled").unwrap();
+    assert_eq!(stalled.reason, "InvalidPoolConfig");
+}
+
+#[test]
+fn values_too_deep_fail_only_the_pools_they_apply_to() {
+    let mut deep = json!("x");
+    for _ in 0..crate::values::merge::MAX_DEPTH {
+        deep = json!({ "a": deep });
+    }
+    let just_enough = deep.clone();
+    let too_deep = json!({ "a": deep });
+    let a = app(json!({ "overrides": [
+            { "pools": { "names": ["hangzhou"] }, "values": just_enough },
+            { "pools": { "names": ["shanghai"] }, "values": too_deep }
+        ] }));
+    let plan = run(&a, &pools(), vec![], &[]);
+    assert_eq!(applied_pools(&plan), ["hangzhou"]);
+    let Outcome::Failed { field, message } = outcome(&plan, "shanghai") else {
+        panic!("{plan:#?}")
+    };
+    assert_eq!(field, "overrides[1].values");
+    assert_eq!(message, "values nest 65 levels deep, more than the 64 allowed; flatten them");
+}
+
+#[test]
+fn bad_values_path_fails_the_pool_naming_the_path() {
+    let a = app(json!({ "values": { "controller": "off" } }));
+    let plan = run(&a, &pools(), vec![], &[]);
+    let Outcome::Failed { field, message } = outcome(&plan, "hangzhou") else {
+        panic!()
+    };
+    assert_eq!(field, "placement.valuesPaths[0]");
+    assert!(message.contains("\"controller.nodeSelector\""), "{message}");
+}
+
+#[test]
+fn foreign_name_is_a_conflict_never_applied_or_pruned() {
+    let taken = naming::release_name("gw", "hangzhou");
+    let plan = run(&app(json!({})), &pools(), vec![], &[&taken]);
+    assert_eq!(outcome(&plan, "hangzhou"), &Outcome::Conflict { name: taken.clone() });
+    assert_eq!(applied_pools(&plan), ["shanghai"]);
+    assert!(plan.prune.is_empty());
+    assert_eq!(plan.status.pools[0].reason, "NameConflict");
+}
+
+#[test]
+fn deselected_pools_are_pruned() {
+    let gone = naming::release_name("gw", "beijing");
+    let renamed = "gw-old-name".to_string();
+    let owned = vec![
+        ready_release(&gone, "beijing", "h"),
+        ready_release(&renamed, "hangzhou", "h"),
+    ];
+    let plan = run(&app(json!({})), &pools(), owned, &[]);
+    assert_eq!(plan.prune, [gone, renamed]);
+    assert_eq!(plan.status.selected_pools, 2);
+}
+
+#[test]
+fn matching_hashes_are_a_no_op() {
+    let a = app(json!({}));
+    let first = run(&a, &pools(), vec![], &[]);
+    let owned: Vec<_> = first.apply.iter().map(|d| ready_release(&d.name, &d.pool, &d.spec_hash)).collect();
+    let second = run(&a, &pools(), owned, &[]);
+    assert!(second.apply.is_empty(), "{second:#?}");
+    assert_eq!(second.unchanged.len(), 2);
+    assert!(second.pools.iter().all(|p| p.outcome == Outcome::Unchanged));
+    assert_eq!(second.status.ready, "2/2");
+    let ready = second.status.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+    assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("True", "Succeeded"));
+    assert_eq!(second.status.chart_version.as_deref(), Some("1.0.0"));
+}
+
+pub(super) fn with_chart(a: &NodePoolApplication, owned: Vec<ObservedRelease>, chart: &Chart) -> Plan {
+    plan(&PlanInput {
+        nodes: None,
+        app: a,
+        pools: &pools().iter().collect::<Vec<_>>(),
+        owned,
+        others: &ListedReleases::default(),
+        now: now(),
+        chart_ref: None,
+        chart: Some(chart),
+        hold: None,
+    })
+}
+
+#[test]
+fn values_are_checked_against_the_schema_only_when_they_change() {
+    let chart = Chart {
+        name: "ingress-gateway".into(),
+        version: "1.0.0".into(),
+        values: json!({}),
+        schema: Some(json!({ "type": "object", "properties": { "controller": { "type": "object",
+                "properties": { "replicas": { "type": "integer", "maximum": 2 } } } } })),
+    };
+    let bad = app(json!({ "overrides": [ { "pools": { "names": ["shanghai"] },
+            "values": { "controller": { "replicas": 9 } } } ] }));
+    let first = with_chart(&bad, vec![], &chart);
+    assert_eq!(applied_pools(&first), ["hangzhou"], "the pool breaking the schema is not written");
+    let Outcome::Failed { field, message } = outcome(&first, "shanghai") else {
+        panic!("{first:#?}")
+    };
+    assert_eq!(field, "values");
+    assert!(message.contains("/controller/replicas") && message.contains("maximum"), "{message}");
+
+    // A release already written with this very spec was checked then: the
+    // check is not repeated on every reconcile.
+    let written: Vec<_> = run(&bad, &pools(), vec![], &[])
+        .apply
+        .iter()
+        .map(|d| ready_release(&d.name, &d.pool, &d.spec_hash))
+        .collect();
+    let again = with_chart(&bad, written, &chart);
+    assert!(again.pools.iter().all(|p| p.outcome == Outcome::Unchanged), "{again:#?}");
+}
+
+#[test]
+fn a_changed_hash_is_applied_again() {
+    let a = app(json!({}));
+    let name = naming::release_name("gw", "hangzhou");
+    let plan = run(&a, &pools(), vec![ready_release(&name, "hangzhou", "stale")], &[]);
+    assert_eq!(applied_pools(&plan), ["hangzhou", "shanghai"]);
+    assert_eq!(plan.status.pools[0].reason, "Progressing");
+    assert_eq!(plan.status.pools[0].message, "updating the HelmRelease");
+}
+
+#[test]
+fn hashes_differ_per_pool_and_follow_the_spec() {
+    let plan = run(&app(json!({})), &pools(), vec![], &[]);
+    assert_ne!(plan.apply[0].spec_hash, plan.apply[1].spec_hash);
+    let again = run(&app(json!({ "interval": "5m" })), &pools(), vec![], &[]);
+    assert_ne!(plan.apply[0].spec_hash, again.apply[0].spec_hash);
+    assert_eq!(plan.apply[0].spec_hash.len(), 16);
+    let same = run(&app(json!({})), &pools(), vec![], &[]);
+    assert_eq!(plan.apply, same.apply);
+}
+
+#[test]
+fn post_renderer_pins_every_workload_kind() {
+    let a = app(
+        json!({ "placement": { "tolerations": [{ "key": "edge", "operator": "Exists", "effect": "NoSchedule" }] } }),
+    );
+    let hr = desired(&run(&a, &pools(), vec![], &[]), "hangzhou").clone();
+    let patches = hr["spec"]["postRenderers"][0]["kustomize"]["patches"].as_array().unwrap().clone();
+    let targets: Vec<_> = patches.iter().map(|p| p["target"].clone()).collect();
+    assert_eq!(
+        targets,
+        [
+            json!({ "group": "apps", "kind": "(Deployment|StatefulSet|DaemonSet)" }),
+            json!({ "group": "batch", "kind": "Job" }),
+            json!({ "group": "batch", "kind": "CronJob" })
+        ]
+    );
+    let parsed: Vec<Value> = patches
+        .iter()
+        .map(|p| serde_saphyr::from_str(p["patch"].as_str().unwrap()).unwrap())
+        .collect();
+    let pod = json!({ "nodeSelector": { "apps.openyurt.io/nodepool": "hangzhou" },
+            "tolerations": [{ "key": "edge", "operator": "Exists", "effect": "NoSchedule" }] });
+    assert_eq!(parsed[0]["spec"]["template"]["spec"], pod);
+    assert_eq!(parsed[0]["kind"], "Deployment");
+    assert_eq!(parsed[1]["spec"]["template"]["spec"], pod);
+    assert_eq!(parsed[1]["apiVersion"], "batch/v1");
+    assert_eq!(parsed[2]["spec"]["jobTemplate"]["spec"]["template"]["spec"], pod);
+    assert!(parsed.iter().all(|p| p["metadata"]["name"].is_string()));
+}
+
+#[test]
+fn the_shard_label_is_passed_on_to_every_release() {
+    let mut a = app(json!({}));
+    let plan = run(&a, &pools(), vec![], &[]);
+    assert!(desired(&plan, "hangzhou")["metadata"]["labels"]
+        .get("sharding.fluxcd.io/key")
+        .is_none());
+    a.metadata.labels = Some([("sharding.fluxcd.io/key".to_string(), "shard1".to_string())].into());
+    let sharded = run(&a, &pools(), vec![], &[]);
+    for d in &sharded.apply {
+        assert_eq!(d.object.value()["metadata"]["labels"]["sharding.fluxcd.io/key"], "shard1");
+    }
+}
+
+#[test]
+fn no_uid_means_no_owner_reference() {
+    let mut a = app(json!({}));
+    a.metadata.uid = None;
+    let plan = run(&a, &pools(), vec![], &[]);
+    assert!(desired(&plan, "hangzhou")["metadata"].get("ownerReferences").is_none());
+}

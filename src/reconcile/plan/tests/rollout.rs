@@ -1,0 +1,291 @@
+//! Plan: the rollout, as plan carries it out.
+
+use super::*;
+
+/// Five pools in region east, each with a Ready release of `hash` (or
+/// of the current spec when `hash` is None), by pool name.
+pub(super) fn fleet() -> Vec<Pool> {
+    ["p1", "p2", "p3", "p4", "p5"].iter().map(|n| pool(n, "east")).collect()
+}
+
+fn releases_of(a: &NodePoolApplication, pools: &[Pool], stale: &[&str]) -> Vec<ObservedRelease> {
+    let first = run(a, pools, vec![], &[]);
+    first
+        .apply
+        .iter()
+        .map(|d| {
+            let hash = if stale.contains(&d.pool.as_str()) {
+                "old"
+            } else {
+                d.spec_hash.as_str()
+            };
+            ready_release(&d.name, &d.pool, hash)
+        })
+        .collect()
+}
+
+fn with_nodes(
+    a: &NodePoolApplication,
+    pools: &[Pool],
+    owned: Vec<ObservedRelease>,
+    nodes: &BTreeMap<String, NodeCount>,
+) -> Plan {
+    plan(&PlanInput {
+        nodes: Some(nodes),
+        app: a,
+        pools: &pools.iter().collect::<Vec<_>>(),
+        owned,
+        others: &ListedReleases::default(),
+        now: now(),
+        chart_ref: None,
+        chart: None,
+        hold: None,
+    })
+}
+
+fn condition<'a>(
+    plan: &'a Plan,
+    kind: &str,
+) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    plan.status.conditions.iter().find(|c| c.type_ == kind)
+}
+
+pub(super) fn progressive(extra: Value) -> NodePoolApplication {
+    let mut rollout = json!({ "strategy": "Progressive" });
+    for (k, v) in extra.as_object().unwrap() {
+        rollout[k] = v.clone();
+    }
+    app(json!({ "rollout": rollout }))
+}
+
+#[test]
+fn a_progressive_change_writes_one_pool_and_leaves_the_rest_as_they_are() {
+    let a = progressive(json!({}));
+    let owned = releases_of(&a, &fleet(), &["p1", "p2", "p3", "p4", "p5"]);
+    let plan = run(&a, &fleet(), owned, &[]);
+    assert_eq!(applied_pools(&plan), ["p1"]);
+    assert_eq!(
+        plan.apply[0].object.value()["metadata"]["annotations"]["apps.fanout.dev/written-at"],
+        "2030-01-01T00:00:00Z"
+    );
+    assert_eq!(outcome(&plan, "p2"), &Outcome::Deferred(PoolRollout::Pending));
+    assert!(plan.prune.is_empty());
+    let rollout = plan.status.rollout.as_ref().unwrap();
+    assert_eq!(
+        (rollout.phase, rollout.updated, rollout.done, rollout.total),
+        (RolloutPhase::Progressing, 1, 0, 5)
+    );
+    assert_eq!(rollout.progress, "Progressing 0/5");
+    let p2 = plan.status.pools.iter().find(|p| p.pool == "p2").unwrap();
+    assert_eq!((p2.ready, p2.up_to_date, p2.rollout.as_str()), (ConditionStatus::True, false, "Pending"));
+    let p1 = plan.status.pools.iter().find(|p| p.pool == "p1").unwrap();
+    assert_eq!((p1.up_to_date, p1.rollout.as_str()), (true, "Updating"));
+    let ready = condition(&plan, "Ready").unwrap();
+    assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("False", "Progressing"));
+    assert!(condition(&plan, "Reconciling").is_some());
+    assert!(condition(&plan, "Stalled").is_none());
+}
+
+#[test]
+fn a_pool_done_lets_the_next_start_and_all_done_is_ready() {
+    let a = progressive(json!({}));
+    let owned = releases_of(&a, &fleet(), &["p3", "p4", "p5"]);
+    let plan = run(&a, &fleet(), owned, &[]);
+    assert_eq!(applied_pools(&plan), ["p3"]);
+    assert_eq!(plan.status.rollout.as_ref().unwrap().done, 2);
+    let owned = releases_of(&a, &fleet(), &[]);
+    let plan = run(&a, &fleet(), owned, &[]);
+    assert!(plan.apply.is_empty());
+    assert_eq!(plan.status.rollout.as_ref().unwrap().progress, "Complete 5/5");
+    let ready = condition(&plan, "Ready").unwrap();
+    assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("True", "Succeeded"));
+    assert!(condition(&plan, "Reconciling").is_none());
+}
+
+#[test]
+fn a_failed_pool_halts_the_rollout_naming_it_with_fluxs_message() {
+    let a = progressive(json!({}));
+    let mut owned = releases_of(&a, &fleet(), &["p2", "p3", "p4", "p5"]);
+    owned[0].status = ReleaseStatus {
+        state: ReleaseState::Stalled,
+        reason: "UpgradeFailed".into(),
+        message: "Service \"gw\" is invalid: spec.ports[0].port: Invalid value: 70000".into(),
+        chart_version: Some("1.0.0".into()),
+        observed_latest: true,
+        ready_since: None,
+    };
+    let plan = run(&a, &fleet(), owned, &[]);
+    assert!(plan.apply.is_empty(), "no further pool is touched");
+    assert!(plan.prune.is_empty());
+    for p in ["p2", "p3", "p4", "p5"] {
+        assert_eq!(outcome(&plan, p), &Outcome::Deferred(PoolRollout::Halted));
+    }
+    let stalled = condition(&plan, "Stalled").unwrap();
+    assert_eq!(stalled.reason, "RolloutHalted");
+    assert!(
+        stalled.message.contains("pool \"p1\": UpgradeFailed") && stalled.message.contains("70000"),
+        "{}",
+        stalled.message
+    );
+    let ready = condition(&plan, "Ready").unwrap();
+    assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("False", "RolloutHalted"));
+    assert!(ready.message.contains("70000"), "{}", ready.message);
+    assert!(condition(&plan, "Reconciling").is_none());
+    assert_eq!(plan.status.rollout.as_ref().unwrap().progress, "Halted 0/5 (1 failed)");
+}
+
+#[test]
+fn the_progress_deadline_fails_a_pool_in_the_status_too() {
+    let a = progressive(json!({ "progressDeadline": "5m" }));
+    let mut owned = releases_of(&a, &fleet(), &["p2"]);
+    owned[0].status.state = ReleaseState::Progressing;
+    owned[0].written_at = Some("2029-12-31T23:54:00Z".into());
+    let plan = run(&a, &fleet(), owned, &[]);
+    let p1 = plan.status.pools.iter().find(|p| p.pool == "p1").unwrap();
+    assert_eq!(
+        (p1.ready, p1.reason.as_str(), p1.rollout.as_str()),
+        (ConditionStatus::False, "ProgressDeadlineExceeded", "Failed")
+    );
+    assert!(p1.message.contains("progressDeadline (5m)"), "{}", p1.message);
+    assert_eq!(condition(&plan, "Stalled").unwrap().reason, "RolloutHalted");
+    // Before the deadline: updating, and a look again when it passes.
+    let mut owned = releases_of(&a, &fleet(), &["p2"]);
+    owned[0].status.state = ReleaseState::Progressing;
+    owned[0].written_at = Some("2029-12-31T23:58:00Z".into());
+    let plan = run(&a, &fleet(), owned, &[]);
+    assert_eq!(plan.requeue_after, Some(Duration::from_secs(181)));
+    assert!(plan.apply.is_empty());
+}
+
+#[test]
+fn steps_set_the_waves() {
+    let a = progressive(json!({ "maxUnavailable": 2, "steps": [{ "pools": { "names": ["p5"] } }] }));
+    let owned = releases_of(&a, &fleet(), &["p1", "p2", "p3", "p4", "p5"]);
+    let plan = run(&a, &fleet(), owned, &[]);
+    assert_eq!(applied_pools(&plan), ["p5"], "the canary first, alone in its wave");
+    assert_eq!(plan.status.rollout.as_ref().unwrap().wave.as_deref(), Some("1/2"));
+    let owned = releases_of(&a, &fleet(), &["p1", "p2", "p3", "p4"]);
+    let plan = run(&a, &fleet(), owned, &[]);
+    assert_eq!(applied_pools(&plan), ["p1", "p2"]);
+    assert_eq!(plan.status.rollout.as_ref().unwrap().wave.as_deref(), Some("2/2"));
+}
+
+#[test]
+fn a_step_selector_that_cannot_be_read_blocks_everything() {
+    let a = progressive(json!({ "steps": [{ "pools": { "selector": {
+            "matchExpressions": [{ "key": "k", "operator": "Near" }] } } }] }));
+    let plan = run(&a, &fleet(), vec![], &[]);
+    assert!(plan.apply.is_empty());
+    assert!(plan.blocked.as_deref().unwrap().contains("rollout.steps[0].pools"), "{:?}", plan.blocked);
+}
+
+#[test]
+fn bad_rollout_settings_block_everything_naming_the_field() {
+    let a = progressive(json!({ "progressDeadline": "a while" }));
+    let plan = run(&a, &fleet(), vec![], &[]);
+    assert!(plan.apply.is_empty());
+    assert_eq!(condition(&plan, "Stalled").unwrap().reason, "InvalidRollout");
+    assert!(plan.blocked.as_deref().unwrap().contains("rollout.progressDeadline"));
+}
+
+#[test]
+fn pausing_is_no_new_revision() {
+    let running = progressive(json!({}));
+    let paused = progressive(json!({ "paused": true }));
+    let revision = |a: &NodePoolApplication| run(a, &fleet(), vec![], &[]).status.rollout.unwrap().revision;
+    assert_eq!(revision(&running), revision(&paused));
+    assert_ne!(revision(&running), revision(&app(json!({ "interval": "5m" }))));
+    let owned = releases_of(&paused, &fleet(), &["p1", "p2"]);
+    let plan = run(&paused, &fleet(), owned, &[]);
+    assert!(plan.apply.is_empty());
+    let ready = condition(&plan, "Ready").unwrap();
+    assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("False", "RolloutPaused"));
+    assert!(condition(&plan, "Stalled").is_none(), "a pause is the owner's choice, not a failure");
+}
+
+#[test]
+fn an_offline_pool_is_left_alone_reported_apart_and_waited_for_by_nobody() {
+    let a = progressive(json!({}));
+    let nodes: BTreeMap<String, NodeCount> = [
+        (
+            "p1".to_string(),
+            NodeCount {
+                ready: 0,
+                total: 2,
+                changed: Some("2029-12-31T23:00:00Z".parse().unwrap()),
+            },
+        ),
+        (
+            "p2".to_string(),
+            NodeCount {
+                ready: 2,
+                total: 3,
+                changed: None,
+            },
+        ),
+    ]
+    .into();
+    let owned = releases_of(&a, &fleet(), &["p1", "p2"]);
+    let plan = with_nodes(&a, &fleet(), owned, &nodes);
+    assert_eq!(applied_pools(&plan), ["p2"], "p1 is offline: p2 goes instead");
+    assert_eq!(outcome(&plan, "p1"), &Outcome::Deferred(PoolRollout::Offline));
+    let p1 = plan.status.pools.iter().find(|p| p.pool == "p1").unwrap();
+    assert_eq!((p1.offline, p1.nodes.as_deref(), p1.reason.as_str()), (true, Some("0/2"), "PoolOffline"));
+    assert_eq!(p1.offline_since.as_deref(), Some("2029-12-31T23:00:00Z"));
+    assert!(p1.message.contains("since 2029-12-31T23:00:00Z"), "{}", p1.message);
+    let p2 = plan.status.pools.iter().find(|p| p.pool == "p2").unwrap();
+    assert_eq!((p2.offline, p2.nodes.as_deref()), (false, Some("2/3")));
+    assert_eq!(plan.status.offline_pools, 1);
+    // The rest done: Ready, the offline pool counted apart.
+    let owned = releases_of(&a, &fleet(), &["p1"]);
+    let plan = with_nodes(&a, &fleet(), owned, &nodes);
+    assert!(plan.apply.is_empty());
+    assert_eq!(plan.status.ready, "4/5 (1 offline)");
+    let ready = condition(&plan, "Ready").unwrap();
+    assert_eq!(ready.status.as_str(), "True", "{}", ready.message);
+    assert!(ready.message.contains("1 offline (p1)"), "{}", ready.message);
+    // Its nodes back: it catches up.
+    let back: BTreeMap<String, NodeCount> = [(
+        "p1".to_string(),
+        NodeCount {
+            ready: 1,
+            total: 2,
+            changed: None,
+        },
+    )]
+    .into();
+    let owned = releases_of(&a, &fleet(), &["p1"]);
+    assert_eq!(applied_pools(&with_nodes(&a, &fleet(), owned, &back)), ["p1"]);
+}
+
+#[test]
+fn an_offline_pools_failed_upgrade_is_not_the_charts_failure() {
+    let a = progressive(json!({}));
+    let nodes: BTreeMap<String, NodeCount> = [(
+        "p1".to_string(),
+        NodeCount {
+            ready: 0,
+            total: 1,
+            changed: None,
+        },
+    )]
+    .into();
+    let mut owned = releases_of(&a, &fleet(), &["p2"]);
+    owned[0].status.state = ReleaseState::Failed;
+    owned[0].status.reason = "UpgradeFailed".into();
+    owned[0].status.message = "context deadline exceeded".into();
+    let plan = with_nodes(&a, &fleet(), owned, &nodes);
+    assert_eq!(applied_pools(&plan), ["p2"]);
+    assert!(condition(&plan, "Stalled").is_none());
+    let p1 = plan.status.pools.iter().find(|p| p.pool == "p1").unwrap();
+    assert_eq!(p1.reason, "PoolOffline");
+}
+
+#[test]
+fn all_at_once_still_writes_everything_and_reports_the_rollout() {
+    let a = app(json!({}));
+    let owned = releases_of(&a, &fleet(), &["p1", "p2", "p3", "p4", "p5"]);
+    let plan = run(&a, &fleet(), owned, &[]);
+    assert_eq!(plan.apply.len(), 5);
+    assert_eq!(plan.status.rollout.as_ref().unwrap().progress, "Progressing 0/5");
+}
