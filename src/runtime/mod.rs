@@ -6,8 +6,12 @@
 
 pub mod api_errors;
 pub mod backoff;
+mod context;
 pub mod controller;
 pub mod events;
+mod leader;
 pub mod options;
+mod reconciler;
 pub mod telemetry;
 pub mod throttle;
+mod watches;

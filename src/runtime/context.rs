@@ -1,0 +1,138 @@
+//! What every part of the running controller shares: its error, the
+//! context each reconcile gets, and the limits it paces itself by.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::api::{DynamicObject, PartialObjectMeta};
+use kube::runtime::events::Recorder;
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::Client;
+
+use k8s_openapi::api::core::v1::Node;
+
+use crate::api::{NodePoolApplication, PoolSelection};
+use crate::chart::source::Sources;
+use crate::reconcile::apply::ApplyError;
+use crate::reconcile::observe::{Caches, ObserveError};
+use crate::runtime::api_errors;
+use crate::runtime::backoff::Backoff;
+use crate::runtime::telemetry::{Metrics, ServeError};
+
+/// HelmReleases written at once per reconcile.
+pub(super) const APPLY_CONCURRENCY: usize = 16;
+
+/// At most one reconcile per application per window from the events of
+/// its pools, nodes, releases and chart (see [`throttle`]): the first at
+/// once, the rest folded into one at the window's end. The window is ten
+/// times the application's last reconcile, so that events keep it busy a
+/// tenth of the time at most (measured: a 1 s window kept a 10,000-pool
+/// application replanning on a whole core while helm-controller worked
+/// through its releases), between a second, which keeps a small
+/// application's roll-up live, and half a minute.
+pub(super) fn wake_window(last_reconcile: Option<Duration>) -> Duration {
+    const SHORTEST: Duration = Duration::from_secs(1);
+    const LONGEST: Duration = Duration::from_secs(30);
+    last_reconcile.map_or(SHORTEST, |took| (took * 10).clamp(SHORTEST, LONGEST))
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "cannot connect to the Kubernetes API: {0} (is KUBECONFIG set, or is this running in a cluster?)"
+    )]
+    Connect(#[source] kube::Error),
+    #[error("cannot read NodePoolApplication {namespace}/{name}: {source}")]
+    Read {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error(transparent)]
+    Pace(api_errors::PaceError),
+    #[error(transparent)]
+    Observe(#[from] ObserveError),
+    #[error(transparent)]
+    Apply(#[from] ApplyError),
+    #[error(transparent)]
+    Serve(#[from] ServeError),
+    #[error("leader election on Lease {namespace}/nodepool-fanout failed: {source}")]
+    LeaderElection {
+        namespace: String,
+        #[source]
+        source: kube_lease_manager::LeaseManagerError,
+    },
+    #[error("lost the leadership of Lease {0}/nodepool-fanout; exiting so that a standby takes over")]
+    LostLeadership(String),
+    #[error(
+        "--watch-label-selector {selector:?} is refused by the API server: {source}; give a label \
+         selector such as sharding.fluxcd.io/key=shard1 or !sharding.fluxcd.io/key"
+    )]
+    WatchLabelSelector {
+        selector: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl Error {
+    pub fn category(&self) -> &'static str {
+        match self {
+            Self::Connect(_) => "ConnectFailed",
+            Self::Read { .. } => "ApiError",
+            Self::Observe(e) => e.category(),
+            Self::Apply(e) => e.category(),
+            Self::Serve(_) => "ServeFailed",
+            Self::LeaderElection { .. } | Self::LostLeadership(_) => "LeaderElection",
+            Self::WatchLabelSelector { .. } | Self::Pace(_) => "InvalidFlag",
+        }
+    }
+}
+
+/// What the controller watches of an application.
+pub(super) type AppMeta = PartialObjectMeta<NodePoolApplication>;
+
+pub(super) struct Context {
+    pub(super) client: Client,
+    /// NodePools and HelmReleases, from their watches.
+    pub(super) caches: Caches,
+    pub(super) recorder: Recorder,
+    pub(super) resync: Duration,
+    pub(super) shared_chart: bool,
+    pub(super) no_cross_namespace_refs: bool,
+    pub(super) sources: Sources,
+    /// Every HelmChart this controller manages, from its watch.
+    pub(super) charts: reflector::Store<DynamicObject>,
+    /// Every Node, cut down to its labels and Ready condition.
+    pub(super) nodes: reflector::Store<Node>,
+    /// Whether every cache has listed once (see [`readiness`]).
+    pub(super) ready: tokio::sync::watch::Receiver<Readiness>,
+    pub(super) metrics: Arc<Metrics>,
+    /// Consecutive failures per application, for exponential backoff.
+    pub(super) backoff: Backoff<ObjectRef<AppMeta>>,
+    /// Each application's pool selection and node label, as its last
+    /// reconcile read them: the index from a NodePool or Node change to
+    /// the applications it concerns.
+    pub(super) selections: Arc<std::sync::RwLock<HashMap<ObjectRef<AppMeta>, Interest>>>,
+    /// How long each application's last reconcile took: its wake window.
+    pub(super) reconcile_times: Arc<std::sync::Mutex<HashMap<ObjectRef<AppMeta>, Duration>>>,
+}
+
+/// What of an application decides which pool and node events concern it.
+#[derive(Debug, Clone)]
+pub(super) struct Interest {
+    pub(super) selection: PoolSelection,
+    /// The node label naming a node's pool (`spec.placement.nodeLabel`).
+    pub(super) node_label: String,
+}
+
+/// Where the caches stand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Readiness {
+    Listing,
+    Ready,
+    /// A watch stopped before its first list: the controller is stopping.
+    Stopped(&'static str),
+}

@@ -1,0 +1,392 @@
+//! One reconcile of one application, as the controller runs it: wait for
+//! the caches, observe, plan, apply, write the status and the Events;
+//! finalize a deleted application; report one the client cannot read.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::DynamicObject;
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, Resource, ResourceExt};
+use tracing::warn;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use crate::api::naming;
+use crate::api::{ConditionStatus, DeletionPolicy, NodePoolApplication, NodePoolApplicationStatus};
+use crate::chart::schema::Chart;
+use crate::chart::shared::{self as shared_chart, ChartRef};
+use crate::chart::source::SourceError;
+use crate::pools::nodes;
+use crate::reconcile::apply::{self};
+use crate::reconcile::observe::{self, helmrelease_resource, ObserveError};
+use crate::reconcile::plan::{self, DesiredRelease, Hold, PlanInput};
+use crate::runtime::events::{self as transitions, Transition};
+
+use super::context::*;
+
+pub(super) async fn reconcile(meta: Arc<AppMeta>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let mut ready = ctx.ready.clone();
+    match ready.wait_for(|r| *r != Readiness::Listing).await.map(|r| *r) {
+        Ok(Readiness::Ready) => {}
+        Ok(Readiness::Stopped(watch)) => return Err(ObserveError::CacheStopped(watch).into()),
+        Ok(Readiness::Listing) | Err(_) => return Err(ObserveError::CacheStopped("the caches").into()),
+    }
+    let start = std::time::Instant::now();
+    let name = meta.name_any();
+    let namespace = meta.namespace().unwrap_or_default();
+    let apps: Api<NodePoolApplication> = Api::namespaced(ctx.client.clone(), &namespace);
+    let result = match apps.get_opt(&name).await {
+        Ok(Some(app)) => {
+            let interest = Interest {
+                selection: app.spec.pools.clone(),
+                node_label: app.spec.placement.node_label.clone(),
+            };
+            ctx.selections
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(ObjectRef::from_obj(meta.as_ref()), interest);
+            reconcile_app(Arc::new(app), &ctx).await
+        }
+        Ok(None) => {
+            ctx.metrics.forget(&namespace, &name);
+            ctx.selections
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&ObjectRef::from_obj(meta.as_ref()));
+            Ok(Action::await_change())
+        }
+        Err(kube::Error::SerdeError(e)) => unreadable(&meta, &e, &ctx).await,
+        Err(source) => Err(Error::Read {
+            namespace,
+            name,
+            source,
+        }),
+    };
+    // Deleted, waiting or done: any end without error ends the streak.
+    let app_ref = ObjectRef::from_obj(meta.as_ref());
+    ctx.backoff.settle(&app_ref, &result);
+    let outcome = match &result {
+        Ok(_) => "success",
+        Err(e) => e.category(),
+    };
+    ctx.metrics.observe_reconcile(outcome, start.elapsed());
+    let known = ctx.selections.read().unwrap_or_else(|e| e.into_inner()).contains_key(&app_ref);
+    let mut times = ctx.reconcile_times.lock().unwrap_or_else(|e| e.into_inner());
+    match known {
+        true => times.insert(app_ref, start.elapsed()),
+        // Gone: forgotten.
+        false => times.remove(&app_ref),
+    };
+    drop(times);
+    result
+}
+
+pub(super) async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) -> Result<Action, Error> {
+    let name = app.name_any();
+    let namespace = app.namespace().unwrap_or_default();
+    let apps: Api<NodePoolApplication> = Api::namespaced(ctx.client.clone(), &namespace);
+    if app.meta().deletion_timestamp.is_some() {
+        return finalize(ctx, &apps, app.as_ref()).await;
+    }
+    let orphan = app.spec.deletion_policy == Some(DeletionPolicy::Orphan);
+    let finalizers: Vec<&str> = [
+        ctx.shared_chart.then_some(apply::FINALIZER),
+        orphan.then_some(apply::ORPHAN_FINALIZER),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    apply::set_finalizers(&apps, app.as_ref(), &finalizers).await?;
+    let observed = observe::observe(&ctx.caches, &app);
+    let refused = ctx
+        .no_cross_namespace_refs
+        .then(|| shared_chart::cross_namespace_reference(&app.spec, &namespace))
+        .flatten();
+    let shared = match (refused, ctx.shared_chart) {
+        (Some(message), _) => Some(Err(Hold {
+            reason: "CrossNamespaceRefForbidden".into(),
+            message,
+            transient: false,
+        })),
+        (None, true) => Some(shared_chart(ctx, &app).await),
+        (None, false) => None,
+    };
+    let (chart_ref, chart, hold) = match &shared {
+        Some(Ok((r, chart))) => (Some(r), Some(chart.as_ref()), None),
+        Some(Err(hold)) => (None, None, Some(hold.clone())),
+        None => (None, None, None),
+    };
+    let node_counts =
+        nodes::count(ctx.nodes.state().iter().map(|n| n.as_ref()), &app.spec.placement.node_label);
+    let input = PlanInput {
+        app: &app,
+        pools: &observed.pools.iter().map(|p| &p.pool).collect::<Vec<_>>(),
+        nodes: Some(&node_counts),
+        owned: observed.owned,
+        others: &observed.others,
+        now: Time(k8s_openapi::jiff::Timestamp::now()),
+        chart_ref,
+        chart,
+        hold: hold.clone(),
+    };
+    let planned = plan::plan(&input);
+    // What was observed, back from the plan's input: at thousands of pools
+    // a copy of every release held would be most of the reconcile's memory.
+    // The pools are not read again: they go before the writes.
+    let PlanInput { owned, .. } = input;
+    drop(observed.pools);
+    let mut new_status = planned.status;
+
+    let releases: Api<DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), &namespace, &helmrelease_resource());
+    let mut happened = Vec::new();
+    let mut first_error = None;
+    // Releases are independent objects: writing them in parallel keeps a
+    // fan-out to hundreds of pools close to the API server's own pace.
+    let owned_names: HashSet<&str> = owned.iter().map(|o| o.name.as_str()).collect();
+    // Each write's future is made only when a slot frees (an unstarted
+    // future already takes its whole size), and each desired release is
+    // dropped once written: at ten thousand pools, holding either for the
+    // whole fan-out was tens of megabytes.
+    let releases = &releases;
+    let results: Vec<_> = futures::stream::iter(planned.apply)
+        .map(|desired| {
+            let exists = owned_names.contains(desired.name.as_str());
+            let owned_by_update = exists
+                && ctx
+                    .caches
+                    .releases
+                    .get(&ObjectRef::new(&desired.name).within(&namespace))
+                    .is_some_and(|cached| cached.owned_by_update);
+            async move {
+                let object = desired.object.value();
+                let result =
+                    apply::write_release(releases, &desired.name, object, exists, owned_by_update).await;
+                let DesiredRelease {
+                    name, pool, drift, ..
+                } = desired;
+                (name, pool, drift, exists, result)
+            }
+        })
+        .buffer_unordered(APPLY_CONCURRENCY)
+        .collect()
+        .await;
+    // Names written, for the charts still in use below.
+    let mut written: HashSet<String> = HashSet::with_capacity(results.len());
+    for (release, pool, drift, exists, result) in results {
+        match result {
+            Ok(()) => happened.push(match &drift {
+                Some(field) => Transition::drift_corrected(&pool, &release, field),
+                None => Transition::applied(&pool, &release, exists),
+            }),
+            Err(e) => {
+                // One pool's failure does not stop the others.
+                warn!(app = %name, pool = %pool, error = %e, "apply failed");
+                mark_failed(&mut new_status, &pool, e.category(), &e.to_string());
+                happened.push(Transition::apply_failed(&pool, &release, e.category(), &e.to_string()));
+                first_error.get_or_insert(e);
+            }
+        }
+        written.insert(release);
+    }
+    let pruned: HashSet<&str> = planned.prune.iter().map(String::as_str).collect();
+    for release in owned.iter().filter(|o| pruned.contains(o.name.as_str())) {
+        let pool = release.pool.as_deref().unwrap_or_default();
+        let uid = release.uid.as_deref().unwrap_or_default();
+        let done = match orphan {
+            true => apply::orphan_release(releases, &ctx.charts, &release.name, app.as_ref()).await,
+            false => apply::delete_observed(releases, "HelmRelease", &release.name, uid).await,
+        };
+        match done {
+            Ok(()) if orphan => happened.push(Transition::orphaned(pool, &release.name)),
+            Ok(()) => happened.push(Transition::pruned(pool, &release.name)),
+            Err(e) => {
+                warn!(app = %name, release = %release.name, error = %e, "prune failed");
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+
+    let old_status = app.status.clone().unwrap_or_default();
+    happened.extend(transitions::between(&old_status, &new_status));
+    ctx.metrics.set_pools(
+        &namespace,
+        &name,
+        i64::from(new_status.selected_pools),
+        i64::from(new_status.ready_pools),
+    );
+    if !transitions::same_ignoring_timestamps(&old_status, &new_status) {
+        apply::apply_status(&apps, &name, &new_status).await?;
+    }
+    publish(ctx, &app, &transitions::condense(happened)).await;
+
+    if first_error.is_none() {
+        if let Some(current) = chart_ref {
+            // Charts still in use: the current one, and those of releases
+            // left as they were (pools whose config fails).
+            let kept: Vec<&ChartRef> = owned
+                .iter()
+                .filter(|o| !written.contains(o.name.as_str()) && !pruned.contains(o.name.as_str()))
+                .filter_map(|o| o.chart_ref.as_ref())
+                .chain([current])
+                .collect();
+            if let Err(e) = apply::prune_charts(&ctx.client, &ctx.charts, app.as_ref(), &kept).await {
+                first_error = Some(e);
+            }
+        }
+    }
+    if let Some(e) = first_error {
+        return Err(e.into());
+    }
+    if let Some(hold) = hold.filter(|h| h.transient) {
+        // Waiting for source-controller: look again soon rather than at resync.
+        tracing::debug!(app = %name, reason = %hold.reason, "waiting for the chart");
+        return Ok(Action::requeue(Duration::from_secs(3)));
+    }
+    // A soak ending or a progress deadline passing changes the plan by the
+    // clock alone.
+    Ok(Action::requeue(planned.requeue_after.map_or(ctx.resync, |after| after.min(ctx.resync))))
+}
+
+/// An application being deleted. The garbage collector removes the
+/// releases through their owner references, unless the orphan finalizer
+/// (`deletionPolicy: Orphan` when the spec was last read) says they stay:
+/// then they are orphaned first. The shared HelmCharts, beyond the
+/// collector's reach, go here, wherever they are, before the finalizers
+/// are released.
+pub(super) async fn finalize(
+    ctx: &Context,
+    apps: &Api<NodePoolApplication>,
+    app: &impl Resource,
+) -> Result<Action, Error> {
+    let has = |name: &str| app.finalizers().iter().any(|f| f == name);
+    if has(apply::ORPHAN_FINALIZER) {
+        apply::orphan_all(&ctx.client, &ctx.charts, app).await?;
+    }
+    if has(apply::FINALIZER) {
+        apply::prune_charts(&ctx.client, &ctx.charts, app, &[]).await?;
+    }
+    if has(apply::FINALIZER) || has(apply::ORPHAN_FINALIZER) {
+        apply::set_finalizers(apps, app, &[]).await?;
+    }
+    ctx.metrics.forget(&app.namespace().unwrap_or_default(), &app.name_any());
+    Ok(Action::await_change())
+}
+
+/// An application whose spec the client cannot decode: values nested
+/// deeper than serde_json's 128 levels, which the API server accepts. It is
+/// reported on the application (conditions and an Event); its releases are
+/// left as they are, and deleting it still releases its shared HelmCharts.
+pub(super) async fn unreadable(
+    meta: &AppMeta,
+    error: &serde_json::Error,
+    ctx: &Context,
+) -> Result<Action, Error> {
+    let name = meta.name_any();
+    let namespace = meta.namespace().unwrap_or_default();
+    let apps: Api<NodePoolApplication> = Api::namespaced(ctx.client.clone(), &namespace);
+    if meta.metadata.deletion_timestamp.is_some() {
+        return finalize(ctx, &apps, meta).await;
+    }
+    let message = format!(
+        "the spec cannot be read ({error}); values may nest at most {} levels: flatten them",
+        crate::values::merge::MAX_DEPTH
+    );
+    warn!(app = %name, %namespace, %message, "unreadable application");
+    apply::report_unreadable(&apps, meta, "SpecUnreadable", &message).await?;
+    let event = Event {
+        type_: EventType::Warning,
+        reason: "SpecUnreadable".into(),
+        note: Some(transitions::fit_note(message)),
+        action: "Read".into(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&event, &meta.object_ref(&())).await {
+        warn!(error = %e, "cannot publish event");
+    }
+    // A fix is a new generation, which the watch delivers.
+    Ok(Action::await_change())
+}
+
+/// Resolves the chart version, makes sure the shared HelmChart of that
+/// version exists, and reads its artifact; or says why writes must wait.
+pub(super) async fn shared_chart(
+    ctx: &Context,
+    app: &NodePoolApplication,
+) -> Result<(ChartRef, Arc<Chart>), Hold> {
+    let name = app.name_any();
+    let namespace = app.namespace().unwrap_or_default();
+    let hold = |e: SourceError| Hold {
+        reason: e.reason().to_string(),
+        message: e.to_string(),
+        transient: !e.needs_user(),
+    };
+    let spec = &app.spec;
+    let version = if shared_chart::needs_resolution(spec) {
+        ctx.sources.resolve_version(&spec.chart.spec, &namespace).await.map_err(hold)?
+    } else {
+        spec.chart.spec.version.clone().unwrap_or_else(|| "*".into())
+    };
+    let chart_ref = shared_chart::chart_ref(spec, &name, &namespace, &version);
+    let shard = app.labels().get(naming::LABEL_SHARD).map(String::as_str);
+    let desired = shared_chart::with_shard(
+        shared_chart::helmchart(spec, &name, &namespace, &version, &chart_ref),
+        shard,
+    );
+    let helmchart = apply::ensure_chart(&ctx.client, &chart_ref, &desired).await.map_err(|e| Hold {
+        reason: e.category().to_string(),
+        message: e.to_string(),
+        transient: true,
+    })?;
+    let chart = ctx.sources.chart(&helmchart).await.map_err(hold)?;
+    Ok((chart_ref, chart))
+}
+
+pub(super) async fn publish(ctx: &Context, app: &NodePoolApplication, happened: &[Transition]) {
+    let reference = app.object_ref(&());
+    for t in happened {
+        let event = Event {
+            type_: if t.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: t.reason.clone(),
+            note: Some(t.message.clone()),
+            action: t.action.to_string(),
+            secondary: t.release.as_ref().map(|name| ObjectReference {
+                api_version: Some("helm.toolkit.fluxcd.io/v2".into()),
+                kind: Some("HelmRelease".into()),
+                name: Some(name.clone()),
+                namespace: app.namespace(),
+                ..ObjectReference::default()
+            }),
+        };
+        if let Err(e) = ctx.recorder.publish(&event, &reference).await {
+            warn!(error = %e, reason = %t.reason, "cannot publish event");
+        }
+    }
+}
+
+/// A write the plan counted on failed: the pool's status says so.
+pub(super) fn mark_failed(status: &mut NodePoolApplicationStatus, pool: &str, reason: &str, message: &str) {
+    if let Some(p) = status.pools.iter_mut().find(|p| p.pool == pool) {
+        p.ready = ConditionStatus::False;
+        p.reason = reason.to_string();
+        p.message = message.to_string();
+    }
+}
+
+/// Exponential backoff with jitter, from 1 s up to 5 min, per application.
+pub(super) fn error_policy(app: Arc<AppMeta>, error: &Error, ctx: Arc<Context>) -> Action {
+    let base = ctx.backoff.failed(ObjectRef::from_obj(app.as_ref()));
+    let jitter = Duration::from_millis(fastrand::u64(0..1000));
+    warn!(app = %app.name_any(), category = error.category(), error = %error, retry_in = ?base + jitter, "reconcile failed");
+    Action::requeue(base + jitter)
+}

@@ -1,0 +1,201 @@
+//! The watches that feed the caches: paged lists, each watch retrying on
+//! its own schedule, and only the events that change what a reconcile
+//! would do passed on as triggers.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use kube::api::DynamicObject;
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::utils::ResetTimerBackoff;
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::Resource;
+use tracing::{info, warn};
+
+use k8s_openapi::api::core::v1::Node;
+
+use crate::reconcile::observe::{self, Caches, ObserveError};
+
+use super::context::*;
+
+/// The watch of a kind that may count thousands of objects (releases,
+/// pools, nodes): listed 500 at a time. A list at any resource version
+/// (`resourceVersion=0`) is answered from the API server's cache in one
+/// piece whatever the page size asked (checked on Kubernetes 1.36), so a
+/// restart at 10,000 pools read every release's text into memory at once
+/// before caching any. A paged list reads the latest state, page by page,
+/// as client-go's pager does.
+pub(super) fn paged() -> watcher::Config {
+    watcher::Config::default().page_size(500)
+}
+
+/// A watch event with its object converted, as it enters a cache.
+pub(super) fn map_event<A, B>(event: watcher::Event<A>, convert: impl Fn(A) -> B) -> watcher::Event<B> {
+    match event {
+        watcher::Event::Apply(object) => watcher::Event::Apply(convert(object)),
+        watcher::Event::Delete(object) => watcher::Event::Delete(convert(object)),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitApply(object) => watcher::Event::InitApply(convert(object)),
+        watcher::Event::InitDone => watcher::Event::InitDone,
+    }
+}
+
+/// A watch's events, each watch retrying on its own schedule, errors
+/// logged and dropped.
+///
+/// kube's Controller merges its watches into one stream under one backoff,
+/// so a single failing watch (every watch, once the API server comes back
+/// from an outage and answers `410 Gone`) pauses all the others for up to
+/// 30 s per error, and the pauses add up to minutes. Here each watch backs
+/// off alone (250 ms doubling to 5 s, as quick as client-go's reflector is
+/// to re-list) and its errors are logged and end there, so the controller's
+/// shared backoff never fires.
+pub(super) fn retrying<K, S>(watch: &'static str, events: S) -> impl Stream<Item = watcher::Event<K>> + Send
+where
+    K: Resource + Clone + Send + 'static,
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+{
+    let schedule = backon::ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(250))
+        .with_max_delay(Duration::from_secs(5))
+        .with_factor(2.0)
+        .with_jitter()
+        .without_max_times();
+    let backoff =
+        ResetTimerBackoff::new(watcher::ExponentialBackoff::from(schedule), Duration::from_secs(30));
+    events.backoff(backoff).filter_map(move |event| async move {
+        match event {
+            Ok(event) => Some(event),
+            Err(error) => {
+                warn!(watch, %error, "watch failed; retrying");
+                None
+            }
+        }
+    })
+}
+
+/// The applications whose watch events can change what their reconcile
+/// does. Our own status writes come back as watch events too, and a
+/// reconcile that wakes itself loops: only a change of what a person or a
+/// GitOps tool sets (see [`app_fingerprint`]) and a deletion pass.
+pub(super) fn changed_apps<S>(events: S) -> impl Stream<Item = Result<AppMeta, watcher::Error>> + Send
+where
+    S: Stream<Item = Result<watcher::Event<AppMeta>, watcher::Error>> + Send + 'static,
+{
+    // The first list is every application's first reconcile.
+    changed("NodePoolApplications", events, app_fingerprint, FirstList::Counts).map(Ok)
+}
+
+/// Whether a watch's first list wakes anything. Every application is
+/// reconciled once when its own watch first lists it, and that reconcile
+/// waits until every cache is listed, so the other watches' first lists
+/// need not wake it again (at a restart with 10,000 releases, they would
+/// each reconcile it once or twice more for nothing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum FirstList {
+    Counts,
+    Quiet,
+    /// The first list ended; every event counts.
+    Done,
+}
+
+impl FirstList {
+    /// Whether `event` is quiet: part of the first list of a watch whose
+    /// first list is.
+    pub(super) fn holds<K>(&mut self, event: &watcher::Event<K>) -> bool {
+        let quiet = *self == FirstList::Quiet;
+        match event {
+            watcher::Event::InitDone => {
+                *self = FirstList::Done;
+                quiet
+            }
+            watcher::Event::Init | watcher::Event::InitApply(_) => quiet,
+            watcher::Event::Apply(_) | watcher::Event::Delete(_) => false,
+        }
+    }
+}
+
+/// The objects of a watch whose `fingerprint` changed, or that went; the
+/// watch retried on its own schedule (see [`retrying`]).
+pub(super) fn changed<K, S>(
+    watch: &'static str,
+    events: S,
+    fingerprint: fn(&K) -> u64,
+    mut first_list: FirstList,
+) -> impl Stream<Item = K> + Send
+where
+    K: Resource + Clone + Send + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send,
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+{
+    let mut seen: HashMap<ObjectRef<K>, u64> = HashMap::new();
+    retrying(watch, events).flat_map(move |event| {
+        let quiet = first_list.holds(&event);
+        let passed = match event {
+            watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
+                let print = fingerprint(&object);
+                let changed = seen.insert(ObjectRef::from_obj(&object), print) != Some(print);
+                changed.then_some(object)
+            }
+            watcher::Event::Delete(object) => {
+                seen.remove(&ObjectRef::from_obj(&object));
+                Some(object)
+            }
+            watcher::Event::Init | watcher::Event::InitDone => None,
+        };
+        futures::stream::iter(passed.filter(|_| !quiet))
+    })
+}
+
+/// What planning reads of a release, as the cache holds it: Flux adding
+/// its finalizer or stamping a reconcile time changes nothing of it.
+pub(super) fn release_fingerprint(release: &observe::CachedRelease) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    release.metadata.uid.hash(&mut hasher);
+    release.planned.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// What of an application's metadata can change what its reconcile does:
+/// which object it is (its uid), its spec (the generation), labels,
+/// annotations, finalizers and deletion. Not its status, which the
+/// reconcile itself writes.
+pub(super) fn app_fingerprint(app: &AppMeta) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let meta = &app.metadata;
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    meta.uid.hash(&mut hasher);
+    meta.generation.hash(&mut hasher);
+    meta.labels.hash(&mut hasher);
+    meta.annotations.hash(&mut hasher);
+    meta.finalizers.hash(&mut hasher);
+    meta.deletion_timestamp.as_ref().map(|t| t.0.as_second()).hash(&mut hasher);
+    hasher.finish()
+}
+
+/// Every cache a reconcile reads, listed once. One task waits on the
+/// stores and tells every reconcile: kube's `Store::wait_until_ready` wakes
+/// only the last of several tasks waiting at once, and the others would
+/// hang (measured: three of a hundred applications created together never
+/// reconciled).
+pub(super) fn readiness(
+    caches: Caches,
+    charts: reflector::Store<DynamicObject>,
+    nodes: reflector::Store<Node>,
+) -> tokio::sync::watch::Receiver<Readiness> {
+    let (tell, ready) = tokio::sync::watch::channel(Readiness::Listing);
+    tokio::spawn(async move {
+        let state = match caches.ready().await {
+            Err(ObserveError::CacheStopped(watch)) => Readiness::Stopped(watch),
+            Err(_) => Readiness::Stopped("NodePools"),
+            Ok(()) if charts.wait_until_ready().await.is_err() => Readiness::Stopped("HelmCharts"),
+            Ok(()) if nodes.wait_until_ready().await.is_err() => Readiness::Stopped("Nodes"),
+            Ok(()) => Readiness::Ready,
+        };
+        info!(?state, "caches listed");
+        let _ = tell.send(state);
+    });
+    ready
+}
