@@ -1,5 +1,8 @@
 //! Unit tests of `api`.
 
+use serde_json::Value;
+
+use super::schema::DURATION_PATTERN;
 use super::*;
 use serde_json::json;
 

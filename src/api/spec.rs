@@ -1,0 +1,409 @@
+//! The spec of a `NodePoolApplication`: which pools, which chart, each
+//! pool's values, how a change rolls out, and where workloads land.
+
+use k8s_openapi::api::core::v1::Toleration;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+pub use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::schema::*;
+use super::status::NodePoolApplicationStatus;
+
+/// The node label OpenYurt puts on every node of a pool.
+pub const DEFAULT_NODE_LABEL: &str = "apps.openyurt.io/nodepool";
+
+/// Which chart to install on which node pools, and how each pool's release
+/// differs. Every selected pool gets one Flux HelmRelease, pinned to its nodes.
+// Each printcolumn repeats `type_ = "string"`, which the lint mistakes for a
+// duplicated attribute.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "apps.fanout.dev",
+    version = "v1alpha1",
+    kind = "NodePoolApplication",
+    namespaced,
+    shortname = "npa",
+    status = "NodePoolApplicationStatus",
+    derive = "PartialEq",
+    doc = "Fans a Helm chart out to OpenYurt node pools as one Flux HelmRelease per pool.",
+    printcolumn(name = "Ready", type_ = "string", json_path = ".status.ready"),
+    printcolumn(name = "Chart", type_ = "string", json_path = ".spec.chart.spec.chart"),
+    printcolumn(name = "Version", type_ = "string", json_path = ".status.chartVersion"),
+    printcolumn(name = "Rollout", type_ = "string", json_path = ".status.rollout.progress"),
+    printcolumn(
+        name = "Status",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].message"
+    ),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct NodePoolApplicationSpec {
+    /// Which node pools get a release: the union of `names` and `selector`.
+    pub pools: PoolSelection,
+
+    /// The chart every release installs, as in a HelmRelease's `spec.chart`.
+    pub chart: ChartTemplate,
+
+    /// How often Flux reconciles each release, e.g. `10m`.
+    #[schemars(schema_with = "duration_schema")]
+    pub interval: String,
+
+    /// Helm release name; may use templates such as `{{app.name}}-{{pool.name}}`.
+    /// Defaults to the HelmRelease's name, which is unique per pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release_name: Option<String>,
+
+    /// Namespace the chart is installed into; may use templates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_namespace: Option<String>,
+
+    /// HelmRelease fields copied as they are into every release.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub helm_release: Option<HelmReleaseOptions>,
+
+    /// Base values for every pool; strings may use templates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "opaque_object_schema")]
+    pub values: Option<Value>,
+
+    /// Values from ConfigMaps or Secrets, as in a HelmRelease; Flux reads them,
+    /// this controller never does.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values_from: Vec<ValuesReference>,
+
+    /// Per-pool changes, applied in order over the base; later ones win.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overrides: Vec<Override>,
+
+    /// How each release is pinned to its pool's nodes.
+    #[serde(default)]
+    pub placement: Placement,
+
+    /// Suspends every release of this application (Flux stops acting on them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspend: Option<bool>,
+
+    /// How a change reaches the pools: all at once (the default), or pool
+    /// by pool, each gated on the health of those before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<Rollout>,
+
+    /// What becomes of a release whose pool leaves the selection, and of
+    /// every release when the application is deleted: `Delete` (the
+    /// default) uninstalls it; `Orphan` leaves it running as a HelmRelease
+    /// of its own, no longer managed by this application.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_policy: Option<DeletionPolicy>,
+}
+
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DeletionPolicy {
+    #[default]
+    Delete,
+    Orphan,
+}
+
+/// How a change to the application reaches its pools. A pool with no
+/// release yet is installed at once (it has nothing to break); pools whose
+/// release differs follow the strategy.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[x_kube(
+    cel,
+    validation = Rule::new(
+        "!has(self.maxUnavailable) || string(self.maxUnavailable).matches('^([1-9][0-9]{0,5}|[0-9]{1,3}%)$')"
+    )
+    .message("maxUnavailable must be a whole number of at least 1, or a percentage such as \"25%\""),
+    validation = Rule::new(
+        "!has(self.maxFailures) || string(self.maxFailures).matches('^([0-9]{1,6}|[0-9]{1,3}%)$')"
+    )
+    .message("maxFailures must be a whole number of at least 0, or a percentage such as \"10%\""),
+)]
+#[serde(rename_all = "camelCase")]
+pub struct Rollout {
+    #[serde(default)]
+    pub strategy: RolloutStrategy,
+
+    /// Pools updated and not yet done at once: a number, or a percentage of
+    /// the selected pools rounded down (at least one). Default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "int_or_percent_schema")]
+    pub max_unavailable: Option<IntOrString>,
+
+    /// Ordered waves; the pools of no step form the last wave. A pool in
+    /// several steps belongs to the first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<RolloutStep>,
+
+    /// How long an updated pool must stay Ready to count as done. Default 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 86400))]
+    pub min_ready_seconds: Option<i64>,
+
+    /// An updated pool not done this long after its release was written
+    /// counts as failed, e.g. `10m` (the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "optional_duration_schema")]
+    pub progress_deadline: Option<String>,
+
+    /// Failed pools tolerated before the rollout halts: a number, or a
+    /// percentage of the selected pools rounded down. Default 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "int_or_percent_schema")]
+    pub max_failures: Option<IntOrString>,
+
+    /// No further pool starts updating; pools already updating finish.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<bool>,
+
+    /// Whether pools whose nodes are all NotReady are updated. Default Skip.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offline_pools: Option<OfflinePools>,
+}
+
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RolloutStrategy {
+    /// Every pool is written at once.
+    #[default]
+    AllAtOnce,
+    /// Pools are updated wave by wave, at most `maxUnavailable` at once,
+    /// halting past `maxFailures`.
+    Progressive,
+}
+
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OfflinePools {
+    /// An offline pool's release is left as it is until a node is Ready again.
+    #[default]
+    Skip,
+    /// Offline pools are written like the others.
+    Include,
+}
+
+/// One wave of a progressive rollout.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStep {
+    pub pools: PoolSelection,
+}
+
+/// A set of node pools: the union of the named pools and those whose labels
+/// match the selector.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[x_kube(
+    cel,
+    validation = Rule::new("has(self.selector) || (has(self.names) && size(self.names) > 0)")
+        .message("give pool names, a selector, or both")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolSelection {
+    /// Pools whose metadata labels match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<LabelSelector>,
+
+    /// Pools by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "pool_names_schema")]
+    pub names: Vec<String>,
+}
+
+/// The `spec.chart` of a HelmRelease.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ChartTemplate {
+    pub spec: ChartSpec,
+}
+
+/// Flux's `HelmChartTemplateSpec`.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ChartSpec {
+    /// Chart name in a HelmRepository, or path in a GitRepository or Bucket.
+    #[schemars(length(min = 1))]
+    pub chart: String,
+
+    /// Semver range; `*` when not given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = "*"))]
+    pub version: Option<String>,
+
+    pub source_ref: SourceReference,
+
+    /// How often Flux checks the source for a new chart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "optional_duration_schema")]
+    pub interval: Option<String>,
+
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reconcile_strategy: Option<ReconcileStrategy>,
+
+    /// Values files in the chart, merged in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values_files: Vec<String>,
+
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ignore_missing_values_files: Option<bool>,
+}
+
+/// Where Flux gets the chart.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceReference {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    pub kind: SourceKind,
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// Defaults to the namespace of the application.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+}
+
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SourceKind {
+    HelmRepository,
+    GitRepository,
+    Bucket,
+}
+
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReconcileStrategy {
+    ChartVersion,
+    Revision,
+}
+
+/// HelmRelease fields that every release gets unchanged. The action
+/// settings are kept opaque so that new Flux fields need no new version of
+/// this controller.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[x_kube(cel)]
+#[serde(rename_all = "camelCase")]
+pub struct HelmReleaseOptions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "opaque_object_schema")]
+    pub install: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "opaque_object_schema")]
+    pub upgrade: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "opaque_object_schema")]
+    pub test: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "opaque_object_schema")]
+    pub rollback: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "opaque_object_schema")]
+    pub uninstall: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "opaque_object_schema")]
+    pub drift_detection: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "optional_duration_schema")]
+    pub timeout: Option<String>,
+    /// The ServiceAccount Flux installs each release as.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    #[x_kube(validation = Rule::new(DNS1123_SUBDOMAIN_RULE).message(
+        "must be a ServiceAccount name: a DNS-1123 subdomain of at most 253 characters, lowercase \
+         letters, digits, '-' and '.', starting and ending with a letter or digit"
+    ))]
+    pub service_account_name: Option<String>,
+    /// Other HelmReleases each release waits for; names may use templates.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<DependencyReference>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_history: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_namespace: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persistent_client: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspend: Option<bool>,
+}
+
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DependencyReference {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+}
+
+/// A HelmRelease's `valuesFrom` entry; the name may use templates.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ValuesReference {
+    pub kind: ValuesKind,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub values_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optional: Option<bool>,
+}
+
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ValuesKind {
+    ConfigMap,
+    Secret,
+}
+
+/// Changes for some pools, merged over the base values.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Override {
+    /// The pools this override applies to.
+    pub pools: PoolSelection,
+    /// Merged over the values so far; `null` removes a chart default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "opaque_object_schema")]
+    pub values: Option<Value>,
+    /// Appended after the base `valuesFrom`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values_from: Vec<ValuesReference>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspend: Option<bool>,
+}
+
+/// How a release is pinned to its pool's nodes.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[x_kube(cel)]
+#[serde(rename_all = "camelCase")]
+pub struct Placement {
+    /// Node label that names a node's pool.
+    #[serde(default = "default_node_label")]
+    #[schemars(length(max = 317))]
+    #[x_kube(validation = Rule::new(LABEL_KEY_RULE).message(
+        "must be a label key: an optional DNS subdomain prefix of at most 253 characters and '/', then \
+         a name of at most 63 characters of letters, digits, '-', '_' and '.', starting and ending with \
+         a letter or digit, e.g. apps.openyurt.io/nodepool"
+    ))]
+    pub node_label: String,
+    /// Added to every workload of the chart.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+    /// Dotted paths in the values where the pool's nodeSelector also goes,
+    /// for charts that read it from their values, e.g. `controller.nodeSelector`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "values_paths_schema")]
+    pub values_paths: Vec<String>,
+}
+
+impl Default for Placement {
+    fn default() -> Self {
+        Self {
+            node_label: default_node_label(),
+            tolerations: Vec::new(),
+            values_paths: Vec::new(),
+        }
+    }
+}
+
+pub(super) fn default_node_label() -> String {
+    DEFAULT_NODE_LABEL.to_string()
+}
