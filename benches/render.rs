@@ -116,6 +116,7 @@ fn pools(annotation: usize) -> Vec<Pool> {
             name: format!("pool-{i}"),
             labels: [("region".to_string(), "east".to_string())].into(),
             annotations: [("notes".to_string(), "n".repeat(annotation))].into(),
+            ..Pool::named(format!("pool-{i}"))
         })
         .collect()
 }
@@ -167,7 +168,7 @@ fn at_scale(pools: usize) {
         .map(|i| Pool {
             name: format!("site-{i:05}"),
             labels: [("region".to_string(), "east".to_string())].into(),
-            annotations: Default::default(),
+            ..Pool::named(format!("site-{i:05}"))
         })
         .collect();
     // As the controller passes them: borrowed from its cache.
@@ -242,6 +243,7 @@ fn input<'a>(
         chart_ref: None,
         chart: None,
         hold: None,
+        unserved: None,
     }
 }
 

@@ -74,6 +74,7 @@ fn context() -> impl Strategy<Value = TemplateContext> {
                     name,
                     labels,
                     annotations,
+                    node_selector: BTreeMap::new(),
                 },
             )
         },
@@ -221,6 +222,7 @@ fn fixed_context() -> TemplateContext {
             ("topology.kubernetes.io/zone".into(), "cn-east-1a".into()),
         ]),
         annotations: BTreeMap::from([("owner".into(), "team-a".into())]),
+        node_selector: BTreeMap::new(),
     };
     TemplateContext::new("gateway", "edge", &pool)
 }

@@ -12,9 +12,6 @@ use serde_json::Value;
 use super::schema::*;
 use super::status::NodePoolApplicationStatus;
 
-/// The node label OpenYurt puts on every node of a pool.
-pub const DEFAULT_NODE_LABEL: &str = "apps.openyurt.io/nodepool";
-
 /// Which chart to install on which node pools, and how each pool's release
 /// differs. Every selected pool gets one Flux HelmRelease, pinned to its nodes.
 // Each printcolumn repeats `type_ = "string"`, which the lint mistakes for a
@@ -29,7 +26,7 @@ pub const DEFAULT_NODE_LABEL: &str = "apps.openyurt.io/nodepool";
     shortname = "npa",
     status = "NodePoolApplicationStatus",
     derive = "PartialEq",
-    doc = "Fans a Helm chart out to OpenYurt node pools as one Flux HelmRelease per pool.",
+    doc = "Fans a Helm chart out to node pools as one Flux HelmRelease per pool.",
     printcolumn(name = "Ready", type_ = "string", json_path = ".status.ready"),
     printcolumn(name = "Chart", type_ = "string", json_path = ".spec.chart.spec.chart"),
     printcolumn(name = "Version", type_ = "string", json_path = ".status.chartVersion"),
@@ -43,8 +40,9 @@ pub const DEFAULT_NODE_LABEL: &str = "apps.openyurt.io/nodepool";
 )]
 #[serde(rename_all = "camelCase")]
 pub struct NodePoolApplicationSpec {
-    /// Which node pools get a release: the union of `names` and `selector`.
-    pub pools: PoolSelection,
+    /// Which node pools get a release: the kind of pool, then the union of
+    /// `names` and `selector`.
+    pub pools: Pools,
 
     /// The chart every release installs, as in a HelmRelease's `spec.chart`.
     pub chart: ChartTemplate,
@@ -189,6 +187,101 @@ pub enum OfflinePools {
 #[serde(rename_all = "camelCase")]
 pub struct RolloutStep {
     pub pools: PoolSelection,
+}
+
+/// The pools an application fans out to: which kind of pool, and which of
+/// them.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[x_kube(
+    cel,
+    validation = Rule::new("has(self.selector) || (has(self.names) && size(self.names) > 0)")
+        .message("give pool names, a selector, or both"),
+    validation = Rule::new("(has(self.kind) && self.kind == 'NodeLabel') == has(self.nodeLabel)")
+        .message("nodeLabel is set with kind NodeLabel, and only then: it names the node label whose values are the pools")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct Pools {
+    /// What a pool is: an OpenYurt NodePool (the default), a KubeEdge
+    /// NodeGroup, a SuperEdge NodeUnit, or each value of a node label
+    /// (`NodeLabel`, with `nodeLabel`). Fixed once set: the pools of another
+    /// kind are other pools, so create another application for them.
+    #[serde(default)]
+    #[x_kube(validation = Rule::new("self == oldSelf").message(
+        "spec.pools.kind cannot change: the pools of another kind are other pools; create another \
+         application for them"
+    ))]
+    pub kind: PoolKind,
+
+    /// With kind `NodeLabel`: the node label whose every value is a pool,
+    /// e.g. `topology.kubernetes.io/zone`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 317))]
+    #[x_kube(validation = Rule::new(LABEL_KEY_RULE).message(
+        "must be a label key: an optional DNS subdomain prefix of at most 253 characters and '/', then \
+         a name of at most 63 characters of letters, digits, '-', '_' and '.', starting and ending with \
+         a letter or digit, e.g. topology.kubernetes.io/zone"
+    ))]
+    pub node_label: Option<String>,
+
+    /// Pools whose labels match: a pool object's metadata labels, or for
+    /// kind `NodeLabel` the labels every node of the pool carries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<LabelSelector>,
+
+    /// Pools by name; for kind `NodeLabel`, by label value.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "pool_names_schema")]
+    pub names: Vec<String>,
+}
+
+impl Pools {
+    /// Which of the pools of its kind: as an override or a rollout step
+    /// selects them.
+    pub fn selection(&self) -> PoolSelection {
+        PoolSelection {
+            selector: self.selector.clone(),
+            names: self.names.clone(),
+        }
+    }
+}
+
+/// What a node pool is.
+#[derive(
+    JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord,
+)]
+pub enum PoolKind {
+    /// OpenYurt's `NodePool` (`nodepools.apps.openyurt.io`).
+    #[default]
+    OpenYurt,
+    /// KubeEdge's `NodeGroup` (`nodegroups.apps.kubeedge.io`).
+    KubeEdge,
+    /// SuperEdge's `NodeUnit` (`nodeunits.site.superedge.io`).
+    SuperEdge,
+    /// Every value of the node label `spec.pools.nodeLabel`.
+    NodeLabel,
+}
+
+impl PoolKind {
+    /// What one pool of this kind is called, for messages.
+    pub fn pool_noun(&self) -> &'static str {
+        match self {
+            Self::OpenYurt => "NodePool",
+            Self::KubeEdge => "NodeGroup",
+            Self::SuperEdge => "NodeUnit",
+            Self::NodeLabel => "value of spec.pools.nodeLabel",
+        }
+    }
+}
+
+impl std::fmt::Display for PoolKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::OpenYurt => "OpenYurt",
+            Self::KubeEdge => "KubeEdge",
+            Self::SuperEdge => "SuperEdge",
+            Self::NodeLabel => "NodeLabel",
+        })
+    }
 }
 
 /// A set of node pools: the union of the named pools and those whose labels
@@ -371,19 +464,23 @@ pub struct Override {
 }
 
 /// How a release is pinned to its pool's nodes.
-#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[x_kube(cel)]
 #[serde(rename_all = "camelCase")]
 pub struct Placement {
-    /// Node label that names a node's pool.
-    #[serde(default = "default_node_label")]
+    /// Node label whose value names a node's pool, for clusters that label
+    /// their nodes themselves. By default the pool's own: OpenYurt's
+    /// `apps.openyurt.io/nodepool`, KubeEdge's `apps.kubeedge.io/belonging-to`,
+    /// a SuperEdge unit's `setNode.labels` (`<unit>: nodeunits.superedge.io`
+    /// unless set), or `spec.pools.nodeLabel`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 317))]
     #[x_kube(validation = Rule::new(LABEL_KEY_RULE).message(
         "must be a label key: an optional DNS subdomain prefix of at most 253 characters and '/', then \
          a name of at most 63 characters of letters, digits, '-', '_' and '.', starting and ending with \
          a letter or digit, e.g. apps.openyurt.io/nodepool"
     ))]
-    pub node_label: String,
+    pub node_label: Option<String>,
     /// Added to every workload of the chart.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tolerations: Vec<Toleration>,
@@ -392,18 +489,4 @@ pub struct Placement {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "values_paths_schema")]
     pub values_paths: Vec<String>,
-}
-
-impl Default for Placement {
-    fn default() -> Self {
-        Self {
-            node_label: default_node_label(),
-            tolerations: Vec::new(),
-            values_paths: Vec::new(),
-        }
-    }
-}
-
-pub(super) fn default_node_label() -> String {
-    DEFAULT_NODE_LABEL.to_string()
 }

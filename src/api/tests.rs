@@ -100,12 +100,50 @@ fn interval_has_the_flux_duration_pattern() {
 }
 
 #[test]
-fn placement_defaults_to_the_openyurt_label() {
+fn pools_default_to_openyurt_and_placement_to_the_kinds_own_label() {
     let app: NodePoolApplication = serde_json::from_value(minimal_app()).unwrap();
-    assert_eq!(app.spec.placement.node_label, DEFAULT_NODE_LABEL);
+    assert_eq!(app.spec.pools.kind, PoolKind::OpenYurt);
+    assert_eq!(app.spec.placement.node_label, None);
     assert!(app.spec.placement.values_paths.is_empty());
+    // No schema default: the API server would store OpenYurt's label in
+    // every application, whatever its kind.
     let node_label = &spec_schema()["properties"]["placement"]["properties"]["nodeLabel"];
-    assert_eq!(node_label["default"], DEFAULT_NODE_LABEL);
+    assert!(node_label.get("default").is_none(), "{node_label}");
+    let kind = &spec_schema()["properties"]["pools"]["properties"]["kind"];
+    assert_eq!(kind["enum"], json!(["OpenYurt", "KubeEdge", "SuperEdge", "NodeLabel"]), "{kind}");
+}
+
+#[test]
+fn a_node_label_is_given_with_kind_node_label_and_only_then() {
+    let check = |pools: Value| Pools::validate_cel(&pools, None);
+    for good in [
+        json!({ "names": ["a"] }),
+        json!({ "kind": "KubeEdge", "names": ["a"] }),
+        json!({ "kind": "NodeLabel", "nodeLabel": "topology.kubernetes.io/zone", "names": ["a"] }),
+        json!({ "kind": "NodeLabel", "nodeLabel": "site", "selector": {} }),
+    ] {
+        assert!(check(good.clone()).is_ok(), "{good}");
+    }
+    for bad in [
+        json!({ "kind": "NodeLabel", "names": ["a"] }),
+        json!({ "kind": "SuperEdge", "nodeLabel": "site", "names": ["a"] }),
+        json!({ "nodeLabel": "site", "names": ["a"] }),
+    ] {
+        let err = check(bad.clone()).unwrap_err().to_string();
+        assert!(err.contains("nodeLabel is set with kind NodeLabel"), "{bad}: {err}");
+    }
+    let err = check(json!({ "kind": "NodeLabel", "nodeLabel": "not a label!", "names": ["a"] })).unwrap_err();
+    assert!(err.to_string().contains("must be a label key"), "{err}");
+    let err = check(json!({ "kind": "KubeEdge" })).unwrap_err();
+    assert!(err.to_string().contains("give pool names, a selector, or both"), "{err}");
+}
+
+#[test]
+fn the_kind_of_pools_cannot_change() {
+    let old = json!({ "kind": "OpenYurt", "names": ["a"] });
+    let err = Pools::validate_cel(&json!({ "kind": "KubeEdge", "names": ["a"] }), Some(&old)).unwrap_err();
+    assert!(err.to_string().contains("spec.pools.kind cannot change"), "{err}");
+    assert!(Pools::validate_cel(&json!({ "kind": "OpenYurt", "names": ["b"] }), Some(&old)).is_ok());
 }
 
 #[test]
@@ -198,7 +236,7 @@ fn node_labels_must_be_label_keys() {
     let prefix = ["a".repeat(63), "b".repeat(63), "c".repeat(63), "d".repeat(61)].join(".");
     assert_eq!(prefix.len(), 253);
     for good in [
-        DEFAULT_NODE_LABEL.to_string(),
+        "apps.openyurt.io/nodepool".to_string(),
         "pool".into(),
         "topology.kubernetes.io/zone".into(),
         "example.com/Pool_Name.v1".into(),

@@ -12,7 +12,11 @@ use super::CliError;
 use crate::api::NodePoolApplication;
 use crate::chart::schema::Chart;
 use crate::chart::{shared as shared_chart, version};
-use crate::pools::Pool;
+use k8s_openapi::api::core::v1::Node;
+
+use crate::api::Pools;
+use crate::pools::kind as pool_kinds;
+use crate::pools::{node_label, Pool};
 use crate::reconcile::plan::{self, Outcome, PlanInput};
 
 #[derive(Debug, Args)]
@@ -20,7 +24,8 @@ pub struct RenderArgs {
     /// The NodePoolApplication manifest.
     #[arg(short = 'f', long = "file", env = "NODEPOOL_FANOUT_APP_FILE")]
     pub file: PathBuf,
-    /// NodePools, as `kubectl get nodepools -o yaml` prints them or as several documents.
+    /// The pools, as `kubectl get nodepools -o yaml` (or nodegroups, nodeunits,
+    /// or nodes for kind NodeLabel) prints them, or as several documents.
     #[arg(long, env = "NODEPOOL_FANOUT_POOLS_FILE")]
     pub pools: PathBuf,
     /// Namespace for an application whose manifest names none.
@@ -58,7 +63,7 @@ pub fn render(
     chart: Option<&Chart>,
 ) -> Result<Rendered, CliError> {
     let app = parse_app(app_yaml, namespace)?;
-    let pools = parse_pools(pools_yaml)?;
+    let pools = parse_pools(pools_yaml, &app.spec.pools)?;
     let mut errors: Vec<String> = match kube::core::cel::validate_cel(&app) {
         Ok(()) => Vec::new(),
         Err(e) => vec![format!("the API server would reject this application: {e}")],
@@ -83,6 +88,7 @@ pub fn render(
         chart_ref: chart_ref.as_ref(),
         chart,
         hold: None,
+        unserved: None,
     });
     errors.extend(plan.blocked.iter().cloned());
     errors.extend(
@@ -149,21 +155,39 @@ fn yaml_error(what: &'static str) -> impl Fn(serde_saphyr::Error) -> CliError {
     }
 }
 
-/// NodePools from several YAML documents, each a NodePool or a `List` of them.
-pub fn parse_pools(yaml: &str) -> Result<Vec<Pool>, CliError> {
+/// The pools of an application's kind from several YAML documents, each
+/// an object or a `List` of them, as `kubectl get -o yaml` prints them:
+/// NodePools, NodeGroups or NodeUnits, or Nodes for kind `NodeLabel`.
+/// Objects of other kinds are left out; one with no `kind` is taken to be
+/// of the application's.
+pub fn parse_pools(yaml: &str, spec: &Pools) -> Result<Vec<Pool>, CliError> {
     let documents: Vec<Value> = serde_saphyr::from_multiple(yaml).map_err(yaml_error("the pools file"))?;
-    let mut pools = Vec::new();
-    for document in documents.iter().filter(|d| !d.is_null()) {
-        match document.get("items").and_then(Value::as_array) {
-            Some(items) => {
-                for item in items {
-                    pools.push(Pool::from_value(item)?);
-                }
-            }
-            None => pools.push(Pool::from_value(document)?),
-        }
-    }
-    Ok(pools)
+    let objects: Vec<&Value> = documents
+        .iter()
+        .filter(|d| !d.is_null())
+        .flat_map(|d| match d.get("items").and_then(Value::as_array) {
+            Some(items) => items.iter().collect(),
+            None => vec![d],
+        })
+        .collect();
+    let Some(kind) = pool_kinds::objects(spec.kind) else {
+        let nodes = objects
+            .into_iter()
+            .filter(|o| o.get("kind").and_then(Value::as_str) == Some("Node"))
+            .map(|o| {
+                serde_json::from_value::<Node>(o.clone()).map_err(|source| CliError::Manifest {
+                    what: "a Node in the pools file".into(),
+                    source,
+                })
+            })
+            .collect::<Result<Vec<Node>, _>>()?;
+        return Ok(node_label::pools(&nodes, spec.node_label.as_deref().unwrap_or_default()));
+    };
+    objects
+        .into_iter()
+        .filter(|o| o.get("kind").is_none() || pool_kinds::kind_of(o) == Some(spec.kind))
+        .map(|o| Pool::from_value(kind, o).map_err(CliError::from))
+        .collect()
 }
 
 #[cfg(test)]
@@ -187,7 +211,7 @@ mod tests {
 
     #[test]
     fn example_pools_parse() {
-        let pools = parse_pools(POOLS).unwrap();
+        let pools = parse_pools(POOLS, &Pools::default()).unwrap();
         let names: Vec<_> = pools.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(names, ["hangzhou", "shanghai", "beijing"]);
         assert_eq!(pools[2].labels["region"], "north");
@@ -196,9 +220,10 @@ mod tests {
     #[test]
     fn kubectl_list_form_parses() {
         let list = "apiVersion: v1\nkind: List\nitems:\n- metadata: {name: a, labels: {region: east}}\n- metadata: {name: b}\n";
-        let names: Vec<_> = parse_pools(list).unwrap().into_iter().map(|p| p.name).collect();
+        let names: Vec<_> =
+            parse_pools(list, &Pools::default()).unwrap().into_iter().map(|p| p.name).collect();
         assert_eq!(names, ["a", "b"]);
-        assert!(parse_pools("---\n").unwrap().is_empty());
+        assert!(parse_pools("---\n", &Pools::default()).unwrap().is_empty());
     }
 
     #[test]

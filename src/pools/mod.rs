@@ -1,18 +1,31 @@
-//! Node pools and which of them an application selects.
+//! Node pools, of every kind, and which of them an application selects.
 //!
-//! Selection matches a NodePool's own metadata labels, the ones `kubectl
-//! label nodepool` sets. The pool's `spec.labels` are what OpenYurt copies
-//! onto its nodes, which says nothing about which applications the pool wants.
+//! A pool is an OpenYurt NodePool, a KubeEdge NodeGroup, a SuperEdge
+//! NodeUnit ([`kind::PoolObjects`], one module each), or a value of a node
+//! label ([`node_label`]). Planning reads every kind as one [`Pool`]: a
+//! name, labels to select and template by, and the labels that mark its
+//! nodes. [`nodes`] counts each pool's Ready nodes from the Nodes
+//! themselves. Pure: nothing here touches the network.
+//!
+//! Selection matches a pool object's own metadata labels, the ones `kubectl
+//! label nodepool` sets, not the labels the framework copies onto its nodes,
+//! which say nothing about which applications the pool wants.
 
+pub mod kind;
+pub mod kubeedge;
+pub mod node_label;
 pub mod nodes;
+pub mod openyurt;
+pub mod superedge;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
-use kube::api::{DynamicObject, ObjectMeta};
+use kube::api::DynamicObject;
 use serde_json::Value;
 
 use crate::api::PoolSelection;
+use kind::PoolObjects;
 
 /// What the planner needs to know about a node pool.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -20,14 +33,21 @@ pub struct Pool {
     pub name: String,
     pub labels: BTreeMap<String, String>,
     pub annotations: BTreeMap<String, String>,
+    /// The labels every node of the pool carries: the nodeSelector its
+    /// release gets, and how its nodes are counted.
+    pub node_selector: BTreeMap<String, String>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PoolError {
-    #[error("a NodePool has no metadata.name; give every pool a name")]
-    MissingName,
-    #[error("NodePool {pool:?}: metadata.{field} must map strings to strings")]
-    BadMap { pool: String, field: &'static str },
+    #[error("a {kind} has no metadata.name; give every pool a name")]
+    MissingName { kind: &'static str },
+    #[error("{kind} {pool:?}: metadata.{field} must map strings to strings")]
+    BadMap {
+        kind: &'static str,
+        pool: String,
+        field: &'static str,
+    },
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -41,40 +61,52 @@ pub enum SelectorError {
 }
 
 impl Pool {
-    /// A pool of the given name with no labels, for tests and callers that
-    /// know only the name.
+    /// An OpenYurt pool of the given name with no labels, for tests and
+    /// callers that know only the name.
     pub fn named(name: impl Into<String>) -> Self {
+        let name = name.into();
         Self {
-            name: name.into(),
+            node_selector: openyurt::OpenYurt.node_selector(&name, None),
+            name,
             ..Self::default()
         }
     }
 
-    /// Reads a NodePool object listed from the API server, where names and
-    /// label maps are already checked.
-    pub fn from_object(object: &DynamicObject) -> Self {
-        Self::from_meta(&object.metadata)
-    }
-
-    pub fn from_meta(metadata: &ObjectMeta) -> Self {
-        Self {
-            name: metadata.name.clone().unwrap_or_default(),
-            labels: metadata.labels.clone().unwrap_or_default(),
-            annotations: metadata.annotations.clone().unwrap_or_default(),
+    /// The labels that pin a workload to the pool's nodes: `{label: name}`
+    /// where the application names its own node label
+    /// (`placement.nodeLabel`), else the labels the pool's kind puts on its
+    /// nodes.
+    pub fn placed_by(&self, node_label: Option<&str>) -> BTreeMap<String, String> {
+        match node_label {
+            Some(label) => BTreeMap::from([(label.to_string(), self.name.clone())]),
+            None => self.node_selector.clone(),
         }
     }
 
-    /// Reads a NodePool manifest from a file, where anything may be missing.
-    pub fn from_value(object: &Value) -> Result<Self, PoolError> {
+    /// Reads a pool object listed from the API server, where names and
+    /// label maps are already checked.
+    pub fn from_object(kind: &dyn PoolObjects, object: &DynamicObject) -> Self {
+        let (name, labels, annotations) = kind::read_meta(&object.metadata);
+        Self {
+            node_selector: kind.node_selector(&name, object.data.get("spec")),
+            name,
+            labels,
+            annotations,
+        }
+    }
+
+    /// Reads a pool manifest from a file, where anything may be missing.
+    pub fn from_value(kind: &dyn PoolObjects, object: &Value) -> Result<Self, PoolError> {
         let name = object
             .pointer("/metadata/name")
             .and_then(Value::as_str)
             .filter(|n| !n.is_empty())
-            .ok_or(PoolError::MissingName)?
+            .ok_or(PoolError::MissingName { kind: kind.kind() })?
             .to_string();
-        let labels = string_map(object, &name, "labels")?;
-        let annotations = string_map(object, &name, "annotations")?;
+        let labels = string_map(kind, object, &name, "labels")?;
+        let annotations = string_map(kind, object, &name, "annotations")?;
         Ok(Self {
+            node_selector: kind.node_selector(&name, object.get("spec")),
             name,
             labels,
             annotations,
@@ -83,11 +115,13 @@ impl Pool {
 }
 
 fn string_map(
+    kind: &dyn PoolObjects,
     object: &Value,
     pool: &str,
     field: &'static str,
 ) -> Result<BTreeMap<String, String>, PoolError> {
     let bad = || PoolError::BadMap {
+        kind: kind.kind(),
         pool: pool.to_string(),
         field,
     };
@@ -226,6 +260,7 @@ pub fn picker(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::PoolKind;
     use serde_json::json;
 
     fn pool(name: &str, labels: &[(&str, &str)]) -> Pool {
@@ -233,6 +268,7 @@ mod tests {
             name: name.into(),
             labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             annotations: BTreeMap::new(),
+            node_selector: BTreeMap::new(),
         }
     }
 
@@ -271,10 +307,35 @@ mod tests {
             "metadata": { "name": "hz", "labels": { "region": "east" }, "annotations": { "a": "b" } },
             "spec": { "type": "Edge", "labels": { "node-only": "x" } }
         });
-        let p = Pool::from_value(&object).unwrap();
+        let p = Pool::from_value(&openyurt::OpenYurt, &object).unwrap();
         assert_eq!(p.name, "hz");
         assert_eq!(p.labels, BTreeMap::from([("region".into(), "east".into())]));
         assert_eq!(p.annotations, BTreeMap::from([("a".into(), "b".into())]));
+        assert_eq!(p.node_selector, BTreeMap::from([(openyurt::NODE_LABEL.into(), "hz".into())]));
+    }
+
+    #[test]
+    fn each_kind_marks_its_nodes_its_own_way() {
+        let group = json!({ "metadata": { "name": "g1", "labels": { "region": "east" } }, "spec": { "nodes": ["n1"] } });
+        let p = Pool::from_value(&kubeedge::KubeEdge, &group).unwrap();
+        assert_eq!(p.node_selector, BTreeMap::from([(kubeedge::NODE_LABEL.into(), "g1".into())]));
+        let unit =
+            json!({ "metadata": { "name": "u1" }, "spec": { "setNode": { "labels": { "site": "1" } } } });
+        let p = Pool::from_value(&superedge::SuperEdge, &unit).unwrap();
+        assert_eq!(p.node_selector, BTreeMap::from([("u1".into(), superedge::NODE_LABEL_VALUE.into())]));
+        // An application naming its own node label pins by it instead.
+        assert_eq!(p.placed_by(Some("site")), BTreeMap::from([("site".into(), "u1".into())]));
+        assert_eq!(p.placed_by(None), p.node_selector);
+    }
+
+    #[test]
+    fn manifests_are_told_apart_by_group_and_kind() {
+        let of = |api: &str, kind: &str| kind::kind_of(&json!({ "apiVersion": api, "kind": kind }));
+        assert_eq!(of("apps.openyurt.io/v1beta2", "NodePool"), Some(PoolKind::OpenYurt));
+        assert_eq!(of("apps.kubeedge.io/v1alpha1", "NodeGroup"), Some(PoolKind::KubeEdge));
+        assert_eq!(of("site.superedge.io/v1alpha2", "NodeUnit"), Some(PoolKind::SuperEdge));
+        assert_eq!(of("superedge.io/v1", "NodeGroup"), None, "SuperEdge's NodeGroup is not KubeEdge's");
+        assert_eq!(of("v1", "Node"), None);
     }
 
     #[test]
@@ -284,22 +345,25 @@ mod tests {
             "metadata": { "name": "hz", "labels": { "region": "east" } }
         }))
         .unwrap();
-        let p = Pool::from_object(&object);
+        let p = Pool::from_object(&openyurt::OpenYurt, &object);
         assert_eq!((p.name.as_str(), p.labels["region"].as_str()), ("hz", "east"));
         assert!(p.annotations.is_empty());
     }
 
     #[test]
     fn from_object_without_labels_has_empty_maps() {
-        let p = Pool::from_value(&json!({ "metadata": { "name": "hz" } })).unwrap();
+        let p = Pool::from_value(&openyurt::OpenYurt, &json!({ "metadata": { "name": "hz" } })).unwrap();
         assert!(p.labels.is_empty() && p.annotations.is_empty());
     }
 
     #[test]
     fn from_object_rejects_missing_name_and_bad_maps() {
-        assert_eq!(Pool::from_value(&json!({ "metadata": {} })), Err(PoolError::MissingName));
+        assert_eq!(
+            Pool::from_value(&kubeedge::KubeEdge, &json!({ "metadata": {} })),
+            Err(PoolError::MissingName { kind: "NodeGroup" })
+        );
         let bad = json!({ "metadata": { "name": "hz", "labels": { "n": 1 } } });
-        let err = Pool::from_value(&bad).unwrap_err();
+        let err = Pool::from_value(&openyurt::OpenYurt, &bad).unwrap_err();
         assert_eq!(err.to_string(), "NodePool \"hz\": metadata.labels must map strings to strings");
     }
 

@@ -1,13 +1,17 @@
 //! Each pool's nodes, from the Nodes themselves: how many there are and how
-//! many are Ready. Read from the pool label and the Ready condition alone,
-//! so it serves any kind of pool, not only OpenYurt's (whose NodePool status
-//! counts ready nodes too).
+//! many are Ready. Read from the labels that mark a pool's nodes and the
+//! Ready condition alone, so it serves every kind of pool alike (OpenYurt,
+//! KubeEdge and SuperEdge each count ready nodes in their own status, each
+//! in its own way, and a node label has no status at all).
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeStatus};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
+
+use crate::api::{PoolKind, Pools};
+use crate::pools::{kubeedge, openyurt, superedge};
 
 /// A pool's nodes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -43,20 +47,67 @@ fn ready_condition(node: &Node) -> Option<&NodeCondition> {
     node.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "Ready")
 }
 
-/// Counts nodes by the value of their `label` (the pool they belong to).
-pub fn count<'a>(nodes: impl IntoIterator<Item = &'a Node>, label: &str) -> BTreeMap<String, NodeCount> {
+/// How a node's labels name the pools it belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Membership {
+    /// The value of this label names the pool: OpenYurt's
+    /// `apps.openyurt.io/nodepool`, KubeEdge's `apps.kubeedge.io/belonging-to`,
+    /// a `NodeLabel` application's label, or `placement.nodeLabel`.
+    Label(String),
+    /// Every label with this value is named after a pool: SuperEdge marks a
+    /// unit's nodes `<unit>: nodeunits.superedge.io`.
+    Marker(&'static str),
+}
+
+impl Membership {
+    /// How the nodes of an application's pools are told apart: its own
+    /// `placement.nodeLabel` where it names one, else its kind's.
+    pub fn of(pools: &Pools, placement_label: Option<&str>) -> Self {
+        match (placement_label, pools.kind) {
+            (Some(label), _) => Self::Label(label.to_string()),
+            (None, PoolKind::OpenYurt) => Self::Label(openyurt::NODE_LABEL.to_string()),
+            (None, PoolKind::KubeEdge) => Self::Label(kubeedge::NODE_LABEL.to_string()),
+            (None, PoolKind::SuperEdge) => Self::Marker(superedge::NODE_LABEL_VALUE),
+            (None, PoolKind::NodeLabel) => Self::Label(pools.node_label.clone().unwrap_or_default()),
+        }
+    }
+
+    /// The pools a node of these labels belongs to.
+    pub fn pools<'a>(
+        &'a self,
+        labels: &'a BTreeMap<String, String>,
+    ) -> Box<dyn Iterator<Item = &'a str> + 'a> {
+        match self {
+            Self::Label(label) => Box::new(labels.get(label).map(String::as_str).into_iter()),
+            Self::Marker(value) => {
+                let value: &'static str = value;
+                Box::new(labels.iter().filter(move |(_, v)| v.as_str() == value).map(|(k, _)| k.as_str()))
+            }
+        }
+    }
+}
+
+/// Counts nodes by the pools they belong to.
+pub fn count<'a>(
+    nodes: impl IntoIterator<Item = &'a Node>,
+    membership: &Membership,
+) -> BTreeMap<String, NodeCount> {
     let mut pools: BTreeMap<String, NodeCount> = BTreeMap::new();
+    let no_labels = BTreeMap::new();
     for node in nodes {
-        let Some(pool) = node.metadata.labels.as_ref().and_then(|l| l.get(label)) else {
-            continue;
-        };
-        let entry = pools.entry(pool.clone()).or_default();
-        entry.total += 1;
-        entry.ready += u32::from(is_ready(node));
-        let changed = ready_condition(node).and_then(|c| c.last_transition_time.as_ref()).map(|t| t.0);
-        entry.changed = entry.changed.max(changed);
+        let labels = node.metadata.labels.as_ref().unwrap_or(&no_labels);
+        for pool in membership.pools(labels) {
+            count_node(pools.entry(pool.to_string()).or_default(), node);
+        }
     }
     pools
+}
+
+fn count_node(entry: &mut NodeCount, node: &Node) {
+    entry.total += 1;
+    entry.ready += u32::from(is_ready(node));
+    let changed = ready_condition(node).and_then(|c| c.last_transition_time.as_ref()).map(|t| t.0);
+    entry.changed = entry.changed.max(changed);
 }
 
 /// A Node cut down to what [`count`] reads, before it enters the cache:
@@ -123,7 +174,7 @@ mod tests {
             node("b2", Some("b"), None),
             node("stray", None, Some("True")),
         ];
-        let counts = count(&nodes, "apps.openyurt.io/nodepool");
+        let counts = count(&nodes, &yurt());
         assert_eq!(counts.len(), 2, "a node of no pool counts nowhere");
         assert_eq!((counts["a"].ready, counts["a"].total), (1, 2));
         assert_eq!((counts["b"].ready, counts["b"].total), (0, 2));
@@ -139,8 +190,42 @@ mod tests {
     fn the_label_is_the_pool_kinds_own() {
         let mut n = node("x", None, Some("True"));
         n.metadata.labels = Some([("site".to_string(), "s1".to_string())].into());
-        assert_eq!((count([&n], "site")["s1"].ready, count([&n], "site")["s1"].total), (1, 1));
-        assert!(count([&n], "apps.openyurt.io/nodepool").is_empty());
+        let site = Membership::Label("site".into());
+        assert_eq!((count([&n], &site)["s1"].ready, count([&n], &site)["s1"].total), (1, 1));
+        assert!(count([&n], &yurt()).is_empty());
+    }
+
+    #[test]
+    fn superedge_nodes_are_counted_in_every_unit_that_marks_them() {
+        let mut n = node("x", None, Some("True"));
+        n.metadata.labels = Some(
+            [
+                ("u1".to_string(), superedge::NODE_LABEL_VALUE.to_string()),
+                ("u2".to_string(), superedge::NODE_LABEL_VALUE.to_string()),
+                ("zone".to_string(), "a".to_string()),
+            ]
+            .into(),
+        );
+        let units = Membership::Marker(superedge::NODE_LABEL_VALUE);
+        assert_eq!(count([&n], &units).keys().collect::<Vec<_>>(), ["u1", "u2"]);
+    }
+
+    #[test]
+    fn membership_follows_the_kind_unless_placement_names_a_label() {
+        let pools = |v: serde_json::Value| -> Pools { serde_json::from_value(v).unwrap() };
+        let yurt_pools = pools(serde_json::json!({ "names": ["a"] }));
+        assert_eq!(Membership::of(&yurt_pools, None), yurt());
+        assert_eq!(Membership::of(&yurt_pools, Some("site")), Membership::Label("site".into()));
+        let edge = pools(serde_json::json!({ "kind": "KubeEdge", "names": ["a"] }));
+        assert_eq!(Membership::of(&edge, None), Membership::Label(kubeedge::NODE_LABEL.into()));
+        let units = pools(serde_json::json!({ "kind": "SuperEdge", "names": ["a"] }));
+        assert_eq!(Membership::of(&units, None), Membership::Marker(superedge::NODE_LABEL_VALUE));
+        let zones = pools(serde_json::json!({ "kind": "NodeLabel", "nodeLabel": "zone", "names": ["a"] }));
+        assert_eq!(Membership::of(&zones, None), Membership::Label("zone".into()));
+    }
+
+    fn yurt() -> Membership {
+        Membership::Label(openyurt::NODE_LABEL.into())
     }
 
     #[test]
@@ -148,10 +233,7 @@ mod tests {
         for ready in ["True", "False"] {
             let full = node("a1", Some("a"), Some(ready));
             let stripped = strip(full.clone());
-            assert_eq!(
-                count([&stripped], "apps.openyurt.io/nodepool"),
-                count([&full], "apps.openyurt.io/nodepool")
-            );
+            assert_eq!(count([&stripped], &yurt()), count([&full], &yurt()));
             assert!(stripped.spec.is_none());
             assert!(stripped.metadata.annotations.is_none());
             let status = stripped.status.unwrap();

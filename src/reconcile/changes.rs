@@ -1,14 +1,14 @@
 //! Which watch events matter to planning, and to which applications.
 //!
 //! OpenYurt rewrites a NodePool's status whenever a node's readiness
-//! changes, and every kubelet rewrites its Node's status every few seconds.
+//! changes (KubeEdge and SuperEdge their groups' and units'), and every kubelet rewrites its Node's status every few seconds.
 //! Planning reads only a pool's name, labels and annotations, and of a node
 //! its labels and whether it is Ready. So a watch event is a [`Change`]
 //! only when what planning reads of the object changed, or the object came
 //! or went; and a change concerns only the applications whose pools it
 //! touches, before or after.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::reflector::store::Writer;
@@ -17,7 +17,7 @@ use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 
 use crate::api::PoolSelection;
-use crate::pools::nodes;
+use crate::pools::nodes::{self, Membership};
 use crate::pools::{self, Pool};
 use crate::reconcile::observe::CachedPool;
 
@@ -74,37 +74,40 @@ impl Change<Pool> {
 }
 
 impl Change<NodeView> {
-    /// The pools, as values of the node label `placement`, whose nodes the
-    /// change counts differently: the one it left and the one it joined.
-    pub fn pools<'a>(&'a self, placement: &'a str) -> impl Iterator<Item = &'a str> + 'a {
-        let pool = |node: &'a Option<NodeView>| node.as_ref().and_then(|n| n.labels.get(placement));
-        let (before, after) = (pool(&self.before), pool(&self.after));
-        let counted_again = match (&self.before, &self.after) {
-            (Some(b), Some(a)) => before != after || b.ready != a.ready,
-            // Came or went.
-            _ => true,
+    /// The pools whose nodes the change counts differently: those the node
+    /// left or joined, or all of its pools when it came, went or turned
+    /// Ready or not.
+    pub fn pools<'a>(&'a self, membership: &'a Membership) -> BTreeSet<&'a str> {
+        let of = |node: &'a Option<NodeView>| -> BTreeSet<&'a str> {
+            node.as_ref().map(|n| membership.pools(&n.labels).collect()).unwrap_or_default()
         };
-        let joined = after.filter(|_| before != after);
-        before.into_iter().chain(joined).filter(move |_| counted_again).map(String::as_str)
+        let (before, after) = (of(&self.before), of(&self.after));
+        match (&self.before, &self.after) {
+            (Some(b), Some(a)) if b.ready == a.ready => {
+                before.symmetric_difference(&after).copied().collect()
+            }
+            _ => before.union(&after).copied().collect(),
+        }
     }
 
-    /// Whether an application that places by `placement` and selects
-    /// `selection` must look again: a pool the node left or joined is one
-    /// it selects. `pool` finds a pool by name; a pool that does not exist
-    /// is selected by nobody.
+    /// Whether an application whose nodes are told apart by `membership`
+    /// and that selects `selection` must look again: a pool the node left
+    /// or joined is one it selects. `pool` finds a pool by name; a pool
+    /// that does not exist is selected by nobody.
     pub fn concerns(
         &self,
-        placement: &str,
+        membership: &Membership,
         selection: &PoolSelection,
         pool: impl Fn(&str) -> Option<Pool>,
     ) -> bool {
-        self.pools(placement)
+        self.pools(membership)
+            .into_iter()
             .filter_map(pool)
             .any(|p| pools::contains(selection, &p).unwrap_or(true))
     }
 }
 
-/// NodePools: their cache, and their changes.
+/// Pool objects of one kind: their cache, and their changes.
 pub type PoolChanges = Changes<Pool>;
 /// Nodes: their cache, and their changes.
 pub type NodeChanges = Changes<NodeView>;
@@ -206,6 +209,7 @@ mod tests {
     /// As the pool watch delivers it: a NodePool cut down as it enters.
     fn nodepool(name: &str, labels: serde_json::Value, ready_nodes: u32) -> CachedPool {
         CachedPool::from_object(
+            &crate::pools::openyurt::OpenYurt,
             serde_json::from_value(json!({
                 "apiVersion": "apps.openyurt.io/v1beta2", "kind": "NodePool",
                 "metadata": { "name": name, "labels": labels },
@@ -322,7 +326,13 @@ mod tests {
         .unwrap()
     }
 
-    const POOL_LABEL: &str = "apps.openyurt.io/nodepool";
+    fn yurt() -> Membership {
+        Membership::Label("apps.openyurt.io/nodepool".into())
+    }
+
+    fn listed(pools: BTreeSet<&str>) -> Vec<&str> {
+        pools.into_iter().collect()
+    }
 
     #[test]
     fn a_node_heartbeat_is_no_change_and_readiness_is() {
@@ -333,9 +343,9 @@ mod tests {
         assert!(nodes.observe(watcher::Event::Apply(heartbeat)).is_empty());
         let down = nodes.observe(watcher::Event::Apply(node("n1", Some("hz"), false)));
         assert_eq!(down.len(), 1);
-        assert_eq!(down[0].pools(POOL_LABEL).collect::<Vec<_>>(), ["hz"]);
+        assert_eq!(listed(down[0].pools(&yurt())), ["hz"]);
         let gone = nodes.observe(watcher::Event::Delete(node("n1", Some("hz"), false)));
-        assert_eq!(gone[0].pools(POOL_LABEL).collect::<Vec<_>>(), ["hz"]);
+        assert_eq!(listed(gone[0].pools(&yurt())), ["hz"]);
         assert!(gone[0].after.is_none());
     }
 
@@ -344,25 +354,26 @@ mod tests {
         let mut nodes = NodeChanges::default();
         nodes.observe(watcher::Event::Apply(node("n1", Some("hz"), true)));
         let moved = nodes.observe(watcher::Event::Apply(node("n1", Some("sh"), true))).remove(0);
-        assert_eq!(moved.pools(POOL_LABEL).collect::<Vec<_>>(), ["hz", "sh"]);
-        assert_eq!(moved.pools("site").count(), 0, "another placement label: no pool of it changed");
+        assert_eq!(listed(moved.pools(&yurt())), ["hz", "sh"]);
+        let site = Membership::Label("site".into());
+        assert!(moved.pools(&site).is_empty(), "another placement label: no pool of it changed");
         let existing = |name: &str| {
             ["hz", "sh", "bj"]
                 .contains(&name)
                 .then(|| nodepool(name, json!({ "r": "east" }), 1).pool)
         };
         let by_name = |names: serde_json::Value| selection(json!({ "names": names }));
-        assert!(moved.concerns(POOL_LABEL, &by_name(json!(["hz"])), existing), "it left hz");
-        assert!(moved.concerns(POOL_LABEL, &by_name(json!(["sh"])), existing), "it joined sh");
-        assert!(!moved.concerns(POOL_LABEL, &by_name(json!(["bj"])), existing), "bj saw nothing");
-        assert!(!moved.concerns("site", &by_name(json!(["hz"])), existing));
+        assert!(moved.concerns(&yurt(), &by_name(json!(["hz"])), existing), "it left hz");
+        assert!(moved.concerns(&yurt(), &by_name(json!(["sh"])), existing), "it joined sh");
+        assert!(!moved.concerns(&yurt(), &by_name(json!(["bj"])), existing), "bj saw nothing");
+        assert!(!moved.concerns(&site, &by_name(json!(["hz"])), existing));
         let east = selection(json!({ "selector": { "matchLabels": { "r": "east" } } }));
         let none = |_: &str| None;
-        assert!(!moved.concerns(POOL_LABEL, &east, none), "a pool with no NodePool is nobody's");
+        assert!(!moved.concerns(&yurt(), &east, none), "a pool with no NodePool is nobody's");
         // A node gaining an unrelated label changes no pool.
         let mut relabelled = node("n1", Some("sh"), true);
         relabelled.metadata.labels.as_mut().unwrap().insert("disk".into(), "ssd".into());
         let change = nodes.observe(watcher::Event::Apply(relabelled)).remove(0);
-        assert_eq!(change.pools(POOL_LABEL).count(), 0, "{change:?}");
+        assert!(change.pools(&yurt()).is_empty(), "{change:?}");
     }
 }

@@ -1,8 +1,10 @@
 //! Observe: reads what `plan` needs from the cluster, and nothing else: the
-//! node pools, and the HelmReleases in the application's namespace split into
-//! those this application owns and the names of all others.
+//! node pools of the application's kind, and the HelmReleases in the
+//! application's namespace split into those this application owns and the
+//! names of all others.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::NamespaceResourceScope;
@@ -14,23 +16,22 @@ use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
 use crate::api::naming;
-use crate::api::NodePoolApplication;
-use crate::pools::{self, Pool};
+use crate::api::{NodePoolApplication, PoolKind};
+use crate::pools::kind::PoolObjects;
+use crate::pools::{self, node_label, Pool};
 use crate::reconcile::managed_fields;
 use crate::reconcile::packed::PackedJson;
 use crate::reconcile::plan::{HelmReleaseKey, ObservedRelease, OtherReleases, TakenRelease};
-
-/// OpenYurt's API group for NodePools.
-pub const NODEPOOL_GROUP: &str = "apps.openyurt.io";
+use k8s_openapi::api::core::v1::Node;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ObserveError {
-    #[error(
-        "the cluster serves no NodePool API ({NODEPOOL_GROUP}): install OpenYurt, or its NodePool CRD, first ({0})"
-    )]
-    NoNodePoolApi(#[source] kube::Error),
-    #[error("the cluster's {NODEPOOL_GROUP} group has no cluster-scoped NodePool kind: is OpenYurt's CRD installed?")]
-    NoNodePoolKind,
+    #[error("the cluster serves no cluster-scoped {kind} in {group}: {reason}")]
+    NoPoolApi {
+        kind: &'static str,
+        group: &'static str,
+        reason: String,
+    },
     #[error("the watch of {0} stopped before it listed them once; the controller is shutting down")]
     CacheStopped(&'static str),
 }
@@ -39,7 +40,7 @@ impl ObserveError {
     /// A short category for metrics, logs and Event reasons.
     pub fn category(&self) -> &'static str {
         match self {
-            Self::NoNodePoolApi(_) | Self::NoNodePoolKind => "NodePoolApiMissing",
+            Self::NoPoolApi { .. } => "PoolApiMissing",
             Self::CacheStopped(_) => "ShuttingDown",
         }
     }
@@ -56,16 +57,39 @@ pub fn helmrelease_resource() -> ApiResource {
     }
 }
 
-/// The NodePool version the cluster prefers: OpenYurt has served v1alpha1,
-/// v1beta1 and v1beta2, and only labels and names are read here, which every
-/// version has.
-pub async fn nodepool_resource(client: &Client) -> Result<ApiResource, ObserveError> {
-    let group = discovery::group(client, NODEPOOL_GROUP).await.map_err(ObserveError::NoNodePoolApi)?;
-    let (resource, caps) = group.recommended_kind("NodePool").ok_or(ObserveError::NoNodePoolKind)?;
+/// The version of a kind of pool the cluster prefers (OpenYurt has served
+/// NodePools as v1alpha1, v1beta1 and v1beta2; only names, labels and
+/// annotations are read, which every version has), or why it serves none.
+pub async fn pool_resource(client: &Client, objects: &dyn PoolObjects) -> Result<ApiResource, ObserveError> {
+    let missing = |reason: String| ObserveError::NoPoolApi {
+        kind: objects.kind(),
+        group: objects.group(),
+        reason,
+    };
+    let group = discovery::group(client, objects.group()).await.map_err(|e| missing(e.to_string()))?;
+    let (resource, caps) = group
+        .recommended_kind(objects.kind())
+        .ok_or_else(|| missing(format!("the group has no {}", objects.kind())))?;
     if caps.scope != Scope::Cluster {
-        return Err(ObserveError::NoNodePoolKind);
+        return Err(missing(format!("its {} is namespaced", objects.kind())));
     }
     Ok(resource)
+}
+
+/// Why an application's pools cannot be read: the condition asks for the
+/// CustomResourceDefinition by name.
+pub fn unserved_message(kind: PoolKind) -> String {
+    match pools::kind::objects(kind) {
+        Some(o) => format!(
+            "spec.pools.kind is {kind}, but the cluster serves no {} API ({}): install {}'s {} \
+             CustomResourceDefinition; the controller notices it within a minute and restarts to watch it",
+            o.kind(),
+            o.crd(),
+            o.provider(),
+            o.kind()
+        ),
+        None => format!("spec.pools.kind {kind} reads no pool objects"),
+    }
 }
 
 /// What the cluster holds that concerns one application.
@@ -73,35 +97,67 @@ pub async fn nodepool_resource(client: &Client) -> Result<ApiResource, ObserveEr
 pub struct Observed {
     /// The pools it selects, shared with the cache.
     pub pools: Vec<Arc<CachedPool>>,
+    /// Why its pools cannot be read: the cluster serves no API of its kind.
+    pub unserved: Option<String>,
     pub owned: Vec<ObservedRelease>,
     /// HelmReleases in the namespace this application does not own: never
     /// adopted, overwritten or deleted.
     pub others: Others,
 }
 
-/// The watch caches a reconcile reads instead of listing: every NodePool,
-/// and every HelmRelease in the namespaces served, each cut down as it
-/// enters ([`CachedPool`], [`CachedRelease`]).
+/// The watch caches a reconcile reads instead of listing: the pool objects
+/// of every kind the cluster serves, every Node, and every HelmRelease in
+/// the namespaces served, each cut down as it enters ([`CachedPool`],
+/// [`crate::pools::nodes::strip`], [`CachedRelease`]).
 #[derive(Clone)]
 pub struct Caches {
-    pub pools: Store<CachedPool>,
+    /// By kind; a kind the cluster does not serve has none.
+    pub pools: BTreeMap<PoolKind, Store<CachedPool>>,
+    pub nodes: Store<Node>,
     pub releases: Store<CachedRelease>,
 }
 
 impl Caches {
-    /// Waits until both watches have listed once: planning over a cache not
+    /// Waits until every watch has listed once: planning over a cache not
     /// yet filled would see no pools and prune every release. From one
     /// task only: kube's `Store::wait_until_ready` wakes only the last of
     /// several tasks waiting at once (one waker in its oneshot channel).
     pub async fn ready(&self) -> Result<(), ObserveError> {
-        self.pools
+        for (kind, pools) in &self.pools {
+            let what = pools::kind::objects(*kind).map_or("pools", |o| o.kind());
+            pools.wait_until_ready().await.map_err(|_| ObserveError::CacheStopped(what))?;
+        }
+        self.nodes
             .wait_until_ready()
             .await
-            .map_err(|_| ObserveError::CacheStopped("NodePools"))?;
+            .map_err(|_| ObserveError::CacheStopped("Nodes"))?;
         self.releases
             .wait_until_ready()
             .await
             .map_err(|_| ObserveError::CacheStopped("HelmReleases"))
+    }
+
+    /// The pools of `kind` that `picks` chooses, shared with the cache;
+    /// `None` when the cluster serves no such kind.
+    fn pools(
+        &self,
+        kind: PoolKind,
+        node_label: Option<&str>,
+        picks: impl Fn(&str, &BTreeMap<String, String>) -> bool,
+    ) -> Option<Vec<Arc<CachedPool>>> {
+        if kind == PoolKind::NodeLabel {
+            let nodes = self.nodes.state();
+            let key = node_label?;
+            return Some(
+                node_label::pools(nodes.iter().map(|n| n.as_ref()), key)
+                    .into_iter()
+                    .filter(|p| picks(&p.name, &p.labels))
+                    .map(|pool| Arc::new(CachedPool::from_pool(pool)))
+                    .collect(),
+            );
+        }
+        let store = self.pools.get(&kind)?;
+        Some(store.state().into_iter().filter(|p| picks(&p.pool.name, &p.pool.labels)).collect())
     }
 }
 
@@ -113,14 +169,14 @@ pub fn observe(caches: &Caches, app: &NodePoolApplication) -> Observed {
     // at ten thousand pools a copy of every one for each reconcile under way
     // was most of the controller's memory. A selector that cannot be read
     // picks none; planning reports it before it looks at a pool.
-    let pools = match pools::picker(&app.spec.pools) {
-        Ok(picks) => caches
-            .pools
-            .state()
-            .into_iter()
-            .filter(|p| picks(&p.pool.name, &p.pool.labels))
-            .collect(),
-        Err(_) => Vec::new(),
+    let selection = app.spec.pools.selection();
+    let kind = app.spec.pools.kind;
+    let (pools, unserved) = match pools::picker(&selection) {
+        Ok(picks) => match caches.pools(kind, app.spec.pools.node_label.as_deref(), picks) {
+            Some(pools) => (pools, None),
+            None => (Vec::new(), Some(unserved_message(kind))),
+        },
+        Err(_) => (Vec::new(), None),
     };
     let mut owned = Vec::new();
     let mut others = Vec::new();
@@ -147,6 +203,7 @@ pub fn observe(caches: &Caches, app: &NodePoolApplication) -> Observed {
     owned.sort_by(|a, b| a.name.cmp(&b.name));
     Observed {
         pools,
+        unserved,
         owned,
         others: Others::new(others),
     }
@@ -199,10 +256,10 @@ impl OtherReleases for Others {
     }
 }
 
-/// A NodePool as the cache holds it: the [`Pool`] planning reads (name,
-/// labels and annotations), which reconciles borrow rather than copy.
-/// OpenYurt keeps each pool's node list in its status, which grows with the
-/// pool. Its own type rather than a cut-down `DynamicObject`, whose cache
+/// A pool object as the cache holds it: the [`Pool`] planning reads (name,
+/// labels, annotations and the labels of its nodes), which reconciles
+/// borrow rather than copy. The frameworks keep each pool's node list in
+/// its spec or status, which grows with the pool. Its own type rather than a cut-down `DynamicObject`, whose cache
 /// key would carry the API's five names for every pool.
 #[derive(Debug, Clone, Default)]
 pub struct CachedPool {
@@ -212,30 +269,33 @@ pub struct CachedPool {
 }
 
 impl CachedPool {
-    pub fn from_object(pool: DynamicObject) -> Self {
-        let mut read = ObjectMeta {
-            name: pool.metadata.name.clone(),
-            labels: pool.metadata.labels,
-            annotations: pool.metadata.annotations,
-            ..ObjectMeta::default()
-        };
-        strip_last_applied(&mut read);
+    pub fn from_object(kind: &dyn PoolObjects, mut pool: DynamicObject) -> Self {
+        strip_last_applied(&mut pool.metadata);
+        let read = Pool::from_object(kind, &pool);
         let metadata = ObjectMeta {
             name: pool.metadata.name,
             resource_version: pool.metadata.resource_version,
             deletion_timestamp: pool.metadata.deletion_timestamp,
             ..ObjectMeta::default()
         };
+        Self { metadata, pool: read }
+    }
+
+    /// A pool with no object of its own (a node label's value).
+    pub fn from_pool(pool: Pool) -> Self {
         Self {
-            metadata,
-            pool: Pool::from_meta(&read),
+            metadata: ObjectMeta {
+                name: Some(pool.name.clone()),
+                ..ObjectMeta::default()
+            },
+            pool,
         }
     }
 }
 
-/// Only a cache key: the pools are read through the NodePool version the
-/// cluster serves ([`nodepool_resource`]), and every version has the
-/// metadata this keeps.
+/// Only a cache key: the pools are read through the API the cluster serves
+/// for their kind ([`pool_resource`]), and every kind has the metadata this
+/// keeps. One cache per kind.
 impl Resource for CachedPool {
     type DynamicType = ();
     type Scope = k8s_openapi::ClusterResourceScope;
@@ -244,7 +304,7 @@ impl Resource for CachedPool {
         "NodePool".into()
     }
     fn group(_: &()) -> Cow<'_, str> {
-        NODEPOOL_GROUP.into()
+        "apps.openyurt.io".into()
     }
     fn version(_: &()) -> Cow<'_, str> {
         "v1beta2".into()

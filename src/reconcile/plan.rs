@@ -50,6 +50,9 @@ pub struct PlanInput<'a> {
     pub chart: Option<&'a Chart>,
     /// Why the chart cannot be used yet: nothing is written or pruned.
     pub hold: Option<Hold>,
+    /// Why the pools of the application's kind cannot be read (the cluster
+    /// serves no such API): nothing is written or pruned.
+    pub unserved: Option<&'a str>,
 }
 
 /// A chart problem that holds every write back: an unresolvable version, a
@@ -178,6 +181,9 @@ impl Plan {
 
 pub fn plan(input: &PlanInput) -> Plan {
     let app = app_info(input);
+    if let Some(message) = input.unserved {
+        return blocked(input, "PoolApiMissing".to_string(), message.to_string());
+    }
     let selected = match check_selectors(input, &app) {
         Ok(selected) => selected,
         Err((reason, message)) => return blocked(input, reason, message),

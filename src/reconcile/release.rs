@@ -220,7 +220,7 @@ fn spec(app: &AppInfo, pool: &Pool, scope: &Scope, release_name: &str) -> Result
     if !layers.values_from.is_empty() {
         spec.insert("valuesFrom".into(), to_json("valuesFrom", &layers.values_from)?);
     }
-    spec.insert("postRenderers".into(), post_renderers(&app.spec.placement, &pool.name)?);
+    spec.insert("postRenderers".into(), post_renderers(&app.spec.placement, pool)?);
     Ok(Value::Object(spec))
 }
 
@@ -291,7 +291,11 @@ fn values_for(spec: &NodePoolApplicationSpec, pool: &Pool, scope: &Scope) -> Res
             .extend(render_refs(&format!("{field}.valuesFrom"), &o.values_from, scope)?);
         layers.suspend = o.suspend.or(layers.suspend);
     }
-    let selector = Map::from_iter([(spec.placement.node_label.clone(), json!(pool.name))]);
+    let selector: Map<String, Value> = pool
+        .placed_by(spec.placement.node_label.as_deref())
+        .into_iter()
+        .map(|(k, v)| (k, Value::String(v)))
+        .collect();
     for (i, path) in spec.placement.values_paths.iter().enumerate() {
         values::set_path(&mut layers.values, path, &selector)
             .map_err(|e| FieldError::new(format!("placement.valuesPaths[{i}]"), e))?;
@@ -331,8 +335,8 @@ fn render_refs(
 /// One kustomize post-renderer pinning every pod template of the chart to
 /// the pool. It catches workloads whose chart has no nodeSelector value, and
 /// merges with any nodeSelector the chart sets rather than replacing it.
-pub fn post_renderers(placement: &Placement, pool: &str) -> Result<Value, FieldError> {
-    let mut pod_spec = json!({ "nodeSelector": { placement.node_label.as_str(): pool } });
+pub fn post_renderers(placement: &Placement, pool: &Pool) -> Result<Value, FieldError> {
+    let mut pod_spec = json!({ "nodeSelector": pool.placed_by(placement.node_label.as_deref()) });
     if !placement.tolerations.is_empty() {
         pod_spec["tolerations"] = to_json("placement.tolerations", &placement.tolerations)?;
     }
@@ -437,7 +441,7 @@ mod tests {
 
     #[test]
     fn placement_without_tolerations_sets_only_the_node_selector() {
-        let renderers = post_renderers(&Placement::default(), "hz").unwrap();
+        let renderers = post_renderers(&Placement::default(), &Pool::named("hz")).unwrap();
         let patch = renderers[0]["kustomize"]["patches"][0]["patch"].as_str().unwrap();
         let body: Value = serde_saphyr::from_str(patch).unwrap();
         assert_eq!(

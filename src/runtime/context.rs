@@ -12,8 +12,9 @@ use kube::Client;
 
 use k8s_openapi::api::core::v1::Node;
 
-use crate::api::{NodePoolApplication, PoolSelection};
+use crate::api::{NodePoolApplication, PoolKind, PoolSelection};
 use crate::chart::source::Sources;
+use crate::pools::nodes::Membership;
 use crate::reconcile::apply::ApplyError;
 use crate::reconcile::observe::{Caches, ObserveError};
 use crate::runtime::api_errors;
@@ -66,6 +67,8 @@ pub enum Error {
     },
     #[error("lost the leadership of Lease {0}/nodepool-fanout; exiting so that a standby takes over")]
     LostLeadership(String),
+    #[error("the cluster now serves {0}; exiting so that the restart watches it")]
+    PoolApiAppeared(&'static str),
     #[error(
         "--watch-label-selector {selector:?} is refused by the API server: {source}; give a label \
          selector such as sharding.fluxcd.io/key=shard1 or !sharding.fluxcd.io/key"
@@ -86,6 +89,7 @@ impl Error {
             Self::Apply(e) => e.category(),
             Self::Serve(_) => "ServeFailed",
             Self::LeaderElection { .. } | Self::LostLeadership(_) => "LeaderElection",
+            Self::PoolApiAppeared(_) => "PoolApiAppeared",
             Self::WatchLabelSelector { .. } | Self::Pace(_) => "InvalidFlag",
         }
     }
@@ -123,9 +127,11 @@ pub(super) struct Context {
 /// What of an application decides which pool and node events concern it.
 #[derive(Debug, Clone)]
 pub(super) struct Interest {
+    /// The kind of its pools: events of other kinds' pools are not its.
+    pub(super) kind: PoolKind,
     pub(super) selection: PoolSelection,
-    /// The node label naming a node's pool (`spec.placement.nodeLabel`).
-    pub(super) node_label: String,
+    /// How a node names its pools, for this application.
+    pub(super) membership: Membership,
 }
 
 /// Where the caches stand.

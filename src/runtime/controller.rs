@@ -3,9 +3,10 @@
 //! apply → status.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use futures::{StreamExt, TryStreamExt};
-use kube::api::{DynamicObject, ListParams};
+use futures::{FutureExt, StreamExt, TryStreamExt};
+use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::runtime::controller::Config as ControllerConfig;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, reflector, ObjectRef};
@@ -16,9 +17,11 @@ use tracing::{info, warn};
 use k8s_openapi::api::core::v1::Node;
 
 use crate::api::naming;
+use crate::api::PoolKind;
 use crate::chart::shared::{self as shared_chart};
 use crate::chart::source::{helmchart_resource, Sources};
-use crate::pools::nodes;
+use crate::pools::kind::{self as pool_kinds, PoolObjects};
+use crate::pools::{nodes, Pool};
 use crate::reconcile::changes::{NodeChanges, PoolChanges};
 use crate::reconcile::observe::{self, CachedPool, Caches};
 use crate::runtime::api_errors;
@@ -33,6 +36,10 @@ use super::leader::lead;
 use super::reconciler::*;
 use super::watches::*;
 
+/// How often the controller asks whether the cluster now serves a kind of
+/// pool it did not serve at the start.
+const POOL_API_POLL: Duration = Duration::from_secs(30);
+
 pub async fn run(args: RunArgs) -> Result<(), Error> {
     let metrics = Arc::new(Metrics::default());
     telemetry::serve(args.metrics_addr, metrics.clone()).await?;
@@ -44,8 +51,26 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         api_errors::ClientError::Pace(e) => Error::Pace(e),
         api_errors::ClientError::Kube(e) => Error::Connect(e),
     })?;
-    let nodepools = observe::nodepool_resource(&client).await?;
-    info!(nodepool_version = %nodepools.api_version, "using NodePools");
+    // The kinds of pool the cluster serves now. An application of a kind
+    // it does not serve is told so in its status; `unserved` watches for
+    // the kind to appear.
+    let mut pool_apis = Vec::new();
+    let mut unserved_kinds = Vec::new();
+    for kind in pool_kinds::OBJECT_KINDS {
+        let Some(objects) = pool_kinds::objects(kind) else {
+            continue;
+        };
+        match observe::pool_resource(&client, objects).await {
+            Ok(resource) => {
+                info!(%kind, version = %resource.api_version, "watching {}s", objects.kind());
+                pool_apis.push((kind, objects, resource));
+            }
+            Err(e) => {
+                info!(%kind, "not watching {}s: {e}", objects.kind());
+                unserved_kinds.push(objects);
+            }
+        }
+    }
     metrics.ready.store(true, std::sync::atomic::Ordering::Relaxed);
 
     // Applications are watched by their metadata alone and read in full by
@@ -72,7 +97,6 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
             })?;
         info!(%selector, "reconciling only the applications this selector matches");
     }
-    let pool_api: Api<DynamicObject> = Api::all_with(client.clone(), &nodepools);
     let charts: Api<DynamicObject> = Api::all_with(client.clone(), &helmchart_resource());
 
     let chart_writer = reflector::store::Writer::new(helmchart_resource());
@@ -80,12 +104,16 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     let node_api: Api<Node> = Api::all(client.clone());
     // Pools and nodes: each cache is kept by the tracker that turns its
     // events into changes.
-    let mut pool_changes = PoolChanges::default();
+    let pool_changes: Vec<(PoolKind, &'static dyn PoolObjects, ApiResource, PoolChanges)> = pool_apis
+        .into_iter()
+        .map(|(kind, objects, resource)| (kind, objects, resource, PoolChanges::default()))
+        .collect();
     let mut node_changes = NodeChanges::default();
     let node_store = node_changes.cache();
     let (release_store, release_writer) = reflector::store();
     let caches = Caches {
-        pools: pool_changes.cache(),
+        pools: pool_changes.iter().map(|(kind, _, _, changes)| (*kind, changes.cache())).collect(),
+        nodes: node_store.clone(),
         releases: release_store,
     };
     let reporter = Reporter {
@@ -160,33 +188,37 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
             },
         )
     };
-    // A NodePool event wakes only the applications whose selection the
-    // pool enters, leaves or is in, and only when its name, labels or
+    // A pool event wakes only the applications of its kind whose selection
+    // the pool enters, leaves or is in, and only when its name, labels or
     // annotations changed or it came or went: not status churn.
-    let pool_events = watcher(pool_api, paged()).map_ok(|event| map_event(event, CachedPool::from_object));
-    let pool_triggers = {
+    let pool_triggers = pool_changes.into_iter().map(|(kind, objects, resource, mut changes)| {
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+        let events = watcher(api, paged())
+            .map_ok(move |event| map_event(event, |object| CachedPool::from_object(objects, object)));
         let (store, selections) = (store.clone(), context.selections.clone());
         let mut first_list = FirstList::Quiet;
-        retrying("NodePools", pool_events).flat_map(move |event| {
-            let quiet = first_list.holds(&event);
-            let changed = pool_changes.observe(event);
-            let selections = selections.read().unwrap_or_else(|e| e.into_inner());
-            let apps: Vec<ObjectRef<AppMeta>> = match quiet {
-                true => Vec::new(),
-                false => store
-                    .state()
-                    .iter()
-                    .map(|app| ObjectRef::from_obj(app.as_ref()))
-                    .filter(|app| {
-                        // Not yet read: it must look for itself.
-                        let interest = selections.get(app);
-                        changed.iter().any(|c| interest.is_none_or(|i| c.concerns(&i.selection)))
-                    })
-                    .collect(),
-            };
-            futures::stream::iter(apps)
-        })
-    };
+        retrying(objects.kind(), events)
+            .flat_map(move |event| {
+                let quiet = first_list.holds(&event);
+                let changed = changes.observe(event);
+                let selections = selections.read().unwrap_or_else(|e| e.into_inner());
+                let apps: Vec<ObjectRef<AppMeta>> = match quiet {
+                    true => Vec::new(),
+                    false => store
+                        .state()
+                        .iter()
+                        .map(|app| ObjectRef::from_obj(app.as_ref()))
+                        .filter(|app| match selections.get(app) {
+                            // Not yet read: it must look for itself.
+                            None => true,
+                            Some(i) => i.kind == kind && changed.iter().any(|c| c.concerns(&i.selection)),
+                        })
+                        .collect(),
+                };
+                futures::stream::iter(apps)
+            })
+            .boxed()
+    });
     // A shared HelmChart's artifact turning ready lets its application's
     // releases be written at once rather than at the next poll.
     let chart_triggers = {
@@ -233,28 +265,75 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
                         let Some(interest) = selections.get(app) else {
                             return true;
                         };
-                        let pool = |name: &str| pools.get(&ObjectRef::new(name)).map(|p| p.pool.clone());
-                        changed.iter().any(|c| c.concerns(&interest.node_label, &interest.selection, pool))
+                        let pool = |name: &str| match pools.get(&interest.kind) {
+                            Some(pools) => pools.get(&ObjectRef::new(name)).map(|p| p.pool.clone()),
+                            // A node label's value: a pool as soon as one
+                            // node carries it; its labels are not known
+                            // here, so a selector takes it as matching.
+                            None if interest.kind == PoolKind::NodeLabel => Some(Pool::named(name)),
+                            None => None,
+                        };
+                        let selection = match interest.kind {
+                            PoolKind::NodeLabel if interest.selection.selector.is_some() => {
+                                return changed.iter().any(|c| !c.pools(&interest.membership).is_empty())
+                            }
+                            _ => &interest.selection,
+                        };
+                        changed.iter().any(|c| c.concerns(&interest.membership, selection, pool))
                     })
                     .collect(),
             };
             futures::stream::iter(apps)
         })
     };
-    let wakes = futures::stream::select_all([
-        release_triggers.boxed(),
-        pool_triggers.boxed(),
-        node_triggers.boxed(),
-        chart_triggers.boxed(),
-    ]);
+    let wakes = futures::stream::select_all(
+        [
+            release_triggers.boxed(),
+            node_triggers.boxed(),
+            chart_triggers.boxed(),
+        ]
+        .into_iter()
+        .chain(pool_triggers),
+    );
     let times = context.reconcile_times.clone();
     let window = move |app: &ObjectRef<AppMeta>| {
         wake_window(times.lock().unwrap_or_else(|e| e.into_inner()).get(app).copied())
     };
+    // A kind of pool installed after the start: the controller stops, and
+    // its restart watches the new kind (kube's Controller takes its watches
+    // once, when it starts).
+    let appeared: Arc<std::sync::OnceLock<&'static str>> = Arc::default();
+    let (tell, told) = tokio::sync::oneshot::channel::<()>();
+    if !unserved_kinds.is_empty() {
+        let (client, appeared) = (client.clone(), appeared.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(POOL_API_POLL).await;
+                for objects in &unserved_kinds {
+                    if observe::pool_resource(&client, *objects).await.is_ok() {
+                        warn!(
+                            crd = objects.crd(),
+                            "the cluster now serves {}s; restarting to watch them",
+                            objects.kind()
+                        );
+                        let _ = appeared.set(objects.crd());
+                        let _ = tell.send(());
+                        return;
+                    }
+                }
+            }
+        });
+    }
+    let pool_api_appeared = async move {
+        if told.await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    let stop = futures::future::select(Box::pin(lost_leadership), Box::pin(pool_api_appeared)).map(|_| ());
     controller
         .reconcile_on(throttle::per_key(wakes, window))
         .shutdown_on_signal()
-        .graceful_shutdown_on(lost_leadership)
+        .graceful_shutdown_on(stop)
         .run(reconcile, error_policy, context)
         .for_each(|result| async move {
             match result {
@@ -264,6 +343,9 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         })
         .await;
     info!("stopped");
+    if let Some(crd) = appeared.get() {
+        return Err(Error::PoolApiAppeared(crd));
+    }
     match lost.load(std::sync::atomic::Ordering::Relaxed) {
         true => Err(Error::LostLeadership(args.leader_election_namespace.clone())),
         false => Ok(()),

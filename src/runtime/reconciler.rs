@@ -22,7 +22,7 @@ use crate::api::{ConditionStatus, DeletionPolicy, NodePoolApplication, NodePoolA
 use crate::chart::schema::Chart;
 use crate::chart::shared::{self as shared_chart, ChartRef};
 use crate::chart::source::SourceError;
-use crate::pools::nodes;
+use crate::pools::nodes::{self, Membership};
 use crate::reconcile::apply::{self};
 use crate::reconcile::observe::{self, helmrelease_resource, ObserveError};
 use crate::reconcile::plan::{self, DesiredRelease, Hold, PlanInput};
@@ -44,8 +44,9 @@ pub(super) async fn reconcile(meta: Arc<AppMeta>, ctx: Arc<Context>) -> Result<A
     let result = match apps.get_opt(&name).await {
         Ok(Some(app)) => {
             let interest = Interest {
-                selection: app.spec.pools.clone(),
-                node_label: app.spec.placement.node_label.clone(),
+                kind: app.spec.pools.kind,
+                selection: app.spec.pools.selection(),
+                membership: Membership::of(&app.spec.pools, app.spec.placement.node_label.as_deref()),
             };
             ctx.selections
                 .write()
@@ -122,8 +123,8 @@ pub(super) async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) 
         Some(Err(hold)) => (None, None, Some(hold.clone())),
         None => (None, None, None),
     };
-    let node_counts =
-        nodes::count(ctx.nodes.state().iter().map(|n| n.as_ref()), &app.spec.placement.node_label);
+    let membership = Membership::of(&app.spec.pools, app.spec.placement.node_label.as_deref());
+    let node_counts = nodes::count(ctx.nodes.state().iter().map(|n| n.as_ref()), &membership);
     let input = PlanInput {
         app: &app,
         pools: &observed.pools.iter().map(|p| &p.pool).collect::<Vec<_>>(),
@@ -134,6 +135,7 @@ pub(super) async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) 
         chart_ref,
         chart,
         hold: hold.clone(),
+        unserved: observed.unserved.as_deref(),
     };
     let planned = plan::plan(&input);
     // What was observed, back from the plan's input: at thousands of pools

@@ -189,7 +189,7 @@ pub(super) fn readiness(
     tokio::spawn(async move {
         let state = match caches.ready().await {
             Err(ObserveError::CacheStopped(watch)) => Readiness::Stopped(watch),
-            Err(_) => Readiness::Stopped("NodePools"),
+            Err(_) => Readiness::Stopped("pools"),
             Ok(()) if charts.wait_until_ready().await.is_err() => Readiness::Stopped("HelmCharts"),
             Ok(()) if nodes.wait_until_ready().await.is_err() => Readiness::Stopped("Nodes"),
             Ok(()) => Readiness::Ready,

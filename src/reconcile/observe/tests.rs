@@ -1,6 +1,9 @@
 //! Unit tests of `observe`.
 
+use std::collections::BTreeMap;
+
 use super::*;
+use crate::pools::openyurt::OpenYurt;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher;
 use serde_json::json;
@@ -101,8 +104,8 @@ fn a_cached_pool_keeps_its_name_labels_and_annotations() {
         "metadata": { "name": "hz", "labels": { "r": "east" }, "annotations": { "a": "b" }, "uid": "x" },
         "spec": { "type": "Edge" }, "status": { "nodes": ["n1", "n2"], "readyNodeNum": 2 }
     }));
-    let cached = CachedPool::from_object(pool.clone());
-    assert_eq!(cached.pool, Pool::from_object(&pool));
+    let cached = CachedPool::from_object(&OpenYurt, pool.clone());
+    assert_eq!(cached.pool, Pool::from_object(&OpenYurt, &pool));
     assert!(cached.metadata.uid.is_none() && cached.metadata.labels.is_none());
 }
 
@@ -115,7 +118,8 @@ fn of_two_others_driving_one_helm_release_the_older_is_named() {
         CachedRelease::from_object(release)
     };
     let caches = Caches {
-        pools: store(Vec::new()),
+        pools: BTreeMap::from([(PoolKind::OpenYurt, store(Vec::new()))]),
+        nodes: store(Vec::new()),
         releases: store(vec![
             drives_gateway("b-new", "2026-02-01T00:00:00Z"),
             drives_gateway("a-newer", "2026-03-01T00:00:00Z"),
@@ -140,17 +144,24 @@ fn observes_from_the_caches_split_by_owner_and_namespace() {
     .map(CachedRelease::from_object)
     .collect();
     let pool = |name: &str, labels: Value| {
-        CachedPool::from_object(object(json!({
-            "apiVersion": "apps.openyurt.io/v1beta2", "kind": "NodePool",
-            "metadata": { "name": name, "labels": labels }
-        })))
+        CachedPool::from_object(
+            &OpenYurt,
+            object(json!({
+                "apiVersion": "apps.openyurt.io/v1beta2", "kind": "NodePool",
+                "metadata": { "name": name, "labels": labels }
+            })),
+        )
     };
     let caches = Caches {
-        pools: store(vec![
-            pool("hz", json!({})),
-            pool("sh", json!({ "tier": "edge" })),
-            pool("bj", json!({ "tier": "core" })),
-        ]),
+        pools: BTreeMap::from([(
+            PoolKind::OpenYurt,
+            store(vec![
+                pool("hz", json!({})),
+                pool("sh", json!({ "tier": "edge" })),
+                pool("bj", json!({ "tier": "core" })),
+            ]),
+        )]),
+        nodes: store(Vec::new()),
         releases: store(releases),
     };
     let observed = observe(&caches, &app("u1"));

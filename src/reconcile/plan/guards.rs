@@ -14,7 +14,7 @@ pub(super) fn check_selectors<'a>(
 ) -> Result<pools::Selected<'a>, (String, String)> {
     let invalid =
         |field: String, e: pools::SelectorError| ("InvalidSelector".to_string(), format!("{field}: {e}"));
-    let selected = pools::select(&app.spec.pools, input.pools.iter().copied())
+    let selected = pools::select(&app.spec.pools.selection(), input.pools.iter().copied())
         .map_err(|e| invalid("pools".into(), e))?;
     for (i, o) in app.spec.overrides.iter().enumerate() {
         if let Some(selector) = &o.pools.selector {
@@ -113,9 +113,10 @@ pub(super) fn nothing_selected(input: &PlanInput, app: &AppInfo) -> Plan {
     };
     plan.pools.sort_by(|a, b| a.pool.cmp(&b.pool));
     let message = format!(
-        "spec.pools ({}) matches no NodePool, yet this application has {} HelmRelease(s); nothing is \
+        "spec.pools ({}) matches no {}, yet this application has {} HelmRelease(s); nothing is \
          pruned: fix spec.pools, or delete the application to remove every release",
-        describe_selection(&app.spec.pools),
+        describe_selection(&app.spec.pools.selection()),
+        app.spec.pools.kind.pool_noun(),
         input.owned.len()
     );
     plan.blocked = Some(message.clone());

@@ -33,7 +33,7 @@ fn pool(name: &str, region: &str) -> Pool {
     Pool {
         name: name.into(),
         labels: [("region".to_string(), region.to_string())].into(),
-        annotations: Default::default(),
+        ..Pool::named(name)
     }
 }
 
@@ -63,6 +63,7 @@ fn run(app: &NodePoolApplication, pools: &[Pool], owned: Vec<ObservedRelease>, f
         chart_ref: None,
         chart: None,
         hold: None,
+        unserved: None,
     })
 }
 

@@ -293,6 +293,7 @@ pub(super) fn with_chart(a: &NodePoolApplication, owned: Vec<ObservedRelease>, c
         chart_ref: None,
         chart: Some(chart),
         hold: None,
+        unserved: None,
     })
 }
 

@@ -40,6 +40,7 @@ fn with_nodes(
         chart_ref: None,
         chart: None,
         hold: None,
+        unserved: None,
     })
 }
 

@@ -245,6 +245,7 @@ fn with_taken(app: &NodePoolApplication, owned: Vec<ObservedRelease>, taken: &[(
         chart_ref: None,
         chart: None,
         hold: None,
+        unserved: None,
     })
 }
 
@@ -354,4 +355,26 @@ fn one_pool_left_in_the_selection_still_prunes_the_others() {
     let sh = naming::release_name("gw", "shanghai");
     let plan = run(&a, &pools(), vec![ready_release(&sh, "shanghai", "h2")], &[]);
     assert_eq!(plan.prune, [sh]);
+}
+
+#[test]
+fn pools_of_a_kind_the_cluster_does_not_serve_stall_and_prune_nothing() {
+    let a = app(json!({}));
+    let owned = vec![ready_release("ingress-hz", "hz", "h")];
+    let message = "spec.pools.kind is KubeEdge, but the cluster serves no NodeGroup API";
+    let plan = plan(&PlanInput {
+        app: &a,
+        pools: &[],
+        nodes: None,
+        owned,
+        others: &ListedReleases::default(),
+        now: now(),
+        chart_ref: None,
+        chart: None,
+        hold: None,
+        unserved: Some(message),
+    });
+    assert!(plan.apply.is_empty() && plan.prune.is_empty(), "{plan:?}");
+    let stalled = plan.status.conditions.iter().find(|c| c.type_ == "Stalled").expect("stalled");
+    assert_eq!((stalled.reason.as_str(), stalled.message.as_str()), ("PoolApiMissing", message));
 }
