@@ -104,7 +104,8 @@ pub async fn wait_app(
     )
 }
 
-pub fn ready_is(expected: &'static str) -> impl Fn(&Value) -> Result<(), String> {
+pub fn ready_is(expected: impl Into<String>) -> impl Fn(&Value) -> Result<(), String> {
+    let expected = expected.into();
     move |app| match app.pointer("/status/ready").and_then(Value::as_str) {
         Some(r) if r == expected => Ok(()),
         other => Err(format!("ready is {other:?}, want {expected}")),

@@ -167,6 +167,28 @@ pub fn nodepool_resource() -> ApiResource {
     }
 }
 
+/// KubeEdge's NodeGroups.
+pub fn nodegroup_resource() -> ApiResource {
+    ApiResource {
+        group: "apps.kubeedge.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "apps.kubeedge.io/v1alpha1".into(),
+        kind: "NodeGroup".into(),
+        plural: "nodegroups".into(),
+    }
+}
+
+/// SuperEdge's NodeUnits.
+pub fn nodeunit_resource() -> ApiResource {
+    ApiResource {
+        group: "site.superedge.io".into(),
+        version: "v1alpha2".into(),
+        api_version: "site.superedge.io/v1alpha2".into(),
+        kind: "NodeUnit".into(),
+        plural: "nodeunits".into(),
+    }
+}
+
 #[allow(unused_imports)] // each test binary uses its own part of this module
 pub use nodepool_fanout::{chart::source::helmchart_resource, reconcile::observe::helmrelease_resource};
 
@@ -194,6 +216,8 @@ pub struct TestEnv {
     pub prefix: String,
     pools: Vec<String>,
     nodes: Vec<String>,
+    /// Other cluster-scoped objects it made (NodeGroups, NodeUnits).
+    objects: Vec<(ApiResource, String)>,
 }
 
 impl TestEnv {
@@ -215,6 +239,7 @@ impl TestEnv {
             prefix,
             pools: Vec::new(),
             nodes: Vec::new(),
+            objects: Vec::new(),
         }
     }
 
@@ -247,20 +272,29 @@ impl TestEnv {
         name
     }
 
-    /// Creates a kwok node in a pool: kwok turns it Ready and runs the pods
-    /// bound to it.
+    /// Creates a kwok node in an OpenYurt pool: kwok turns it Ready and
+    /// runs the pods bound to it.
     pub async fn create_node(&mut self, node: &str, pool: &str) {
+        self.create_labelled_node(node, &[(POOL_LABEL, pool)]).await;
+    }
+
+    /// Creates a kwok node with these labels besides kwok's own. Where a
+    /// framework's controller would label a pool's nodes (yurt-manager,
+    /// KubeEdge's controller manager, SuperEdge's site-manager), the test
+    /// gives the node that label itself, as kwok plays the kubelet.
+    pub async fn create_labelled_node(&mut self, node: &str, labels: &[(&str, &str)]) {
+        let mut all: BTreeMap<&str, &str> = BTreeMap::from([
+            ("kubernetes.io/hostname", node),
+            ("kubernetes.io/os", "linux"),
+            ("kubernetes.io/arch", "amd64"),
+            ("type", "kwok"),
+        ]);
+        all.extend(labels.iter().copied());
         let manifest: Node = serde_json::from_value(json!({
             "metadata": {
                 "name": node,
                 "annotations": { "kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0" },
-                "labels": {
-                    "kubernetes.io/hostname": node,
-                    "kubernetes.io/os": "linux",
-                    "kubernetes.io/arch": "amd64",
-                    "type": "kwok",
-                    POOL_LABEL: pool
-                }
+                "labels": all
             }
         }))
         .expect("node manifest");
@@ -271,14 +305,31 @@ impl TestEnv {
         self.nodes.push(node.to_string());
     }
 
-    /// Names of the nodes of a pool, as the API server lists them.
+    /// Names of the nodes of an OpenYurt pool, as the API server lists them.
     pub async fn nodes_of(&self, pool: &str) -> Vec<String> {
+        self.nodes_labelled(&format!("{POOL_LABEL}={pool}")).await
+    }
+
+    /// Names of the nodes a label selector matches.
+    pub async fn nodes_labelled(&self, selector: &str) -> Vec<String> {
         let api: Api<Node> = Api::all(self.client.clone());
         let list = api
-            .list(&ListParams::default().labels(&format!("{POOL_LABEL}={pool}")))
+            .list(&ListParams::default().labels(selector))
             .await
-            .unwrap_or_else(|e| panic!("cannot list nodes of pool {pool}: {e}"));
+            .unwrap_or_else(|e| panic!("cannot list nodes {selector}: {e}"));
         list.items.into_iter().filter_map(|n| n.metadata.name).collect()
+    }
+
+    /// Creates a cluster-scoped object (a NodeGroup, a NodeUnit) that
+    /// `cleanup` deletes.
+    pub async fn create_cluster_object(&mut self, resource: &ApiResource, manifest: serde_json::Value) {
+        let object: DynamicObject = serde_json::from_value(manifest).expect("object manifest");
+        let name = object.metadata.name.clone().expect("the object has a name");
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), resource);
+        api.create(&PostParams::default(), &object)
+            .await
+            .unwrap_or_else(|e| panic!("cannot create {} {name}: {e}", resource.kind));
+        self.objects.push((resource.clone(), name));
     }
 
     /// Removes the namespace, pools and nodes this test made. The nodes go
@@ -291,6 +342,9 @@ impl TestEnv {
         let pools: Api<DynamicObject> = Api::all_with(self.client.clone(), &nodepool_resource());
         for p in &self.pools {
             let _ = pools.delete(p, &dp).await;
+        }
+        for (resource, name) in &self.objects {
+            let _ = Api::<DynamicObject>::all_with(self.client.clone(), resource).delete(name, &dp).await;
         }
         let deadline = Instant::now() + Duration::from_secs(60);
         while Instant::now() < deadline {
