@@ -32,6 +32,8 @@ pub enum ObserveError {
         group: &'static str,
         reason: String,
     },
+    #[error("the controller may not list {crd}: {reason}")]
+    PoolsForbidden { crd: &'static str, reason: String },
     #[error("the watch of {0} stopped before it listed them once; the controller is shutting down")]
     CacheStopped(&'static str),
 }
@@ -41,6 +43,7 @@ impl ObserveError {
     pub fn category(&self) -> &'static str {
         match self {
             Self::NoPoolApi { .. } => "PoolApiMissing",
+            Self::PoolsForbidden { .. } => "PoolsForbidden",
             Self::CacheStopped(_) => "ShuttingDown",
         }
     }
@@ -73,12 +76,33 @@ pub async fn pool_resource(client: &Client, objects: &dyn PoolObjects) -> Result
     if caps.scope != Scope::Cluster {
         return Err(missing(format!("its {} is namespaced", objects.kind())));
     }
-    Ok(resource)
+    // Served, but perhaps not to us: a watch refused for want of RBAC would
+    // retry forever, and every reconcile would wait for its first list.
+    let api: kube::Api<DynamicObject> = kube::Api::all_with(client.clone(), &resource);
+    match api.list_metadata(&kube::api::ListParams::default().limit(1)).await {
+        Err(kube::Error::Api(e)) if e.code == 403 => Err(ObserveError::PoolsForbidden {
+            crd: objects.crd(),
+            reason: e.message,
+        }),
+        _ => Ok(resource),
+    }
 }
 
-/// Why an application's pools cannot be read: the condition asks for the
-/// CustomResourceDefinition by name.
-pub fn unserved_message(kind: PoolKind) -> String {
+/// Why an application's pools cannot be read, as its condition says it.
+pub fn unserved_message(kind: PoolKind, error: &ObserveError) -> String {
+    if let ObserveError::PoolsForbidden { crd, .. } = error {
+        return format!(
+            "spec.pools.kind is {kind}, but the controller may not read {crd}: grant its service account \
+             get, list and watch on them (deploy/rbac.yaml does); the controller notices within a minute and \
+             restarts to watch them"
+        );
+    }
+    not_served_message(kind)
+}
+
+/// The condition of an application whose kind the cluster does not serve:
+/// it asks for the CustomResourceDefinition by name.
+pub fn not_served_message(kind: PoolKind) -> String {
     match pools::kind::objects(kind) {
         Some(o) => format!(
             "spec.pools.kind is {kind}, but the cluster serves no {} API ({}): install {}'s {} \
@@ -113,6 +137,9 @@ pub struct Observed {
 pub struct Caches {
     /// By kind; a kind the cluster does not serve has none.
     pub pools: BTreeMap<PoolKind, Store<CachedPool>>,
+    /// Why each kind of pool object that has no cache has none, as the
+    /// conditions of its applications say it.
+    pub unserved: BTreeMap<PoolKind, String>,
     pub nodes: Store<Node>,
     pub releases: Store<CachedRelease>,
 }
@@ -174,7 +201,10 @@ pub fn observe(caches: &Caches, app: &NodePoolApplication) -> Observed {
     let (pools, unserved) = match pools::picker(&selection) {
         Ok(picks) => match caches.pools(kind, app.spec.pools.node_label.as_deref(), picks) {
             Some(pools) => (pools, None),
-            None => (Vec::new(), Some(unserved_message(kind))),
+            None => {
+                let why = caches.unserved.get(&kind).cloned();
+                (Vec::new(), Some(why.unwrap_or_else(|| not_served_message(kind))))
+            }
         },
         Err(_) => (Vec::new(), None),
     };

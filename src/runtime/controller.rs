@@ -2,6 +2,7 @@
 //! and the NodePools, and reconciles each application as observe → plan →
 //! apply → status.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -56,6 +57,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     // the kind to appear.
     let mut pool_apis = Vec::new();
     let mut unserved_kinds = Vec::new();
+    let mut unserved = BTreeMap::new();
     for kind in pool_kinds::OBJECT_KINDS {
         let Some(objects) = pool_kinds::objects(kind) else {
             continue;
@@ -66,7 +68,8 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
                 pool_apis.push((kind, objects, resource));
             }
             Err(e) => {
-                info!(%kind, "not watching {}s: {e}", objects.kind());
+                warn!(%kind, "not watching {}s: {e}", objects.kind());
+                unserved.insert(kind, observe::unserved_message(kind, &e));
                 unserved_kinds.push(objects);
             }
         }
@@ -114,6 +117,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     let caches = Caches {
         pools: pool_changes.iter().map(|(kind, _, _, changes)| (*kind, changes.cache())).collect(),
         nodes: node_store.clone(),
+        unserved,
         releases: release_store,
     };
     let reporter = Reporter {

@@ -120,6 +120,7 @@ fn of_two_others_driving_one_helm_release_the_older_is_named() {
     let caches = Caches {
         pools: BTreeMap::from([(PoolKind::OpenYurt, store(Vec::new()))]),
         nodes: store(Vec::new()),
+        unserved: BTreeMap::new(),
         releases: store(vec![
             drives_gateway("b-new", "2026-02-01T00:00:00Z"),
             drives_gateway("a-newer", "2026-03-01T00:00:00Z"),
@@ -162,6 +163,7 @@ fn observes_from_the_caches_split_by_owner_and_namespace() {
             ]),
         )]),
         nodes: store(Vec::new()),
+        unserved: BTreeMap::new(),
         releases: store(releases),
     };
     let observed = observe(&caches, &app("u1"));
