@@ -192,12 +192,22 @@ pub fn parse_pools(yaml: &str, spec: &Pools) -> Result<Vec<Pool>, CliError> {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
+    use serde_json::json;
+
     use super::*;
 
     const INGRESS: &str = include_str!("../../examples/ingress-per-pool.yaml");
     const EDGEX: &str = include_str!("../../examples/edgex-per-pool.yaml");
     const POOLS: &str = include_str!("../../examples/pools.yaml");
     const CANARY: &str = include_str!("../../examples/edgex-canary.yaml");
+    const BY_NODEGROUP: &str = include_str!("../../examples/ingress-per-nodegroup.yaml");
+    const NODEGROUPS: &str = include_str!("../../examples/pools-kubeedge.yaml");
+    const BY_NODEUNIT: &str = include_str!("../../examples/ingress-per-nodeunit.yaml");
+    const NODEUNITS: &str = include_str!("../../examples/pools-superedge.yaml");
+    const BY_ZONE: &str = include_str!("../../examples/ingress-per-zone.yaml");
+    const ZONES: &str = include_str!("../../examples/nodes-zones.yaml");
 
     fn documents(yaml: &str) -> Vec<Value> {
         serde_saphyr::from_multiple(yaml).unwrap()
@@ -215,6 +225,48 @@ mod tests {
         let names: Vec<_> = pools.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(names, ["hangzhou", "shanghai", "beijing"]);
         assert_eq!(pools[2].labels["region"], "north");
+    }
+
+    /// Each pool's release, by pool, with its nodeSelector and region.
+    fn pinned(app: &str, pools: &str) -> BTreeMap<String, (Value, Value)> {
+        let rendered = render(app, pools, "edge", None).unwrap();
+        assert!(rendered.errors.is_empty() && rendered.warnings.is_empty(), "{rendered:?}");
+        documents(&rendered.yaml)
+            .iter()
+            .map(|d| {
+                let pool = d["metadata"]["annotations"]["apps.fanout.dev/pool-name"]
+                    .as_str()
+                    .unwrap()
+                    .to_string();
+                let values = &d["spec"]["values"]["controller"];
+                (pool, (values["nodeSelector"].clone(), values["config"]["region"].clone()))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_kind_of_pool_renders_pinned_by_its_own_node_label() {
+        let groups = pinned(BY_NODEGROUP, NODEGROUPS);
+        assert_eq!(groups.len(), 2);
+        assert_eq!(
+            groups["factory-a"],
+            (json!({ "apps.kubeedge.io/belonging-to": "factory-a" }), json!("east"))
+        );
+        let units = pinned(BY_NODEUNIT, NODEUNITS);
+        assert_eq!(units["store-40"], (json!({ "store-40": "nodeunits.superedge.io" }), json!("north")));
+        assert_eq!(units.len(), 2);
+        // zone-a by the selector (its nodes share region east), zone-b by name.
+        let zones = pinned(BY_ZONE, ZONES);
+        assert_eq!(zones.keys().collect::<Vec<_>>(), ["zone-a", "zone-b"]);
+        assert_eq!(zones["zone-b"], (json!({ "topology.kubernetes.io/zone": "zone-b" }), json!("west")));
+    }
+
+    #[test]
+    fn a_pools_file_of_another_kind_gives_no_pools() {
+        // NodePools for a KubeEdge application: nothing matches, and says so.
+        let rendered = render(BY_NODEGROUP, POOLS, "edge", None).unwrap();
+        assert!(rendered.yaml.is_empty());
+        assert_eq!(rendered.warnings, ["no node pool matches spec.pools"]);
     }
 
     #[test]
