@@ -15,7 +15,8 @@ use support::apps::{
     apply_app, ingress_app, ready_is, releases_by_pool, stalled_because, wait_app, READY_TIMEOUT,
 };
 use support::{
-    ensure_crd, nodeunit_resource, wait_for, PrivateCluster, RunningController, TestEnv, TestResult,
+    condition, ensure_crd, nodeunit_resource, wait_for, PrivateCluster, RunningController, TestEnv,
+    TestResult,
 };
 
 const NODEUNIT_CRD: &str = "nodeunits.site.superedge.io";
@@ -54,12 +55,7 @@ async fn a_kind_the_cluster_does_not_serve_stalls_until_its_crd_is_installed() -
         stalled_because("PoolApiMissing"),
     )
     .await;
-    let stalled = status["status"]["conditions"]
-        .as_array()
-        .and_then(|c| c.iter().find(|c| c["type"] == "Stalled"))
-        .cloned()
-        .unwrap_or_default();
-    let message = stalled["message"].as_str().unwrap_or_default();
+    let message = condition(&status, "Stalled").and_then(|c| c["message"].as_str()).unwrap_or_default();
     assert!(
         message.contains(NODEUNIT_CRD) && message.contains("SuperEdge"),
         "the condition names the CRD to install: {message}"

@@ -112,7 +112,7 @@ pub fn not_served_message(kind: PoolKind) -> String {
             o.provider(),
             o.kind()
         ),
-        None => format!("spec.pools.kind {kind} reads no pool objects"),
+        None => "spec.pools.kind is NodeLabel but spec.pools.nodeLabel is not set: name the node label whose values are the pools".to_string(),
     }
 }
 
