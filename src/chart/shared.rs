@@ -94,6 +94,27 @@ pub fn chart_ref(spec: &NodePoolApplicationSpec, app: &str, app_namespace: &str,
     }
 }
 
+/// The HelmChart through which source-controller resolves `wanted` (a
+/// range, or empty for the newest) in an OCI HelmRepository's tags. Its
+/// artifact's version names the shared chart; it stays beside it so that a
+/// newer tag is noticed at the chart's interval, as Flux notices one.
+pub fn resolver_ref(
+    spec: &NodePoolApplicationSpec,
+    app: &str,
+    app_namespace: &str,
+    wanted: &str,
+) -> ChartRef {
+    chart_ref(spec, app, app_namespace, &format!("resolving {wanted}"))
+}
+
+/// The chart version a HelmChart's artifact holds: its revision, without
+/// the `@<digest>` an OCI chart's revision may carry.
+pub fn artifact_version(helmchart: &Value) -> Option<String> {
+    let revision = helmchart.pointer("/status/artifact/revision")?.as_str()?;
+    let version = revision.split('@').next().unwrap_or(revision);
+    (!version.is_empty()).then(|| version.to_string())
+}
+
 /// The HelmChart object for one resolved version.
 pub fn helmchart(
     spec: &NodePoolApplicationSpec,
@@ -183,8 +204,8 @@ pub fn owner_of<K: Resource<DynamicType = ()>>(chart: &DynamicObject) -> Option<
 }
 
 /// The version a shared chart is created with: resolved centrally from a
-/// HelmRepository's index, or, for Git and Bucket sources (one chart at a
-/// path), the spec's own.
+/// HelmRepository's index (or, for an OCI one, its tags), or, for Git and
+/// Bucket sources (one chart at a path), the spec's own.
 pub fn needs_resolution(spec: &NodePoolApplicationSpec) -> bool {
     matches!(spec.chart.spec.source_ref.kind, SourceKind::HelmRepository)
 }
@@ -317,5 +338,25 @@ mod tests {
         assert!(needs_resolution(&spec(json!({}))));
         let git = spec(json!({ "sourceRef": { "kind": "GitRepository", "name": "repo" } }));
         assert!(!needs_resolution(&git));
+    }
+
+    #[test]
+    fn a_resolver_chart_is_apart_from_every_versions_chart() {
+        let s = spec(json!({}));
+        let resolver = resolver_ref(&s, "gw", "edge", "^1.0");
+        assert_ne!(resolver, chart_ref(&s, "gw", "edge", "^1.0"));
+        assert_ne!(resolver, chart_ref(&s, "gw", "edge", "1.0.0"));
+        assert_ne!(resolver, resolver_ref(&s, "gw", "edge", "^2.0"));
+        assert_eq!(resolver.namespace, "flux-system");
+        assert!(resolver.name.len() <= 63);
+    }
+
+    #[test]
+    fn the_version_of_an_artifact_drops_an_oci_digest() {
+        let chart = |revision: &str| json!({ "status": { "artifact": { "revision": revision } } });
+        assert_eq!(artifact_version(&chart("1.2.0")).as_deref(), Some("1.2.0"));
+        assert_eq!(artifact_version(&chart("1.2.0@sha256:abc")).as_deref(), Some("1.2.0"));
+        assert_eq!(artifact_version(&chart("")), None);
+        assert_eq!(artifact_version(&json!({ "status": {} })), None);
     }
 }

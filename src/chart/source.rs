@@ -161,6 +161,23 @@ fn source_resource(kind: &str, plural: &str) -> ApiResource {
     }
 }
 
+/// Where an application's chart version comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resolved {
+    /// The version the HelmRepository's index resolves `spec.version` to.
+    Version(String),
+    /// An OCI HelmRepository (`type: oci`) has no index, only the
+    /// registry's tags: source-controller resolves them itself, with the
+    /// repository's own credentials and cloud provider, through a HelmChart
+    /// of the wanted version ([`crate::chart::shared::resolver_ref`]).
+    InRegistry,
+}
+
+/// Whether a HelmRepository is an OCI registry (`spec.type: oci`).
+pub fn is_oci(repository: &Value) -> bool {
+    repository.pointer("/spec/type").and_then(Value::as_str) == Some("oci")
+}
+
 /// An artifact as source-controller reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Artifact {
@@ -285,12 +302,16 @@ impl Sources {
         }
     }
 
-    /// The version string of the index entry `spec.version` resolves to.
-    pub async fn resolve_version(&self, spec: &ChartSpec, default_ns: &str) -> Result<String, SourceError> {
+    /// The version string of the index entry `spec.version` resolves to,
+    /// or, for an OCI HelmRepository, that the registry must resolve it.
+    pub async fn resolve_version(&self, spec: &ChartSpec, default_ns: &str) -> Result<Resolved, SourceError> {
         let namespace = spec.source_ref.namespace.as_deref().unwrap_or(default_ns);
         let repo = self
             .get(&helmrepository_resource(), "HelmRepository", namespace, &spec.source_ref.name)
             .await?;
+        if is_oci(&repo) {
+            return Ok(Resolved::InRegistry);
+        }
         let artifact = artifact_of(&repo, "HelmRepository")?;
         let repository = format!("{namespace}/{}", spec.source_ref.name);
         let index = self.index(&artifact, &repository).await?;
@@ -299,7 +320,9 @@ impl Sources {
             repository: repository.clone(),
         })?;
         let wanted = spec.version.as_deref().unwrap_or("*");
-        Ok(version::resolve(wanted, versions.iter().map(String::as_str))?.to_string())
+        Ok(Resolved::Version(
+            version::resolve(wanted, versions.iter().map(String::as_str))?.to_string(),
+        ))
     }
 
     /// The chart in a HelmChart's artifact, once source-controller has one.

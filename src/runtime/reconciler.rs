@@ -21,7 +21,8 @@ use crate::api::naming;
 use crate::api::{ConditionStatus, DeletionPolicy, NodePoolApplication, NodePoolApplicationStatus};
 use crate::chart::schema::Chart;
 use crate::chart::shared::{self as shared_chart, ChartRef};
-use crate::chart::source::SourceError;
+use crate::chart::source::{artifact_of, Resolved, SourceError};
+use crate::chart::version;
 use crate::pools::nodes::{self, Membership};
 use crate::reconcile::apply::{self};
 use crate::reconcile::observe::{self, helmrelease_resource, ObserveError};
@@ -119,10 +120,11 @@ pub(super) async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) 
         (None, false) => None,
     };
     let (chart_ref, chart, hold) = match &shared {
-        Some(Ok((r, chart))) => (Some(r), Some(chart.as_ref()), None),
+        Some(Ok(shared)) => (Some(&shared.chart_ref), Some(shared.chart.as_ref()), None),
         Some(Err(hold)) => (None, None, Some(hold.clone())),
         None => (None, None, None),
     };
+    let resolver = shared.as_ref().and_then(|s| s.as_ref().ok()).and_then(|s| s.resolver.as_ref());
     let membership = Membership::of(&app.spec.pools, app.spec.placement.node_label.as_deref());
     let node_counts = nodes::count(ctx.nodes.state().iter().map(|n| n.as_ref()), &membership);
     let input = PlanInput {
@@ -230,13 +232,15 @@ pub(super) async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) 
 
     if first_error.is_none() {
         if let Some(current) = chart_ref {
-            // Charts still in use: the current one, and those of releases
-            // left as they were (pools whose config fails).
+            // Charts still in use: the current one (and the chart that
+            // resolves its version), and those of releases left as they
+            // were (pools whose config fails).
             let kept: Vec<&ChartRef> = owned
                 .iter()
                 .filter(|o| !written.contains(o.name.as_str()) && !pruned.contains(o.name.as_str()))
                 .filter_map(|o| o.chart_ref.as_ref())
                 .chain([current])
+                .chain(resolver)
                 .collect();
             if let Err(e) = apply::prune_charts(&ctx.client, &ctx.charts, app.as_ref(), &kept).await {
                 first_error = Some(e);
@@ -316,12 +320,17 @@ pub(super) async fn unreadable(
     Ok(Action::await_change())
 }
 
+/// The shared HelmChart of the version an application resolves to, its
+/// chart, and, for an OCI HelmRepository, the HelmChart that resolves it.
+pub(super) struct SharedChart {
+    pub(super) chart_ref: ChartRef,
+    pub(super) chart: Arc<Chart>,
+    pub(super) resolver: Option<ChartRef>,
+}
+
 /// Resolves the chart version, makes sure the shared HelmChart of that
 /// version exists, and reads its artifact; or says why writes must wait.
-pub(super) async fn shared_chart(
-    ctx: &Context,
-    app: &NodePoolApplication,
-) -> Result<(ChartRef, Arc<Chart>), Hold> {
+pub(super) async fn shared_chart(ctx: &Context, app: &NodePoolApplication) -> Result<SharedChart, Hold> {
     let name = app.name_any();
     let namespace = app.namespace().unwrap_or_default();
     let hold = |e: SourceError| Hold {
@@ -330,24 +339,68 @@ pub(super) async fn shared_chart(
         transient: !e.needs_user(),
     };
     let spec = &app.spec;
-    let version = if shared_chart::needs_resolution(spec) {
-        ctx.sources.resolve_version(&spec.chart.spec, &namespace).await.map_err(hold)?
-    } else {
-        spec.chart.spec.version.clone().unwrap_or_else(|| "*".into())
+    let shard = app.labels().get(naming::LABEL_SHARD).map(String::as_str);
+    let wanted = spec
+        .chart
+        .spec
+        .version
+        .clone()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "*".into());
+    let mut resolver = None;
+    let version = match shared_chart::needs_resolution(spec) {
+        false => spec.chart.spec.version.clone().unwrap_or_else(|| "*".into()),
+        true => match ctx.sources.resolve_version(&spec.chart.spec, &namespace).await.map_err(hold)? {
+            Resolved::Version(version) => version,
+            Resolved::InRegistry if version::is_exact(&wanted) => wanted,
+            Resolved::InRegistry => {
+                let by = shared_chart::resolver_ref(spec, &name, &namespace, &wanted);
+                let desired = shared_chart::with_shard(
+                    shared_chart::helmchart(spec, &name, &namespace, &wanted, &by),
+                    shard,
+                );
+                let helmchart = ensure_chart(ctx, &by, &desired).await?;
+                // Its artifact, ready and of its latest spec, says which
+                // tag the range resolved to.
+                artifact_of(&helmchart, "HelmChart").map_err(hold)?;
+                let version = shared_chart::artifact_version(&helmchart).ok_or_else(|| Hold {
+                    reason: "SourceNotReady".into(),
+                    message: format!(
+                        "HelmChart {}/{} has an artifact with no revision; waiting for source-controller",
+                        by.namespace, by.name
+                    ),
+                    transient: true,
+                })?;
+                resolver = Some(by);
+                version
+            }
+        },
     };
     let chart_ref = shared_chart::chart_ref(spec, &name, &namespace, &version);
-    let shard = app.labels().get(naming::LABEL_SHARD).map(String::as_str);
     let desired = shared_chart::with_shard(
         shared_chart::helmchart(spec, &name, &namespace, &version, &chart_ref),
         shard,
     );
-    let helmchart = apply::ensure_chart(&ctx.client, &chart_ref, &desired).await.map_err(|e| Hold {
+    let helmchart = ensure_chart(ctx, &chart_ref, &desired).await?;
+    let chart = ctx.sources.chart(&helmchart).await.map_err(hold)?;
+    Ok(SharedChart {
+        chart_ref,
+        chart,
+        resolver,
+    })
+}
+
+/// Creates or updates one of the application's HelmCharts.
+async fn ensure_chart(
+    ctx: &Context,
+    chart: &ChartRef,
+    desired: &serde_json::Value,
+) -> Result<serde_json::Value, Hold> {
+    apply::ensure_chart(&ctx.client, chart, desired).await.map_err(|e| Hold {
         reason: e.category().to_string(),
         message: e.to_string(),
         transient: true,
-    })?;
-    let chart = ctx.sources.chart(&helmchart).await.map_err(hold)?;
-    Ok((chart_ref, chart))
+    })
 }
 
 pub(super) async fn publish(ctx: &Context, app: &NodePoolApplication, happened: &[Transition]) {
