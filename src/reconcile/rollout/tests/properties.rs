@@ -1,0 +1,150 @@
+
+//! The rules hold for any fleet: random pools (wave, offline, a
+//! release missing, behind or current in any Flux state, written
+//! and Ready for any time) under random settings.
+use super::*;
+use proptest::prelude::*;
+
+const STATES: [ReleaseState; 7] = [
+    ReleaseState::Ready,
+    ReleaseState::Progressing,
+    ReleaseState::Waiting,
+    ReleaseState::Failed,
+    ReleaseState::Stalled,
+    ReleaseState::Unknown,
+    ReleaseState::Offline,
+];
+
+#[derive(Debug, Clone)]
+struct Drawn {
+    wave: usize,
+    offline: bool,
+    /// 0 missing, 1 behind, 2 current.
+    kind: u8,
+    state: usize,
+    observed_latest: bool,
+    ready_for: i64,
+    written_ago: i64,
+}
+
+fn drawn() -> impl Strategy<Value = Drawn> {
+    (
+        0..3usize,
+        prop::bool::weighted(0.2),
+        0..3u8,
+        0..STATES.len(),
+        any::<bool>(),
+        0..120i64,
+        0..900i64,
+    )
+        .prop_map(|(wave, offline, kind, state, observed_latest, ready_for, written_ago)| Drawn {
+            wave,
+            offline,
+            kind,
+            state,
+            observed_latest,
+            ready_for,
+            written_ago,
+        })
+}
+
+fn settings() -> impl Strategy<Value = Settings> {
+    (
+        any::<bool>(),
+        1..4usize,
+        0..3usize,
+        prop::sample::select(vec![0u64, 30]),
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(|(progressive, max_unavailable, max_failures, min_ready, paused, skip_offline)| {
+            Settings {
+                progressive,
+                max_unavailable,
+                max_failures,
+                min_ready: Duration::from_secs(min_ready),
+                progress_deadline: Duration::from_secs(600),
+                paused,
+                skip_offline,
+            }
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, failure_persistence: None, ..ProptestConfig::default() })]
+    #[test]
+    fn the_rules_hold_for_any_fleet(settings in settings(), fleet in prop::collection::vec(drawn(), 1..12)) {
+        let names: Vec<String> = (0..fleet.len()).map(|i| format!("p{i:02}")).collect();
+        let statuses: Vec<ReleaseStatus> = fleet
+            .iter()
+            .map(|d| ReleaseStatus {
+                state: STATES[d.state],
+                reason: String::new(),
+                message: String::new(),
+                chart_version: None,
+                observed_latest: d.observed_latest,
+                ready_since: Some(ts(10_000 - d.ready_for).to_string()),
+            })
+            .collect();
+        let inputs: Vec<PoolInput> = fleet
+            .iter()
+            .enumerate()
+            .map(|(i, d)| PoolInput {
+                pool: &names[i],
+                wave: d.wave,
+                offline: d.offline,
+                release: match d.kind {
+                    0 => Release::Missing,
+                    1 => Release::Behind(&statuses[i]),
+                    _ => Release::Current { status: &statuses[i], written: Some(ts(10_000 - d.written_ago)) },
+                },
+            })
+            .collect();
+        let d = decide(&settings, &inputs, 3, now());
+        let state = |i: usize| d.pools[&names[i]].state;
+        let skipped = |i: usize| fleet[i].offline && settings.skip_offline;
+        let healthy = |i: usize| STATES[fleet[i].state] == ReleaseState::Ready;
+        let halted = d.phase == RolloutPhase::Halted;
+        prop_assert_eq!(d.pools.len(), fleet.len());
+        prop_assert_eq!(d.total, (0..fleet.len()).filter(|i| !skipped(*i)).count());
+        prop_assert_eq!(halted, settings.progressive && d.failed.len() > settings.max_failures);
+        for i in 0..fleet.len() {
+            let s = state(i);
+            // An offline pool is never written; a current one never written again.
+            if skipped(i) { prop_assert_eq!(s, PoolRollout::Offline); }
+            if fleet[i].kind == 2 { prop_assert!(s != PoolRollout::Write); }
+            // A halt writes nothing; a pause writes no update.
+            if halted { prop_assert!(s != PoolRollout::Write); }
+            if settings.paused && fleet[i].kind == 1 { prop_assert!(s != PoolRollout::Write); }
+            // A new pool is installed unless it is offline or the revision is known bad.
+            if fleet[i].kind == 0 && !skipped(i) && !halted { prop_assert_eq!(s, PoolRollout::Write); }
+            // All at once: every update goes, unless paused.
+            if !settings.progressive && !settings.paused && fleet[i].kind == 1 && !skipped(i) {
+                prop_assert_eq!(s, PoolRollout::Write);
+            }
+            if s == PoolRollout::Failed { prop_assert!(d.failed.contains(&names[i])); }
+        }
+        if settings.progressive {
+            let busy = (0..fleet.len()).filter(|i| matches!(state(*i), PoolRollout::Updating | PoolRollout::Soaking)).count();
+            let unhealthy_written = (0..fleet.len()).filter(|i| fleet[*i].kind == 1 && !healthy(*i) && state(*i) == PoolRollout::Write).count();
+            let healthy_written: Vec<usize> = (0..fleet.len()).filter(|i| fleet[*i].kind == 1 && healthy(*i) && state(*i) == PoolRollout::Write).collect();
+            if !healthy_written.is_empty() {
+                // Healthy pools start only within maxUnavailable...
+                prop_assert!(busy + unhealthy_written + healthy_written.len() <= settings.max_unavailable);
+                // ...from one wave, the earliest not done, in name order.
+                let wave = fleet[healthy_written[0]].wave;
+                prop_assert!(healthy_written.iter().all(|i| fleet[*i].wave == wave));
+                for i in 0..fleet.len() {
+                    let unfinished = matches!(state(i), PoolRollout::Pending | PoolRollout::Updating | PoolRollout::Soaking | PoolRollout::Write);
+                    prop_assert!(!(unfinished && fleet[i].wave < wave), "pool {} of an earlier wave is not done", names[i]);
+                    let skipped_over = state(i) == PoolRollout::Pending && healthy(i) && fleet[i].wave == wave;
+                    prop_assert!(!(skipped_over && names[i] < names[*healthy_written.last().unwrap()]));
+                }
+            }
+        }
+        let left = (0..fleet.len()).any(|i| matches!(state(i),
+            PoolRollout::Write | PoolRollout::Updating | PoolRollout::Soaking | PoolRollout::Pending | PoolRollout::Paused | PoolRollout::Halted));
+        prop_assert_eq!(d.phase == RolloutPhase::Complete, !left && !halted);
+        prop_assert_eq!(d.done, (0..fleet.len()).filter(|i| state(*i) == PoolRollout::Done).count());
+    }
+}
