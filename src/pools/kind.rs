@@ -10,6 +10,7 @@ use serde_json::Value;
 use crate::api::PoolKind;
 
 use super::kubeedge::KubeEdge;
+use super::nodes::Membership;
 use super::openyurt::OpenYurt;
 use super::superedge::SuperEdge;
 
@@ -25,9 +26,8 @@ pub trait PoolObjects: Sync {
     fn crd(&self) -> &'static str;
     /// Who installs it, for the condition that asks for it.
     fn provider(&self) -> &'static str;
-    /// The labels that every node of the pool `name` carries, as the
-    /// framework's own controller sets them, read from the pool's `spec`.
-    fn node_selector(&self, name: &str, spec: Option<&Value>) -> BTreeMap<String, String>;
+    /// How the framework's own controller labels the nodes of a pool.
+    fn membership(&self) -> Membership;
 }
 
 /// The kind's pool objects, or `None` for pools that are a node label.

@@ -3,11 +3,8 @@
 //! KubeEdge's controller labels each of them
 //! `apps.kubeedge.io/belonging-to=<group>`.
 
-use std::collections::BTreeMap;
-
-use serde_json::Value;
-
 use super::kind::PoolObjects;
+use super::nodes::Membership;
 
 /// The node label KubeEdge puts on every node of a group.
 pub const NODE_LABEL: &str = "apps.kubeedge.io/belonging-to";
@@ -27,7 +24,7 @@ impl PoolObjects for KubeEdge {
     fn provider(&self) -> &'static str {
         "KubeEdge"
     }
-    fn node_selector(&self, name: &str, _: Option<&Value>) -> BTreeMap<String, String> {
-        BTreeMap::from([(NODE_LABEL.to_string(), name.to_string())])
+    fn membership(&self) -> Membership {
+        Membership::Label(NODE_LABEL.to_string())
     }
 }

@@ -66,7 +66,7 @@ impl Pool {
     pub fn named(name: impl Into<String>) -> Self {
         let name = name.into();
         Self {
-            node_selector: openyurt::OpenYurt.node_selector(&name, None),
+            node_selector: openyurt::OpenYurt.membership().selector(&name),
             name,
             ..Self::default()
         }
@@ -88,7 +88,7 @@ impl Pool {
     pub fn from_object(kind: &dyn PoolObjects, object: &DynamicObject) -> Self {
         let (name, labels, annotations) = kind::read_meta(&object.metadata);
         Self {
-            node_selector: kind.node_selector(&name, object.data.get("spec")),
+            node_selector: kind.membership().selector(&name),
             name,
             labels,
             annotations,
@@ -106,7 +106,7 @@ impl Pool {
         let labels = string_map(kind, object, &name, "labels")?;
         let annotations = string_map(kind, object, &name, "annotations")?;
         Ok(Self {
-            node_selector: kind.node_selector(&name, object.get("spec")),
+            node_selector: kind.membership().selector(&name),
             name,
             labels,
             annotations,

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Node;
 
+use super::nodes::Membership;
 use super::Pool;
 
 /// The pools `key` makes of `nodes`, sorted by name.
@@ -33,7 +34,7 @@ pub fn pools<'a>(nodes: impl IntoIterator<Item = &'a Node>, key: &str) -> Vec<Po
             name: value.to_string(),
             labels,
             annotations: BTreeMap::new(),
-            node_selector: BTreeMap::from([(key.to_string(), value.to_string())]),
+            node_selector: Membership::Label(key.to_string()).selector(value),
         })
         .collect()
 }

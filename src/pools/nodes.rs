@@ -10,8 +10,8 @@ use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeStatus};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
 
-use crate::api::{PoolKind, Pools};
-use crate::pools::{kubeedge, openyurt, superedge};
+use crate::api::Pools;
+use crate::pools::kind;
 
 /// A pool's nodes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -63,12 +63,18 @@ impl Membership {
     /// How the nodes of an application's pools are told apart: its own
     /// `placement.nodeLabel` where it names one, else its kind's.
     pub fn of(pools: &Pools, placement_label: Option<&str>) -> Self {
-        match (placement_label, pools.kind) {
+        match (placement_label, kind::objects(pools.kind)) {
             (Some(label), _) => Self::Label(label.to_string()),
-            (None, PoolKind::OpenYurt) => Self::Label(openyurt::NODE_LABEL.to_string()),
-            (None, PoolKind::KubeEdge) => Self::Label(kubeedge::NODE_LABEL.to_string()),
-            (None, PoolKind::SuperEdge) => Self::Marker(superedge::NODE_LABEL_VALUE),
-            (None, PoolKind::NodeLabel) => Self::Label(pools.node_label.clone().unwrap_or_default()),
+            (None, Some(objects)) => objects.membership(),
+            (None, None) => Self::Label(pools.node_label.clone().unwrap_or_default()),
+        }
+    }
+
+    /// The labels that mark the nodes of the pool `name`.
+    pub fn selector(&self, name: &str) -> BTreeMap<String, String> {
+        match self {
+            Self::Label(label) => BTreeMap::from([(label.clone(), name.to_string())]),
+            Self::Marker(value) => BTreeMap::from([(name.to_string(), value.to_string())]),
         }
     }
 
@@ -146,6 +152,7 @@ pub fn strip(node: Node) -> Node {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pools::{kubeedge, openyurt, superedge};
     use serde_json::json;
 
     fn node(name: &str, pool: Option<&str>, ready: Option<&str>) -> Node {

@@ -1,11 +1,8 @@
 //! OpenYurt's `NodePool` (`nodepools.apps.openyurt.io`): yurt-manager labels
 //! every node of a pool `apps.openyurt.io/nodepool=<pool>`.
 
-use std::collections::BTreeMap;
-
-use serde_json::Value;
-
 use super::kind::PoolObjects;
+use super::nodes::Membership;
 
 /// The node label OpenYurt puts on every node of a pool.
 pub const NODE_LABEL: &str = "apps.openyurt.io/nodepool";
@@ -25,7 +22,7 @@ impl PoolObjects for OpenYurt {
     fn provider(&self) -> &'static str {
         "OpenYurt"
     }
-    fn node_selector(&self, name: &str, _: Option<&Value>) -> BTreeMap<String, String> {
-        BTreeMap::from([(NODE_LABEL.to_string(), name.to_string())])
+    fn membership(&self) -> Membership {
+        Membership::Label(NODE_LABEL.to_string())
     }
 }

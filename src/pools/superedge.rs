@@ -5,11 +5,8 @@
 //! labels on every member node, so that label marks a unit's nodes
 //! whatever else the unit sets.
 
-use std::collections::BTreeMap;
-
-use serde_json::Value;
-
 use super::kind::PoolObjects;
+use super::nodes::Membership;
 
 /// The value of the label `<unit>` that site-manager puts on every node of
 /// a unit.
@@ -30,24 +27,7 @@ impl PoolObjects for SuperEdge {
     fn provider(&self) -> &'static str {
         "SuperEdge"
     }
-    fn node_selector(&self, name: &str, _: Option<&Value>) -> BTreeMap<String, String> {
-        BTreeMap::from([(name.to_string(), NODE_LABEL_VALUE.to_string())])
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    #[test]
-    fn a_unit_marks_its_nodes_with_its_name_whatever_labels_it_sets() {
-        let default = BTreeMap::from([("site-a".to_string(), NODE_LABEL_VALUE.to_string())]);
-        assert_eq!(SuperEdge.node_selector("site-a", Some(&json!({ "type": "edge" }))), default);
-        assert_eq!(
-            SuperEdge.node_selector("site-a", Some(&json!({ "setNode": { "labels": { "site": "a" } } }))),
-            default
-        );
+    fn membership(&self) -> Membership {
+        Membership::Marker(NODE_LABEL_VALUE)
     }
 }

@@ -1,4 +1,3 @@
-
 //! The rules hold for any fleet: random pools (wave, offline, a
 //! release missing, behind or current in any Flux state, written
 //! and Ready for any time) under random settings.
