@@ -6,14 +6,15 @@ mod support;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::Api;
 use nodepool_fanout::api::naming;
 use nodepool_fanout::api::{NodePoolApplication, NodePoolApplicationSpec};
-use nodepool_fanout::chart::shared::{self as shared_chart, ChartRef};
-use nodepool_fanout::reconcile::apply::{self, ApplyError};
+use nodepool_fanout::chart::shared::{self as shared_chart, ChartKind, ChartRef};
+use nodepool_fanout::chart::source::ocirepository_resource;
+use nodepool_fanout::reconcile::apply::{self, ApplyError, SharedCharts};
 use serde_json::{json, Value};
 use support::apps::{
     apply_app, ingress_app, ready_is, releases_by_pool, wait_app, CHANGE_TIMEOUT, READY_TIMEOUT,
@@ -166,15 +167,23 @@ fn chart_spec(values_files: &[&str]) -> NodePoolApplicationSpec {
     .expect("spec")
 }
 
-/// A watch cache of the HelmCharts we manage, as the controller keeps one.
-fn chart_cache(env: &TestEnv) -> Store<DynamicObject> {
-    let writer = reflector::store::Writer::new(helmchart_resource());
-    let store = writer.as_reader();
-    let api: Api<DynamicObject> = Api::all_with(env.client.clone(), &helmchart_resource());
-    let managed_by = format!("{}={}", naming::LABEL_MANAGED_BY, naming::MANAGER);
-    let events = reflector::reflector(writer, watcher(api, watcher::Config::default().labels(&managed_by)));
-    tokio::spawn(events.applied_objects().for_each(|_| async {}));
-    store
+/// Watch caches of the shared charts we manage, as the controller keeps
+/// them: HelmCharts and pinned OCIRepositories.
+fn chart_cache(env: &TestEnv) -> SharedCharts {
+    let cache = |resource: ApiResource| {
+        let writer = reflector::store::Writer::new(resource.clone());
+        let store = writer.as_reader();
+        let api: Api<DynamicObject> = Api::all_with(env.client.clone(), &resource);
+        let managed_by = format!("{}={}", naming::LABEL_MANAGED_BY, naming::MANAGER);
+        let events =
+            reflector::reflector(writer, watcher(api, watcher::Config::default().labels(&managed_by)));
+        tokio::spawn(events.applied_objects().for_each(|_| async {}));
+        store
+    };
+    SharedCharts {
+        helmcharts: cache(helmchart_resource()),
+        ocirepositories: cache(ocirepository_resource()),
+    }
 }
 
 /// Whether the chart exists and is not being deleted (source-controller's
@@ -238,6 +247,7 @@ async fn ensure_chart_and_prune_charts_take_every_branch_on_a_real_api_server() 
     assert_eq!(again["metadata"]["generation"], 2, "at rest, no change");
     // Present and not ours: refused, and left as it was.
     let foreign = ChartRef {
+        kind: ChartKind::HelmChart,
         name: here.name.clone(),
         namespace: other_ns.clone(),
     };
@@ -256,6 +266,7 @@ async fn ensure_chart_and_prune_charts_take_every_branch_on_a_real_api_server() 
 
     // prune_charts: ours in two namespaces, another application's beside them.
     let there = ChartRef {
+        kind: ChartKind::HelmChart,
         name: format!("{}-old", here.name),
         namespace: other_ns.clone(),
     };
@@ -264,7 +275,7 @@ async fn ensure_chart_and_prune_charts_take_every_branch_on_a_real_api_server() 
     let neighbour_ref = shared_chart::chart_ref(&with_files, "neighbour", app_ns, "1.0.0");
     let neighbour = shared_chart::helmchart(&with_files, "neighbour", app_ns, "1.0.0", &neighbour_ref);
     apply::ensure_chart(&env.client, &neighbour_ref, &neighbour).await?;
-    cache_has(&store, &[&here, &there, &neighbour_ref], &[]).await;
+    cache_has(&store.helmcharts, &[&here, &there, &neighbour_ref], &[]).await;
     let owner: NodePoolApplication = serde_json::from_value(json!({
         "apiVersion": "apps.fanout.dev/v1alpha1", "kind": "NodePoolApplication",
         "metadata": { "name": app, "namespace": app_ns }, "spec": chart_spec(&[]) }))?;
@@ -276,6 +287,7 @@ async fn ensure_chart_and_prune_charts_take_every_branch_on_a_real_api_server() 
     assert!(chart_exists(&env, &foreign).await, "a chart we do not own was deleted");
     // A name kept in one namespace does not keep the same name in another.
     let twin = ChartRef {
+        kind: ChartKind::HelmChart,
         name: here.name.clone(),
         namespace: format!("{}-c", env.namespace),
     };
@@ -288,17 +300,17 @@ async fn ensure_chart_and_prune_charts_take_every_branch_on_a_real_api_server() 
     let mut twin_chart = desired.clone();
     twin_chart["metadata"]["namespace"] = json!(twin.namespace);
     apply::ensure_chart(&env.client, &twin, &twin_chart).await?;
-    cache_has(&store, &[&here, &twin], &[&there]).await;
+    cache_has(&store.helmcharts, &[&here, &twin], &[&there]).await;
     apply::prune_charts(&env.client, &store, &owner, &[&here]).await?;
     assert!(!chart_exists(&env, &twin).await, "kept by name alone, in another namespace");
     // Keeping nothing (the finalizer's call) deletes all of ours, and only ours.
-    cache_has(&store, &[&here], &[&twin]).await;
+    cache_has(&store.helmcharts, &[&here], &[&twin]).await;
     apply::prune_charts(&env.client, &store, &owner, &[]).await?;
     assert!(!chart_exists(&env, &here).await);
     assert!(chart_exists(&env, &neighbour_ref).await);
     assert!(chart_exists(&env, &foreign).await);
     // Nothing of ours left: a prune is a no-op, not an error.
-    cache_has(&store, &[&neighbour_ref], &[&here]).await;
+    cache_has(&store.helmcharts, &[&neighbour_ref], &[&here]).await;
     apply::prune_charts(&env.client, &store, &owner, &[]).await?;
 
     let dp = DeleteParams::default();

@@ -18,6 +18,13 @@ use super::status::NodePoolApplicationStatus;
 // duplicated attribute.
 #[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[x_kube(
+    cel,
+    validation = Rule::new("has(self.chart) != has(self.chartRef)").message(
+        "set exactly one of spec.chart (a chart in a HelmRepository, GitRepository or Bucket) and \
+         spec.chartRef (an OCIRepository holding the chart), as in a HelmRelease"
+    )
+)]
 #[kube(
     group = "apps.fanout.dev",
     version = "v1alpha1",
@@ -45,7 +52,17 @@ pub struct NodePoolApplicationSpec {
     pub pools: Pools,
 
     /// The chart every release installs, as in a HelmRelease's `spec.chart`.
-    pub chart: ChartTemplate,
+    /// Exactly one of `chart` and `chartRef` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chart: Option<ChartTemplate>,
+
+    /// The chart as an OCI artifact, as in a HelmRelease's `spec.chartRef`:
+    /// an `OCIRepository` (with the Helm chart layer selected, as Flux
+    /// requires) whose artifact every release installs. Each revision it
+    /// resolves to is pinned by digest, so a new chart version rolls out as
+    /// `spec.rollout` says, like any other change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chart_ref: Option<ChartReference>,
 
     /// How often Flux reconciles each release, e.g. `10m`.
     #[schemars(schema_with = "duration_schema")]
@@ -354,6 +371,31 @@ pub struct SourceReference {
     /// Defaults to the namespace of the application.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
+}
+
+/// Flux's `CrossNamespaceSourceReference` as a HelmRelease's `chartRef`
+/// takes it.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ChartReference {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    pub kind: ChartReferenceKind,
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// Defaults to the namespace of the application.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
+    pub namespace: Option<String>,
+}
+
+/// What a `chartRef` may name. A HelmRelease may also name a HelmChart;
+/// here a chart in a HelmRepository, GitRepository or Bucket is
+/// `spec.chart`, from which the controller makes the HelmCharts itself.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChartReferenceKind {
+    #[serde(rename = "OCIRepository")]
+    OciRepository,
 }
 
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]

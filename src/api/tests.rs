@@ -53,7 +53,10 @@ fn printer_columns_in_order() {
 fn spec_schema_requires_the_essentials() {
     let mut required: Vec<String> = serde_json::from_value(spec_schema()["required"].clone()).unwrap();
     required.sort();
-    assert_eq!(required, ["chart", "interval", "pools"]);
+    // `chart` or `chartRef`: exactly one, by a CEL rule of the spec.
+    assert_eq!(required, ["interval", "pools"]);
+    let rules = spec_schema()["x-kubernetes-validations"].to_string();
+    assert!(rules.contains("has(self.chart) != has(self.chartRef)"), "{rules}");
 }
 
 #[test]
@@ -269,4 +272,33 @@ fn crd_yaml_is_parseable_and_names_the_kind() {
     let back: Value = serde_saphyr::from_str(&yaml).unwrap();
     assert_eq!(back, crd_json());
     assert!(yaml.contains("kind: NodePoolApplication"));
+}
+
+#[test]
+fn exactly_one_of_chart_and_chart_ref() {
+    let check = |app: Value| {
+        let app: NodePoolApplication = serde_json::from_value(app).unwrap();
+        kube::core::cel::validate_cel(&app)
+    };
+    assert!(check(minimal_app()).is_ok(), "chart alone");
+    let mut oci = minimal_app();
+    oci["spec"].as_object_mut().unwrap().remove("chart");
+    oci["spec"]["chartRef"] = json!({ "kind": "OCIRepository", "name": "podinfo" });
+    assert!(check(oci.clone()).is_ok(), "chartRef alone");
+    let mut both = minimal_app();
+    both["spec"]["chartRef"] = oci["spec"]["chartRef"].clone();
+    let err = check(both).unwrap_err().to_string();
+    assert!(err.contains("exactly one of spec.chart") && err.contains("spec.chartRef"), "{err}");
+    let mut neither = oci;
+    neither["spec"].as_object_mut().unwrap().remove("chartRef");
+    assert!(check(neither).is_err(), "neither");
+}
+
+#[test]
+fn a_chart_ref_names_only_an_oci_repository() {
+    let reference =
+        |kind: &str| serde_json::from_value::<ChartReference>(json!({ "kind": kind, "name": "podinfo" }));
+    assert_eq!(reference("OCIRepository").unwrap().kind, ChartReferenceKind::OciRepository);
+    assert!(reference("HelmChart").is_err());
+    assert!(reference("GitRepository").is_err());
 }

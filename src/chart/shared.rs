@@ -13,12 +13,13 @@
 
 use serde_json::{json, Value};
 
-use kube::api::DynamicObject;
+use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::reflector::ObjectRef;
 use kube::Resource;
 
 use crate::api::naming;
 use crate::api::{NodePoolApplicationSpec, ReconcileStrategy, SourceKind};
+use crate::chart::source::{helmchart_resource, ocirepository_resource};
 
 pub const HELMCHART_API_VERSION: &str = "source.toolkit.fluxcd.io/v1";
 /// The namespace of the application a shared HelmChart belongs to; the
@@ -27,16 +28,72 @@ pub const LABEL_APPLICATION_NAMESPACE: &str = "apps.fanout.dev/application-names
 /// `<namespace>/<name>` of the application, whole: label values may be cut.
 pub const ANNOTATION_APPLICATION: &str = "apps.fanout.dev/application";
 
-/// Where the shared HelmChart of one resolved version lives.
+/// Where the shared chart of one resolved version lives: a HelmChart, or,
+/// for a `spec.chartRef`, an OCIRepository pinned to one digest.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChartRef {
+    pub kind: ChartKind,
     pub name: String,
     pub namespace: String,
 }
 
+/// The kinds of shared chart a release's `chartRef` may name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChartKind {
+    HelmChart,
+    OciRepository,
+}
+
+impl ChartKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChartKind::HelmChart => "HelmChart",
+            ChartKind::OciRepository => "OCIRepository",
+        }
+    }
+
+    pub fn of(kind: &str) -> Option<Self> {
+        match kind {
+            "HelmChart" => Some(ChartKind::HelmChart),
+            "OCIRepository" => Some(ChartKind::OciRepository),
+            _ => None,
+        }
+    }
+
+    pub fn resource(self) -> ApiResource {
+        match self {
+            ChartKind::HelmChart => helmchart_resource(),
+            ChartKind::OciRepository => ocirepository_resource(),
+        }
+    }
+}
+
+/// The chart's name as users know it: `spec.chart.spec.chart`, or the
+/// name of the OCIRepository `spec.chartRef` names.
+pub fn chart_name(spec: &NodePoolApplicationSpec) -> &str {
+    match (&spec.chart, &spec.chart_ref) {
+        (Some(chart), _) => &chart.spec.chart,
+        (None, Some(reference)) => &reference.name,
+        (None, None) => "",
+    }
+}
+
 /// The namespace of the application's chart source.
 pub fn source_namespace<'a>(spec: &'a NodePoolApplicationSpec, app_namespace: &'a str) -> &'a str {
-    spec.chart.spec.source_ref.namespace.as_deref().unwrap_or(app_namespace)
+    let named = match (&spec.chart, &spec.chart_ref) {
+        (Some(chart), _) => chart.spec.source_ref.namespace.as_deref(),
+        (None, Some(reference)) => reference.namespace.as_deref(),
+        (None, None) => None,
+    };
+    named.unwrap_or(app_namespace)
+}
+
+/// The field that names the chart's source, for messages.
+fn source_field(spec: &NodePoolApplicationSpec) -> &'static str {
+    match spec.chart {
+        Some(_) => "spec.chart.spec.sourceRef",
+        None => "spec.chartRef",
+    }
 }
 
 /// With `--no-cross-namespace-refs`, as Flux's own lockdown flag: the first
@@ -45,8 +102,9 @@ pub fn cross_namespace_reference(spec: &NodePoolApplicationSpec, app_namespace: 
     let source = source_namespace(spec, app_namespace);
     if source != app_namespace {
         return Some(format!(
-            "spec.chart.spec.sourceRef names namespace {source:?}; cross-namespace references are \
-             refused here: put the source in namespace {app_namespace:?}"
+            "{} names namespace {source:?}; cross-namespace references are \
+             refused here: put the source in namespace {app_namespace:?}",
+            source_field(spec)
         ));
     }
     let depends_on = spec.helm_release.as_ref().map(|h| h.depends_on.as_slice()).unwrap_or_default();
@@ -63,20 +121,19 @@ pub fn cross_namespace_reference(spec: &NodePoolApplicationSpec, app_namespace: 
 /// that makes the artifact, so a version bump gets a new chart beside the
 /// old one, which goes once no release uses it.
 pub fn chart_ref(spec: &NodePoolApplicationSpec, app: &str, app_namespace: &str, version: &str) -> ChartRef {
-    let source = &spec.chart.spec.source_ref;
-    let kind = format!("{:?}", source.kind);
-    let hash = naming::hex_prefix(
-        &[
-            app_namespace,
-            app,
-            &spec.chart.spec.chart,
-            version,
-            &kind,
-            &source.name,
-        ],
-        8,
-    );
-    let mut readable: String = format!("{app}-{}", spec.chart.spec.chart)
+    let (kind, source_kind, source_name) = match (&spec.chart, &spec.chart_ref) {
+        (Some(chart), _) => {
+            let source = &chart.spec.source_ref;
+            (ChartKind::HelmChart, format!("{:?}", source.kind), source.name.as_str())
+        }
+        (None, Some(reference)) => {
+            (ChartKind::OciRepository, "OCIRepository".to_string(), reference.name.as_str())
+        }
+        (None, None) => (ChartKind::HelmChart, String::new(), ""),
+    };
+    let chart = chart_name(spec);
+    let hash = naming::hex_prefix(&[app_namespace, app, chart, version, &source_kind, source_name], 8);
+    let mut readable: String = format!("{app}-{chart}")
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' {
@@ -89,6 +146,7 @@ pub fn chart_ref(spec: &NodePoolApplicationSpec, app: &str, app_namespace: &str,
     readable.truncate(63 - 9);
     let readable = readable.trim_end_matches('-');
     ChartRef {
+        kind,
         name: format!("{readable}-{hash}"),
         namespace: source_namespace(spec, app_namespace).to_string(),
     }
@@ -123,20 +181,14 @@ pub fn helmchart(
     version: &str,
     chart: &ChartRef,
 ) -> Value {
-    let chart_spec = &spec.chart.spec;
+    let Some(chart_template) = &spec.chart else {
+        return Value::Null;
+    };
+    let chart_spec = &chart_template.spec;
     let mut object = json!({
         "apiVersion": HELMCHART_API_VERSION,
         "kind": "HelmChart",
-        "metadata": {
-            "name": chart.name,
-            "namespace": chart.namespace,
-            "labels": {
-                naming::LABEL_APPLICATION: naming::label_value(app),
-                LABEL_APPLICATION_NAMESPACE: naming::label_value(app_namespace),
-                naming::LABEL_MANAGED_BY: naming::MANAGER,
-            },
-            "annotations": { ANNOTATION_APPLICATION: format!("{app_namespace}/{app}") },
-        },
+        "metadata": metadata(app, app_namespace, chart),
         "spec": {
             "chart": chart_spec.chart,
             "version": version,
@@ -179,10 +231,18 @@ pub const OWNED_SPEC_FIELDS: [&str; 7] = [
 /// fields others set are theirs.
 pub fn spec_matches(desired: &Value, current: &Value) -> bool {
     let labels = desired["metadata"]["labels"].as_object().into_iter().flatten();
-    OWNED_SPEC_FIELDS
-        .iter()
-        .all(|field| desired["spec"].get(field) == current["spec"].get(field))
-        && labels.into_iter().all(|(k, v)| current["metadata"]["labels"].get(k) == Some(v))
+    let annotations = desired["metadata"]["annotations"].as_object().into_iter().flatten();
+    // A pinned OCIRepository's spec is a copy, every field of it ours.
+    let spec = match desired["kind"].as_str() {
+        Some("OCIRepository") => desired["spec"] == current["spec"],
+        _ => OWNED_SPEC_FIELDS
+            .iter()
+            .all(|field| desired["spec"].get(field) == current["spec"].get(field)),
+    };
+    spec && labels.into_iter().all(|(k, v)| current["metadata"]["labels"].get(k) == Some(v))
+        && annotations
+            .into_iter()
+            .all(|(k, v)| current["metadata"]["annotations"].get(k) == Some(v))
 }
 
 /// Puts the application's shard label on its HelmChart, so that Flux's
@@ -207,8 +267,60 @@ pub fn owner_of<K: Resource<DynamicType = ()>>(chart: &DynamicObject) -> Option<
 /// HelmRepository's index (or, for an OCI one, its tags), or, for Git and
 /// Bucket sources (one chart at a path), the spec's own.
 pub fn needs_resolution(spec: &NodePoolApplicationSpec) -> bool {
-    matches!(spec.chart.spec.source_ref.kind, SourceKind::HelmRepository)
+    spec.chart
+        .as_ref()
+        .is_some_and(|c| matches!(c.spec.source_ref.kind, SourceKind::HelmRepository))
 }
+
+/// The OCIRepository pinned to one digest of the user's: a copy of its
+/// spec (URL, credentials, provider, verification, layer selection) with
+/// `ref.digest` set, so that every release of this revision installs the
+/// very same chart, and a new tag pushed reaches the pools only as the
+/// rollout lets it. `source` is the user's OCIRepository, whose name the
+/// copy keeps in an annotation (an orphaned release is pointed back at it).
+pub fn pinned_ocirepository(
+    app: &str,
+    app_namespace: &str,
+    source: &Value,
+    digest: &str,
+    chart: &ChartRef,
+) -> Value {
+    let mut spec = source.get("spec").cloned().unwrap_or_else(|| json!({}));
+    if let Some(fields) = spec.as_object_mut() {
+        // The copy follows the digest only; pausing the user's source
+        // does not pause what is installed.
+        fields.remove("suspend");
+        fields.insert("ref".into(), json!({ "digest": digest }));
+    }
+    let source_name = source.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    let mut metadata = metadata(app, app_namespace, chart);
+    metadata["annotations"][ANNOTATION_PINNED_FROM] = json!(source_name);
+    json!({
+        "apiVersion": HELMCHART_API_VERSION,
+        "kind": "OCIRepository",
+        "metadata": metadata,
+        "spec": spec,
+    })
+}
+
+/// The metadata of every shared chart: where it is, and the marks of the
+/// application that owns it (found by them, as owner references cannot
+/// cross namespaces).
+fn metadata(app: &str, app_namespace: &str, chart: &ChartRef) -> Value {
+    json!({
+        "name": chart.name,
+        "namespace": chart.namespace,
+        "labels": {
+            naming::LABEL_APPLICATION: naming::label_value(app),
+            LABEL_APPLICATION_NAMESPACE: naming::label_value(app_namespace),
+            naming::LABEL_MANAGED_BY: naming::MANAGER,
+        },
+        "annotations": { ANNOTATION_APPLICATION: format!("{app_namespace}/{app}") },
+    })
+}
+
+/// On a pinned OCIRepository: the name of the user's it copies.
+pub const ANNOTATION_PINNED_FROM: &str = "apps.fanout.dev/pinned-from";
 
 #[cfg(test)]
 mod tests {
@@ -255,7 +367,7 @@ mod tests {
     #[test]
     fn a_source_in_the_apps_namespace_by_default() {
         let mut s = spec(json!({}));
-        s.chart.spec.source_ref.namespace = None;
+        s.chart.as_mut().unwrap().spec.source_ref.namespace = None;
         assert_eq!(chart_ref(&s, "ingress", "edge", "1.0.0").namespace, "edge");
     }
 
@@ -322,7 +434,7 @@ mod tests {
         assert!(found.contains("sourceRef") && found.contains("flux-system"), "{found}");
         assert_eq!(cross_namespace_reference(&s, "flux-system"), None);
         let mut local = s.clone();
-        local.chart.spec.source_ref.namespace = None;
+        local.chart.as_mut().unwrap().spec.source_ref.namespace = None;
         assert_eq!(cross_namespace_reference(&local, "edge"), None);
         local.helm_release = Some(
             serde_json::from_value(json!({ "dependsOn": [
@@ -358,5 +470,102 @@ mod tests {
         assert_eq!(artifact_version(&chart("1.2.0@sha256:abc")).as_deref(), Some("1.2.0"));
         assert_eq!(artifact_version(&chart("")), None);
         assert_eq!(artifact_version(&json!({ "status": {} })), None);
+    }
+
+    fn oci_spec() -> NodePoolApplicationSpec {
+        serde_json::from_value(json!({
+            "pools": { "names": ["a"] },
+            "chartRef": { "kind": "OCIRepository", "name": "podinfo", "namespace": "flux-system" },
+            "interval": "10m"
+        }))
+        .unwrap()
+    }
+
+    fn user_ocirepository() -> Value {
+        json!({
+            "apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "OCIRepository",
+            "metadata": { "name": "podinfo", "namespace": "flux-system", "uid": "theirs", "resourceVersion": "7",
+                          "labels": { "team": "edge" } },
+            "spec": {
+                "url": "oci://registry.example/charts/podinfo", "interval": "5m", "suspend": true,
+                "ref": { "semver": ">=6.0.0" }, "secretRef": { "name": "registry" }, "provider": "generic",
+                "layerSelector": { "mediaType": crate::chart::source::HELM_CHART_LAYER, "operation": "copy" }
+            },
+            "status": { "artifact": { "revision": "6.1.0@sha256:abc" } }
+        })
+    }
+
+    #[test]
+    fn an_oci_chart_is_pinned_per_revision_beside_its_source() {
+        let s = oci_spec();
+        assert_eq!(chart_name(&s), "podinfo");
+        assert!(!needs_resolution(&s), "source-controller resolves the OCIRepository's ref itself");
+        let a = chart_ref(&s, "gw", "edge", "6.1.0@sha256:abc");
+        assert_eq!(a.kind, ChartKind::OciRepository);
+        assert_eq!(a.namespace, "flux-system");
+        assert!(a.name.starts_with("gw-podinfo-"), "{}", a.name);
+        assert_ne!(
+            a,
+            chart_ref(&s, "gw", "edge", "6.1.0@sha256:def"),
+            "the same tag pushed again is a new revision"
+        );
+        let mut local = s.clone();
+        local.chart_ref.as_mut().unwrap().namespace = None;
+        assert_eq!(chart_ref(&local, "gw", "edge", "6.1.0@sha256:abc").namespace, "edge");
+        assert_eq!(cross_namespace_reference(&local, "edge"), None);
+        let refused = cross_namespace_reference(&s, "edge").unwrap();
+        assert!(refused.contains("spec.chartRef"), "{refused}");
+    }
+
+    #[test]
+    fn the_pinned_copy_keeps_the_users_settings_and_fixes_the_digest() {
+        let s = oci_spec();
+        let r = chart_ref(&s, "gw", "edge", "6.1.0@sha256:abc");
+        let pinned = pinned_ocirepository("gw", "edge", &user_ocirepository(), "sha256:abc", &r);
+        assert_eq!(pinned["kind"], "OCIRepository");
+        assert_eq!(pinned["metadata"]["name"], json!(r.name));
+        assert_eq!(pinned["spec"]["ref"], json!({ "digest": "sha256:abc" }), "no semver, no tag: one digest");
+        assert!(pinned["spec"].get("suspend").is_none(), "the user's pause is not the copy's");
+        for kept in ["url", "interval", "secretRef", "provider", "layerSelector"] {
+            assert_eq!(pinned["spec"][kept], user_ocirepository()["spec"][kept], "{kept}");
+        }
+        assert!(
+            pinned["metadata"].get("uid").is_none() && pinned["metadata"].get("resourceVersion").is_none()
+        );
+        assert_eq!(pinned["metadata"]["labels"][naming::LABEL_MANAGED_BY], naming::MANAGER);
+        assert!(pinned["metadata"]["labels"].get("team").is_none(), "the user's labels are theirs");
+        assert_eq!(pinned["metadata"]["annotations"][ANNOTATION_PINNED_FROM], "podinfo");
+        let object: DynamicObject = serde_json::from_value(pinned.clone()).unwrap();
+        assert_eq!(owner_of(&object), Some(ObjectRef::<NodePoolApplication>::new("gw").within("edge")));
+        // Every field of the copy is ours: one the user drops is a difference.
+        assert!(spec_matches(&pinned, &pinned));
+        let mut without_secret = user_ocirepository();
+        without_secret["spec"].as_object_mut().unwrap().remove("secretRef");
+        let desired = pinned_ocirepository("gw", "edge", &without_secret, "sha256:abc", &r);
+        assert!(!spec_matches(&desired, &pinned));
+    }
+
+    #[test]
+    fn an_oci_source_must_select_and_copy_the_chart_layer() {
+        use crate::chart::source::not_a_chart_source;
+        assert_eq!(not_a_chart_source(&user_ocirepository()), None);
+        let mut extract = user_ocirepository();
+        extract["spec"]["layerSelector"]["operation"] = json!("extract");
+        let mut none = user_ocirepository();
+        none["spec"].as_object_mut().unwrap().remove("layerSelector");
+        for bad in [extract, none] {
+            let why = not_a_chart_source(&bad).unwrap();
+            assert!(why.contains("layerSelector") && why.contains("copy"), "{why}");
+        }
+    }
+
+    #[test]
+    fn an_oci_revision_splits_into_tag_and_digest() {
+        use crate::chart::source::oci_revision;
+        let with = |revision: &str| json!({ "status": { "artifact": { "revision": revision } } });
+        assert_eq!(oci_revision(&with("6.1.0@sha256:abc")), Some(("6.1.0".into(), "sha256:abc".into())));
+        assert_eq!(oci_revision(&with("sha256:abc")), Some((String::new(), "sha256:abc".into())));
+        assert_eq!(oci_revision(&with("6.1.0")), None, "a tag without a digest pins nothing");
+        assert_eq!(oci_revision(&json!({})), None);
     }
 }

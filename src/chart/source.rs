@@ -18,7 +18,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256, Sha384, Sha512};
 use tokio::sync::Semaphore;
 
-use crate::api::ChartSpec;
+use crate::api::{ChartReference, ChartSpec};
 use crate::chart::schema::{Chart, ChartError};
 use crate::chart::version::{self, VersionError};
 
@@ -32,7 +32,10 @@ pub enum SourceError {
         #[source]
         source: Box<kube::Error>,
     },
-    #[error("{kind} {namespace}/{name} does not exist: create it, or fix spec.chart.spec.sourceRef")]
+    #[error(
+        "{kind} {namespace}/{name} does not exist: create it, or fix the reference to it \
+         (spec.chart.spec.sourceRef, or spec.chartRef)"
+    )]
     Missing {
         kind: &'static str,
         namespace: String,
@@ -82,6 +85,12 @@ pub enum SourceError {
     },
     #[error("the index of HelmRepository {repository} is not valid YAML: {message}")]
     Index { repository: String, message: String },
+    #[error("OCIRepository {namespace}/{name} cannot serve a Helm chart: {why}")]
+    NotAChart {
+        namespace: String,
+        name: String,
+        why: String,
+    },
     #[error("chart {chart:?} is not in HelmRepository {repository}: check spec.chart.spec.chart")]
     NoSuchChart { chart: String, repository: String },
     #[error("spec.chart.spec.version: {0}")]
@@ -100,6 +109,7 @@ impl SourceError {
         matches!(
             self,
             Self::Missing { .. }
+                | Self::NotAChart { .. }
                 | Self::NoSuchChart { .. }
                 | Self::Version(_)
                 | Self::Chart { .. }
@@ -115,7 +125,7 @@ impl SourceError {
             Self::NotReady { .. } => "SourceNotReady",
             Self::NoSuchChart { .. } => "ChartNotFound",
             Self::Version(_) => "ChartVersionNotFound",
-            Self::Chart { .. } | Self::TooLarge { .. } => "InvalidChart",
+            Self::Chart { .. } | Self::TooLarge { .. } | Self::NotAChart { .. } => "InvalidChart",
             Self::UnknownDigest { .. } => "UnsupportedDigest",
             Self::Stalled { .. } => "SourceFailed",
             Self::Get { .. } | Self::Download { .. } | Self::Digest { .. } | Self::Index { .. } => {
@@ -131,6 +141,10 @@ pub fn helmrepository_resource() -> ApiResource {
 
 pub fn helmchart_resource() -> ApiResource {
     source_resource("HelmChart", "helmcharts")
+}
+
+pub fn ocirepository_resource() -> ApiResource {
+    source_resource("OCIRepository", "ocirepositories")
 }
 
 /// The API resource of each kind of chart source a HelmChart may name in
@@ -176,6 +190,35 @@ pub enum Resolved {
 /// Whether a HelmRepository is an OCI registry (`spec.type: oci`).
 pub fn is_oci(repository: &Value) -> bool {
     repository.pointer("/spec/type").and_then(Value::as_str) == Some("oci")
+}
+
+/// The Helm chart layer of an OCI artifact, which helm-controller requires
+/// an OCIRepository to select and copy as it is.
+pub const HELM_CHART_LAYER: &str = "application/vnd.cncf.helm.chart.content.v1.tar+gzip";
+
+/// Why an OCIRepository cannot serve a Helm chart, if it cannot: without
+/// the chart layer selected and copied, its artifact is not a chart.
+pub fn not_a_chart_source(ocirepository: &Value) -> Option<String> {
+    let selector = ocirepository.pointer("/spec/layerSelector");
+    let media_type = selector.and_then(|s| s.get("mediaType")).and_then(Value::as_str);
+    let operation = selector.and_then(|s| s.get("operation")).and_then(Value::as_str);
+    (media_type != Some(HELM_CHART_LAYER) || operation != Some("copy")).then(|| {
+        format!(
+            "its spec.layerSelector must select the Helm chart layer: set mediaType \
+             {HELM_CHART_LAYER:?} and operation \"copy\", as helm-controller requires"
+        )
+    })
+}
+
+/// The `<version>` and `sha256:<digest>` of an OCIRepository's artifact
+/// revision (`<tag>@sha256:<digest>`, or the digest alone).
+pub fn oci_revision(ocirepository: &Value) -> Option<(String, String)> {
+    let revision = ocirepository.pointer("/status/artifact/revision")?.as_str()?;
+    let (tag, digest) = match revision.rsplit_once('@') {
+        Some((tag, digest)) => (tag, digest),
+        None => ("", revision),
+    };
+    digest.starts_with("sha256:").then(|| (tag.to_string(), digest.to_string()))
 }
 
 /// An artifact as source-controller reports it.
@@ -325,6 +368,28 @@ impl Sources {
         ))
     }
 
+    /// The OCIRepository that `spec.chartRef` names, once it selects the
+    /// Helm chart layer and source-controller has pulled an artifact.
+    pub async fn oci_source(
+        &self,
+        reference: &ChartReference,
+        default_ns: &str,
+    ) -> Result<Value, SourceError> {
+        let namespace = reference.namespace.as_deref().unwrap_or(default_ns);
+        let repository = self
+            .get(&ocirepository_resource(), "OCIRepository", namespace, &reference.name)
+            .await?;
+        if let Some(why) = not_a_chart_source(&repository) {
+            return Err(SourceError::NotAChart {
+                namespace: namespace.to_string(),
+                name: reference.name.clone(),
+                why,
+            });
+        }
+        artifact_of(&repository, "OCIRepository")?;
+        Ok(repository)
+    }
+
     /// The chart in a HelmChart's artifact, once source-controller has one.
     ///
     /// Without an artifact the HelmChart may be waiting for its source, or
@@ -332,7 +397,13 @@ impl Sources {
     /// reported as [`SourceError::Missing`], as for a missing HelmRepository
     /// at resolution, whatever kind of source the chart names.
     pub async fn chart(&self, helmchart: &Value) -> Result<Arc<Chart>, SourceError> {
-        let artifact = match artifact_of(helmchart, "HelmChart") {
+        // A pinned OCIRepository's artifact is the chart's own archive,
+        // copied from its layer.
+        let kind = match helmchart.get("kind").and_then(Value::as_str) {
+            Some("OCIRepository") => "OCIRepository",
+            _ => "HelmChart",
+        };
+        let artifact = match artifact_of(helmchart, kind) {
             Ok(artifact) => artifact,
             Err(not_ready) => return Err(self.missing_source(helmchart).await.unwrap_or(not_ready)),
         };

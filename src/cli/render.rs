@@ -72,9 +72,10 @@ pub fn render(
     // The controller points every release at the shared HelmChart of the
     // resolved version: known here from the chart given, or from an exact
     // version in the spec; a range needs the repository's index.
-    let version = chart
-        .map(|c| c.version.clone())
-        .or_else(|| app.spec.chart.spec.version.clone().filter(|v| version::is_exact(v)));
+    let version = chart.map(|c| c.version.clone()).or_else(|| {
+        let chart = app.spec.chart.as_ref()?;
+        chart.spec.version.clone().filter(|v| version::is_exact(v))
+    });
     let app_name = app.metadata.name.clone().unwrap_or_default();
     let app_namespace = app.metadata.namespace.clone().unwrap_or_else(|| namespace.to_string());
     let chart_ref = version.map(|v| shared_chart::chart_ref(&app.spec, &app_name, &app_namespace, &v));

@@ -10,8 +10,7 @@ use serde_json::json;
 
 use crate::api::naming;
 use crate::api::{NodePoolApplication, NodePoolApplicationStatus};
-use crate::chart::shared::{self as shared_chart, ChartRef};
-use crate::chart::source::helmchart_resource;
+use crate::chart::shared::{self as shared_chart, ChartKind, ChartRef};
 use crate::reconcile::managed_fields;
 
 pub use crate::reconcile::managed_fields::FIELD_MANAGER;
@@ -42,7 +41,7 @@ pub enum ApplyError {
         #[source]
         source: kube::Error,
     },
-    #[error("the watch of HelmCharts has stopped, so this application's charts cannot be found; the controller is shutting down")]
+    #[error("the watch of shared charts (HelmCharts, OCIRepositories) has stopped, so this application's charts cannot be found; the controller is shutting down")]
     ChartWatchStopped,
     #[error("cannot orphan {object} (deletionPolicy: Orphan): {source}")]
     Orphan {
@@ -186,7 +185,7 @@ pub async fn delete_observed(
 /// the shared HelmChart its `chartRef` points at.
 pub async fn orphan_release(
     api: &Api<DynamicObject>,
-    charts: &Store<DynamicObject>,
+    charts: &SharedCharts,
     name: &str,
     app: &impl Resource,
 ) -> Result<(), ApplyError> {
@@ -203,21 +202,25 @@ pub async fn orphan_release(
         return Ok(());
     }
     let release = serde_json::to_value(&current).map_err(|e| failed(kube::Error::SerdeError(e)))?;
-    charts.wait_until_ready().await.map_err(|_| ApplyError::ChartWatchStopped)?;
+    let store = match release.pointer("/spec/chartRef/kind").and_then(serde_json::Value::as_str) {
+        Some("OCIRepository") => &charts.ocirepositories,
+        _ => &charts.helmcharts,
+    };
+    store.wait_until_ready().await.map_err(|_| ApplyError::ChartWatchStopped)?;
     let chart = release
         .pointer("/spec/chartRef")
-        .filter(|r| r["kind"] == "HelmChart")
+        .filter(|r| r["kind"] == "HelmChart" || r["kind"] == "OCIRepository")
         .and_then(|r| {
             let name = r["name"].as_str()?;
             let namespace = r["namespace"].as_str().or(current.metadata.namespace.as_deref())?;
-            charts
+            store
                 .state()
                 .into_iter()
                 .find(|c| c.name_any() == name && c.namespace().as_deref() == Some(namespace))
         })
         .and_then(|c| serde_json::to_value(c.as_ref()).ok());
     if release.pointer("/spec/chartRef").is_some() && chart.is_none() {
-        tracing::warn!(release = %name, "orphaning a release whose shared HelmChart is gone: it keeps its chartRef");
+        tracing::warn!(release = %name, "orphaning a release whose shared chart is gone: it keeps its chartRef");
     }
     let mut patch = crate::reconcile::orphan::patch(&release, &app.name_any(), &uid, chart.as_ref());
     patch["metadata"]["uid"] = json!(current.metadata.uid);
@@ -237,7 +240,7 @@ pub async fn orphan_release(
 /// and its releases are to stay.
 pub async fn orphan_all(
     client: &Client,
-    charts: &Store<DynamicObject>,
+    charts: &SharedCharts,
     app: &impl Resource,
 ) -> Result<(), ApplyError> {
     let namespace = app.namespace().unwrap_or_default();
@@ -299,8 +302,8 @@ pub async fn ensure_chart(
     desired: &serde_json::Value,
 ) -> Result<serde_json::Value, ApplyError> {
     let api: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), &chart.namespace, &helmchart_resource());
-    let object = format!("HelmChart {}/{}", chart.namespace, chart.name);
+        Api::namespaced_with(client.clone(), &chart.namespace, &chart.kind.resource());
+    let object = format!("{} {}/{}", chart.kind.as_str(), chart.namespace, chart.name);
     let failed = |source| ApplyError::Apply {
         object: object.clone(),
         source,
@@ -335,28 +338,41 @@ pub async fn ensure_chart(
 /// source moved to another namespace leaves its old chart behind it.
 pub async fn prune_charts(
     client: &Client,
-    charts: &Store<DynamicObject>,
+    charts: &SharedCharts,
     app: &impl Resource,
     keep: &[&ChartRef],
 ) -> Result<(), ApplyError> {
-    // Before its first list the cache is empty: pruning must not take
-    // that for "no charts", least of all before releasing the finalizer.
-    charts.wait_until_ready().await.map_err(|_| ApplyError::ChartWatchStopped)?;
     let owner =
         ObjectRef::<NodePoolApplication>::new(&app.name_any()).within(&app.namespace().unwrap_or_default());
-    for chart in charts.state() {
-        if shared_chart::owner_of::<NodePoolApplication>(&chart).as_ref() != Some(&owner) {
-            continue;
+    for (kind, store) in [
+        (ChartKind::HelmChart, &charts.helmcharts),
+        (ChartKind::OciRepository, &charts.ocirepositories),
+    ] {
+        // Before its first list the cache is empty: pruning must not take
+        // that for "no charts", least of all before releasing the finalizer.
+        store.wait_until_ready().await.map_err(|_| ApplyError::ChartWatchStopped)?;
+        for chart in store.state() {
+            if shared_chart::owner_of::<NodePoolApplication>(&chart).as_ref() != Some(&owner) {
+                continue;
+            }
+            let (name, namespace) = (chart.name_any(), chart.namespace().unwrap_or_default());
+            if keep.iter().any(|k| k.kind == kind && k.name == name && k.namespace == namespace) {
+                continue;
+            }
+            let uid = chart.metadata.uid.clone().unwrap_or_default();
+            let api = Api::namespaced_with(client.clone(), &namespace, &kind.resource());
+            delete_observed(&api, kind.as_str(), &name, &uid).await?;
         }
-        let (name, namespace) = (chart.name_any(), chart.namespace().unwrap_or_default());
-        if keep.iter().any(|k| k.name == name && k.namespace == namespace) {
-            continue;
-        }
-        let uid = chart.metadata.uid.clone().unwrap_or_default();
-        let api = Api::namespaced_with(client.clone(), &namespace, &helmchart_resource());
-        delete_observed(&api, "HelmChart", &name, &uid).await?;
     }
     Ok(())
+}
+
+/// The watch caches of the shared charts we manage, in every namespace:
+/// HelmCharts, and the OCIRepositories pinned for a `spec.chartRef`.
+#[derive(Clone)]
+pub struct SharedCharts {
+    pub helmcharts: Store<DynamicObject>,
+    pub ocirepositories: Store<DynamicObject>,
 }
 
 /// Says on the application that its spec cannot be read: the Ready and

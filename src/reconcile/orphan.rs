@@ -14,6 +14,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::api::naming;
+use crate::chart::shared::ANNOTATION_PINNED_FROM;
 
 /// Says which application a release was orphaned from, for the person who
 /// finds it later.
@@ -60,8 +61,25 @@ pub fn patch(release: &Value, app: &str, uid: &str, chart: Option<&Value>) -> Va
             "annotations": annotations,
         }
     });
-    if let Some(template) = chart.and_then(chart_template) {
-        patch["spec"] = json!({ "chartRef": null, "chart": template });
+    match chart {
+        // A pinned OCIRepository goes with the application: the release
+        // follows the user's, which it was pinned from, as it would
+        // without nodepool-fanout.
+        Some(pinned) if pinned["kind"] == "OCIRepository" => {
+            if let Some(source) = pinned
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(ANNOTATION_PINNED_FROM))
+                .and_then(Value::as_str)
+            {
+                let namespace = pinned.pointer("/metadata/namespace").cloned().unwrap_or(Value::Null);
+                patch["spec"] = json!({ "chartRef": { "kind": "OCIRepository", "name": source, "namespace": namespace } });
+            }
+        }
+        _ => {
+            if let Some(template) = chart.and_then(chart_template) {
+                patch["spec"] = json!({ "chartRef": null, "chart": template });
+            }
+        }
     }
     patch
 }
@@ -190,6 +208,31 @@ mod tests {
             .is_none());
         assert!(
             chart_template(&json!({ "metadata": { "namespace": "x" }, "spec": { "chart": "c" } })).is_none()
+        );
+    }
+
+    #[test]
+    fn a_release_of_a_pinned_oci_chart_follows_the_users_ocirepository() {
+        let mut r = release();
+        r["spec"]["chartRef"] =
+            json!({ "kind": "OCIRepository", "name": "gw-podinfo-1a2b3c4d", "namespace": "flux-system" });
+        let pinned = json!({
+            "kind": "OCIRepository",
+            "metadata": { "name": "gw-podinfo-1a2b3c4d", "namespace": "flux-system",
+                          "annotations": { ANNOTATION_PINNED_FROM: "podinfo" } },
+            "spec": { "url": "oci://registry/charts/podinfo", "ref": { "digest": "sha256:abc" } }
+        });
+        let p = patch(&r, "gw", "u1", Some(&pinned));
+        assert_eq!(
+            p["spec"],
+            json!({ "chartRef": { "kind": "OCIRepository", "name": "podinfo", "namespace": "flux-system" } }),
+            "the pinned copy goes with the application; the release names the user's source"
+        );
+        let mut unmarked = pinned.clone();
+        unmarked["metadata"]["annotations"] = json!({});
+        assert!(
+            patch(&r, "gw", "u1", Some(&unmarked)).get("spec").is_none(),
+            "nothing to point at: unchanged"
         );
     }
 }

@@ -16,7 +16,7 @@ use serde_json::Value;
 use crate::api::naming;
 use crate::api::{NodePoolApplication, NodePoolApplicationStatus};
 use crate::chart::schema::Chart;
-use crate::chart::shared::ChartRef;
+use crate::chart::shared::{ChartKind, ChartRef};
 use crate::pools::nodes::NodeCount;
 use crate::pools::{self, Pool};
 use crate::reconcile::drift;

@@ -203,12 +203,15 @@ fn spec(app: &AppInfo, pool: &Pool, scope: &Scope, release_name: &str) -> Result
         spec.insert("targetNamespace".into(), json!(ns));
     }
     spec.insert("interval".into(), json!(app.spec.interval));
-    match app.chart_ref {
-        Some(r) => spec.insert(
+    match (app.chart_ref, &app.spec.chart_ref) {
+        (Some(r), _) => spec.insert(
             "chartRef".into(),
-            json!({ "kind": "HelmChart", "name": r.name, "namespace": r.namespace }),
+            json!({ "kind": r.kind.as_str(), "name": r.name, "namespace": r.namespace }),
         ),
-        None => spec.insert("chart".into(), json!({ "spec": chart_spec(app.spec)? })),
+        // Without shared charts, every release names the user's
+        // OCIRepository itself, as a HelmRelease written by hand would.
+        (None, Some(reference)) => spec.insert("chartRef".into(), to_json("chartRef", reference)?),
+        (None, None) => spec.insert("chart".into(), json!({ "spec": chart_spec(app.spec)? })),
     };
     passthrough(app.spec, scope, &mut spec)?;
     if let Some(suspend) = layers.suspend {
@@ -225,7 +228,10 @@ fn spec(app: &AppInfo, pool: &Pool, scope: &Scope, release_name: &str) -> Result
 }
 
 fn chart_spec(spec: &NodePoolApplicationSpec) -> Result<Value, FieldError> {
-    let mut chart = to_json("chart.spec", &spec.chart.spec)?;
+    let template = spec.chart.as_ref().ok_or_else(|| {
+        FieldError::new("chart", "neither spec.chart nor spec.chartRef is set: set one, as in a HelmRelease")
+    })?;
+    let mut chart = to_json("chart.spec", &template.spec)?;
     // The API server defaults this; doing the same keeps files and cluster
     // objects hashing alike.
     if chart.get("version").is_none() {

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::api::{DynamicObject, PartialObjectMeta};
+use kube::api::PartialObjectMeta;
 use kube::runtime::events::Recorder;
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::Client;
@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::Node;
 use crate::api::{NodePoolApplication, PoolKind, PoolSelection};
 use crate::chart::source::Sources;
 use crate::pools::nodes::Membership;
-use crate::reconcile::apply::ApplyError;
+use crate::reconcile::apply::{ApplyError, SharedCharts};
 use crate::reconcile::observe::{Caches, ObserveError};
 use crate::runtime::api_errors;
 use crate::runtime::backoff::Backoff;
@@ -108,7 +108,7 @@ pub(super) struct Context {
     pub(super) no_cross_namespace_refs: bool,
     pub(super) sources: Sources,
     /// Every HelmChart this controller manages, from its watch.
-    pub(super) charts: reflector::Store<DynamicObject>,
+    pub(super) charts: SharedCharts,
     /// Every Node, cut down to its labels and Ready condition.
     pub(super) nodes: reflector::Store<Node>,
     /// Whether every cache has listed once (see [`readiness`]).

@@ -20,9 +20,10 @@ use k8s_openapi::api::core::v1::Node;
 use crate::api::naming;
 use crate::api::PoolKind;
 use crate::chart::shared::{self as shared_chart};
-use crate::chart::source::{helmchart_resource, Sources};
+use crate::chart::source::{helmchart_resource, ocirepository_resource, Sources};
 use crate::pools::kind::{self as pool_kinds, PoolObjects};
 use crate::pools::{nodes, Pool};
+use crate::reconcile::apply::SharedCharts;
 use crate::reconcile::changes::{NodeChanges, PoolChanges};
 use crate::reconcile::observe::{self, CachedPool, Caches};
 use crate::runtime::api_errors;
@@ -101,9 +102,14 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         info!(%selector, "reconciling only the applications this selector matches");
     }
     let charts: Api<DynamicObject> = Api::all_with(client.clone(), &helmchart_resource());
+    let pinned: Api<DynamicObject> = Api::all_with(client.clone(), &ocirepository_resource());
 
     let chart_writer = reflector::store::Writer::new(helmchart_resource());
-    let chart_store = chart_writer.as_reader();
+    let pinned_writer = reflector::store::Writer::new(ocirepository_resource());
+    let chart_store = SharedCharts {
+        helmcharts: chart_writer.as_reader(),
+        ocirepositories: pinned_writer.as_reader(),
+    };
     let node_api: Api<Node> = Api::all(client.clone());
     // Pools and nodes: each cache is kept by the tracker that turns its
     // events into changes.
@@ -225,26 +231,36 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     });
     // A shared HelmChart's artifact turning ready lets its application's
     // releases be written at once rather than at the next poll.
-    let chart_triggers = {
+    let chart_triggers = [
+        (
+            "HelmCharts",
+            reflector(chart_writer, watcher(charts, watcher::Config::default().labels(&managed_by))).boxed(),
+        ),
+        (
+            "OCIRepositories",
+            reflector(pinned_writer, watcher(pinned, watcher::Config::default().labels(&managed_by))).boxed(),
+        ),
+    ]
+    .map(|(what, chart_events)| {
         let served = store.clone();
-        let chart_events =
-            reflector(chart_writer, watcher(charts, watcher::Config::default().labels(&managed_by)));
         let mut first_list = FirstList::Quiet;
-        retrying("HelmCharts", chart_events).filter_map(move |event| {
-            let app = match first_list.holds(&event) {
-                true => None,
-                false => match event {
-                    watcher::Event::Apply(chart)
-                    | watcher::Event::InitApply(chart)
-                    | watcher::Event::Delete(chart) => shared_chart::owner_of::<AppMeta>(&chart),
-                    watcher::Event::Init | watcher::Event::InitDone => None,
-                },
-            };
-            // Charts are watched in every namespace: only applications
-            // this instance serves are woken.
-            std::future::ready(app.filter(|app| served.get(app).is_some()))
-        })
-    };
+        retrying(what, chart_events)
+            .filter_map(move |event| {
+                let app = match first_list.holds(&event) {
+                    true => None,
+                    false => match event {
+                        watcher::Event::Apply(chart)
+                        | watcher::Event::InitApply(chart)
+                        | watcher::Event::Delete(chart) => shared_chart::owner_of::<AppMeta>(&chart),
+                        watcher::Event::Init | watcher::Event::InitDone => None,
+                    },
+                };
+                // Charts are watched in every namespace: only applications
+                // this instance serves are woken.
+                std::future::ready(app.filter(|app| served.get(app).is_some()))
+            })
+            .boxed()
+    });
     // A node joining, leaving or going offline changes what the
     // applications selecting its pool may write. Heartbeats rewrite a
     // Node's status all the time; only its labels and readiness matter
@@ -291,13 +307,10 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         })
     };
     let wakes = futures::stream::select_all(
-        [
-            release_triggers.boxed(),
-            node_triggers.boxed(),
-            chart_triggers.boxed(),
-        ]
-        .into_iter()
-        .chain(pool_triggers),
+        [release_triggers.boxed(), node_triggers.boxed()]
+            .into_iter()
+            .chain(chart_triggers)
+            .chain(pool_triggers),
     );
     let times = context.reconcile_times.clone();
     let window = move |app: &ObjectRef<AppMeta>| {

@@ -18,10 +18,12 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::naming;
-use crate::api::{ConditionStatus, DeletionPolicy, NodePoolApplication, NodePoolApplicationStatus};
+use crate::api::{
+    ChartReference, ConditionStatus, DeletionPolicy, NodePoolApplication, NodePoolApplicationStatus,
+};
 use crate::chart::schema::Chart;
 use crate::chart::shared::{self as shared_chart, ChartRef};
-use crate::chart::source::{artifact_of, Resolved, SourceError};
+use crate::chart::source::{artifact_of, oci_revision, Resolved, SourceError};
 use crate::chart::version;
 use crate::pools::nodes::{self, Membership};
 use crate::reconcile::apply::{self};
@@ -333,24 +335,24 @@ pub(super) struct SharedChart {
 pub(super) async fn shared_chart(ctx: &Context, app: &NodePoolApplication) -> Result<SharedChart, Hold> {
     let name = app.name_any();
     let namespace = app.namespace().unwrap_or_default();
-    let hold = |e: SourceError| Hold {
-        reason: e.reason().to_string(),
-        message: e.to_string(),
-        transient: !e.needs_user(),
-    };
     let spec = &app.spec;
     let shard = app.labels().get(naming::LABEL_SHARD).map(String::as_str);
-    let wanted = spec
-        .chart
-        .spec
-        .version
-        .clone()
-        .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| "*".into());
+    let chart_spec = match (&spec.chart, &spec.chart_ref) {
+        (Some(chart), _) => &chart.spec,
+        (None, Some(reference)) => return pinned_oci_chart(ctx, app, reference, shard).await,
+        (None, None) => {
+            return Err(Hold {
+                reason: "ChartMissing".into(),
+                message: "neither spec.chart nor spec.chartRef is set: set one, as in a HelmRelease".into(),
+                transient: false,
+            })
+        }
+    };
+    let wanted = chart_spec.version.clone().filter(|v| !v.is_empty()).unwrap_or_else(|| "*".into());
     let mut resolver = None;
     let version = match shared_chart::needs_resolution(spec) {
-        false => spec.chart.spec.version.clone().unwrap_or_else(|| "*".into()),
-        true => match ctx.sources.resolve_version(&spec.chart.spec, &namespace).await.map_err(hold)? {
+        false => chart_spec.version.clone().unwrap_or_else(|| "*".into()),
+        true => match ctx.sources.resolve_version(chart_spec, &namespace).await.map_err(hold)? {
             Resolved::Version(version) => version,
             Resolved::InRegistry if version::is_exact(&wanted) => wanted,
             Resolved::InRegistry => {
@@ -390,7 +392,53 @@ pub(super) async fn shared_chart(ctx: &Context, app: &NodePoolApplication) -> Re
     })
 }
 
-/// Creates or updates one of the application's HelmCharts.
+/// For a `spec.chartRef`: the user's OCIRepository's current artifact,
+/// pinned by digest in an OCIRepository of the application's, and the
+/// chart in it. Each revision the user's resolves to gets its own pinned
+/// copy, so the releases move to it as the rollout lets them.
+async fn pinned_oci_chart(
+    ctx: &Context,
+    app: &NodePoolApplication,
+    reference: &ChartReference,
+    shard: Option<&str>,
+) -> Result<SharedChart, Hold> {
+    let name = app.name_any();
+    let namespace = app.namespace().unwrap_or_default();
+    let source = ctx.sources.oci_source(reference, &namespace).await.map_err(hold)?;
+    let (tag, digest) = oci_revision(&source).ok_or_else(|| Hold {
+        reason: "SourceNotReady".into(),
+        message: format!(
+            "OCIRepository {}/{} has an artifact with no digest in its revision; waiting for source-controller",
+            shared_chart::source_namespace(&app.spec, &namespace),
+            reference.name
+        ),
+        transient: true,
+    })?;
+    let chart_ref = shared_chart::chart_ref(&app.spec, &name, &namespace, &format!("{tag}@{digest}"));
+    let desired = shared_chart::with_shard(
+        shared_chart::pinned_ocirepository(&name, &namespace, &source, &digest, &chart_ref),
+        shard,
+    );
+    let pinned = ensure_chart(ctx, &chart_ref, &desired).await?;
+    let chart = ctx.sources.chart(&pinned).await.map_err(hold)?;
+    Ok(SharedChart {
+        chart_ref,
+        chart,
+        resolver: None,
+    })
+}
+
+/// A chart source that is not ready says why the writes wait: until
+/// source-controller gets there, or until a person fixes the source.
+fn hold(e: SourceError) -> Hold {
+    Hold {
+        reason: e.reason().to_string(),
+        message: e.to_string(),
+        transient: !e.needs_user(),
+    }
+}
+
+/// Creates or updates one of the application's shared charts.
 async fn ensure_chart(
     ctx: &Context,
     chart: &ChartRef,

@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use crate::reconcile::apply::SharedCharts;
 use futures::{Stream, StreamExt};
-use kube::api::DynamicObject;
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::utils::ResetTimerBackoff;
 use kube::runtime::{watcher, WatchStreamExt};
@@ -182,7 +182,7 @@ pub(super) fn app_fingerprint(app: &AppMeta) -> u64 {
 /// reconciled).
 pub(super) fn readiness(
     caches: Caches,
-    charts: reflector::Store<DynamicObject>,
+    charts: SharedCharts,
     nodes: reflector::Store<Node>,
 ) -> tokio::sync::watch::Receiver<Readiness> {
     let (tell, ready) = tokio::sync::watch::channel(Readiness::Listing);
@@ -190,7 +190,10 @@ pub(super) fn readiness(
         let state = match caches.ready().await {
             Err(ObserveError::CacheStopped(watch)) => Readiness::Stopped(watch),
             Err(_) => Readiness::Stopped("pools"),
-            Ok(()) if charts.wait_until_ready().await.is_err() => Readiness::Stopped("HelmCharts"),
+            Ok(()) if charts.helmcharts.wait_until_ready().await.is_err() => Readiness::Stopped("HelmCharts"),
+            Ok(()) if charts.ocirepositories.wait_until_ready().await.is_err() => {
+                Readiness::Stopped("OCIRepositories")
+            }
             Ok(()) if nodes.wait_until_ready().await.is_err() => Readiness::Stopped("Nodes"),
             Ok(()) => Readiness::Ready,
         };

@@ -113,10 +113,9 @@ impl ObservedRelease {
 /// defaults to the release's own, as Flux reads it.
 pub(super) fn chart_ref_of(object: &Value) -> Option<ChartRef> {
     let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
-    if text("/spec/chartRef/kind") != Some("HelmChart") {
-        return None;
-    }
+    let kind = ChartKind::of(text("/spec/chartRef/kind")?)?;
     Some(ChartRef {
+        kind,
         name: text("/spec/chartRef/name")?.to_string(),
         namespace: text("/spec/chartRef/namespace").or(text("/metadata/namespace"))?.to_string(),
     })
