@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The local control plane: etcd, kube-apiserver, kube-controller-manager,
-# kube-scheduler, kwok, Flux source-controller and helm-controller, and a Helm
-# chart repository of charts-fixtures/, all on 127.0.0.1.
+# kube-scheduler, kwok, Flux source-controller, helm-controller and
+# kustomize-controller, a Helm chart repository of charts-fixtures/, an OCI
+# registry holding the same charts, and a Git server of bare repositories
+# (under <state dir>/git, at http://127.0.0.1:<port>/<name>.git), all on
+# 127.0.0.1.
 #
 #   hack/cluster.sh up      start it (a no-op when it already runs)
 #   hack/cluster.sh down    stop it and forget its state
@@ -17,7 +20,8 @@
 #
 # Environment:
 #   LOCAL_CLUSTER_DIR        state directory (default: <repo>/target/local-cluster)
-#   LOCAL_CLUSTER_PORT_BASE  first of the 13 loopback ports it uses (default: 16440)
+#   LOCAL_CLUSTER_PORT_BASE  the loopback ports it uses are base+1 to base+16 (default
+#                            base: 16440); keep bases 20 apart, as the tests do
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -37,8 +41,16 @@ hc_metrics_port=$((base + 9))
 hc_health_port=$((base + 10))
 charts_port=$((base + 11))
 kwok_port=$((base + 12))
+kc_metrics_port=$((base + 13))
+kc_health_port=$((base + 14))
+git_port=$((base + 15))
+registry_port=$((base + 16))
 
-components=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok source-controller helm-controller chart-repository)
+# `down` stops them in reverse order: the servers of charts and
+# repositories, then the Flux controllers, all before the API server they
+# talk to, and etcd last.
+components=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok source-controller helm-controller
+  kustomize-controller chart-repository git-server oci-registry)
 
 kubeconfig=$dir/kubeconfig
 pki=$dir/pki
@@ -164,16 +176,17 @@ module_dir() {
 
 # $1: the directory of generated CRDs that generate-crds.sh printed.
 install_crds() {
-  local generated=$1 sc hc oy ke
+  local generated=$1 sc hc kc oy ke
   sc=$(module_dir source-controller github.com/fluxcd/source-controller)
   hc=$(module_dir helm-controller github.com/fluxcd/helm-controller)
+  kc=$(module_dir kustomize-controller github.com/fluxcd/kustomize-controller)
   oy=$(module_dir crds github.com/openyurtio/openyurt)
   ke=$(module_dir crds github.com/kubeedge/kubeedge)
-  [[ -n $sc && -n $hc && -n $oy && -n $ke ]] || die "could not locate the Flux, OpenYurt and KubeEdge modules for their CRDs"
-  log "installing the CRDs of Flux (source-controller, helm-controller), OpenYurt (NodePool), KubeEdge (NodeGroup) and SuperEdge (NodeUnit)"
+  [[ -n $sc && -n $hc && -n $kc && -n $oy && -n $ke ]] || die "could not locate the Flux, OpenYurt and KubeEdge modules for their CRDs"
+  log "installing the CRDs of Flux (source-, helm- and kustomize-controller), OpenYurt (NodePool), KubeEdge (NodeGroup) and SuperEdge (NodeUnit)"
   # SuperEdge's NodeUnit is generated from its Go types (see
   # generate-crds.sh): the module's YAML has only v1alpha1.
-  kubectl apply --server-side -f "$sc/config/crd/bases/" -f "$hc/config/crd/bases/" \
+  kubectl apply --server-side -f "$sc/config/crd/bases/" -f "$hc/config/crd/bases/" -f "$kc/config/crd/bases/" \
     -f "$oy/charts/yurt-manager/crds/apps.openyurt.io_nodepools.yaml" \
     -f "$ke/build/crds/apps/apps_v1alpha1_nodegroup.yaml" \
     -f "$generated/site.superedge.io_nodeunits.yaml" >/dev/null
@@ -186,7 +199,9 @@ install_crds() {
     -p '[{"op":"replace","path":"/spec/conversion","value":{"strategy":"None"}}]' >/dev/null
   kubectl wait --for=condition=Established --timeout=60s \
     crd/helmreleases.helm.toolkit.fluxcd.io crd/helmrepositories.source.toolkit.fluxcd.io \
-    crd/helmcharts.source.toolkit.fluxcd.io crd/nodepools.apps.openyurt.io \
+    crd/helmcharts.source.toolkit.fluxcd.io crd/gitrepositories.source.toolkit.fluxcd.io \
+    crd/ocirepositories.source.toolkit.fluxcd.io crd/kustomizations.kustomize.toolkit.fluxcd.io \
+    crd/nodepools.apps.openyurt.io \
     crd/nodegroups.apps.kubeedge.io crd/nodeunits.site.superedge.io >/dev/null
 }
 
@@ -222,7 +237,25 @@ package_charts() {
   log "packaged $(find "$out" -name '*.tgz' | wc -l) fixture charts"
 }
 
+# Pushes every packaged chart to the OCI registry, under charts/<name>, one
+# tag a version. The registry keeps them in memory only, so this follows
+# every start of it, `start oci-registry` after an outage too.
+push_charts() {
+  local chart out n=0
+  for chart in "$dir"/charts/*.tgz; do
+    [[ -f $chart ]] || continue
+    if ! out=$(helm push "$chart" "oci://$host:$registry_port/charts" --plain-http 2>&1); then
+      printf '%s\n' "$out" >&2
+      die "helm push of $chart to oci://$host:$registry_port/charts failed"
+    fi
+    n=$((n + 1))
+  done
+  log "pushed $n fixture charts to oci://$host:$registry_port/charts"
+}
+
 create_flux_objects() {
+  # fixtures-oci serves the same charts as fixtures, from the OCI
+  # registry; `insecure` is plain HTTP.
   kubectl apply --server-side -f - >/dev/null <<EOF
 apiVersion: v1
 kind: Namespace
@@ -236,6 +269,17 @@ metadata:
   namespace: flux-system
 spec:
   url: http://$host:$charts_port
+  interval: 1m
+---
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: HelmRepository
+metadata:
+  name: fixtures-oci
+  namespace: flux-system
+spec:
+  type: oci
+  url: oci://$host:$registry_port/charts
+  insecure: true
   interval: 1m
 EOF
 }
@@ -293,6 +337,20 @@ launch() {
   chart-repository)
     start chart-repository python3 -m http.server "$charts_port" --bind $host --directory "$dir/charts"
     ;;
+  git-server)
+    # Repositories live beside the rest of the state: whoever needs one
+    # creates it with `git init --bare` under $dir/git and pushes over HTTP.
+    mkdir -p "$dir/git"
+    start git-server git-server --addr="$host:$git_port" --root="$dir/git"
+    # Where the tests find it, beside the kubeconfig.
+    echo "http://$host:$git_port" >"$dir/git-server"
+    ;;
+  oci-registry)
+    start oci-registry oci-registry --addr="$host:$registry_port"
+    wait_for oci-registry 60 component_ready oci-registry
+    push_charts
+    echo "$host:$registry_port" >"$dir/oci-registry"
+    ;;
   # Flux's controllers run out of cluster: they read KUBECONFIG and need
   # distinct metrics and health ports.
   source-controller)
@@ -305,6 +363,14 @@ launch() {
     start helm-controller env RUNTIME_NAMESPACE=flux-system helm-controller \
       --enable-leader-election=false --watch-all-namespaces=true --concurrent=8 \
       --metrics-addr="$host:$hc_metrics_port" --health-addr="$host:$hc_health_port" --log-level=info
+    ;;
+  # It applies with server-side apply as the kubeconfig's admin (unless a
+  # Kustomization names a serviceAccountName to impersonate), and fetches
+  # artifacts from source-controller's storage address.
+  kustomize-controller)
+    start kustomize-controller env RUNTIME_NAMESPACE=flux-system kustomize-controller \
+      --enable-leader-election=false --watch-all-namespaces=true \
+      --metrics-addr="$host:$kc_metrics_port" --health-addr="$host:$kc_health_port" --log-level=info
     ;;
   *) die "no component $1; the components are: ${components[*]}" ;;
   esac
@@ -321,6 +387,9 @@ component_ready() {
   chart-repository) curl -sf "http://$host:$charts_port/index.yaml" ;;
   source-controller) curl -sf "http://$host:$sc_health_port/readyz" ;;
   helm-controller) curl -sf "http://$host:$hc_health_port/readyz" ;;
+  kustomize-controller) curl -sf "http://$host:$kc_health_port/readyz" ;;
+  git-server) curl -sf "http://$host:$git_port/healthz" ;;
+  oci-registry) curl -sf "http://$host:$registry_port/v2/" ;;
   esac
 }
 
@@ -357,12 +426,16 @@ up() {
   install_crds "$generated"
   package_charts
   launch chart-repository
+  launch git-server
+  launch oci-registry
   create_flux_objects
   launch source-controller
   launch helm-controller
+  launch kustomize-controller
 
   local c
-  for c in chart-repository kube-controller-manager kube-scheduler source-controller helm-controller kwok; do
+  for c in chart-repository git-server kube-controller-manager kube-scheduler source-controller helm-controller \
+    kustomize-controller kwok; do
     wait_for "$c" 60 component_ready "$c"
   done
   wait_for source-controller 120 kubectl -n flux-system wait --for=condition=Ready --timeout=5s helmrepository/fixtures
@@ -399,7 +472,7 @@ down() {
     rm -f "$pidfile"
   done
   # Disposable state goes; certificates stay so a kubeconfig stays valid.
-  rm -rf "$dir/etcd" "$dir/storage" "$dir/charts"
+  rm -rf "$dir/etcd" "$dir/storage" "$dir/charts" "$dir/git"
   log "stopped"
 }
 

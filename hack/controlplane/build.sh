@@ -2,7 +2,9 @@
 # Builds every binary of the local control plane from the Go modules pinned
 # beside this script, into a cache outside the work tree, and prints the
 # directory that holds them all. Beside the control plane it builds
-# `kstatus`, Flux's status library as a command, for the tests.
+# `kstatus`, Flux's status library as a command, for the tests. The Git
+# server and the OCI registry of the plane (module servers/) are small
+# programs of this repository, built the same way.
 #
 # Each wrapper module is built into its own directory keyed by a hash of its
 # go.mod, go.sum and the Go version, so a second run builds nothing and a
@@ -15,7 +17,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache=${NODEPOOL_FANOUT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nodepool-fanout}
-modules=(kubernetes source-controller helm-controller kwok kstatus)
+modules=(kubernetes source-controller helm-controller kustomize-controller kwok kstatus servers)
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=readonly
 
@@ -25,9 +27,10 @@ command -v go >/dev/null || { log "go is not on PATH: install Go 1.26 or newer";
 go_version=$(go env GOVERSION)
 
 # Every file of the wrapper module counts: go.mod and go.sum pin the
-# versions, and a module may hold a small program of its own (kstatus).
+# versions, and a module may hold programs of its own, in its root (kstatus)
+# or in subdirectories (servers/cmd/*).
 module_key() {
-  find "$here/$1" -maxdepth 1 -type f | LC_ALL=C sort | xargs cat | cat - <(echo "$go_version") "$0" |
+  find "$here/$1" -type f | LC_ALL=C sort | xargs cat | cat - <(echo "$go_version") "$0" |
     sha256sum | cut -c1-16
 }
 
