@@ -9,7 +9,13 @@ use serde::{Deserialize, Serialize};
 use super::schema::*;
 
 /// Observed state, kept compatible with kstatus (Ready, Reconciling, Stalled).
+// An application not yet reconciled has no status, which kstatus reads as
+// Current: a Flux Kustomization with `wait: true` would pass its health
+// check before a single release exists. The API server fills this default
+// in on every read of such an object, as for Flux's own kinds, so kstatus
+// sees generation 1 against observed -1 and waits.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[schemars(extend("default" = {"observedGeneration": -1}))]
 #[serde(rename_all = "camelCase")]
 pub struct NodePoolApplicationStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
