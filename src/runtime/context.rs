@@ -132,6 +132,9 @@ pub(super) struct Interest {
     pub(super) selection: PoolSelection,
     /// How a node names its pools, for this application.
     pub(super) membership: Membership,
+    /// The OCIRepository its `spec.chartRef` names, `(namespace, name)`:
+    /// a new revision there is a change to roll out.
+    pub(super) chart_source: Option<(String, String)>,
 }
 
 /// Where the caches stand.

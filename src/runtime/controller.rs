@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{FutureExt, StreamExt, TryStreamExt};
-use kube::api::{ApiResource, DynamicObject, ListParams};
+use kube::api::{ApiResource, DynamicObject, ListParams, PartialObjectMeta};
 use kube::runtime::controller::Config as ControllerConfig;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, reflector, ObjectRef};
@@ -261,6 +261,37 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
             })
             .boxed()
     });
+    // A user's OCIRepository resolving a new revision (a tag pushed, a
+    // semver range moving on) is a change to roll out now, not at the next
+    // resync: it wakes the applications whose chartRef names it. Only
+    // metadata is watched; every status write changes the resource version.
+    let source_triggers = {
+        let (served, selections) = (store.clone(), context.selections.clone());
+        let sources: Api<PartialObjectMeta<DynamicObject>> =
+            Api::all_with(client.clone(), &ocirepository_resource());
+        let mut first_list = FirstList::Quiet;
+        retrying("OCIRepositories (sources)", watcher(sources, paged())).flat_map(move |event| {
+            let quiet = first_list.holds(&event);
+            let source = match (quiet, &event) {
+                (false, watcher::Event::Apply(o) | watcher::Event::Delete(o)) => {
+                    o.metadata.namespace.clone().zip(o.metadata.name.clone())
+                }
+                _ => None,
+            };
+            let selections = selections.read().unwrap_or_else(|e| e.into_inner());
+            let apps: Vec<ObjectRef<AppMeta>> = match source {
+                None => Vec::new(),
+                Some(source) => selections
+                    .iter()
+                    .filter(|(app, interest)| {
+                        interest.chart_source.as_ref() == Some(&source) && served.get(app).is_some()
+                    })
+                    .map(|(app, _)| app.clone())
+                    .collect(),
+            };
+            futures::stream::iter(apps)
+        })
+    };
     // A node joining, leaving or going offline changes what the
     // applications selecting its pool may write. Heartbeats rewrite a
     // Node's status all the time; only its labels and readiness matter
@@ -307,10 +338,14 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         })
     };
     let wakes = futures::stream::select_all(
-        [release_triggers.boxed(), node_triggers.boxed()]
-            .into_iter()
-            .chain(chart_triggers)
-            .chain(pool_triggers),
+        [
+            release_triggers.boxed(),
+            node_triggers.boxed(),
+            source_triggers.boxed(),
+        ]
+        .into_iter()
+        .chain(chart_triggers)
+        .chain(pool_triggers),
     );
     let times = context.reconcile_times.clone();
     let window = move |app: &ObjectRef<AppMeta>| {

@@ -50,6 +50,10 @@ pub(super) async fn reconcile(meta: Arc<AppMeta>, ctx: Arc<Context>) -> Result<A
                 kind: app.spec.pools.kind,
                 selection: app.spec.pools.selection(),
                 membership: Membership::of(&app.spec.pools, app.spec.placement.node_label.as_deref()),
+                chart_source: app.spec.chart_ref.as_ref().map(|r| {
+                    let source_namespace = r.namespace.clone().unwrap_or_else(|| namespace.clone());
+                    (source_namespace, r.name.clone())
+                }),
             };
             ctx.selections
                 .write()
