@@ -9,6 +9,7 @@
 #![allow(dead_code)] // each test binary uses its own part of this module
 
 pub mod apps;
+pub mod gitops;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -28,7 +29,7 @@ pub type TestResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 /// The label that joins a node to an OpenYurt node pool.
 pub const POOL_LABEL: &str = "apps.openyurt.io/nodepool";
 
-fn repo_root() -> PathBuf {
+pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
@@ -84,8 +85,8 @@ pub struct PrivateCluster {
 }
 
 impl PrivateCluster {
-    /// Starts it; `port_base` is the first of 13 ports, clear of the shared
-    /// control plane's 16440–16452.
+    /// Starts it; `port_base` is the base of 16 ports (base+1 to base+16), clear of the
+    /// shared control plane's 16441–16456.
     pub fn up(name: &str, port_base: u16) -> Self {
         let cluster = PrivateCluster {
             dir: repo_root().join(format!("target/local-cluster-{name}")),
