@@ -14,6 +14,9 @@ RUN cargo build --release --locked --bin nodepool-fanout
 
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /src/target/release/nodepool-fanout /usr/local/bin/nodepool-fanout
-USER nonroot:nonroot
+# Numeric: with runAsNonRoot the kubelet refuses a user it cannot verify is
+# not root, and a name ("nonroot") it cannot verify. 65532 is distroless's
+# nonroot; deploy/deployment.yaml runs as the same (tests/deploy.rs checks).
+USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/nodepool-fanout"]
 CMD ["run"]
