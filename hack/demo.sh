@@ -3,6 +3,11 @@
 # nodes, the controller, and examples/ingress-per-pool.yaml fanned out to
 # every pool. The cluster and the controller keep running afterwards; `make
 # cluster-down` stops both.
+#
+# With GITOPS=1 the pools and the application are not applied by kubectl:
+# they are committed, in the layout of examples/gitops/, to a repository on
+# the local control plane's Git server, and Flux (a GitRepository and
+# Kustomizations with health checks) delivers them.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
@@ -22,7 +27,9 @@ kubectl apply --server-side -k crds/
 kubectl wait --for=condition=Established crd/nodepoolapplications.apps.fanout.dev --timeout=30s >/dev/null
 
 say "Creating three node pools with two kwok nodes each"
-kubectl apply -f examples/pools.yaml
+if [[ ${GITOPS:-} != 1 ]]; then
+  kubectl apply -f examples/pools.yaml
+fi
 for pool in hangzhou shanghai beijing; do
   for i in 0 1; do
     kubectl apply -f - >/dev/null <<EOF
@@ -51,9 +58,37 @@ fi
 setsid target/debug/nodepool-fanout run --metrics-addr 127.0.0.1:16480 >target/local-cluster/logs/nodepool-fanout.log 2>&1 </dev/null &
 echo $! >"$pidfile"
 
-say "Applying examples/ingress-per-pool.yaml"
-kubectl create namespace edge --dry-run=client -o yaml | kubectl apply -f - >/dev/null
-kubectl -n edge apply -f examples/ingress-per-pool.yaml
+if [[ ${GITOPS:-} == 1 ]]; then
+  say "Committing examples/gitops/ (with the pools and the application) to the Git server"
+  work=target/local-cluster/demo-fleet
+  rm -rf "$work" target/local-cluster/git/fleet.git
+  cp -r examples/gitops "$work"
+  cp examples/pools.yaml "$work/apps/pools.yaml"
+  cp examples/ingress-per-pool.yaml "$work/apps/edge/ingress.yaml"
+  url="$(cat target/local-cluster/git-server)/fleet.git"
+  sed -i "s|url: http://127.0.0.1:16455/fleet.git|url: $url|" "$work/clusters/local/flux-system.yaml"
+  git init --quiet --bare -b main target/local-cluster/git/fleet.git
+  (
+    cd "$work"
+    git init --quiet -b main
+    git add --all
+    git -c user.name=demo -c user.email=demo@nodepool-fanout.local commit --quiet -m "Fan the ingress gateway out to every pool"
+    git push --quiet "$url" HEAD:main
+  )
+  say "Bootstrapping Flux from $url: kubectl apply -f clusters/local/flux-system.yaml"
+  kubectl apply -f "$work/clusters/local/flux-system.yaml"
+  say "Waiting for Flux to apply ./apps and judge its health (Kustomization apps, wait: true)"
+  for _ in $(seq 1 150); do
+    kubectl -n flux-system get kustomization apps >/dev/null 2>&1 && break
+    sleep 2
+  done
+  kubectl -n flux-system wait --for=condition=Ready kustomization/apps --timeout=300s || true
+  kubectl get gitrepositories,kustomizations -A
+else
+  say "Applying examples/ingress-per-pool.yaml"
+  kubectl create namespace edge --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+  kubectl -n edge apply -f examples/ingress-per-pool.yaml
+fi
 
 say "Waiting for every pool's release to be Ready"
 for _ in $(seq 1 120); do
