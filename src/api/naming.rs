@@ -25,6 +25,20 @@ pub const ANNOTATION_WRITTEN_AT: &str = "apps.fanout.dev/written-at";
 /// `--watch-label-selector`, serve them together.
 pub const LABEL_SHARD: &str = "sharding.fluxcd.io/key";
 pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+
+/// Flux's request to reconcile an object now (`flux reconcile` sets it to
+/// a fresh token); handled, the token goes to `status.lastHandledReconcileAt`.
+pub const ANNOTATION_REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
+/// With the same token as `requestedAt`: helm-controller upgrades a release
+/// even though nothing changed (`flux reconcile helmrelease --force`).
+pub const ANNOTATION_FORCE_AT: &str = "reconcile.fluxcd.io/forceAt";
+/// With the same token as `requestedAt`: helm-controller forgets a
+/// release's failure counts, so a release out of retries tries again
+/// (`flux reconcile helmrelease --reset`).
+pub const ANNOTATION_RESET_AT: &str = "reconcile.fluxcd.io/resetAt";
+/// The request annotations an application passes on to every release, as
+/// they are: one `kubectl annotate` of the application acts on the fleet.
+pub const FLUX_REQUESTS: [&str; 3] = [ANNOTATION_REQUESTED_AT, ANNOTATION_FORCE_AT, ANNOTATION_RESET_AT];
 pub const MANAGER: &str = "nodepool-fanout";
 
 /// Helm refuses longer release names, because it derives other names from them.

@@ -49,6 +49,16 @@ pub struct NodePoolApplicationStatus {
     /// Where the current revision has got to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutStatus>,
+    /// The last `reconcile.fluxcd.io/requestedAt` token handled, as Flux's
+    /// objects record it (`flux reconcile` and `kubectl annotate` read it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_handled_reconcile_at: Option<String>,
+    /// The last `reconcile.fluxcd.io/forceAt` token passed on to the releases.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_handled_force_at: Option<String>,
+    /// The last `reconcile.fluxcd.io/resetAt` token passed on to the releases.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_handled_reset_at: Option<String>,
 }
 
 pub(super) fn is_zero(n: &i32) -> bool {

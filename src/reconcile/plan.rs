@@ -179,8 +179,28 @@ impl Plan {
     }
 }
 
+/// Flux's request annotations the application carries, in a fixed order.
+fn requests(app: &NodePoolApplication) -> Vec<(&str, &str)> {
+    let annotations = app.metadata.annotations.as_ref();
+    naming::FLUX_REQUESTS
+        .iter()
+        .filter_map(|key| annotations.and_then(|a| a.get(*key)).map(|token| (*key, token.as_str())))
+        .collect()
+}
+
 pub fn plan(input: &PlanInput) -> Plan {
-    let app = app_info(input);
+    let mut plan = plan_releases(input);
+    // Handled whatever the plan made of it, as Flux records a request.
+    let annotation = |key| input.app.metadata.annotations.as_ref().and_then(|a| a.get(key)).cloned();
+    plan.status.last_handled_reconcile_at = annotation(naming::ANNOTATION_REQUESTED_AT);
+    plan.status.last_handled_force_at = annotation(naming::ANNOTATION_FORCE_AT);
+    plan.status.last_handled_reset_at = annotation(naming::ANNOTATION_RESET_AT);
+    plan
+}
+
+fn plan_releases(input: &PlanInput) -> Plan {
+    let requests = requests(input.app);
+    let app = app_info(input, &requests);
     if let Some(message) = input.unserved {
         return blocked(input, "PoolApiMissing".to_string(), message.to_string());
     }
@@ -269,7 +289,14 @@ fn revision(app: &AppInfo) -> String {
     spec.rollout = None;
     let text = serde_json::to_string(&spec).unwrap_or_default();
     let chart = app.chart_ref.map(|c| c.name.as_str()).unwrap_or_default();
-    naming::hex_prefix(&[&text, chart], 10)
+    // A Flux request passed on is a new revision too: after a halt, a
+    // request (with `resetAt`, say) starts the rollout again, failed pools
+    // first, as a fix would.
+    let requests: Vec<String> = app.requests.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    match requests.is_empty() {
+        true => naming::hex_prefix(&[&text, chart], 10),
+        false => naming::hex_prefix(&[&text, chart, &requests.join(",")], 10),
+    }
 }
 
 /// Lets the rollout decide which planned writes go out now. A write it
@@ -363,9 +390,10 @@ fn hold_writes(plan: &mut Plan, hold: &Hold) -> Option<(String, String)> {
     (!hold.transient).then(|| (hold.reason.clone(), hold.message.clone()))
 }
 
-fn app_info<'a>(input: &PlanInput<'a>) -> AppInfo<'a> {
+fn app_info<'a>(input: &PlanInput<'a>, requests: &'a [(&'a str, &'a str)]) -> AppInfo<'a> {
     let app = input.app;
     AppInfo {
+        requests,
         name: app.metadata.name.as_deref().unwrap_or_default(),
         namespace: app.metadata.namespace.as_deref().unwrap_or_default(),
         uid: app.metadata.uid.as_deref(),

@@ -34,6 +34,9 @@ pub struct AppInfo<'a> {
     pub chart: Option<&'a Chart>,
     /// The application's `sharding.fluxcd.io/key` label, passed on.
     pub shard: Option<&'a str>,
+    /// Flux's request annotations on the application (`requestedAt`,
+    /// `forceAt`, `resetAt`), passed on to every release as they are.
+    pub requests: &'a [(&'a str, &'a str)],
 }
 
 /// A field of the application that could not be turned into this pool's release.
@@ -94,7 +97,9 @@ pub fn build(
     if let Some(shard) = app.shard {
         labels[naming::LABEL_SHARD] = json!(shard);
     }
-    let canonical = canonical_json(&spec, &labels);
+    let requests: serde_json::Map<String, Value> =
+        app.requests.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+    let canonical = canonical_json(&spec, &labels, &requests);
     // The strings were counted as they were rendered; this also counts
     // the structure around them.
     if canonical.len() > template::MAX_RELEASE_BYTES {
@@ -121,6 +126,9 @@ pub fn build(
             naming::ANNOTATION_SPEC_HASH: spec_hash,
         },
     });
+    for (key, token) in requests {
+        metadata["annotations"][key] = token;
+    }
     if let Some(uid) = app.uid {
         metadata["ownerReferences"] = json!([{
             "apiVersion": "apps.fanout.dev/v1alpha1",
@@ -372,12 +380,20 @@ fn patch(target: Value, body: &Value) -> Result<Value, FieldError> {
 /// canonical JSON (keys sorted at every level) so that field order never
 /// causes a write.
 pub fn spec_hash(spec: &Value, labels: &Value) -> String {
-    hash_hex(&canonical_json(spec, labels))
+    hash_hex(&canonical_json(spec, labels, &serde_json::Map::new()))
 }
 
-fn canonical_json(spec: &Value, labels: &Value) -> String {
+/// Flux's request annotations count as part of what is written: a new
+/// token is a write of every release (as the rollout lets it), which is
+/// how helm-controller hears of it. Without any, the text (and so every
+/// hash already stored) is as before they counted.
+fn canonical_json(spec: &Value, labels: &Value, requests: &serde_json::Map<String, Value>) -> String {
     let mut text = String::new();
-    canonical(&json!({ "labels": labels, "spec": spec }), &mut text);
+    let mut whole = json!({ "labels": labels, "spec": spec });
+    if !requests.is_empty() {
+        whole["requests"] = Value::Object(requests.clone());
+    }
+    canonical(&whole, &mut text);
     text
 }
 

@@ -93,6 +93,8 @@ pub fn rollup(input: &RollupInput) -> NodePoolApplicationStatus {
         pool_counts: (total > 0).then(|| pool_counts(input.pools)),
         offline_pools: count(offline),
         rollout: input.rollout.clone(),
+        // Recorded by the plan, which reads the application's annotations.
+        ..NodePoolApplicationStatus::default()
     }
 }
 

@@ -2,6 +2,7 @@
 
 mod drift;
 mod releases;
+mod requests;
 mod rollout;
 mod safety;
 
