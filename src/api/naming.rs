@@ -36,6 +36,14 @@ pub const ANNOTATION_FORCE_AT: &str = "reconcile.fluxcd.io/forceAt";
 /// release's failure counts, so a release out of retries tries again
 /// (`flux reconcile helmrelease --reset`).
 pub const ANNOTATION_RESET_AT: &str = "reconcile.fluxcd.io/resetAt";
+/// On a release suspended with its application (`spec.suspend`): set,
+/// with `spec.suspend: true`, by the field manager
+/// [`SUSPEND_FIELD_MANAGER`] alone, so that resuming takes back exactly
+/// what suspending put there.
+pub const ANNOTATION_SUSPENDED_WITH_APPLICATION: &str = "apps.fanout.dev/suspended-with-application";
+/// The field manager that suspends and resumes releases, apart from the one
+/// that writes them: its apply holds only `spec.suspend` and the mark.
+pub const SUSPEND_FIELD_MANAGER: &str = "nodepool-fanout-suspend";
 /// The request annotations an application passes on to every release, as
 /// they are: one `kubectl annotate` of the application acts on the fleet.
 pub const FLUX_REQUESTS: [&str; 3] = [ANNOTATION_REQUESTED_AT, ANNOTATION_FORCE_AT, ANNOTATION_RESET_AT];

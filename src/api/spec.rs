@@ -99,7 +99,10 @@ pub struct NodePoolApplicationSpec {
     #[serde(default)]
     pub placement: Placement,
 
-    /// Suspends every release of this application (Flux stops acting on them).
+    /// Suspends the application, as Flux's `suspend` does an object: the
+    /// controller stops acting on it (no release is written, created or
+    /// pruned, whatever the pools do) and suspends every release it has, so
+    /// that helm-controller stops too. Resuming takes both back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suspend: Option<bool>,
 

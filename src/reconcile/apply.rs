@@ -331,6 +331,40 @@ pub async fn ensure_chart(
     as_json(applied)
 }
 
+/// Suspends a release with its application, or takes that back: a
+/// server-side apply under a field manager of its own
+/// ([`naming::SUSPEND_FIELD_MANAGER`]) holding only `spec.suspend: true`
+/// and our mark, or, to resume, holding nothing, which removes exactly
+/// what suspending set (server-side apply drops the fields a manager stops
+/// applying) and leaves the fields the releases' writer owns as they are.
+/// The uid is a precondition: a release deleted meanwhile is not made anew.
+pub async fn set_suspended(
+    api: &Api<DynamicObject>,
+    name: &str,
+    uid: Option<&str>,
+    suspended: bool,
+) -> Result<(), ApplyError> {
+    let mut object = json!({
+        "apiVersion": crate::reconcile::release::HELMRELEASE_API_VERSION,
+        "kind": crate::reconcile::release::HELMRELEASE_KIND,
+        "metadata": { "name": name, "uid": uid },
+    });
+    if suspended {
+        object["metadata"]["annotations"] = json!({ naming::ANNOTATION_SUSPENDED_WITH_APPLICATION: "true" });
+        object["spec"] = json!({ "suspend": true });
+    }
+    let params = PatchParams::apply(naming::SUSPEND_FIELD_MANAGER).force();
+    match api.patch(name, &params, &Patch::Apply(&object)).await {
+        Ok(_) => Ok(()),
+        // Gone, or replaced by another object of that name.
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
+        Err(source) => Err(ApplyError::Apply {
+            object: format!("HelmRelease {name}"),
+            source,
+        }),
+    }
+}
+
 /// Deletes this application's shared HelmCharts, wherever they are, other
 /// than those in `keep`. They are found by ownership (our managed-by label
 /// and the application's annotation) in `charts`, the watch cache of every

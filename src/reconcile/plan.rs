@@ -105,6 +105,9 @@ pub enum Outcome {
     HelmReleaseTaken { helm_release: String, by: TakenRelease },
     /// Would be applied, but the chart is not usable yet (see [`Hold`]).
     Held,
+    /// Would be applied, but the application is suspended: nothing is
+    /// written, created or pruned until it is resumed.
+    Suspended,
     /// Its release differs, or it has none, but the rollout holds it back
     /// (its turn has not come, the rollout is paused or halted, or the pool
     /// is offline): its release, if any, is left as it is.
@@ -130,6 +133,9 @@ impl std::fmt::Display for PoolOutcome {
             }
             Outcome::Failed { field, message } => write!(f, "pool {:?}: {field}: {message}", self.pool),
             Outcome::Held => write!(f, "pool {:?}: waiting for the chart", self.pool),
+            Outcome::Suspended => {
+                write!(f, "pool {:?}: left as it is: the application is suspended", self.pool)
+            }
             Outcome::Deferred(state) => {
                 write!(f, "pool {:?}: left as it is by the rollout ({})", self.pool, state.as_str())
             }
@@ -164,6 +170,12 @@ pub struct Plan {
     /// When to look again though nothing changes but the clock: a pool's
     /// soak ends or its progress deadline passes.
     pub requeue_after: Option<Duration>,
+    /// Releases to suspend with the application (`spec.suspend: true`):
+    /// the only write a suspended application makes.
+    pub suspend: Vec<String>,
+    /// Releases suspended with the application, which is resumed: their
+    /// suspension is taken back before anything else is written.
+    pub resume: Vec<String>,
 }
 
 impl Plan {
@@ -195,6 +207,13 @@ pub fn plan(input: &PlanInput) -> Plan {
     plan.status.last_handled_reconcile_at = annotation(naming::ANNOTATION_REQUESTED_AT);
     plan.status.last_handled_force_at = annotation(naming::ANNOTATION_FORCE_AT);
     plan.status.last_handled_reset_at = annotation(naming::ANNOTATION_RESET_AT);
+    // Whatever else stops the plan, the releases follow the application's
+    // suspension (see `suspend_or_resume`).
+    let marked = |o: &&ObservedRelease| o.suspended_with_app;
+    match input.app.spec.suspend == Some(true) {
+        true => plan.suspend = input.owned.iter().filter(|o| !marked(o)).map(|o| o.name.clone()).collect(),
+        false => plan.resume = input.owned.iter().filter(marked).map(|o| o.name.clone()).collect(),
+    }
     plan
 }
 
@@ -244,6 +263,8 @@ fn plan_releases(input: &PlanInput) -> Plan {
         blocked: None,
         status: NodePoolApplicationStatus::default(),
         requeue_after: None,
+        suspend: Vec::new(),
+        resume: Vec::new(),
     };
     for (pool, result) in built {
         if let Some(outcome) = result.as_ref().ok().and_then(|b| helm_release_taken(input, &owned, b)) {
@@ -268,12 +289,53 @@ fn plan_releases(input: &PlanInput) -> Plan {
         .filter(|n| !wanted.contains(n.as_str()))
         .collect();
     let blocker = input.hold.as_ref().and_then(|hold| hold_writes(&mut plan, hold));
+    let suspended = suspend_or_resume(input, &mut plan);
     let rollout = Scheduled {
         decision: &decision,
         status: decision.status(&revision(&app), &settings),
     };
     plan.status = roll_up(input, &plan, &owned, blocker, Some(rollout));
+    if suspended {
+        report_suspended(&mut plan.status);
+    }
     plan
+}
+
+/// With `spec.suspend: true` the application stops acting, as Flux's
+/// suspend stops a controller acting on an object: no release is written,
+/// created or pruned (a pool that leaves keeps its release, a pool that
+/// joins gets none), and each release it has is suspended too, so that
+/// helm-controller stops acting on it as well. Resumed, the suspension it
+/// put on its releases is taken back first. Returns whether it is suspended.
+fn suspend_or_resume(input: &PlanInput, plan: &mut Plan) -> bool {
+    let suspended = input.app.spec.suspend == Some(true);
+    if suspended {
+        plan.apply.clear();
+        plan.prune.clear();
+        for p in plan
+            .pools
+            .iter_mut()
+            .filter(|p| matches!(p.outcome, Outcome::Planned | Outcome::Deferred(_)))
+        {
+            p.outcome = Outcome::Suspended;
+        }
+    }
+    plan.requeue_after = plan.requeue_after.filter(|_| !suspended);
+    suspended
+}
+
+/// A suspended application says so where `kubectl get npa` and kstatus
+/// look: Ready's reason and message; nothing is in progress.
+fn report_suspended(status: &mut NodePoolApplicationStatus) {
+    status.conditions.retain(|c| c.type_ != "Reconciling");
+    if let Some(ready) = status.conditions.iter_mut().find(|c| c.type_ == "Ready") {
+        ready.reason = "Suspended".to_string();
+        ready.message = format!(
+            "suspended (spec.suspend): no release is written, created or pruned, and every release is \
+             suspended; {}",
+            ready.message
+        );
+    }
 }
 
 /// The rollout's verdict and its status, for the roll-up.
@@ -434,7 +496,10 @@ impl Built {
             .and_then(|o| o.live.as_ref())
             .and_then(PackedJson::value)
             .and_then(|live| drift::first_difference(&built.object, &live));
-        let same_hash = observed.and_then(|o| o.spec_hash.as_deref()) == Some(built.spec_hash.as_str());
+        // Resumed, a release gets our spec again whole: suspending may have
+        // taken `spec.suspend` from us (an override's), and resuming drops it.
+        let same_hash = observed.filter(|o| !o.suspended_with_app).and_then(|o| o.spec_hash.as_deref())
+            == Some(built.spec_hash.as_str());
         Self {
             helm_release: naming::helm_release_of(&built.object),
             object: (!same_hash || drift.is_some()).then(|| Manifest::new(&built.object)),

@@ -287,7 +287,10 @@ fn values_for(spec: &NodePoolApplicationSpec, pool: &Pool, scope: &Scope) -> Res
     let mut layers = Layers {
         values: values::merge(&json!({}), &base, "values").map_err(|e| FieldError::new("values", e))?,
         values_from: render_refs("valuesFrom", &spec.values_from, scope)?,
-        suspend: spec.suspend.or(spec.helm_release.as_ref().and_then(|h| h.suspend)),
+        // The application's own `spec.suspend` is not a field of the
+        // release's spec: it stops the fan-out, and the plan suspends the
+        // releases apart (see `plan::suspend_or_resume`).
+        suspend: spec.helm_release.as_ref().and_then(|h| h.suspend),
     };
     for (i, o) in spec.overrides.iter().enumerate() {
         let field = format!("overrides[{i}]");

@@ -79,6 +79,21 @@ impl Transition {
         }
     }
 
+    /// A release suspended with its application, or resumed with it.
+    pub fn suspended(release: &str, suspended: bool) -> Self {
+        let (reason, action, what) = match suspended {
+            true => ("ReleaseSuspended", "Suspend", "suspended with the application (spec.suspend)"),
+            false => ("ReleaseResumed", "Resume", "resumed with the application"),
+        };
+        Self {
+            warning: false,
+            reason: reason.to_string(),
+            action,
+            message: fit_note(format!("HelmRelease {release} {what}")),
+            release: Some(release.to_string()),
+        }
+    }
+
     pub fn orphaned(pool: &str, release: &str) -> Self {
         Self {
             warning: false,

@@ -145,7 +145,7 @@ pub(super) async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) 
         hold: hold.clone(),
         unserved: observed.unserved.as_deref(),
     };
-    let planned = plan::plan(&input);
+    let mut planned = plan::plan(&input);
     // What was observed, back from the plan's input: at thousands of pools
     // a copy of every release held would be most of the reconcile's memory.
     // The pools are not read again: they go before the writes.
@@ -157,6 +157,35 @@ pub(super) async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) 
         Api::namespaced_with(ctx.client.clone(), &namespace, &helmrelease_resource());
     let mut happened = Vec::new();
     let mut first_error = None;
+    // Resumed: the suspension taken back before anything else is written;
+    // suspended: the releases suspended, the only write made.
+    let uid_of = |name: &str| owned.iter().find(|o| o.name == name).and_then(|o| o.uid.clone());
+    let switches: Vec<(String, bool)> = std::mem::take(&mut planned.resume)
+        .into_iter()
+        .map(|name| (name, false))
+        .chain(std::mem::take(&mut planned.suspend).into_iter().map(|name| (name, true)))
+        .collect();
+    let switched: Vec<_> = futures::stream::iter(switches)
+        .map(|(release, suspend)| {
+            let uid = uid_of(&release);
+            let releases = &releases;
+            async move {
+                let result = apply::set_suspended(releases, &release, uid.as_deref(), suspend).await;
+                (release, suspend, result)
+            }
+        })
+        .buffer_unordered(APPLY_CONCURRENCY)
+        .collect()
+        .await;
+    for (release, suspend, result) in switched {
+        match result {
+            Ok(()) => happened.push(Transition::suspended(&release, suspend)),
+            Err(e) => {
+                warn!(app = %name, release = %release, error = %e, "cannot suspend or resume the release");
+                first_error.get_or_insert(e);
+            }
+        }
+    }
     // Releases are independent objects: writing them in parallel keeps a
     // fan-out to hundreds of pools close to the API server's own pace.
     let owned_names: HashSet<&str> = owned.iter().map(|o| o.name.as_str()).collect();

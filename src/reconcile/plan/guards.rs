@@ -40,6 +40,8 @@ pub(super) fn blocked(input: &PlanInput, reason: String, message: String) -> Pla
         blocked: Some(message.clone()),
         status: NodePoolApplicationStatus::default(),
         requeue_after: None,
+        suspend: Vec::new(),
+        resume: Vec::new(),
     };
     plan.status = roll_up(input, &plan, &BTreeMap::new(), Some((reason, message)), None);
     plan
@@ -110,6 +112,8 @@ pub(super) fn nothing_selected(input: &PlanInput, app: &AppInfo) -> Plan {
         blocked: None,
         status: NodePoolApplicationStatus::default(),
         requeue_after: None,
+        suspend: Vec::new(),
+        resume: Vec::new(),
     };
     plan.pools.sort_by(|a, b| a.pool.cmp(&b.pool));
     let message = format!(

@@ -81,6 +81,8 @@ pub struct ObservedRelease {
     /// cache, and parsed only to compare, so that thousands of observed
     /// releases stay small.
     pub live: Option<PackedJson>,
+    /// Suspended with its application: it carries our suspend mark.
+    pub suspended_with_app: bool,
 }
 
 impl ObservedRelease {
@@ -105,6 +107,7 @@ impl ObservedRelease {
             written_at: text("annotations", naming::ANNOTATION_WRITTEN_AT),
             // The caller adds the text it read the release from.
             live: None,
+            suspended_with_app: text("annotations", naming::ANNOTATION_SUSPENDED_WITH_APPLICATION).is_some(),
         })
     }
 }

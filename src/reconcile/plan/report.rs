@@ -21,7 +21,7 @@ pub(super) fn roll_up(
             let rollout = verdict.map(|v| match &p.outcome {
                 Outcome::Deferred(state) => *state,
                 // Its turn came, but the chart holds every write.
-                Outcome::Held => PoolRollout::Pending,
+                Outcome::Held | Outcome::Suspended => PoolRollout::Pending,
                 _ => v.state,
             });
             let mut status = pool_status(p, owned.get(p.release.as_str()).copied());
@@ -87,7 +87,10 @@ pub(super) fn pool_status(outcome: &PoolOutcome, observed: Option<&ObservedRelea
         ready_since: None,
     };
     match (&outcome.outcome, observed) {
-        (Outcome::Unchanged | Outcome::Deferred(_), Some(o)) => o.status.clone(),
+        (Outcome::Unchanged | Outcome::Deferred(_) | Outcome::Suspended, Some(o)) => o.status.clone(),
+        (Outcome::Suspended, None) => {
+            make(ReleaseState::Waiting, "Suspended", "not installed: the application is suspended".into())
+        }
         (Outcome::Unchanged | Outcome::Planned, None) => {
             make(ReleaseState::Progressing, "Progressing", "creating the HelmRelease".into())
         }

@@ -5,6 +5,7 @@ mod releases;
 mod requests;
 mod rollout;
 mod safety;
+mod suspend;
 
 use super::*;
 use crate::api::{ConditionStatus, RolloutPhase};
@@ -105,5 +106,6 @@ fn ready_release(name: &str, pool: &str, hash: &str) -> ObservedRelease {
         created: None,
         written_at: None,
         live: None,
+        suspended_with_app: false,
     }
 }

@@ -111,13 +111,11 @@ fn values_from_keeps_references_in_order_and_renders_names() {
 }
 
 #[test]
-fn suspend_from_app_and_overrides() {
-    let a = app(json!({ "suspend": true, "overrides": [
-            { "pools": { "names": ["shanghai"] }, "suspend": false }
-        ] }));
+fn an_override_suspends_its_pools_release() {
+    let a = app(json!({ "overrides": [ { "pools": { "names": ["shanghai"] }, "suspend": true } ] }));
     let plan = run(&a, &pools(), vec![], &[]);
-    assert_eq!(desired(&plan, "hangzhou")["spec"]["suspend"], true);
-    assert_eq!(desired(&plan, "shanghai")["spec"]["suspend"], false);
+    assert!(desired(&plan, "hangzhou")["spec"].get("suspend").is_none());
+    assert_eq!(desired(&plan, "shanghai")["spec"]["suspend"], true);
 }
 
 #[test]

@@ -1,0 +1,78 @@
+//! `spec.suspend`: the application stops acting, as Flux's suspend stops a
+//! controller acting on an object, and its releases are suspended with it.
+
+use super::*;
+
+fn suspended() -> NodePoolApplication {
+    app(json!({ "suspend": true }))
+}
+
+fn marked(mut release: ObservedRelease) -> ObservedRelease {
+    release.suspended_with_app = true;
+    release
+}
+
+#[test]
+fn a_suspended_application_writes_creates_and_prunes_nothing() {
+    let a = app(json!({}));
+    let first = run(&a, &pools(), vec![], &[]);
+    let hangzhou = first.apply.iter().find(|d| d.pool == "hangzhou").unwrap();
+    // hangzhou has its release; shanghai joined since; "gone" left.
+    let owned = vec![
+        ready_release(&hangzhou.name, "hangzhou", "an-older-spec"),
+        ready_release("gw-gone-1234", "gone", "an-older-spec"),
+    ];
+    let plan = run(&suspended(), &pools(), owned, &[]);
+    assert!(plan.apply.is_empty(), "nothing written or created: {:?}", plan.apply);
+    assert!(plan.prune.is_empty(), "nothing pruned: {:?}", plan.prune);
+    assert_eq!(
+        plan.suspend,
+        [hangzhou.name.clone(), "gw-gone-1234".to_string()],
+        "every release suspended"
+    );
+    assert!(plan.resume.is_empty());
+    assert!(plan.pools.iter().all(|p| p.outcome == Outcome::Suspended), "{:#?}", plan.pools);
+    assert_eq!(plan.requeue_after, None, "no clock to wake a suspended application");
+    let ready = plan.status.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+    assert_eq!(ready.reason, "Suspended");
+    assert!(ready.message.starts_with("suspended (spec.suspend)"), "{}", ready.message);
+    assert!(plan.status.conditions.iter().all(|c| c.type_ != "Reconciling"), "nothing is in progress");
+}
+
+#[test]
+fn releases_already_suspended_are_not_suspended_again() {
+    let owned = vec![marked(ready_release("gw-hangzhou-1", "hangzhou", "h"))];
+    let plan = run(&suspended(), &pools(), owned, &[]);
+    assert!(plan.suspend.is_empty(), "{:?}", plan.suspend);
+    assert!(plan.apply.is_empty());
+}
+
+#[test]
+fn resumed_the_suspension_is_taken_back_and_our_spec_written_whole() {
+    let a = app(json!({}));
+    let at_rest: Vec<ObservedRelease> = run(&a, &pools(), vec![], &[])
+        .apply
+        .iter()
+        .map(|d| ready_release(&d.name, &d.pool, &d.spec_hash))
+        .collect();
+    assert!(run(&a, &pools(), at_rest.clone(), &[]).apply.is_empty(), "at rest, nothing to write");
+    let suspended_ones: Vec<ObservedRelease> = at_rest.into_iter().map(marked).collect();
+    let plan = run(&a, &pools(), suspended_ones, &[]);
+    assert_eq!(plan.resume.len(), 2, "{:?}", plan.resume);
+    assert!(plan.suspend.is_empty());
+    // Suspending may have taken `spec.suspend` from our field manager: the
+    // spec is written again whole, though its hash is the same.
+    assert_eq!(applied_pools(&plan), ["hangzhou", "shanghai"]);
+}
+
+#[test]
+fn a_blocked_suspended_application_still_suspends_its_releases() {
+    let mut a = suspended();
+    a.spec.pools.selector = Some(
+        serde_json::from_value(json!({ "matchExpressions": [ { "key": "region", "operator": "Bogus" } ] }))
+            .unwrap(),
+    );
+    let plan = run(&a, &pools(), vec![ready_release("gw-hangzhou-1", "hangzhou", "h")], &[]);
+    assert!(plan.blocked.is_some());
+    assert_eq!(plan.suspend, ["gw-hangzhou-1"]);
+}
