@@ -2,9 +2,11 @@
 # The local control plane: etcd, kube-apiserver, kube-controller-manager,
 # kube-scheduler, kwok, Flux source-controller, helm-controller and
 # kustomize-controller, a Helm chart repository of charts-fixtures/, an OCI
-# registry holding the same charts, and a Git server of bare repositories
-# (under <state dir>/git, at http://127.0.0.1:<port>/<name>.git), all on
-# 127.0.0.1.
+# registry holding the same charts, a Git server of bare repositories
+# (under <state dir>/git, at http://127.0.0.1:<port>/<name>.git) and an
+# S3-compatible server whose buckets are the folders under <state dir>/s3
+# (for Flux Buckets: endpoint 127.0.0.1:<port>, plain HTTP, no credentials),
+# all on 127.0.0.1.
 #
 #   hack/cluster.sh up      start it (a no-op when it already runs)
 #   hack/cluster.sh down    stop it and forget its state
@@ -20,7 +22,7 @@
 #
 # Environment:
 #   LOCAL_CLUSTER_DIR        state directory (default: <repo>/target/local-cluster)
-#   LOCAL_CLUSTER_PORT_BASE  the loopback ports it uses are base+1 to base+16 (default
+#   LOCAL_CLUSTER_PORT_BASE  the loopback ports it uses are base+1 to base+17 (default
 #                            base: 16440); keep bases 20 apart, as the tests do
 set -euo pipefail
 
@@ -45,12 +47,13 @@ kc_metrics_port=$((base + 13))
 kc_health_port=$((base + 14))
 git_port=$((base + 15))
 registry_port=$((base + 16))
+s3_port=$((base + 17))
 
-# `down` stops them in reverse order: the servers of charts and
-# repositories, then the Flux controllers, all before the API server they
+# `down` stops them in reverse order: the servers of charts, repositories
+# and buckets, then the Flux controllers, all before the API server they
 # talk to, and etcd last.
 components=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok source-controller helm-controller
-  kustomize-controller chart-repository git-server oci-registry)
+  kustomize-controller chart-repository git-server oci-registry s3-server)
 
 kubeconfig=$dir/kubeconfig
 pki=$dir/pki
@@ -351,6 +354,15 @@ launch() {
     push_charts
     echo "$host:$registry_port" >"$dir/oci-registry"
     ;;
+  s3-server)
+    # Buckets live beside the rest of the state, like repositories: whoever
+    # needs one creates a folder under $dir/s3 and copies files into it; the
+    # server reads the folder as it is on every request.
+    mkdir -p "$dir/s3"
+    start s3-server s3-server --addr="$host:$s3_port" --root="$dir/s3"
+    # A Bucket's endpoint is host:port, without a scheme.
+    echo "$host:$s3_port" >"$dir/s3-server"
+    ;;
   # Flux's controllers run out of cluster: they read KUBECONFIG and need
   # distinct metrics and health ports.
   source-controller)
@@ -390,6 +402,8 @@ component_ready() {
   kustomize-controller) curl -sf "http://$host:$kc_health_port/readyz" ;;
   git-server) curl -sf "http://$host:$git_port/healthz" ;;
   oci-registry) curl -sf "http://$host:$registry_port/v2/" ;;
+  # S3's ListBuckets: it answers once the server can read its root.
+  s3-server) curl -sf "http://$host:$s3_port/" ;;
   esac
 }
 
@@ -428,13 +442,14 @@ up() {
   launch chart-repository
   launch git-server
   launch oci-registry
+  launch s3-server
   create_flux_objects
   launch source-controller
   launch helm-controller
   launch kustomize-controller
 
   local c
-  for c in chart-repository git-server kube-controller-manager kube-scheduler source-controller helm-controller \
+  for c in chart-repository git-server s3-server kube-controller-manager kube-scheduler source-controller helm-controller \
     kustomize-controller kwok; do
     wait_for "$c" 60 component_ready "$c"
   done
@@ -472,7 +487,7 @@ down() {
     rm -f "$pidfile"
   done
   # Disposable state goes; certificates stay so a kubeconfig stays valid.
-  rm -rf "$dir/etcd" "$dir/storage" "$dir/charts" "$dir/git"
+  rm -rf "$dir/etcd" "$dir/storage" "$dir/charts" "$dir/git" "$dir/s3"
   log "stopped"
 }
 

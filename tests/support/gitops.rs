@@ -23,6 +23,13 @@ fn cluster_dir() -> PathBuf {
         .to_path_buf()
 }
 
+/// A path in the directory of the control plane the tests use, where
+/// `hack/cluster.sh up` keeps what its servers serve (the Git server's
+/// repositories under `git`, the S3 server's buckets under `s3`).
+pub fn cluster_path(relative: &str) -> PathBuf {
+    cluster_dir().join(relative)
+}
+
 /// What `hack/cluster.sh up` wrote of one of its services (`git-server`,
 /// `oci-registry`), failing loudly when the control plane has none.
 pub fn service_address(service: &str) -> String {

@@ -21,6 +21,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"nodepool-fanout.local/controlplane/servers/internal/requestlog"
 )
 
 func main() {
@@ -68,7 +70,7 @@ func main() {
 
 	server := &http.Server{
 		Addr:              *addr,
-		Handler:           logRequests(mux),
+		Handler:           requestlog.Handler(mux, func(r *http.Request) bool { return r.URL.Path == "/healthz" }),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	log.Printf("git-server: serving the repositories under %s on http://%s", absRoot, *addr)
@@ -119,39 +121,5 @@ func unchunk(next http.Handler) http.Handler {
 		r.ContentLength = n
 		r.TransferEncoding = nil
 		next.ServeHTTP(w, r)
-	})
-}
-
-// statusWriter remembers the status code, for the request log.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusWriter) WriteHeader(code int) {
-	if s.status == 0 {
-		s.status = code
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusWriter) Write(b []byte) (int, error) {
-	if s.status == 0 {
-		s.status = http.StatusOK
-	}
-	return s.ResponseWriter.Write(b)
-}
-
-// One line a request, so that a failed clone or push explains itself in
-// the log.
-func logRequests(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w}
-		next.ServeHTTP(sw, r)
-		if r.URL.Path == "/healthz" {
-			return
-		}
-		log.Printf("%s %s %d %s", r.Method, r.URL.RequestURI(), sw.status, time.Since(start).Round(time.Millisecond))
 	})
 }
