@@ -1,9 +1,12 @@
 //! The command line: print the CRD, preview the HelmReleases an application
-//! would get ([`render`]), or run the controller
+//! would get ([`render`]), show an application's pools ([`get`]) or what it
+//! made ([`tree`]) from the cluster, or run the controller
 //! ([`crate::runtime::controller`], its flags in [`crate::runtime::options`]).
 //! Commands only read and print; what they show is computed below them.
 
+pub mod get;
 pub mod render;
+pub mod tree;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -20,7 +23,7 @@ pub use render::{parse_pools, render, RenderArgs, Rendered};
 #[command(
     name = "nodepool-fanout",
     version,
-    about = "Fans a Helm chart out to OpenYurt node pools"
+    about = "Fans a Helm chart out to node pools, one Flux HelmRelease per pool"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -33,6 +36,12 @@ pub enum Command {
     Crd,
     /// Print the HelmReleases an application would get, without a cluster.
     Render(RenderArgs),
+    /// Print one line per pool of each application (as `flux get`): nodes,
+    /// release, state, chart version, Helm revision, message.
+    Get(get::GetArgs),
+    /// Print what an application made (as `flux tree`): its shared charts
+    /// and the HelmReleases under each.
+    Tree(tree::TreeArgs),
     /// Run the controller against the cluster in KUBECONFIG or in-cluster config.
     Run(RunArgs),
 }
@@ -62,6 +71,12 @@ pub enum CliError {
     Chart { path: PathBuf, source: ChartError },
     #[error(transparent)]
     Controller(#[from] crate::runtime::controller::Error),
+    #[error("cannot reach the cluster (check KUBECONFIG and the current context): {0}")]
+    Connect(#[source] kube::Error),
+    #[error("cannot read from the cluster: {0}")]
+    Cluster(#[source] kube::Error),
+    #[error("cannot write JSON: {0}")]
+    Json(#[from] serde_json::Error),
 }
 
 /// Runs one command; returns whether it succeeded.
@@ -90,6 +105,28 @@ pub async fn execute(cli: Cli, out: &mut impl Write, err: &mut impl Write) -> Re
                 writeln!(err, "{line}")?;
             }
             Ok(rendered.errors.is_empty())
+        }
+        Command::Get(args) => {
+            let client = kube::Client::try_default().await.map_err(CliError::Connect)?;
+            let mut rows = get::fetch(&client, &args).await.map_err(CliError::Cluster)?;
+            if args.failing {
+                rows = get::only_failing(rows);
+            }
+            match args.output {
+                Some(get::Output::Json) => {
+                    serde_json::to_writer_pretty(&mut *out, &rows)?;
+                    writeln!(out)?;
+                }
+                Some(get::Output::Wide) => out.write_all(get::table(&rows, true).as_bytes())?,
+                None if rows.is_empty() => writeln!(err, "no pools found")?,
+                None => out.write_all(get::table(&rows, false).as_bytes())?,
+            }
+            Ok(true)
+        }
+        Command::Tree(args) => {
+            let client = kube::Client::try_default().await.map_err(CliError::Connect)?;
+            out.write_all(tree::fetch(&client, &args).await.map_err(CliError::Cluster)?.as_bytes())?;
+            Ok(true)
         }
         Command::Run(args) => {
             crate::runtime::controller::run(args).await?;
