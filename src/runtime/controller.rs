@@ -148,10 +148,14 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         reconcile_times: Arc::default(),
     });
 
+    // A standby says so until it leads; without leader election this
+    // instance is the leader.
+    context.metrics.set_leader(!args.leader_election);
     let leadership = match args.leader_election {
         true => Some(lead(&client, &args.leader_election_namespace).await?),
         false => None,
     };
+    context.metrics.set_leader(true);
     // Losing the Lease stops the controller gracefully; `run` then fails so
     // the process restarts as a standby.
     let lost = Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -32,8 +32,25 @@ use crate::reconcile::plan::{self, DesiredRelease, Hold, PlanInput};
 use crate::runtime::events::{self as transitions, Transition};
 
 use super::context::*;
+use crate::runtime::telemetry::PoolCounts;
+
+/// Whether the application is still there to be measured (a reconcile of
+/// one that is gone leaves no series behind).
+fn known_before(ctx: &Context, meta: &AppMeta) -> bool {
+    ctx.selections
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .contains_key(&ObjectRef::from_obj(meta))
+}
 
 pub(super) async fn reconcile(meta: Arc<AppMeta>, ctx: Arc<Context>) -> Result<Action, Error> {
+    use tracing::Instrument;
+    let span =
+        crate::runtime::telemetry::reconcile_span(&meta.namespace().unwrap_or_default(), &meta.name_any());
+    reconcile_logged(meta, ctx).instrument(span).await
+}
+
+async fn reconcile_logged(meta: Arc<AppMeta>, ctx: Arc<Context>) -> Result<Action, Error> {
     let mut ready = ctx.ready.clone();
     match ready.wait_for(|r| *r != Readiness::Listing).await.map(|r| *r) {
         Ok(Readiness::Ready) => {}
@@ -84,6 +101,10 @@ pub(super) async fn reconcile(meta: Arc<AppMeta>, ctx: Arc<Context>) -> Result<A
         Err(e) => e.category(),
     };
     ctx.metrics.observe_reconcile(outcome, start.elapsed());
+    if known_before(&ctx, &meta) {
+        let (namespace, name) = (meta.namespace().unwrap_or_default(), meta.name_any());
+        ctx.metrics.observe_object(&namespace, &name, start.elapsed());
+    }
     let known = ctx.selections.read().unwrap_or_else(|e| e.into_inner()).contains_key(&app_ref);
     let mut times = ctx.reconcile_times.lock().unwrap_or_else(|e| e.into_inner());
     match known {
@@ -257,9 +278,15 @@ pub(super) async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) 
     ctx.metrics.set_pools(
         &namespace,
         &name,
-        i64::from(new_status.selected_pools),
-        i64::from(new_status.ready_pools),
+        PoolCounts {
+            selected: i64::from(new_status.selected_pools),
+            ready: i64::from(new_status.ready_pools),
+            offline: i64::from(new_status.offline_pools),
+        },
     );
+    let ready = new_status.conditions.iter().find(|c| c.type_ == "Ready").map(|c| c.status.as_str());
+    ctx.metrics
+        .set_info(&namespace, &name, ready.unwrap_or("Unknown"), app.spec.suspend == Some(true));
     if !transitions::same_ignoring_timestamps(&old_status, &new_status) {
         apply::apply_status(&apps, &name, &new_status).await?;
     }

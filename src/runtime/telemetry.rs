@@ -47,6 +47,97 @@ pub struct AppLabels {
     pub application: String,
 }
 
+/// Flux's labels for one object, as its controllers record
+/// `gotk_reconcile_duration_seconds`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ObjectLabels {
+    pub kind: String,
+    pub name: String,
+    pub namespace: String,
+}
+
+/// The labels of Flux's `gotk_resource_info`, as Flux's kube-state-metrics
+/// configuration names them, so Flux's dashboards list applications
+/// beside Kustomizations and HelmReleases.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResourceInfoLabels {
+    pub customresource_group: String,
+    pub customresource_kind: String,
+    pub customresource_version: String,
+    pub exported_namespace: String,
+    pub name: String,
+    /// The Ready condition's status: `True`, `False` or `Unknown`.
+    pub ready: String,
+    /// `true` or `false`.
+    pub suspended: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LeaderLabels {
+    pub name: String,
+}
+
+/// The standard process metrics (`process_cpu_seconds_total`,
+/// `process_resident_memory_bytes`, …), read at each scrape by the
+/// metrics-process crate, as client_golang's process collector reads them
+/// for Flux's controllers.
+#[derive(Debug, Default)]
+struct ProcessCollector;
+
+impl prometheus_client::collector::Collector for ProcessCollector {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::DescriptorEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeMetric;
+        use prometheus_client::metrics::counter::ConstCounter;
+        use prometheus_client::metrics::gauge::ConstGauge;
+        let now = metrics_process::collector::collect();
+        if let Some(seconds) = now.cpu_seconds_total {
+            let counter = ConstCounter::new(seconds);
+            let metric = encoder.encode_descriptor(
+                "process_cpu_seconds",
+                "Total user and system CPU time spent in seconds.",
+                None,
+                counter.metric_type(),
+            )?;
+            counter.encode(metric)?;
+        }
+        let gauges = [
+            ("process_open_fds", "Number of open file descriptors.", now.open_fds),
+            ("process_max_fds", "Maximum number of open file descriptors.", now.max_fds),
+            ("process_virtual_memory_bytes", "Virtual memory size in bytes.", now.virtual_memory_bytes),
+            (
+                "process_resident_memory_bytes",
+                "Resident memory size in bytes.",
+                now.resident_memory_bytes,
+            ),
+            (
+                "process_start_time_seconds",
+                "Start time of the process since unix epoch in seconds.",
+                now.start_time_seconds,
+            ),
+            ("process_threads", "Number of OS threads in the process.", now.threads),
+        ];
+        for (name, help, value) in gauges {
+            if let Some(value) = value {
+                let gauge = ConstGauge::new(value as f64);
+                let metric = encoder.encode_descriptor(name, help, None, gauge.metric_type())?;
+                gauge.encode(metric)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An application's pools by what they are, for its gauges.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolCounts {
+    pub selected: i64,
+    pub ready: i64,
+    pub offline: i64,
+}
+
 /// Every metric the controller exports.
 pub struct Metrics {
     registry: Registry,
@@ -54,15 +145,53 @@ pub struct Metrics {
     pub reconcile_duration: Histogram,
     pub pools: Family<AppLabels, Gauge>,
     pub ready_pools: Family<AppLabels, Gauge>,
+    pub offline_pools: Family<AppLabels, Gauge>,
     pub api_errors: Family<ApiErrorLabels, Counter>,
     pub api_requests: Family<ApiRequestLabels, Counter>,
+    /// Flux's per-object reconcile duration.
+    pub object_duration: Family<ObjectLabels, Histogram>,
+    /// Flux's resource info, one series per application at value 1.
+    pub resource_info: Family<ResourceInfoLabels, Gauge>,
+    /// Each application's current info series, so that a change of its
+    /// labels removes the old one.
+    info_of: std::sync::Mutex<std::collections::HashMap<AppLabels, ResourceInfoLabels>>,
+    /// 1 while this instance leads (or runs without leader election), as
+    /// controller-runtime reports it for Flux's controllers.
+    pub leader: Family<LeaderLabels, Gauge>,
     /// Set once the controller has connected and found the APIs it needs.
     pub ready: AtomicBool,
 }
 
+/// The name under which leadership is reported: the Lease's.
+pub const LEADER_NAME: &str = "nodepool-fanout";
+
 impl Default for Metrics {
     fn default() -> Self {
-        let mut registry = Registry::with_prefix("nodepool_fanout");
+        let mut root = Registry::default();
+        // Flux's shape beside ours: the names Flux's dashboards and alerts
+        // query, with NodePoolApplication as the kind.
+        let object_duration = Family::<ObjectLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.005, 2.0, 14))
+        });
+        root.register(
+            "gotk_reconcile_duration_seconds",
+            "The duration in seconds of a reconciliation of one object",
+            object_duration.clone(),
+        );
+        let resource_info = Family::<ResourceInfoLabels, Gauge>::default();
+        root.register(
+            "gotk_resource_info",
+            "The current state of a NodePoolApplication, as Flux reports its own objects",
+            resource_info.clone(),
+        );
+        let leader = Family::<LeaderLabels, Gauge>::default();
+        root.register(
+            "leader_election_master_status",
+            "Whether this instance leads (1) or stands by (0)",
+            leader.clone(),
+        );
+        root.register_collector(Box::new(ProcessCollector));
+        let registry = root.sub_registry_with_prefix("nodepool_fanout");
         let reconciles = Family::<ResultLabels, Counter>::default();
         registry.register("reconciles", "Reconciles of NodePoolApplications by result", reconciles.clone());
         let reconcile_duration = Histogram::new(exponential_buckets(0.005, 2.0, 14));
@@ -75,6 +204,12 @@ impl Default for Metrics {
         registry.register("pools", "Node pools an application selects", pools.clone());
         let ready_pools = Family::<AppLabels, Gauge>::default();
         registry.register("ready_pools", "Node pools whose release is ready", ready_pools.clone());
+        let offline_pools = Family::<AppLabels, Gauge>::default();
+        registry.register(
+            "offline_pools",
+            "Node pools with nodes, none of them Ready: sites cut off, told apart from failed releases",
+            offline_pools.clone(),
+        );
         let api_errors = Family::<ApiErrorLabels, Counter>::default();
         registry.register(
             "api_errors",
@@ -88,13 +223,18 @@ impl Default for Metrics {
             api_requests.clone(),
         );
         Self {
-            registry,
+            registry: root,
             reconciles,
             reconcile_duration,
             pools,
             ready_pools,
+            offline_pools,
             api_errors,
             api_requests,
+            object_duration,
+            resource_info,
+            info_of: Default::default(),
+            leader,
             ready: AtomicBool::new(false),
         }
     }
@@ -129,13 +269,56 @@ impl Metrics {
             .inc();
     }
 
-    pub fn set_pools(&self, namespace: &str, application: &str, selected: i64, ready: i64) {
+    pub fn set_pools(&self, namespace: &str, application: &str, counts: PoolCounts) {
         let labels = AppLabels {
             namespace: namespace.to_string(),
             application: application.to_string(),
         };
-        self.pools.get_or_create(&labels).set(selected);
-        self.ready_pools.get_or_create(&labels).set(ready);
+        self.pools.get_or_create(&labels).set(counts.selected);
+        self.ready_pools.get_or_create(&labels).set(counts.ready);
+        self.offline_pools.get_or_create(&labels).set(counts.offline);
+    }
+
+    /// One reconcile of one application, as Flux records one of its objects.
+    pub fn observe_object(&self, namespace: &str, name: &str, took: Duration) {
+        self.object_duration
+            .get_or_create(&ObjectLabels {
+                kind: "NodePoolApplication".to_string(),
+                name: name.to_string(),
+                namespace: namespace.to_string(),
+            })
+            .observe(took.as_secs_f64());
+    }
+
+    /// The application's Ready status and suspension, as `gotk_resource_info`.
+    pub fn set_info(&self, namespace: &str, name: &str, ready: &str, suspended: bool) {
+        let app = AppLabels {
+            namespace: namespace.to_string(),
+            application: name.to_string(),
+        };
+        let info = ResourceInfoLabels {
+            customresource_group: "apps.fanout.dev".to_string(),
+            customresource_kind: "NodePoolApplication".to_string(),
+            customresource_version: "v1alpha1".to_string(),
+            exported_namespace: namespace.to_string(),
+            name: name.to_string(),
+            ready: ready.to_string(),
+            suspended: suspended.to_string(),
+        };
+        let mut info_of = self.info_of.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(old) = info_of.insert(app, info.clone()).filter(|old| *old != info) {
+            self.resource_info.remove(&old);
+        }
+        self.resource_info.get_or_create(&info).set(1);
+    }
+
+    /// Whether this instance leads now.
+    pub fn set_leader(&self, leading: bool) {
+        self.leader
+            .get_or_create(&LeaderLabels {
+                name: LEADER_NAME.to_string(),
+            })
+            .set(i64::from(leading));
     }
 
     /// An application that is gone leaves no series behind.
@@ -146,6 +329,15 @@ impl Metrics {
         };
         self.pools.remove(&labels);
         self.ready_pools.remove(&labels);
+        self.offline_pools.remove(&labels);
+        self.object_duration.remove(&ObjectLabels {
+            kind: "NodePoolApplication".to_string(),
+            name: application.to_string(),
+            namespace: namespace.to_string(),
+        });
+        if let Some(info) = self.info_of.lock().unwrap_or_else(|e| e.into_inner()).remove(&labels) {
+            self.resource_info.remove(&info);
+        }
     }
 
     /// The text exposition format.
@@ -206,15 +398,115 @@ async fn ready_handler(State(metrics): State<Arc<Metrics>>) -> impl IntoResponse
 
 /// Logs to stderr, as text for people or JSON for log pipelines; the level
 /// comes from RUST_LOG (default `info`).
+///
+/// JSON lines have the keys Flux's controllers write (`level`, `ts`, `msg`,
+/// `logger`, and, inside a reconcile, `controller`, `name`, `namespace`
+/// and `reconcileID` at the top level, from the reconcile's span), so that
+/// log queries written for Flux find this controller's lines too.
 pub fn init_logs(json: bool) {
+    use tracing_subscriber::prelude::*;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter);
     if json {
-        builder.json().init();
+        let mut layer = json_subscriber::JsonLayer::stderr();
+        layer
+            .with_level("level")
+            .with_timer("ts", tracing_subscriber::fmt::time::SystemTime)
+            .with_target("logger")
+            .with_flattened_event_with_renames(
+                |name: &str, _: &()| match name {
+                    "message" => "msg",
+                    other => other,
+                },
+                (),
+            );
+        // Not the span list flattened: it would put each span's name under
+        // `name` too, over the application's.
+        layer.add_from_span("controller", |span| flux_keys(span).map(|k| k.controller));
+        layer.add_from_span("name", |span| flux_keys(span).map(|k| k.name));
+        layer.add_from_span("namespace", |span| flux_keys(span).map(|k| k.namespace));
+        layer.add_from_span("reconcileID", |span| flux_keys(span).map(|k| k.reconcile_id));
+        tracing_subscriber::registry().with(filter).with(FluxKeysLayer).with(layer).init();
     } else {
-        builder.init();
+        tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter).init();
     }
+}
+
+/// The keys Flux's controllers log for a reconcile, kept on the span of
+/// one ([`reconcile_span`]) for the JSON lines logged inside it.
+#[derive(Debug, Clone, Default)]
+struct FluxKeys {
+    controller: String,
+    name: String,
+    namespace: String,
+    reconcile_id: String,
+}
+
+impl tracing::field::Visit for FluxKeys {
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        let slot = match field.name() {
+            "controller" => &mut self.controller,
+            "name" => &mut self.name,
+            "namespace" => &mut self.namespace,
+            "reconcileID" => &mut self.reconcile_id,
+            _ => return,
+        };
+        *slot = value.to_string();
+    }
+
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        // `%value` fields arrive here, their Debug being their Display.
+        self.record_str(field, &format!("{value:?}"));
+    }
+}
+
+/// Records a reconcile span's Flux keys on it.
+struct FluxKeysLayer;
+
+impl<S> tracing_subscriber::Layer<S> for FluxKeysLayer
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        id: &tracing::span::Id,
+        ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        if attrs.metadata().name() != RECONCILE_SPAN {
+            return;
+        }
+        let mut keys = FluxKeys::default();
+        attrs.record(&mut keys);
+        if let Some(span) = ctx.span(id) {
+            span.extensions_mut().insert(keys);
+        }
+    }
+}
+
+/// The Flux keys of the reconcile a log line is logged in, if any.
+fn flux_keys<S>(span: &tracing_subscriber::registry::SpanRef<'_, S>) -> Option<FluxKeys>
+where
+    S: for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    span.scope().find_map(|s| s.extensions().get::<FluxKeys>().cloned())
+}
+
+const RECONCILE_SPAN: &str = "reconcile";
+
+/// The span of one reconcile, with the fields Flux's controllers log:
+/// every line logged inside it carries them.
+pub fn reconcile_span(namespace: &str, name: &str) -> tracing::Span {
+    let id = uuid::Uuid::new_v4();
+    tracing::info_span!(
+        RECONCILE_SPAN,
+        controller = "nodepoolapplication",
+        controllerGroup = "apps.fanout.dev",
+        controllerKind = "NodePoolApplication",
+        name = %name,
+        namespace = %namespace,
+        reconcileID = %id,
+    )
 }
 
 #[cfg(test)]
@@ -226,7 +518,19 @@ mod tests {
         let m = Metrics::default();
         m.observe_reconcile("success", Duration::from_millis(20));
         m.observe_reconcile("ApiError", Duration::from_millis(20));
-        m.set_pools("edge", "ingress", 3, 2);
+        m.set_pools(
+            "edge",
+            "ingress",
+            PoolCounts {
+                selected: 3,
+                ready: 2,
+                offline: 1,
+            },
+        );
+        m.observe_object("edge", "ingress", Duration::from_millis(20));
+        m.set_info("edge", "ingress", "False", false);
+        m.set_info("edge", "ingress", "True", false);
+        m.set_leader(true);
         m.observe_api_error("apply", "helmreleases.helm.toolkit.fluxcd.io", "409");
         let text = m.encode().unwrap();
         assert!(text.contains(r#"nodepool_fanout_reconciles_total{result="success"} 1"#), "{text}");
@@ -246,7 +550,32 @@ mod tests {
             ),
             "{text}"
         );
+        assert!(
+            text.contains(r#"nodepool_fanout_offline_pools{namespace="edge",application="ingress"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"gotk_reconcile_duration_seconds_count{kind="NodePoolApplication",name="ingress",namespace="edge"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"gotk_resource_info{customresource_group="apps.fanout.dev",customresource_kind="NodePoolApplication",customresource_version="v1alpha1",exported_namespace="edge",name="ingress",ready="True",suspended="false"} 1"#),
+            "{text}"
+        );
+        assert!(!text.contains(r#"ready="False""#), "the old info series is gone: {text}");
+        assert!(text.contains(r#"leader_election_master_status{name="nodepool-fanout"} 1"#), "{text}");
+        for process in [
+            "process_cpu_seconds_total",
+            "process_resident_memory_bytes",
+            "process_open_fds",
+        ] {
+            assert!(text.lines().any(|l| l.starts_with(process)), "{process} in {text}");
+        }
         m.forget("edge", "ingress");
-        assert!(!m.encode().unwrap().contains(r#"application="ingress""#));
+        let after = m.encode().unwrap();
+        assert!(!after.contains(r#"application="ingress""#), "{after}");
+        assert!(!after.contains(r#"name="ingress""#), "{after}");
     }
 }
