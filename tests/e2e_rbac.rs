@@ -2,6 +2,8 @@
 //! is sufficient: the controller, acting as the deployed service account,
 //! fans an application out end to end and cleans up after it. It is no
 //! broader than needed: that identity cannot read Secrets or make workloads.
+//! The same holds of the RBAC the Helm chart renders, installed as a
+//! release of its own.
 mod support;
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -29,16 +31,67 @@ async fn client_from(path: &std::path::Path) -> Client {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_shipped_rbac_is_enough_to_fan_out_and_no_more() -> TestResult {
-    let mut env = TestEnv::new("rbac").await;
+    let env = TestEnv::new("rbac").await;
     kubectl(&["apply", "--server-side", "-k", "deploy/"]);
     ensure_crd(&env.client).await; // waits until the CRD deploy/ installed is served
+    fans_out_as(env, NAMESPACE, SERVICE_ACCOUNT).await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_charts_rbac_is_enough_to_fan_out_and_no_more() -> TestResult {
+    let env = TestEnv::new("rbac-chart").await;
+    ensure_crd(&env.client).await;
+    // A release of its own, beside deploy/'s objects: its cluster-wide
+    // names come from the release name.
+    // The release's name holds the chart's, so every object is named after
+    // the release alone: the service account is `nodepool-fanout-chart`.
+    let (release, namespace) = ("nodepool-fanout-chart", "nodepool-fanout-chart");
+    let output = std::process::Command::new(support::controlplane_bin().join("helm"))
+        .args([
+            "template",
+            release,
+            "charts/nodepool-fanout",
+            "--namespace",
+            namespace,
+        ])
+        .current_dir(support::repo_root())
+        .output()?;
+    assert!(output.status.success(), "helm template: {}", String::from_utf8_lossy(&output.stderr));
+    let documents: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(&String::from_utf8_lossy(&output.stdout))?;
+    let rbac: Vec<serde_json::Value> = documents
+        .into_iter()
+        .filter(|d| {
+            matches!(
+                d["kind"].as_str(),
+                Some("ServiceAccount" | "ClusterRole" | "ClusterRoleBinding" | "Role" | "RoleBinding")
+            )
+        })
+        .collect();
+    assert!(rbac.len() >= 5, "the chart renders its RBAC: {rbac:?}");
+    let file = support::repo_root().join(format!("target/e2e-logs/{release}-rbac.yaml"));
+    std::fs::create_dir_all(file.parent().expect("a folder"))?;
+    std::fs::write(&file, serde_saphyr::to_string_multiple(&rbac)?)?;
+    // Created if it is not there yet (a second run finds it).
+    let _ = std::process::Command::new(support::controlplane_bin().join("kubectl"))
+        .args(["create", "namespace", namespace])
+        .env("KUBECONFIG", support::kubeconfig())
+        .output();
+    kubectl(&["apply", "--server-side", "-f", &file.to_string_lossy()]);
+    fans_out_as(env, namespace, release).await
+}
+
+/// The controller, acting as `service_account` of `namespace` (leader
+/// election on its Lease there), fans an application out and cleans up,
+/// and that identity can do nothing beyond.
+async fn fans_out_as(mut env: TestEnv, namespace: &str, service_account: &str) -> TestResult {
     let tag = env.prefix.clone();
     env.create_pool("a", &[("e2e", &tag), ("region", "east")], 1).await;
     env.create_pool("b", &[("e2e", &tag), ("region", "west")], 1).await;
 
-    let as_controller = kubeconfig_as(NAMESPACE, SERVICE_ACCOUNT);
+    let as_controller = kubeconfig_as(namespace, service_account);
     // As deployed: with leader election on the Lease in the controller's namespace.
-    let flags = ["--leader-election=true", "--leader-election-namespace", NAMESPACE];
+    let flags = ["--leader-election=true", "--leader-election-namespace", namespace];
     let controller = RunningController::start_as(&env.namespace, &flags, &as_controller);
     apply_app(&env, &ingress_app(&env, json!({}))).await?;
     wait_app(&env, &controller, "READY 2/2 under the service account", READY_TIMEOUT, ready_is("2/2")).await;
