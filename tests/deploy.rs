@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::{json, Value};
-use support::repo_root;
+use support::{image_user, repo_root};
 
 fn documents(path: &Path) -> Vec<Value> {
     let text =
@@ -32,24 +32,6 @@ fn object(path: &str, kind: &str) -> Value {
     let first = found.next().unwrap_or_else(|| panic!("{path} has no {kind}"));
     assert!(found.next().is_none(), "{path} has more than one {kind}");
     first
-}
-
-/// `USER` of the image's last stage, as `(uid, gid)`.
-fn image_user() -> (i64, i64) {
-    let dockerfile = std::fs::read_to_string(repo_root().join("Dockerfile")).expect("read the Dockerfile");
-    let last_stage = dockerfile.rsplit("\nFROM ").next().expect("a FROM line");
-    let user = last_stage
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("USER "))
-        .next_back()
-        .expect("the image's last stage sets USER");
-    let (uid, gid) = user.trim().split_once(':').unwrap_or((user.trim(), user.trim()));
-    let number = |part: &str| {
-        part.parse::<i64>().unwrap_or_else(|_| {
-            panic!("the image's USER {user:?} is not numeric: the kubelet cannot verify a name is not root")
-        })
-    };
-    (number(uid), number(gid))
 }
 
 #[test]

@@ -12,10 +12,11 @@ mod support;
 use serde_json::{json, Value};
 use support::apps::{apply_app, ingress_app, releases_by_pool, wait_app, CHANGE_TIMEOUT, READY_TIMEOUT};
 use support::gitops::{
-    apply_object, deliver, gitrepository_resource, kstatus, reconcile_now, wait_kustomization, GitRepo,
+    apply_object, deliver, gitrepository_resource, reconcile_now, wait_kustomization, GitRepo,
 };
 use support::{
-    condition, ensure_crd, kubectl, repo_root, wait_for, RunningController, TestEnv, TestResult, POOL_LABEL,
+    condition, ensure_crd, kstatus, kubectl, repo_root, wait_for, RunningController, TestEnv, TestResult,
+    POOL_LABEL,
 };
 
 /// An OpenYurt NodePool as a user commits it.

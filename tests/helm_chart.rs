@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use serde_json::{json, Value};
-use support::repo_root;
+use support::{image_user, repo_root};
 
 const CHART: &str = "charts/nodepool-fanout";
 /// The release name and namespace under which the chart's objects are
@@ -444,25 +444,6 @@ fn the_chart_installs_the_crd_of_crds() {
     let mut diffs = Differences::against("crds/");
     diffs.equal("the CRDs", &json!(committed), &json!(rendered));
     diffs.assert_none("the chart's CRDs against crds/");
-}
-
-/// `USER` of the image's last stage, as `(uid, gid)` (as tests/deploy.rs
-/// reads it).
-fn image_user() -> (i64, i64) {
-    let dockerfile = std::fs::read_to_string(repo_root().join("Dockerfile")).expect("read the Dockerfile");
-    let last_stage = dockerfile.rsplit("\nFROM ").next().expect("a FROM line");
-    let user = last_stage
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("USER "))
-        .next_back()
-        .expect("the image's last stage sets USER");
-    let (uid, gid) = user.trim().split_once(':').unwrap_or((user.trim(), user.trim()));
-    let number = |part: &str| {
-        part.parse::<i64>().unwrap_or_else(|_| {
-            panic!("the image's USER {user:?} is not numeric: the kubelet cannot verify a name is not root")
-        })
-    };
-    (number(uid), number(gid))
 }
 
 #[test]

@@ -6,9 +6,6 @@
 //! not InProgress until a timeout.
 mod support;
 
-use std::io::Write;
-use std::process::{Command, Stdio};
-
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use nodepool_fanout::api::{RolloutPhase, RolloutStatus};
 use nodepool_fanout::reconcile::release_state::{ReleaseState, ReleaseStatus};
@@ -22,7 +19,7 @@ mod cases;
 #[test]
 fn flux_kstatus_reads_every_rollup_case_as_expected() {
     let now = Time("2030-01-01T00:00:00Z".parse().expect("a timestamp"));
-    let mut lines = String::new();
+    let mut objects = Vec::new();
     for case in cases::CASES {
         let pools = cases::reports(case);
         let missing: Vec<String> = case.missing.iter().map(|m| m.to_string()).collect();
@@ -40,26 +37,9 @@ fn flux_kstatus_reads_every_rollup_case_as_expected() {
             "metadata": { "name": "app", "namespace": "edge", "generation": 4 },
             "status": status,
         });
-        lines.push_str(&object.to_string());
-        lines.push('\n');
+        objects.push(object);
     }
-    let checker = support::controlplane_bin().join("kstatus");
-    let mut child = Command::new(&checker)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", checker.display()));
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(lines.as_bytes())
-        .expect("write the cases");
-    let output = child.wait_with_output().expect("kstatus ran");
-    assert!(output.status.success(), "kstatus failed: {}", String::from_utf8_lossy(&output.stderr));
-    let read: Vec<String> = String::from_utf8_lossy(&output.stdout).lines().map(str::to_string).collect();
-    assert_eq!(read.len(), cases::CASES.len(), "one reading per case: {read:?}");
+    let read = support::kstatus_all(&objects);
     let wrong: Vec<String> = cases::CASES
         .iter()
         .zip(&read)

@@ -250,29 +250,3 @@ pub async fn wait_kustomization(env: &TestEnv, name: &str, commit: &str, status:
     })
     .await
 }
-
-/// What Flux's kstatus (the library inside kustomize-controller's health
-/// checks, built as `kstatus` with the local control plane) reads an object
-/// as: Current, InProgress, Failed, Terminating or Unknown.
-pub fn kstatus(object: &Value) -> String {
-    use std::io::Write;
-    use std::process::Stdio;
-    let checker = super::controlplane_bin().join("kstatus");
-    let mut child = Command::new(&checker)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", checker.display()));
-    let mut line = object.to_string();
-    line.push('\n');
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(line.as_bytes())
-        .expect("write the object");
-    let output = child.wait_with_output().expect("kstatus ran");
-    assert!(output.status.success(), "kstatus failed: {}", String::from_utf8_lossy(&output.stderr));
-    String::from_utf8_lossy(&output.stdout).trim().to_string()
-}

@@ -664,3 +664,55 @@ impl Drop for RunningController {
         self.kill();
     }
 }
+
+/// `USER` of the image's last stage, as `(uid, gid)`: the pod specs of
+/// `deploy/` and of the Helm chart must run as it.
+pub fn image_user() -> (i64, i64) {
+    let dockerfile = std::fs::read_to_string(repo_root().join("Dockerfile")).expect("read the Dockerfile");
+    let last_stage = dockerfile.rsplit("\nFROM ").next().expect("a FROM line");
+    let user = last_stage
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("USER "))
+        .next_back()
+        .expect("the image's last stage sets USER");
+    let (uid, gid) = user.trim().split_once(':').unwrap_or((user.trim(), user.trim()));
+    let number = |part: &str| {
+        part.parse::<i64>().unwrap_or_else(|_| {
+            panic!("the image's USER {user:?} is not numeric: the kubelet cannot verify a name is not root")
+        })
+    };
+    (number(uid), number(gid))
+}
+
+/// What Flux's kstatus (the library inside kustomize-controller's health
+/// checks, built as `kstatus` with the local control plane) reads each
+/// object as, in order: Current, InProgress, Failed, Terminating or
+/// Unknown.
+pub fn kstatus_all(objects: &[serde_json::Value]) -> Vec<String> {
+    use std::io::Write;
+    use std::process::Stdio;
+    let checker = controlplane_bin().join("kstatus");
+    let mut child = Command::new(&checker)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", checker.display()));
+    let lines: String = objects.iter().map(|o| format!("{o}\n")).collect();
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(lines.as_bytes())
+        .expect("write the objects");
+    let output = child.wait_with_output().expect("kstatus ran");
+    assert!(output.status.success(), "kstatus failed: {}", String::from_utf8_lossy(&output.stderr));
+    let read: Vec<String> = String::from_utf8_lossy(&output.stdout).lines().map(str::to_string).collect();
+    assert_eq!(read.len(), objects.len(), "one reading per object: {read:?}");
+    read
+}
+
+/// What kstatus reads one object as.
+pub fn kstatus(object: &serde_json::Value) -> String {
+    kstatus_all(std::slice::from_ref(object)).remove(0)
+}
