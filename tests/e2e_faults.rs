@@ -35,7 +35,7 @@ async fn a_controller_killed_mid_fan_out_converges_to_exactly_one_release_per_po
     }
     // Suspended releases: this test is about what the controller writes,
     // not about Helm installing a hundred charts.
-    let app = ingress_app(&env, json!({ "suspend": true }));
+    let app = ingress_app(&env, json!({ "helmRelease": { "suspend": true } }));
     let releases: Api<DynamicObject> =
         Api::namespaced_with(env.client.clone(), &env.namespace, &helmrelease_resource());
     let count = || async {
@@ -188,7 +188,7 @@ async fn an_application_deleted_while_pools_are_added_leaves_nothing_behind() ->
     }
     let controller = RunningController::start(&env.namespace);
     // Installs are not awaited: this test is about what the controller writes.
-    apply_app(&env, &ingress_app(&env, json!({ "suspend": true }))).await?;
+    apply_app(&env, &ingress_app(&env, json!({ "helmRelease": { "suspend": true } }))).await?;
     let releases: Api<DynamicObject> =
         Api::namespaced_with(env.client.clone(), &env.namespace, &helmrelease_resource());
     support::wait_for("two releases", CHANGE_TIMEOUT, || async {
