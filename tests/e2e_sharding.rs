@@ -34,7 +34,9 @@ fn sharded_app(env: &TestEnv, name: &str, shard: &str) -> Value {
 /// The application's observed generation, once some instance has served it.
 async fn served(env: &TestEnv, name: &str) -> Option<i64> {
     let api: Api<NodePoolApplication> = Api::namespaced(env.client.clone(), &env.namespace);
-    api.get(name).await.ok()?.status?.observed_generation
+    // An application no controller has read carries the CRD's default
+    // status, observed generation -1: not served.
+    api.get(name).await.ok()?.status?.observed_generation.filter(|g| *g >= 0)
 }
 
 /// Shard labels on the objects an application made, by kind.
