@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::{json, Value};
-use support::{image_user, repo_root};
+use support::{assert_runs_as_image_user, repo_root};
 
 fn documents(path: &Path) -> Vec<Value> {
     let text =
@@ -36,24 +36,8 @@ fn object(path: &str, kind: &str) -> Value {
 
 #[test]
 fn the_pod_runs_as_the_images_numeric_non_root_user() {
-    let (uid, gid) = image_user();
-    assert_ne!(uid, 0, "the image runs as root");
     let deployment = object("deploy/deployment.yaml", "Deployment");
-    let pod = &deployment["spec"]["template"]["spec"];
-    let security = &pod["securityContext"];
-    assert_eq!(security["runAsNonRoot"], true, "{security}");
-    assert_eq!(security["runAsUser"], uid, "the pod's user is the image's: {security}");
-    assert_eq!(security["runAsGroup"], gid, "the pod's group is the image's: {security}");
-    for container in pod["containers"].as_array().expect("containers") {
-        let own = &container["securityContext"];
-        for field in ["runAsUser", "runAsGroup"] {
-            assert!(
-                own.get(field).is_none_or(|v| v == &security[field]),
-                "container {} overrides {field}: {own}",
-                container["name"]
-            );
-        }
-    }
+    assert_runs_as_image_user(&deployment["spec"]["template"]["spec"], "deploy/deployment.yaml");
 }
 
 /// Where the Go module of one of the plane's pinned components is, from

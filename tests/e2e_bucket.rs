@@ -94,10 +94,7 @@ async fn a_chart_kept_in_a_bucket_fans_out() -> TestResult {
     let endpoint = service_address("s3-server");
     let mut env = TestEnv::new("bucket-chart").await;
     ensure_crd(&env.client).await;
-    let tag = env.prefix.clone();
-    for (short, region) in [("east", "east"), ("west", "west")] {
-        env.create_pool(short, &[("e2e", &tag), ("region", region)], 1).await;
-    }
+    env.create_region_pools(&["east", "west"]).await;
     let controller = RunningController::start(&env.namespace);
     // The namespace's name is unique and a valid bucket name.
     let bucket = S3Bucket::create(&env.prefix);

@@ -196,10 +196,7 @@ async fn deliver_and_change(
 async fn a_chart_kept_in_git_fans_out() -> TestResult {
     let mut env = TestEnv::new("git-chart").await;
     ensure_crd(&env.client).await;
-    let tag = env.prefix.clone();
-    for (short, region) in [("east", "east"), ("west", "west")] {
-        env.create_pool(short, &[("e2e", &tag), ("region", region)], 1).await;
-    }
+    env.create_region_pools(&["east", "west"]).await;
     let controller = RunningController::start(&env.namespace);
     let repo = GitRepo::create(&env.prefix);
     repo.copy_dir(&repo_root().join("charts-fixtures/ingress-gateway"), "charts/ingress-gateway");

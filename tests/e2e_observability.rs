@@ -13,8 +13,7 @@ use support::{ensure_crd, RunningController, TestEnv, TestResult};
 async fn logs_and_metrics_read_as_flux_operators_expect() -> TestResult {
     let mut env = TestEnv::new("observability").await;
     ensure_crd(&env.client).await;
-    let tag = env.prefix.clone();
-    env.create_pool("east", &[("e2e", &tag), ("region", "east")], 1).await;
+    env.create_region_pools(&["east"]).await;
     let controller = RunningController::start_with(&env.namespace, &["--log-format=json"]);
     let result = async {
         apply_app(&env, &ingress_app(&env, json!({}))).await?;

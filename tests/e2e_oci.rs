@@ -70,10 +70,7 @@ async fn pinned(env: &TestEnv) -> Vec<String> {
 async fn an_oci_chart_fans_out_pinned_and_a_new_tag_rolls_out() -> TestResult {
     let mut env = TestEnv::new("oci-chartref").await;
     ensure_crd(&env.client).await;
-    let tag = env.prefix.clone();
-    for (short, region) in [("east", "east"), ("west", "west")] {
-        env.create_pool(short, &[("e2e", &tag), ("region", region)], 1).await;
-    }
+    env.create_region_pools(&["east", "west"]).await;
     let controller = RunningController::start(&env.namespace);
     let result = async {
         apply_object(&env, &ocirepository_resource(), &ocirepository(&env, "ingress-gateway", "1.0.0", true))
@@ -175,10 +172,7 @@ async fn an_oci_chart_fans_out_pinned_and_a_new_tag_rolls_out() -> TestResult {
 async fn an_oci_helm_repository_resolves_versions_from_the_registry_tags() -> TestResult {
     let mut env = TestEnv::new("oci-helmrepo").await;
     ensure_crd(&env.client).await;
-    let tag = env.prefix.clone();
-    for (short, region) in [("east", "east"), ("west", "west")] {
-        env.create_pool(short, &[("e2e", &tag), ("region", region)], 1).await;
-    }
+    env.create_region_pools(&["east", "west"]).await;
     let controller = RunningController::start(&env.namespace);
     let mut app = ingress_app(&env, json!({}));
     app["spec"]["chart"]["spec"]["version"] = json!("^1.0");

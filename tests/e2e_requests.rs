@@ -13,10 +13,7 @@ use support::{ensure_crd, kubectl, wait_for, RunningController, TestEnv, TestRes
 async fn an_annotation_reconciles_now_and_forces_helm_on_every_pool() -> TestResult {
     let mut env = TestEnv::new("requests").await;
     ensure_crd(&env.client).await;
-    let tag = env.prefix.clone();
-    for (short, region) in [("east", "east"), ("west", "west")] {
-        env.create_pool(short, &[("e2e", &tag), ("region", region)], 1).await;
-    }
+    env.create_region_pools(&["east", "west"]).await;
     let controller = RunningController::start(&env.namespace);
     let result = async {
         apply_app(&env, &ingress_app(&env, json!({}))).await?;

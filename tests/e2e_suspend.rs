@@ -26,8 +26,8 @@ async fn a_suspended_application_leaves_everything_as_it_is_until_resumed() -> T
     let mut env = TestEnv::new("suspend").await;
     support::ensure_crd(&env.client).await;
     let tag = env.prefix.clone();
-    let east = env.create_pool("east", &[("e2e", &tag), ("region", "east")], 1).await;
-    let west = env.create_pool("west", &[("e2e", &tag), ("region", "west")], 1).await;
+    let [east, west]: [String; 2] =
+        env.create_region_pools(&["east", "west"]).await.try_into().expect("two pools");
     let controller = RunningController::start(&env.namespace);
     let result = async {
         let app = ingress_app(&env, json!({}));

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use serde_json::{json, Value};
-use support::{image_user, repo_root};
+use support::{assert_runs_as_image_user, repo_root};
 
 const CHART: &str = "charts/nodepool-fanout";
 /// The release name and namespace under which the chart's objects are
@@ -448,24 +448,8 @@ fn the_chart_installs_the_crd_of_crds() {
 
 #[test]
 fn the_charts_pod_runs_as_the_images_numeric_non_root_user() {
-    let (uid, gid) = image_user();
-    assert_ne!(uid, 0, "the image runs as root");
     let chart = render_defaults();
-    let pod = &one(&chart, "Deployment")["spec"]["template"]["spec"];
-    let security = &pod["securityContext"];
-    assert_eq!(security["runAsNonRoot"], true, "{security}");
-    assert_eq!(security["runAsUser"], uid, "the pod's user is the image's: {security}");
-    assert_eq!(security["runAsGroup"], gid, "the pod's group is the image's: {security}");
-    for container in pod["containers"].as_array().expect("containers") {
-        let own = &container["securityContext"];
-        for field in ["runAsUser", "runAsGroup", "runAsNonRoot"] {
-            assert!(
-                own.get(field).is_none_or(|v| v == &security[field]),
-                "container {} overrides {field}: {own}",
-                container["name"]
-            );
-        }
-    }
+    assert_runs_as_image_user(&one(&chart, "Deployment")["spec"]["template"]["spec"], "the chart");
 }
 
 /// The long flags `nodepool-fanout run` accepts, from its own help.

@@ -871,10 +871,7 @@ async fn every_metric_the_dashboard_and_alerts_read_is_exported() -> TestResult 
 
     let mut env = TestEnv::new("monitoring").await;
     ensure_crd(&env.client).await;
-    let tag = env.prefix.clone();
-    for (short, region) in [("east", "east"), ("west", "west")] {
-        env.create_pool(short, &[("e2e", &tag), ("region", region)], 1).await;
-    }
+    env.create_region_pools(&["east", "west"]).await;
     let controller = RunningController::start(&env.namespace);
     let result = async {
         apply_app(&env, &ingress_app(&env, json!({}))).await?;

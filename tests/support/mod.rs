@@ -273,6 +273,19 @@ impl TestEnv {
         name
     }
 
+    /// Creates one OpenYurt pool per region, of one kwok node each, named
+    /// after the region and labelled `e2e=<prefix>` and `region=<region>`
+    /// (what `apps::ingress_app` selects and templates), and returns their
+    /// full names.
+    pub async fn create_region_pools(&mut self, regions: &[&str]) -> Vec<String> {
+        let tag = self.prefix.clone();
+        let mut names = Vec::new();
+        for region in regions {
+            names.push(self.create_pool(region, &[("e2e", &tag), ("region", region)], 1).await);
+        }
+        names
+    }
+
     /// Creates a kwok node in an OpenYurt pool: kwok turns it Ready and
     /// runs the pods bound to it.
     pub async fn create_node(&mut self, node: &str, pool: &str) {
@@ -715,4 +728,26 @@ pub fn kstatus_all(objects: &[serde_json::Value]) -> Vec<String> {
 /// What kstatus reads one object as.
 pub fn kstatus(object: &serde_json::Value) -> String {
     kstatus_all(std::slice::from_ref(object)).remove(0)
+}
+
+/// Asserts that a pod spec runs as the image's numeric non-root user, and
+/// that no container overrides it: under `runAsNonRoot` the kubelet
+/// refuses a user it cannot verify is not root.
+pub fn assert_runs_as_image_user(pod: &serde_json::Value, whose: &str) {
+    let (uid, gid) = image_user();
+    assert_ne!(uid, 0, "the image runs as root");
+    let security = &pod["securityContext"];
+    assert_eq!(security["runAsNonRoot"], true, "{whose}: {security}");
+    assert_eq!(security["runAsUser"], uid, "{whose}: the pod's user is the image's: {security}");
+    assert_eq!(security["runAsGroup"], gid, "{whose}: the pod's group is the image's: {security}");
+    for container in pod["containers"].as_array().expect("containers") {
+        let own = &container["securityContext"];
+        for field in ["runAsUser", "runAsGroup", "runAsNonRoot"] {
+            assert!(
+                own.get(field).is_none_or(|v| v == &security[field]),
+                "{whose}: container {} overrides {field}: {own}",
+                container["name"]
+            );
+        }
+    }
 }
