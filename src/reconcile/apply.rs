@@ -58,6 +58,25 @@ pub enum ApplyError {
 }
 
 impl ApplyError {
+    /// Whether trying again may succeed: the API server busy, a conflict,
+    /// a timeout, no answer at all. Refusals no retry mends (invalid,
+    /// forbidden, over quota, a name another object holds) need a person.
+    pub fn retriable(&self) -> bool {
+        let source = match self {
+            Self::NameClash { .. } => return false,
+            Self::ChartWatchStopped => return true,
+            Self::Apply { source, .. }
+            | Self::Delete { source, .. }
+            | Self::Status { source, .. }
+            | Self::Orphan { source, .. }
+            | Self::Finalizer { source, .. } => source,
+        };
+        match source {
+            kube::Error::Api(status) => matches!(status.code, 408 | 409 | 429) || status.code >= 500,
+            _ => true,
+        }
+    }
+
     /// A short category for metrics, logs and Event reasons.
     pub fn category(&self) -> &'static str {
         match self {

@@ -24,7 +24,7 @@ use crate::reconcile::packed::PackedJson;
 use crate::reconcile::release::{self, AppInfo, BuiltRelease, FieldError};
 use crate::reconcile::release_state::{self, ReleaseState, ReleaseStatus};
 use crate::reconcile::rollout::{self, PoolRollout};
-use crate::reconcile::status::{self, PoolReport, RollupInput};
+use crate::reconcile::status::{PoolReport, Rollup};
 use crate::values::template::Renderer;
 
 /// Everything a plan is computed from.
@@ -86,6 +86,10 @@ pub struct DesiredRelease {
     /// Set when the release already carries this spec hash but no longer
     /// holds what we wrote (a hand edit): the first field found changed.
     pub drift: Option<String>,
+    /// The release carries this spec hash and was suspended with the
+    /// application, which is resumed: written again whole, as it was, not
+    /// as a step of the rollout.
+    pub resumed: bool,
 }
 
 /// What happens to one selected pool.
@@ -167,6 +171,11 @@ pub struct Plan {
     /// Why nothing was planned at all, when something stopped it.
     pub blocked: Option<String>,
     pub status: NodePoolApplicationStatus,
+    /// What `status` was rolled up from, to roll it up again after the
+    /// writes ([`Plan::status_after_writes`]).
+    pub rollup: Rollup,
+    /// `spec.suspend`: the status says so.
+    pub suspended: bool,
     /// When to look again though nothing changes but the clock: a pool's
     /// soak ends or its progress deadline passes.
     pub requeue_after: Option<Duration>,
@@ -179,6 +188,22 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// The status once the writes are done: `refused` are the pools whose
+    /// write the API server refused, as (pool, reason, message, whether a
+    /// retry can succeed). Their state reaches the conditions and the
+    /// counts, so a refusal no retry mends reads Stalled to kstatus rather
+    /// than InProgress.
+    pub fn status_after_writes(&self, refused: &[WriteRefused]) -> NodePoolApplicationStatus {
+        if refused.is_empty() {
+            return self.status.clone();
+        }
+        let mut rollup = self.rollup.clone();
+        for r in refused {
+            rollup.write_failed(&r.pool, &r.reason, &r.message, !r.retriable);
+        }
+        stated(&rollup, self.suspended, &self.status)
+    }
+
     /// Whether any pool failed, conflicted, or the plan was blocked.
     pub fn has_errors(&self) -> bool {
         self.blocked.is_some()
@@ -189,6 +214,34 @@ impl Plan {
                 )
             })
     }
+}
+
+/// A pool whose release the API server refused to write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteRefused {
+    pub pool: String,
+    pub reason: String,
+    pub message: String,
+    /// Whether a retry may succeed (a conflict, a timeout, the server
+    /// busy), rather than needing a person (invalid, forbidden, over quota).
+    pub retriable: bool,
+}
+
+/// The status rolled up, with what the plan adds around it: suspension,
+/// and the Flux requests handled (from `handled`).
+fn stated(
+    rollup: &Rollup,
+    suspended: bool,
+    handled: &NodePoolApplicationStatus,
+) -> NodePoolApplicationStatus {
+    let mut status = rollup.status();
+    if suspended {
+        report_suspended(&mut status);
+    }
+    status.last_handled_reconcile_at = handled.last_handled_reconcile_at.clone();
+    status.last_handled_force_at = handled.last_handled_force_at.clone();
+    status.last_handled_reset_at = handled.last_handled_reset_at.clone();
+    status
 }
 
 /// Flux's request annotations the application carries, in a fixed order.
@@ -262,6 +315,8 @@ fn plan_releases(input: &PlanInput) -> Plan {
         missing_pools: selected.missing.clone(),
         blocked: None,
         status: NodePoolApplicationStatus::default(),
+        rollup: Rollup::default(),
+        suspended: false,
         requeue_after: None,
         suspend: Vec::new(),
         resume: Vec::new(),
@@ -294,10 +349,9 @@ fn plan_releases(input: &PlanInput) -> Plan {
         decision: &decision,
         status: decision.status(&revision(&app), &settings),
     };
-    plan.status = roll_up(input, &plan, &owned, blocker, Some(rollout));
-    if suspended {
-        report_suspended(&mut plan.status);
-    }
+    plan.rollup = roll_up(input, &plan, &owned, blocker, Some(rollout));
+    plan.suspended = suspended;
+    plan.status = stated(&plan.rollup, suspended, &plan.status);
     plan
 }
 
@@ -385,8 +439,14 @@ fn schedule(
     let wave_of = |pool: &Pool| waves.iter().position(|w| *w == step_of(pool)).unwrap_or_default();
     // A hand-edited release already carries the revision: it is put back
     // whatever the rollout, which only ever moves pools between revisions.
-    let applying: BTreeSet<&str> =
-        plan.apply.iter().filter(|d| d.drift.is_none()).map(|d| d.pool.as_str()).collect();
+    // So is a resumed one: its spec is written again whole, as it was.
+    let applying: BTreeSet<&str> = plan
+        .apply
+        .iter()
+        .filter(|d| d.drift.is_none() && !d.resumed)
+        .map(|d| d.pool.as_str())
+        .collect();
+    let resuming: BTreeSet<&str> = plan.apply.iter().filter(|d| d.resumed).map(|d| d.pool.as_str()).collect();
     let written_at = |o: &ObservedRelease| {
         o.written_at.as_deref().and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
     };
@@ -397,9 +457,20 @@ fn schedule(
         .filter_map(|p| {
             let pool = by_name.get(p.pool.as_str())?;
             let observed = owned.get(p.release.as_str());
+            let nodes = input.nodes.and_then(|n| n.get(&p.pool)).copied();
             let release = match (observed, applying.contains(p.pool.as_str())) {
                 (None, _) => rollout::Release::Missing,
                 (Some(o), true) => rollout::Release::Behind(&o.status),
+                // Resumed now: its clock starts again with this write.
+                (Some(o), false) if resuming.contains(p.pool.as_str()) => rollout::Release::Current {
+                    status: &o.status,
+                    written: Some(input.now.0),
+                },
+                // Suspended, Flux does not act on it: no deadline runs.
+                (Some(o), false) if o.suspended_with_app => rollout::Release::Current {
+                    status: &o.status,
+                    written: None,
+                },
                 (Some(o), false) => rollout::Release::Current {
                     status: &o.status,
                     written: written_at(o),
@@ -408,7 +479,8 @@ fn schedule(
             Some(rollout::PoolInput {
                 pool: &p.pool,
                 wave: wave_of(pool),
-                offline: input.nodes.and_then(|n| n.get(&p.pool)).is_some_and(|n| n.offline()),
+                offline: nodes.is_some_and(|n| n.offline()),
+                offline_since: nodes.and_then(|n| n.changed),
                 release,
             })
         })
@@ -421,6 +493,7 @@ fn schedule(
             (Some(_), _) => {
                 owned.get(d.name.as_str()).and_then(|o| o.written_at.clone()).unwrap_or(now.clone())
             }
+            (None, _) if d.resumed => now.clone(),
             (None, Some(PoolRollout::Write) | None) => now.clone(),
             (None, Some(_)) => return false,
         };
@@ -429,8 +502,12 @@ fn schedule(
         d.object = Manifest::new(&object);
         true
     });
-    let drifted: BTreeSet<&str> =
-        plan.apply.iter().filter(|d| d.drift.is_some()).map(|d| d.pool.as_str()).collect();
+    let drifted: BTreeSet<&str> = plan
+        .apply
+        .iter()
+        .filter(|d| d.drift.is_some() || d.resumed)
+        .map(|d| d.pool.as_str())
+        .collect();
     for p in plan.pools.iter_mut().filter(|p| p.outcome == Outcome::Planned) {
         match decision.state(&p.pool) {
             _ if drifted.contains(p.pool.as_str()) => {}
@@ -487,6 +564,8 @@ struct Built {
     /// The first field the existing release no longer holds, if the
     /// release carries this very spec hash.
     drift: Option<String>,
+    /// Carries this spec hash, and was suspended with the application.
+    resumed: bool,
 }
 
 impl Built {
@@ -500,7 +579,11 @@ impl Built {
         // taken `spec.suspend` from us (an override's), and resuming drops it.
         let same_hash = observed.filter(|o| !o.suspended_with_app).and_then(|o| o.spec_hash.as_deref())
             == Some(built.spec_hash.as_str());
+        let resumed = observed.is_some_and(|o| {
+            o.suspended_with_app && o.spec_hash.as_deref() == Some(built.spec_hash.as_str())
+        });
         Self {
+            resumed,
             helm_release: naming::helm_release_of(&built.object),
             object: (!same_hash || drift.is_some()).then(|| Manifest::new(&built.object)),
             name: built.name,
@@ -536,6 +619,7 @@ fn place(
                         object,
                         spec_hash: built.spec_hash,
                         drift: built.drift.filter(|_| same_hash),
+                        resumed: built.resumed,
                     });
                     Outcome::Planned
                 }

@@ -6,7 +6,11 @@
 //!
 //! The rules, in order:
 //! - An offline pool (nodes, none Ready) is skipped unless `offlinePools:
-//!   Include`: its release stays as it is and it counts for nothing.
+//!   Include`: its release stays as it is and it counts for nothing. Unless
+//!   it went offline after the current revision was written to it, and had
+//!   not run that revision Ready for a whole `progressDeadline` first: then
+//!   the revision may be what took it down (a chart that breaks the kubelet,
+//!   the CNI or the edge agent), and it counts as failed.
 //! - A pool with no release yet is installed at once: it has nothing to
 //!   break. Only a halt holds it back (the revision is known bad).
 //! - A pool whose release carries the revision is done once Ready for its
@@ -15,8 +19,10 @@
 //!   since the write before it was done.
 //! - More failures than `maxFailures` halt the rollout: no further pool is
 //!   touched.
-//! - Otherwise pools whose release is behind start: first those not Ready
-//!   (they are unavailable already), then the healthy ones of the earliest
+//! - Otherwise pools whose release is behind start: first those Flux says
+//!   are not Ready for their own generation (they are unavailable already;
+//!   a release Flux has not looked at since it was suspended or changed is
+//!   no such verdict), then the healthy ones of the earliest
 //!   unfinished wave in name order, never more than `maxUnavailable`
 //!   updated-but-not-done at once. `paused` stops any from starting.
 
@@ -144,6 +150,8 @@ pub struct PoolInput<'a> {
     /// of steps when none does.
     pub wave: usize,
     pub offline: bool,
+    /// When an offline pool's last node stopped being Ready, when known.
+    pub offline_since: Option<Timestamp>,
     pub release: Release<'a>,
 }
 
@@ -195,9 +203,29 @@ impl PoolRollout {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PoolDecision {
     pub state: PoolRollout,
-    /// Why it counts as failed when Flux does not say so itself: the
-    /// progress deadline passed.
-    pub deadline_passed: Option<String>,
+    /// Why it counts as failed when Flux does not say so itself.
+    pub failure: Option<Failure>,
+}
+
+/// A failure the rollout finds where Flux reports none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// `ProgressDeadlineExceeded` or `OfflineAfterUpdate`.
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl PoolDecision {
+    fn of(state: PoolRollout) -> Self {
+        Self { state, failure: None }
+    }
+
+    fn failed(reason: &'static str, message: String) -> Self {
+        Self {
+            state: PoolRollout::Failed,
+            failure: Some(Failure { reason, message }),
+        }
+    }
 }
 
 /// The rollout of the current revision, as of now.
@@ -266,15 +294,12 @@ impl Decision {
 /// Decides every pool of `pools` (names unique) at `now`.
 pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Timestamp) -> Decision {
     let mut requeue = Requeue::default();
-    let decided = |state| PoolDecision {
-        state,
-        deadline_passed: None,
-    };
+    let decided = PoolDecision::of;
     // Where each pool stands before anything is written, in the order of `pools`.
     let mut states: Vec<PoolDecision> = pools
         .iter()
         .map(|p| match p.release {
-            _ if p.offline && settings.skip_offline => decided(PoolRollout::Offline),
+            _ if p.offline && settings.skip_offline => offline(settings, p),
             Release::Missing => decided(PoolRollout::Write),
             Release::Behind(_) if !settings.progressive => decided(PoolRollout::Write),
             Release::Behind(_) => decided(PoolRollout::Pending),
@@ -308,12 +333,16 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
             }
         }
     } else if settings.progressive {
-        // Pools not Ready are unavailable already: they start at once.
+        // Pools Flux says are not Ready are unavailable already: they start
+        // at once. Not so a release Flux has not judged since its last
+        // change (a suspension, a resume): opening those would write every
+        // pool at once, past maxUnavailable and the waves.
         for (p, d) in pools.iter().zip(states.iter_mut()) {
             let Release::Behind(status) = p.release else {
                 continue;
             };
-            if d.state == PoolRollout::Pending && status.state != ReleaseState::Ready {
+            let unavailable_already = status.observed_latest && status.state != ReleaseState::Ready;
+            if d.state == PoolRollout::Pending && unavailable_already {
                 d.state = PoolRollout::Write;
                 unavailable += 1;
             }
@@ -360,6 +389,46 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
     }
 }
 
+/// An offline pool, skipped by the rollout: unless the current revision
+/// reached it before it went down, and it had not run that revision Ready
+/// for a whole progress deadline first. Then the revision may be what took
+/// it down, and it counts as failed, so that a chart that bricks its sites
+/// halts at the first one instead of walking the fleet pool by pool.
+fn offline(settings: &Settings, p: &PoolInput) -> PoolDecision {
+    let skipped = PoolDecision::of(PoolRollout::Offline);
+    let Release::Current {
+        status,
+        written: Some(written),
+    } = p.release
+    else {
+        return skipped;
+    };
+    let Some(since) = p.offline_since.filter(|since| *since >= written) else {
+        return skipped;
+    };
+    let ready_since = status.ready_since.as_deref().and_then(|t| t.parse::<Timestamp>().ok());
+    let ran_for = |from: Timestamp| Duration::try_from(since.duration_since(from)).unwrap_or(Duration::ZERO);
+    let proven = status.state == ReleaseState::Ready
+        && status.observed_latest
+        && ready_since.is_some_and(|ready| ran_for(ready.max(written)) >= settings.progress_deadline);
+    if proven {
+        return skipped;
+    }
+    PoolDecision::failed(
+        "OfflineAfterUpdate",
+        format!(
+            "went offline at {} after its update at {}: no node of the pool is Ready, and the update \
+             may be what took it down; the rollout counts it as failed until a node is Ready again",
+            stamp(since),
+            stamp(written)
+        ),
+    )
+}
+
+fn stamp(t: Timestamp) -> String {
+    t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
 /// The earliest wave with a pool behind or not yet done.
 fn active_wave(pools: &[PoolInput], states: &[PoolDecision]) -> Option<usize> {
     pools
@@ -395,10 +464,7 @@ fn measure(
     now: Timestamp,
     requeue: &mut Requeue,
 ) -> PoolDecision {
-    let decided = |state| PoolDecision {
-        state,
-        deadline_passed: None,
-    };
+    let decided = PoolDecision::of;
     let elapsed = |since: Timestamp| Duration::try_from(now.duration_since(since)).unwrap_or(Duration::ZERO);
     match status.state {
         ReleaseState::Ready if status.observed_latest => {
@@ -420,15 +486,15 @@ fn measure(
             // The message names the time of the update, not the time since:
             // it is written into the status, which must not change while
             // nothing else does.
-            Some((at, waited)) if waited >= settings.progress_deadline => PoolDecision {
-                state: PoolRollout::Failed,
-                deadline_passed: Some(format!(
+            Some((at, waited)) if waited >= settings.progress_deadline => PoolDecision::failed(
+                "ProgressDeadlineExceeded",
+                format!(
                     "not Ready within its progressDeadline ({}) of its update at {}: {}",
                     format_duration(settings.progress_deadline),
-                    at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    stamp(at),
                     status.message
-                )),
-            },
+                ),
+            ),
             Some((_, waited)) => {
                 requeue.at(settings.progress_deadline - waited);
                 decided(PoolRollout::Updating)

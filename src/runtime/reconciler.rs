@@ -18,9 +18,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::naming;
-use crate::api::{
-    ChartReference, ConditionStatus, DeletionPolicy, NodePoolApplication, NodePoolApplicationStatus,
-};
+use crate::api::{ChartReference, DeletionPolicy, NodePoolApplication};
 use crate::chart::schema::Chart;
 use crate::chart::shared::{self as shared_chart, ChartRef};
 use crate::chart::source::{artifact_of, oci_revision, Resolved, SourceError};
@@ -28,7 +26,7 @@ use crate::chart::version;
 use crate::pools::nodes::{self, Membership};
 use crate::reconcile::apply::{self};
 use crate::reconcile::observe::{self, helmrelease_resource, ObserveError};
-use crate::reconcile::plan::{self, DesiredRelease, Hold, PlanInput};
+use crate::reconcile::plan::{self, DesiredRelease, Hold, PlanInput, WriteRefused};
 use crate::runtime::events::{self as transitions, Transition};
 
 use super::context::*;
@@ -172,7 +170,6 @@ pub(super) async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) 
     // The pools are not read again: they go before the writes.
     let PlanInput { owned, .. } = input;
     drop(observed.pools);
-    let mut new_status = planned.status;
 
     let releases: Api<DynamicObject> =
         Api::namespaced_with(ctx.client.clone(), &namespace, &helmrelease_resource());
@@ -215,7 +212,7 @@ pub(super) async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) 
     // dropped once written: at ten thousand pools, holding either for the
     // whole fan-out was tens of megabytes.
     let releases = &releases;
-    let results: Vec<_> = futures::stream::iter(planned.apply)
+    let results: Vec<_> = futures::stream::iter(std::mem::take(&mut planned.apply))
         .map(|desired| {
             let exists = owned_names.contains(desired.name.as_str());
             let owned_by_update = exists
@@ -239,6 +236,7 @@ pub(super) async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) 
         .await;
     // Names written, for the charts still in use below.
     let mut written: HashSet<String> = HashSet::with_capacity(results.len());
+    let mut refused = Vec::new();
     for (release, pool, drift, exists, result) in results {
         match result {
             Ok(()) => happened.push(match &drift {
@@ -248,7 +246,12 @@ pub(super) async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) 
             Err(e) => {
                 // One pool's failure does not stop the others.
                 warn!(app = %name, pool = %pool, error = %e, "apply failed");
-                mark_failed(&mut new_status, &pool, e.category(), &e.to_string());
+                refused.push(WriteRefused {
+                    pool: pool.clone(),
+                    reason: e.category().to_string(),
+                    message: e.to_string(),
+                    retriable: e.retriable(),
+                });
                 happened.push(Transition::apply_failed(&pool, &release, e.category(), &e.to_string()));
                 first_error.get_or_insert(e);
             }
@@ -273,6 +276,9 @@ pub(super) async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) 
         }
     }
 
+    // Refused writes reach the conditions and the counts, not only the
+    // pool's line.
+    let new_status = planned.status_after_writes(&refused);
     let old_status = app.status.clone().unwrap_or_default();
     happened.extend(transitions::between(&old_status, &new_status));
     ctx.metrics.set_pools(
@@ -538,14 +544,6 @@ pub(super) async fn publish(ctx: &Context, app: &NodePoolApplication, happened: 
 }
 
 /// A write the plan counted on failed: the pool's status says so.
-pub(super) fn mark_failed(status: &mut NodePoolApplicationStatus, pool: &str, reason: &str, message: &str) {
-    if let Some(p) = status.pools.iter_mut().find(|p| p.pool == pool) {
-        p.ready = ConditionStatus::False;
-        p.reason = reason.to_string();
-        p.message = message.to_string();
-    }
-}
-
 /// Exponential backoff with jitter, from 1 s up to 5 min, per application.
 pub(super) fn error_policy(app: Arc<AppMeta>, error: &Error, ctx: Arc<Context>) -> Action {
     let base = ctx.backoff.failed(ObjectRef::from_obj(app.as_ref()));

@@ -39,11 +39,14 @@ pub(super) fn blocked(input: &PlanInput, reason: String, message: String) -> Pla
         missing_pools: Vec::new(),
         blocked: Some(message.clone()),
         status: NodePoolApplicationStatus::default(),
+        rollup: Rollup::default(),
+        suspended: false,
         requeue_after: None,
         suspend: Vec::new(),
         resume: Vec::new(),
     };
-    plan.status = roll_up(input, &plan, &BTreeMap::new(), Some((reason, message)), None);
+    plan.rollup = roll_up(input, &plan, &BTreeMap::new(), Some((reason, message)), None);
+    plan.status = plan.rollup.status();
     plan
 }
 
@@ -111,6 +114,8 @@ pub(super) fn nothing_selected(input: &PlanInput, app: &AppInfo) -> Plan {
         missing_pools: Vec::new(),
         blocked: None,
         status: NodePoolApplicationStatus::default(),
+        rollup: Rollup::default(),
+        suspended: false,
         requeue_after: None,
         suspend: Vec::new(),
         resume: Vec::new(),
@@ -124,7 +129,8 @@ pub(super) fn nothing_selected(input: &PlanInput, app: &AppInfo) -> Plan {
         input.owned.len()
     );
     plan.blocked = Some(message.clone());
-    plan.status = roll_up(input, &plan, &owned, Some(("NoPoolsSelected".to_string(), message)), None);
+    plan.rollup = roll_up(input, &plan, &owned, Some(("NoPoolsSelected".to_string(), message)), None);
+    plan.status = plan.rollup.status();
     plan
 }
 

@@ -11,7 +11,7 @@ pub(super) fn roll_up(
     owned: &BTreeMap<&str, &ObservedRelease>,
     blocker: Option<(String, String)>,
     rollout: Option<Scheduled>,
-) -> NodePoolApplicationStatus {
+) -> Rollup {
     let decision = rollout.as_ref().map(|r| r.decision);
     let reports: Vec<PoolReport> = plan
         .pools
@@ -25,10 +25,10 @@ pub(super) fn roll_up(
                 _ => v.state,
             });
             let mut status = pool_status(p, owned.get(p.release.as_str()).copied());
-            if let Some(why) = verdict.and_then(|v| v.deadline_passed.as_ref()) {
+            if let Some(failure) = verdict.and_then(|v| v.failure.as_ref()) {
                 status.state = ReleaseState::Failed;
-                status.reason = "ProgressDeadlineExceeded".to_string();
-                status.message = why.clone();
+                status.reason = failure.reason.to_string();
+                status.message = failure.message.clone();
             }
             let nodes = input.nodes.and_then(|n| n.get(&p.pool)).copied();
             if rollout == Some(PoolRollout::Offline) {
@@ -44,16 +44,16 @@ pub(super) fn roll_up(
             }
         })
         .collect();
-    let previous = input.app.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
-    status::rollup(&RollupInput {
-        pools: &reports,
-        missing: &plan.missing_pools,
+    let previous = input.app.status.as_ref().map(|s| s.conditions.clone()).unwrap_or_default();
+    Rollup {
+        pools: reports,
+        missing: plan.missing_pools.clone(),
         blocker,
         generation: input.app.metadata.generation,
         previous,
-        now: &input.now,
+        now: input.now.clone(),
         rollout: rollout.map(|r| r.status),
-    })
+    }
 }
 
 /// An offline pool, skipped by the rollout: whatever Flux last said of its

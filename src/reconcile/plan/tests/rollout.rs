@@ -290,3 +290,85 @@ fn all_at_once_still_writes_everything_and_reports_the_rollout() {
     assert_eq!(plan.apply.len(), 5);
     assert_eq!(plan.status.rollout.as_ref().unwrap().progress, "Progressing 0/5");
 }
+
+#[test]
+fn a_pool_the_change_took_offline_halts_the_rollout() {
+    let a = progressive(json!({}));
+    let pools = fleet();
+    let mut owned = releases_of(&a, &pools, &["p2", "p3", "p4", "p5"]);
+    // p1 took the revision at 23:50 and is still being upgraded; its nodes
+    // stopped being Ready at 23:55.
+    owned[0].written_at = Some("2029-12-31T23:50:00Z".into());
+    owned[0].status.state = ReleaseState::Progressing;
+    owned[0].status.observed_latest = false;
+    let down = NodeCount {
+        ready: 0,
+        total: 2,
+        changed: Some("2029-12-31T23:55:00Z".parse().unwrap()),
+    };
+    let up = NodeCount {
+        ready: 1,
+        total: 1,
+        changed: None,
+    };
+    let nodes: BTreeMap<String, NodeCount> = pools
+        .iter()
+        .map(|p| (p.name.clone(), if p.name == "p1" { down } else { up }))
+        .collect();
+    let plan = with_nodes(&a, &pools, owned.clone(), &nodes);
+    assert!(plan.apply.is_empty(), "no further pool is written: {:?}", applied_pools(&plan));
+    let rollout = plan.status.rollout.as_ref().unwrap();
+    assert_eq!(rollout.phase, RolloutPhase::Halted);
+    let stalled = condition(&plan, "Stalled").unwrap();
+    assert_eq!(stalled.reason, "RolloutHalted");
+    assert!(stalled.message.contains("OfflineAfterUpdate"), "{}", stalled.message);
+    let p1 = plan.status.pools.iter().find(|p| p.pool == "p1").unwrap();
+    assert_eq!(p1.reason, "OfflineAfterUpdate");
+    assert!(p1.offline);
+
+    // Offline since before its update: skipped, and the rollout goes on.
+    let nodes: BTreeMap<String, NodeCount> = nodes
+        .into_iter()
+        .map(|(name, mut n)| {
+            if name == "p1" {
+                n.changed = Some("2029-12-31T23:40:00Z".parse().unwrap());
+            }
+            (name, n)
+        })
+        .collect();
+    let plan = with_nodes(&a, &pools, owned, &nodes);
+    assert_eq!(applied_pools(&plan), ["p2"]);
+    assert_eq!(plan.status.rollout.as_ref().unwrap().phase, RolloutPhase::Progressing);
+}
+
+#[test]
+fn a_refused_write_reaches_the_conditions_and_the_counts() {
+    let a = app(json!({}));
+    let plan = run(&a, &pools(), vec![], &[]);
+    assert_eq!(condition(&plan, "Reconciling").map(|c| c.status.as_str()), Some("True"));
+    let refused = |retriable| WriteRefused {
+        pool: "shanghai".into(),
+        reason: "ApplyFailed".into(),
+        message: "cannot apply HelmRelease gw-shanghai: admission webhook denied it".into(),
+        retriable,
+    };
+    let status = plan.status_after_writes(&[refused(false)]);
+    let stalled = status.conditions.iter().find(|c| c.type_ == "Stalled").expect("a person must act");
+    assert!(
+        stalled.message.contains("shanghai") && stalled.message.contains("webhook"),
+        "{}",
+        stalled.message
+    );
+    assert!(
+        status.conditions.iter().all(|c| c.type_ != "Reconciling"),
+        "kstatus reads Failed, not InProgress"
+    );
+    assert_eq!(status.pool_counts.as_ref().unwrap().stalled, 1);
+    let ready = status.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+    assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("False", "ApplyFailed"));
+    // One a retry may mend: failing, and still in progress.
+    let status = plan.status_after_writes(&[refused(true)]);
+    assert_eq!(status.pool_counts.as_ref().unwrap().failed, 1);
+    assert!(status.conditions.iter().all(|c| c.type_ != "Stalled"));
+    assert_eq!(plan.status_after_writes(&[]), plan.status, "nothing refused, nothing changes");
+}

@@ -76,3 +76,68 @@ fn a_blocked_suspended_application_still_suspends_its_releases() {
     assert!(plan.blocked.is_some());
     assert_eq!(plan.suspend, ["gw-hangzhou-1"]);
 }
+
+/// The releases of a progressive application resumed after a suspension,
+/// as Flux leaves them: suspending bumped their generation, and Flux
+/// stamped no verdict on it, so none reads Ready for its latest spec.
+fn resumed_fleet(a: &NodePoolApplication, changed_while_suspended: bool) -> Vec<ObservedRelease> {
+    let fleet = super::rollout::fleet();
+    run(a, &fleet, vec![], &[])
+        .apply
+        .iter()
+        .map(|d| {
+            let hash = if changed_while_suspended {
+                "before-the-change"
+            } else {
+                d.spec_hash.as_str()
+            };
+            let mut release = marked(ready_release(&d.name, &d.pool, hash));
+            release.status.state = ReleaseState::Progressing;
+            release.status.observed_latest = false;
+            release
+        })
+        .collect()
+}
+
+#[test]
+fn resumed_a_progressive_application_goes_on_one_pool_at_a_time() {
+    let a = super::rollout::progressive(json!({ "maxUnavailable": 1 }));
+    let fleet = super::rollout::fleet();
+    let plan = run(&a, &fleet, resumed_fleet(&a, true), &[]);
+    assert_eq!(plan.resume.len(), 5, "{:?}", plan.resume);
+    assert_eq!(applied_pools(&plan), ["p1"], "a change made while suspended keeps its canary");
+    assert!(
+        plan.pools
+            .iter()
+            .filter(|p| p.pool != "p1")
+            .all(|p| p.outcome == Outcome::Deferred(PoolRollout::Pending)),
+        "{:#?}",
+        plan.pools
+    );
+}
+
+#[test]
+fn resumed_without_a_change_every_release_is_restored_at_once_and_takes_no_turn() {
+    let a = super::rollout::progressive(json!({ "maxUnavailable": 1 }));
+    let fleet = super::rollout::fleet();
+    let plan = run(&a, &fleet, resumed_fleet(&a, false), &[]);
+    assert_eq!(applied_pools(&plan), ["p1", "p2", "p3", "p4", "p5"], "nothing new to roll out");
+    assert!(plan.apply.iter().all(|d| d.resumed));
+    let rollout = plan.status.rollout.as_ref().unwrap();
+    assert_eq!(rollout.failed, 0, "their clock starts again: no deadline has passed");
+}
+
+#[test]
+fn while_suspended_no_progress_deadline_runs() {
+    let a = super::rollout::progressive(json!({ "progressDeadline": "1m" }));
+    let mut suspended_app = a.clone();
+    suspended_app.spec.suspend = Some(true);
+    let mut owned = resumed_fleet(&a, false);
+    for r in &mut owned {
+        r.written_at = Some("2029-01-01T00:00:00Z".into());
+    }
+    let plan = run(&suspended_app, &super::rollout::fleet(), owned, &[]);
+    let rollout = plan.status.rollout.as_ref().unwrap();
+    assert_eq!(rollout.failed, 0, "{rollout:?}");
+    assert_ne!(rollout.phase, RolloutPhase::Halted);
+}

@@ -3,6 +3,7 @@
 mod properties;
 
 use super::*;
+use std::collections::BTreeMap;
 
 fn ts(secs: i64) -> Timestamp {
     Timestamp::from_second(1_900_000_000 + secs).unwrap()
@@ -31,6 +32,8 @@ fn ready() -> ReleaseStatus {
 struct Fleet {
     statuses: Vec<ReleaseStatus>,
     pools: Vec<(String, usize, bool, Kind)>,
+    /// When each offline pool went offline, by pool name, when known.
+    offline_since: BTreeMap<String, i64>,
 }
 
 #[derive(Clone, Copy)]
@@ -45,7 +48,17 @@ impl Fleet {
         Self {
             statuses: Vec::new(),
             pools: Vec::new(),
+            offline_since: BTreeMap::new(),
         }
+    }
+
+    /// The pool `name` is offline, since `secs`.
+    fn down_since(mut self, name: &str, secs: i64) -> Self {
+        for pool in self.pools.iter_mut().filter(|p| p.0 == name) {
+            pool.2 = true;
+        }
+        self.offline_since.insert(name.to_string(), secs);
+        self
     }
 
     fn add(mut self, name: &str, wave: usize, offline: bool, kind: Kind, s: Option<ReleaseStatus>) -> Self {
@@ -84,6 +97,7 @@ impl Fleet {
                 pool: name,
                 wave: *wave,
                 offline: *offline,
+                offline_since: self.offline_since.get(name).map(|s| ts(*s)),
                 release: match kind {
                     Kind::Missing => Release::Missing,
                     Kind::Behind(i) => Release::Behind(&self.statuses[*i]),
@@ -250,7 +264,9 @@ fn the_progress_deadline_fails_a_pool_and_says_why() {
         .behind("b", 0, ready())
         .decide(&progressive(), 1);
     assert_eq!(d.state("a"), Some(PoolRollout::Failed));
-    let why = d.pools["a"].deadline_passed.as_deref().unwrap();
+    let failure = d.pools["a"].failure.as_ref().unwrap();
+    assert_eq!(failure.reason, "ProgressDeadlineExceeded");
+    let why = failure.message.as_str();
     assert!(why.contains("progressDeadline (10m)"), "{why}");
     // The time of the update, not the time since: the status holding
     // it must not change from one reconcile to the next.
@@ -311,10 +327,16 @@ fn unhealthy_pools_go_first_whatever_their_wave() {
     let d = Fleet::new()
         .behind("a", 0, ready())
         .behind("b", 1, status(ReleaseState::Stalled, true, None))
-        .behind("c", 1, status(ReleaseState::Progressing, false, None))
+        .behind("c", 1, status(ReleaseState::Progressing, true, None))
         .decide(&progressive(), 2);
     assert_eq!(written(&d), ["b", "c"], "already unavailable: updating them costs nothing");
     assert_eq!(d.state("a"), Some(PoolRollout::Pending), "and they fill maxUnavailable");
+    // A generation Flux has not observed yet is no verdict: it waits its turn.
+    let d = Fleet::new()
+        .behind("a", 0, ready())
+        .behind("c", 1, status(ReleaseState::Progressing, false, None))
+        .decide(&progressive(), 2);
+    assert_eq!(written(&d), ["a"]);
 }
 
 #[test]
@@ -391,9 +413,11 @@ fn offline_pools_are_skipped_and_count_for_nothing() {
         .current("up", 0, ready(), 0)
         .decide(&progressive(), 1);
     assert_eq!(d.phase, RolloutPhase::Complete);
-    // An offline pool's timed-out upgrade is not a failure either.
+    // An offline pool's timed-out upgrade is not a failure either, when it
+    // was offline before the update was written (at second 0).
     let d = Fleet::new()
         .add("down", 0, true, Kind::Current(0, Some(0)), Some(status(ReleaseState::Failed, true, None)))
+        .down_since("down", -60)
         .decide(&progressive(), 1);
     assert_eq!(d.state("down"), Some(PoolRollout::Offline));
     assert_ne!(d.phase, RolloutPhase::Halted);
@@ -489,4 +513,88 @@ fn durations_read_as_flux_writes_them() {
     assert_eq!(parse_duration("1.5h"), Some(Duration::from_secs(5400)));
     assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
     assert_eq!(parse_duration("later"), None);
+}
+
+#[test]
+fn a_pool_that_goes_offline_after_its_update_counts_as_failed() {
+    // "down" got the revision at second 9,000 and lost its nodes at 9,100,
+    // while "next" waits its turn: the rollout halts there.
+    let d = Fleet::new()
+        .current("down", 0, status(ReleaseState::Progressing, false, None), 9_000)
+        .down_since("down", 9_100)
+        .behind("next", 0, ready())
+        .decide(&progressive(), 1);
+    assert_eq!(d.state("down"), Some(PoolRollout::Failed));
+    assert_eq!(d.failed, ["down"]);
+    assert_eq!(d.phase, RolloutPhase::Halted);
+    assert_eq!(d.state("next"), Some(PoolRollout::Halted), "no further pool is touched");
+    let failure = d.pools["down"].failure.as_ref().unwrap();
+    assert_eq!(failure.reason, "OfflineAfterUpdate");
+    assert!(failure.message.contains("after its update at"), "{}", failure.message);
+    // It frees no slot either: with two allowed, one more starts, not two.
+    let d = Fleet::new()
+        .current("down", 0, status(ReleaseState::Ready, true, Some(9_050)), 9_000)
+        .down_since("down", 9_100)
+        .behind("b", 0, ready())
+        .behind("c", 0, ready())
+        .decide(
+            &Settings {
+                max_failures: 1,
+                max_unavailable: 2,
+                ..progressive()
+            },
+            1,
+        );
+    assert_eq!(d.state("down"), Some(PoolRollout::Failed), "Ready for 50 s is no proof");
+    assert_eq!(d.phase, RolloutPhase::Progressing);
+    assert_eq!(written(&d), ["b", "c"], "a failed pool is not busy; the budget allows one failure");
+}
+
+#[test]
+fn a_pool_offline_before_its_update_or_long_after_keeps_being_skipped() {
+    let cases = [
+        // Offline since before the revision was written to it.
+        (status(ReleaseState::Progressing, false, None), 9_000, Some(8_000)),
+        // Ran the revision Ready for more than the 600 s deadline, then went down.
+        (status(ReleaseState::Ready, true, Some(9_010)), 9_000, Some(9_700)),
+        // No time known for when it went down.
+        (status(ReleaseState::Progressing, false, None), 9_000, None),
+    ];
+    for (i, (s, written_at, down)) in cases.into_iter().enumerate() {
+        let mut fleet = Fleet::new().current("down", 0, s, written_at).behind("next", 0, ready());
+        match down {
+            Some(since) => fleet = fleet.down_since("down", since),
+            None => fleet.pools[0].2 = true,
+        }
+        let d = fleet.decide(&progressive(), 1);
+        assert_eq!(d.state("down"), Some(PoolRollout::Offline), "case {i}");
+        assert_eq!(written(&d), ["next"], "case {i}: an offline pool blocks nothing");
+    }
+    // Offline on the previous revision: skipped, as before.
+    let d = Fleet::new()
+        .behind("down", 0, status(ReleaseState::Failed, true, None))
+        .down_since("down", 9_900)
+        .behind("next", 0, ready())
+        .decide(&progressive(), 1);
+    assert_eq!(d.state("down"), Some(PoolRollout::Offline));
+    assert_eq!(written(&d), ["next"]);
+}
+
+#[test]
+fn releases_flux_has_not_judged_since_a_resume_do_not_all_start_at_once() {
+    // Resumed after a suspension: Flux has not observed the generation the
+    // suspension bumped, so none reads Ready; none is a verdict either.
+    let unjudged = || status(ReleaseState::Progressing, false, None);
+    let d = ["a", "b", "c", "d"]
+        .iter()
+        .fold(Fleet::new(), |f, n| f.behind(n, 0, unjudged()))
+        .decide(&progressive(), 1);
+    assert_eq!(written(&d), ["a"], "maxUnavailable 1: one pool at a time");
+    // Flux's verdict that a release of the previous revision fails is one.
+    let d = Fleet::new()
+        .behind("a", 0, ready())
+        .behind("b", 0, status(ReleaseState::Failed, true, None))
+        .behind("c", 0, unjudged())
+        .decide(&progressive(), 1);
+    assert_eq!(written(&d), ["b"], "unavailable already, it starts at once and takes the slot");
 }

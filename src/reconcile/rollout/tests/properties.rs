@@ -24,6 +24,8 @@ struct Drawn {
     observed_latest: bool,
     ready_for: i64,
     written_ago: i64,
+    /// When it went offline, as seconds before now.
+    offline_ago: i64,
 }
 
 fn drawn() -> impl Strategy<Value = Drawn> {
@@ -33,18 +35,22 @@ fn drawn() -> impl Strategy<Value = Drawn> {
         0..3u8,
         0..STATES.len(),
         any::<bool>(),
-        0..120i64,
+        0..1200i64,
         0..900i64,
+        0..1800i64,
     )
-        .prop_map(|(wave, offline, kind, state, observed_latest, ready_for, written_ago)| Drawn {
-            wave,
-            offline,
-            kind,
-            state,
-            observed_latest,
-            ready_for,
-            written_ago,
-        })
+        .prop_map(
+            |(wave, offline, kind, state, observed_latest, ready_for, written_ago, offline_ago)| Drawn {
+                wave,
+                offline,
+                kind,
+                state,
+                observed_latest,
+                ready_for,
+                written_ago,
+                offline_ago,
+            },
+        )
 }
 
 fn settings() -> impl Strategy<Value = Settings> {
@@ -92,6 +98,7 @@ proptest! {
                 pool: &names[i],
                 wave: d.wave,
                 offline: d.offline,
+                offline_since: Some(ts(10_000 - d.offline_ago)),
                 release: match d.kind {
                     0 => Release::Missing,
                     1 => Release::Behind(&statuses[i]),
@@ -101,16 +108,28 @@ proptest! {
             .collect();
         let d = decide(&settings, &inputs, 3, now());
         let state = |i: usize| d.pools[&names[i]].state;
-        let skipped = |i: usize| fleet[i].offline && settings.skip_offline;
-        let healthy = |i: usize| STATES[fleet[i].state] == ReleaseState::Ready;
+        // Offline and skipped; went down after its update and counted failed.
+        let offline = |i: usize| fleet[i].offline && settings.skip_offline;
+        let down_after_update = |i: usize| {
+            let d = &fleet[i];
+            let proven = STATES[d.state] == ReleaseState::Ready && d.observed_latest
+                && d.written_ago.min(d.ready_for) - d.offline_ago >= 600;
+            offline(i) && d.kind == 2 && d.offline_ago <= d.written_ago && !proven
+        };
+        let skipped = |i: usize| offline(i) && !down_after_update(i);
+        // Healthy: Ready, or not yet judged by Flux (no verdict that it is unavailable).
+        let healthy = |i: usize| STATES[fleet[i].state] == ReleaseState::Ready || !fleet[i].observed_latest;
         let halted = d.phase == RolloutPhase::Halted;
         prop_assert_eq!(d.pools.len(), fleet.len());
         prop_assert_eq!(d.total, (0..fleet.len()).filter(|i| !skipped(*i)).count());
+        prop_assert_eq!(d.failed.len() >= (0..fleet.len()).filter(|i| down_after_update(*i)).count(), true);
         prop_assert_eq!(halted, settings.progressive && d.failed.len() > settings.max_failures);
         for i in 0..fleet.len() {
             let s = state(i);
             // An offline pool is never written; a current one never written again.
             if skipped(i) { prop_assert_eq!(s, PoolRollout::Offline); }
+            // Down after its update: failed for this revision, whatever Flux says.
+            if down_after_update(i) { prop_assert_eq!(s, PoolRollout::Failed); }
             if fleet[i].kind == 2 { prop_assert!(s != PoolRollout::Write); }
             // A halt writes nothing; a pause writes no update.
             if halted { prop_assert!(s != PoolRollout::Write); }
