@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{DeleteParams, DynamicObject, ListParams};
 use kube::Api;
+use nodepool_fanout::api::naming;
 use nodepool_fanout::api::NodePoolApplication;
 use nodepool_fanout::chart::shared as shared_chart;
 use serde_json::{json, Value};
@@ -241,6 +242,137 @@ async fn an_application_deleted_while_pools_are_added_leaves_nothing_behind() ->
     // And none comes back: a reconcile still in flight must not resurrect it.
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(leftovers().await?, (0, 0), "something came back:\n{}", controller.log_tail());
+    env.cleanup().await;
+    Ok(())
+}
+
+/// Our releases in the test's namespace, by pool, listed by our label: a
+/// plain list of the namespace fails as a whole on a release nested past
+/// what clients read, which is what the test below puts there.
+async fn our_release_pools(env: &TestEnv) -> Vec<String> {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), &env.namespace, &helmrelease_resource());
+    let ours = format!("{}={}", naming::LABEL_MANAGED_BY, naming::MANAGER);
+    let list = api.list(&ListParams::default().labels(&ours)).await.expect("list our HelmReleases");
+    let mut pools: Vec<String> = list
+        .items
+        .iter()
+        .filter_map(|r| r.metadata.labels.as_ref()?.get(naming::LABEL_POOL).cloned())
+        .collect();
+    pools.sort();
+    pools
+}
+
+async fn wait_our_release_pools(env: &TestEnv, want: &[&str]) {
+    support::wait_for(&format!("releases for {want:?}"), CHANGE_TIMEOUT, || async {
+        match our_release_pools(env).await {
+            have if have == want => Ok(()),
+            have => Err(format!("releases for {have:?}")),
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_helmrelease_nested_too_deep_to_read_stalls_nothing_before_or_after_a_restart() -> TestResult {
+    let mut env = TestEnv::new("deep-release").await;
+    ensure_crd(&env.client).await;
+    let tag = env.prefix.clone();
+    let first_pool = env.create_pool("a", &[("e2e", &tag), ("region", "east")], 0).await;
+    // Anyone who may create a HelmRelease in a watched namespace can make
+    // one nested 130 deep: the API server takes it, clients stop at 128.
+    let depth = 130;
+    let deep = format!(
+        r#"{{"apiVersion":"helm.toolkit.fluxcd.io/v2","kind":"HelmRelease",
+            "metadata":{{"name":"deep","namespace":"{}"}},
+            "spec":{{"suspend":true,"interval":"10m","chart":{{"spec":{{"chart":"x",
+              "sourceRef":{{"kind":"HelmRepository","name":"fixtures","namespace":"flux-system"}}}}}},
+              "values":{}"bottom"{}}}}}"#,
+        env.namespace,
+        r#"{"level":"#.repeat(depth),
+        "}".repeat(depth)
+    );
+    let file = support::repo_root().join(format!("target/e2e-logs/{}-deep-release.json", env.namespace));
+    std::fs::write(&file, deep)?;
+    support::kubectl(&["create", "-f", &file.to_string_lossy()]);
+
+    let controller = RunningController::start(&env.namespace);
+    apply_app(&env, &ingress_app(&env, json!({ "helmRelease": { "suspend": true } }))).await?;
+    wait_our_release_pools(&env, &[&first_pool]).await;
+    assert_eq!(controller.readyz().await, 200, "its caches listed:\n{}", controller.log_tail());
+    let log = std::fs::read_to_string(&controller.log)?;
+    assert!(
+        log.contains("nests deeper than"),
+        "the deep release is reported:\n{}",
+        controller.log_tail()
+    );
+
+    // After a restart the release is listed again, with every other one:
+    // a pool that joins gets its release.
+    drop(controller);
+    let controller = RunningController::start(&env.namespace);
+    let second_pool = env.create_pool("b", &[("e2e", &tag), ("region", "east")], 0).await;
+    wait_our_release_pools(&env, &[&first_pool, &second_pool]).await;
+    assert_eq!(controller.readyz().await, 200, "{}", controller.log_tail());
+    drop(controller);
+    support::kubectl(&[
+        "delete",
+        "helmrelease",
+        "deep",
+        "-n",
+        &env.namespace,
+        "--wait=false",
+    ]);
+    env.cleanup().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_stops_the_controller_while_a_cache_cannot_list() -> TestResult {
+    let mut env = TestEnv::new("sigterm").await;
+    ensure_crd(&env.client).await;
+    let tag = env.prefix.clone();
+    env.create_pool("a", &[("e2e", &tag), ("region", "east")], 0).await;
+    apply_app(&env, &ingress_app(&env, json!({ "helmRelease": { "suspend": true } }))).await?;
+    // An identity that may read applications and nothing else: every other
+    // watch is refused and retried, so the reconcile of the application
+    // waits for caches that never list.
+    let account = "apps-only";
+    support::kubectl(&["-n", &env.namespace, "create", "serviceaccount", account]);
+    support::kubectl(&[
+        "-n",
+        &env.namespace,
+        "create",
+        "role",
+        account,
+        "--verb=get,list,watch",
+        "--resource=nodepoolapplications.apps.fanout.dev",
+    ]);
+    support::kubectl(&[
+        "-n",
+        &env.namespace,
+        "create",
+        "rolebinding",
+        account,
+        &format!("--role={account}"),
+        &format!("--serviceaccount={}:{account}", env.namespace),
+    ]);
+    let kubeconfig = support::kubeconfig_as(&env.namespace, account);
+    let mut controller = RunningController::start_as(&env.namespace, &[], &kubeconfig);
+    support::wait_for("the reconcile waiting on the caches", Duration::from_secs(60), || async {
+        let log = std::fs::read_to_string(&controller.log).unwrap_or_default();
+        match log.contains("watch failed; retrying") {
+            true => Ok(()),
+            false => Err("no watch refused yet".to_string()),
+        }
+    })
+    .await;
+    assert_eq!(controller.readyz().await, 503, "its caches have not listed:\n{}", controller.log_tail());
+    let took = controller.terminate(Duration::from_secs(30));
+    let log = controller.log_tail();
+    let took = took.unwrap_or_else(|| panic!("still running 30 s after SIGTERM:\n{log}"));
+    assert!(took < Duration::from_secs(20), "took {took:?} to stop:\n{log}");
+    println!("stopped {took:?} after SIGTERM");
     env.cleanup().await;
     Ok(())
 }

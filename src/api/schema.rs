@@ -49,7 +49,7 @@ pub(super) fn values_paths_schema(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
         "type": "array",
         "maxItems": 32,
-        "items": { "type": "string", "maxLength": 253, "pattern": r"^[^.]+(\.[^.]+)*$" }
+        "items": { "type": "string", "maxLength": 253, "pattern": r"^[^.]+(\.[^.]+){0,15}$" }
     })
 }
 

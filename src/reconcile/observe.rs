@@ -24,6 +24,9 @@ use crate::reconcile::packed::PackedJson;
 use crate::reconcile::plan::{HelmReleaseKey, ObservedRelease, OtherReleases, TakenRelease};
 use k8s_openapi::api::core::v1::Node;
 
+pub mod shallow;
+pub use shallow::Shallow;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ObserveError {
     #[error("the cluster serves no cluster-scoped {kind} in {group}: {reason}")]
@@ -449,9 +452,25 @@ impl CachedRelease {
     }
 }
 
+/// Read field by field ([`Shallow`]): a HelmRelease nested past what
+/// serde_json reads (anyone who may create one in a watched namespace can
+/// make one) loses the fields too deep to keep, with a warning, instead of
+/// failing every list of HelmReleases and so every application. Of a
+/// release this controller owns, what is left out is put back by the next
+/// apply, as any hand edit is.
 impl<'de> Deserialize<'de> for CachedRelease {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        DynamicObject::deserialize(deserializer).map(Self::from_object)
+        let read = Shallow::<DynamicObject>::deserialize(deserializer)?;
+        if !read.dropped.is_empty() {
+            tracing::warn!(
+                release = %read.object.metadata.name.as_deref().unwrap_or_default(),
+                namespace = %read.object.metadata.namespace.as_deref().unwrap_or_default(),
+                dropped = %read.dropped.join(", "),
+                "HelmRelease nests deeper than {} levels: these fields are left out of what the controller reads",
+                shallow::MAX_KEPT_DEPTH
+            );
+        }
+        Ok(Self::from_object(read.object))
     }
 }
 

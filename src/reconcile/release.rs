@@ -314,8 +314,10 @@ fn values_for(spec: &NodePoolApplicationSpec, pool: &Pool, scope: &Scope) -> Res
         .map(|(k, v)| (k, Value::String(v)))
         .collect();
     for (i, path) in spec.placement.values_paths.iter().enumerate() {
-        values::set_path(&mut layers.values, path, &selector)
-            .map_err(|e| FieldError::new(format!("placement.valuesPaths[{i}]"), e))?;
+        let field = format!("placement.valuesPaths[{i}]");
+        values::set_path(&mut layers.values, path, &selector).map_err(|e| FieldError::new(&field, e))?;
+        // Each value added is checked too: what is written must read back.
+        not_too_deep(&field, &layers.values)?;
     }
     Ok(layers)
 }

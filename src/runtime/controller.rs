@@ -25,7 +25,7 @@ use crate::pools::kind::{self as pool_kinds, PoolObjects};
 use crate::pools::{nodes, Pool};
 use crate::reconcile::apply::SharedCharts;
 use crate::reconcile::changes::{NodeChanges, PoolChanges};
-use crate::reconcile::observe::{self, CachedPool, Caches};
+use crate::reconcile::observe::{self, CachedPool, Caches, Shallow};
 use crate::runtime::api_errors;
 use crate::runtime::backoff::Backoff;
 use crate::runtime::options::RunArgs;
@@ -75,12 +75,13 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
             }
         }
     }
-    metrics.ready.store(true, std::sync::atomic::Ordering::Relaxed);
 
     // Applications are watched by their metadata alone and read in full by
     // each reconcile: a spec this client cannot decode then fails that one
     // application instead of every list and watch of them all.
-    let apps: Api<AppMeta> = match &args.watch_namespace {
+    // Read field by field (see `Shallow`), so that one application nested
+    // too deep to read fails only its own reconcile, not every list.
+    let apps: Api<Shallow<AppMeta>> = match &args.watch_namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
@@ -130,7 +131,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         controller: "nodepool-fanout".into(),
         instance: std::env::var("POD_NAME").ok(),
     };
-    let ready = readiness(caches.clone(), chart_store.clone(), node_store.clone());
+    let ready = readiness(caches.clone(), chart_store.clone(), node_store.clone(), metrics.clone());
     let context = Arc::new(Context {
         client: client.clone(),
         caches,
@@ -151,10 +152,19 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     // A standby says so until it leads; without leader election this
     // instance is the leader.
     context.metrics.set_leader(!args.leader_election);
-    let leadership = match args.leader_election {
-        true => Some(lead(&client, &args.leader_election_namespace).await?),
-        false => None,
+    // A standby is ready: it serves nothing until it leads, and a rollout
+    // of the Deployment must not wait on it. The leader is ready once its
+    // caches have listed (see `readiness`).
+    let serving = |ready: bool| context.metrics.ready.store(ready, std::sync::atomic::Ordering::Relaxed);
+    serving(args.leader_election);
+    let (leadership, lease_task) = match args.leader_election {
+        true => {
+            let (channel, task) = lead(&client, &args.leader_election_namespace).await?;
+            (Some(channel), Some(task))
+        }
+        false => (None, None),
     };
+    serving(matches!(*context.ready.borrow(), Readiness::Ready));
     context.metrics.set_leader(true);
     // Losing the Lease stops the controller gracefully; `run` then fails so
     // the process restarts as a standby.
@@ -183,7 +193,8 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         Some(selector) => app_config.labels(selector),
         None => app_config,
     };
-    let app_events = reflector(writer, watcher(apps, app_config));
+    let app_events =
+        reflector(writer, watcher(apps.clone(), app_config).map_ok(|e| map_event(e, |app| app.object)));
     let controller = Controller::for_stream(changed_apps(app_events), store.clone()).with_config(config);
     // What this instance made carries its applications' shard label.
     let managed_by = match shard {
@@ -206,9 +217,9 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     // the pool enters, leaves or is in, and only when its name, labels or
     // annotations changed or it came or went: not status churn.
     let pool_triggers = pool_changes.into_iter().map(|(kind, objects, resource, mut changes)| {
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+        let api: Api<Shallow<DynamicObject>> = Api::all_with(client.clone(), &resource);
         let events = watcher(api, paged())
-            .map_ok(move |event| map_event(event, |object| CachedPool::from_object(objects, object)));
+            .map_ok(move |event| map_event(event, |read| CachedPool::from_object(objects, read.object)));
         let (store, selections) = (store.clone(), context.selections.clone());
         let mut first_list = FirstList::Quiet;
         retrying(objects.kind(), events)
@@ -386,25 +397,71 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         }
     };
     let stop = futures::future::select(Box::pin(lost_leadership), Box::pin(pool_api_appeared)).map(|_| ());
-    controller
+    // Stopping: on SIGTERM or SIGINT, a lost Lease or a pool API appearing.
+    // Reconciles under way get SHUTDOWN_GRACE to finish; then the process
+    // goes whatever they wait on (a cache that cannot list, an API server
+    // that does not answer), well inside a pod's 30 s grace period.
+    let (stopping, stopped) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        futures::future::select(Box::pin(signalled()), Box::pin(stop)).await;
+        let _ = stopping.send(true);
+    });
+    let stop_requested = |mut stopped: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = stopped.wait_for(|s| *s).await;
+    };
+    let running = controller
         .reconcile_on(throttle::per_key(wakes, window))
-        .shutdown_on_signal()
-        .graceful_shutdown_on(stop)
+        .graceful_shutdown_on(stop_requested(stopped.clone()))
         .run(reconcile, error_policy, context)
         .for_each(|result| async move {
             match result {
                 Ok((app, _)) => tracing::debug!(app = %app, "reconciled"),
                 Err(e) => warn!(error = %e, "reconcile failed"),
             }
-        })
-        .await;
-    info!("stopped");
+        });
+    let overdue = stop_requested(stopped).then(|()| tokio::time::sleep(SHUTDOWN_GRACE));
+    tokio::select! {
+        () = running => info!("stopped"),
+        () = overdue => warn!(grace = ?SHUTDOWN_GRACE, "reconciles under way did not finish in time; stopping anyway"),
+    }
+    if let Some(task) = lease_task {
+        // Dropping the channel's last receiver (with the controller above)
+        // makes the Lease's task release it, so a standby takes over now
+        // rather than when the Lease expires.
+        match tokio::time::timeout(Duration::from_secs(5), task).await {
+            Ok(Ok(Ok(_))) => info!("released the leadership"),
+            Ok(Ok(Err(e))) => warn!(error = %e, "cannot release the leadership"),
+            Ok(Err(e)) => warn!(error = %e, "cannot release the leadership"),
+            Err(_) => warn!("releasing the leadership took more than 5 s; it expires on its own"),
+        }
+    }
     if let Some(crd) = appeared.get() {
         return Err(Error::PoolApiAppeared(crd));
     }
     match lost.load(std::sync::atomic::Ordering::Relaxed) {
         true => Err(Error::LostLeadership(args.leader_election_namespace.clone())),
         false => Ok(()),
+    }
+}
+
+/// How long reconciles under way may take to finish once the controller
+/// is told to stop.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// SIGTERM (as the kubelet stops a pod) or SIGINT (Ctrl-C).
+async fn signalled() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => info!("SIGTERM: stopping"),
+                _ = tokio::signal::ctrl_c() => info!("SIGINT: stopping"),
+            }
+        }
+        Err(e) => {
+            warn!(error = %e, "cannot listen for SIGTERM; stopping on SIGINT only");
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
 

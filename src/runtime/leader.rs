@@ -6,12 +6,17 @@ use tracing::info;
 
 use super::context::*;
 
+/// The Lease's task: once every receiver of its channel is gone, it
+/// releases the Lease and ends.
+pub(super) type LeaseTask =
+    tokio::task::JoinHandle<Result<kube_lease_manager::LeaseManager, kube_lease_manager::LeaseManagerError>>;
+
 /// Waits until this replica holds the Lease; the returned channel says
 /// whether it still does.
 pub(super) async fn lead(
     client: &Client,
     namespace: &str,
-) -> Result<tokio::sync::watch::Receiver<bool>, Error> {
+) -> Result<(tokio::sync::watch::Receiver<bool>, LeaseTask), Error> {
     let identity =
         std::env::var("POD_NAME").unwrap_or_else(|_| format!("nodepool-fanout-{}", std::process::id()));
     let failed = |source| Error::LeaderElection {
@@ -29,7 +34,7 @@ pub(super) async fn lead(
         .build()
         .await
         .map_err(failed)?;
-    let (mut channel, _task) = manager.watch().await;
+    let (mut channel, task) = manager.watch().await;
     info!(%identity, lease = %format!("{namespace}/nodepool-fanout"), "waiting for the leadership");
     while !*channel.borrow_and_update() {
         if channel.changed().await.is_err() {
@@ -37,5 +42,5 @@ pub(super) async fn lead(
         }
     }
     info!(%identity, "leading");
-    Ok(channel)
+    Ok((channel, task))
 }

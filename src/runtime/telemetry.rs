@@ -392,7 +392,7 @@ async fn metrics_handler(State(metrics): State<Arc<Metrics>>) -> impl IntoRespon
 async fn ready_handler(State(metrics): State<Arc<Metrics>>) -> impl IntoResponse {
     match metrics.ready.load(Ordering::Relaxed) {
         true => (StatusCode::OK, "ready"),
-        false => (StatusCode::SERVICE_UNAVAILABLE, "starting"),
+        false => (StatusCode::SERVICE_UNAVAILABLE, "not ready: the caches have not listed yet"),
     }
 }
 

@@ -184,6 +184,7 @@ pub(super) fn readiness(
     caches: Caches,
     charts: SharedCharts,
     nodes: reflector::Store<Node>,
+    metrics: std::sync::Arc<crate::runtime::telemetry::Metrics>,
 ) -> tokio::sync::watch::Receiver<Readiness> {
     let (tell, ready) = tokio::sync::watch::channel(Readiness::Listing);
     tokio::spawn(async move {
@@ -198,6 +199,9 @@ pub(super) fn readiness(
             Ok(()) => Readiness::Ready,
         };
         info!(?state, "caches listed");
+        // /readyz says ready only now: a watch that cannot list (an object
+        // it cannot read, an API server that refuses it) keeps it unready.
+        metrics.ready.store(state == Readiness::Ready, std::sync::atomic::Ordering::Relaxed);
         let _ = tell.send(state);
     });
     ready

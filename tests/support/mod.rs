@@ -672,6 +672,33 @@ impl RunningController {
     }
 }
 
+impl RunningController {
+    /// Sends SIGTERM, as the kubelet stops a pod, and waits up to `within`
+    /// for the process to exit; returns how long it took, or `None` if it
+    /// is still running (then it is killed).
+    pub fn terminate(&mut self, within: Duration) -> Option<Duration> {
+        let start = std::time::Instant::now();
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        while start.elapsed() < within {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return Some(start.elapsed());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        self.kill();
+        None
+    }
+
+    /// The HTTP status of `/readyz`.
+    pub async fn readyz(&self) -> u16 {
+        let url = format!("http://{}/readyz", self.metrics_addr);
+        match reqwest::get(&url).await {
+            Ok(response) => response.status().as_u16(),
+            Err(_) => 0,
+        }
+    }
+}
+
 impl Drop for RunningController {
     fn drop(&mut self) {
         self.kill();

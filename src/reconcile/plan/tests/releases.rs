@@ -232,6 +232,21 @@ fn values_too_deep_fail_only_the_pools_they_apply_to() {
 }
 
 #[test]
+fn a_values_path_that_nests_the_values_too_deep_fails_the_pool() {
+    // Admission takes 16 segments at most; past it (a CRD installed by
+    // hand, an older one), the values written must still read back.
+    let long: Vec<String> = (0..124).map(|i| format!("k{i}")).collect();
+    let a = app(json!({ "placement": { "valuesPaths": [long.join(".")] } }));
+    let plan = run(&a, &pools(), vec![], &[]);
+    assert!(plan.apply.is_empty(), "{:?}", applied_pools(&plan));
+    let Outcome::Failed { field, message } = outcome(&plan, "hangzhou") else {
+        panic!("{plan:#?}")
+    };
+    assert_eq!(field, "placement.valuesPaths[0]");
+    assert!(message.contains("more than the 64 allowed"), "{message}");
+}
+
+#[test]
 fn bad_values_path_fails_the_pool_naming_the_path() {
     let a = app(json!({ "values": { "controller": "off" } }));
     let plan = run(&a, &pools(), vec![], &[]);
