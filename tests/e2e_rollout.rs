@@ -175,8 +175,11 @@ async fn cut_off(env: &TestEnv, node: &str) -> TestResult {
     let nodes: Api<Node> = Api::all(env.client.clone());
     let unmanaged = json!({ "metadata": { "annotations": { "kwok.x-k8s.io/node": null } } });
     nodes.patch(node, &PatchParams::default(), &Patch::Merge(&unmanaged)).await?;
+    // As the node lifecycle controller writes it: since now.
+    let now = Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
     let not_ready = json!({ "status": { "conditions": [{
-        "type": "Ready", "status": "False", "reason": "NodeStatusUnknown", "message": "link down (test)"
+        "type": "Ready", "status": "False", "reason": "NodeStatusUnknown", "message": "link down (test)",
+        "lastTransitionTime": now
     }] } });
     nodes
         .patch_status(node, &PatchParams::default(), &Patch::Strategic(&not_ready))
@@ -242,6 +245,51 @@ async fn an_offline_pool_is_skipped_reported_apart_and_caught_up_when_back() -> 
     let after = hashes(&env).await;
     assert_ne!(after[&down], before[&down], "the pool back online did not get the change");
 
+    env.cleanup().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_change_that_takes_its_pool_offline_halts_the_rollout() -> TestResult {
+    let (env, pools, controller) = three_pools("offline-after-update").await;
+    let mut app = ingress_app(&env, json!({ "rollout": { "strategy": "Progressive", "maxUnavailable": 1 } }));
+    apply_app(&env, &app).await?;
+    wait_app(&env, &controller, "the first install", READY_TIMEOUT, complete(3)).await;
+    let before = hashes(&env).await;
+
+    // The change reaches the first pool, and its node goes down right
+    // after, as if the chart broke the kubelet or the link.
+    with_log_level(&mut app, "debug");
+    apply_app(&env, &app).await?;
+    let first = pools[0].clone();
+    support::wait_for("the change written to the first pool", support::apps::CHANGE_TIMEOUT, || async {
+        match hashes(&env).await.get(&first) != before.get(&first) {
+            true => Ok(()),
+            false => Err("not yet".to_string()),
+        }
+    })
+    .await;
+    let node = env.nodes_of(&first).await.pop().expect("the pool has a node");
+    cut_off(&env, &node).await?;
+
+    let halted =
+        wait_app(&env, &controller, "the halt", ROLLOUT_TIMEOUT, stalled_because("RolloutHalted")).await;
+    let message = condition(&halted, "Stalled").and_then(|c| c["message"].as_str()).unwrap_or_default();
+    assert!(
+        message.contains(&first) && message.contains("OfflineAfterUpdate"),
+        "names the pool and why: {message}"
+    );
+    let entry = support::apps::pool_status(&halted, &first).cloned().unwrap_or_default();
+    assert_eq!(
+        (entry["reason"].as_str(), entry["offline"].as_bool()),
+        (Some("OfflineAfterUpdate"), Some(true))
+    );
+    controller.quiet(Duration::from_secs(5)).await;
+    let after = hashes(&env).await;
+    for pool in &pools[1..] {
+        assert_eq!(after[pool], before[pool], "pool {pool} was written after the halt");
+    }
+    reconnect(&env, &node).await?;
     env.cleanup().await;
     Ok(())
 }

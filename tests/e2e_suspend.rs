@@ -133,3 +133,73 @@ async fn a_suspended_application_leaves_everything_as_it_is_until_resumed() -> T
     env.cleanup().await;
     result
 }
+
+/// Whether Flux says the release is Ready for its latest spec.
+fn ready_for_latest(hr: &Value) -> bool {
+    let generation = &hr["metadata"]["generation"];
+    hr["status"]["observedGeneration"] == *generation
+        && support::condition(hr, "Ready")
+            .is_some_and(|c| c["status"] == "True" && c["observedGeneration"] == *generation)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn resuming_a_progressive_application_goes_on_pool_by_pool() -> TestResult {
+    let mut env = TestEnv::new("suspend-progressive").await;
+    support::ensure_crd(&env.client).await;
+    let pools = env.create_region_pools(&["east", "west", "north"]).await;
+    let controller = RunningController::start(&env.namespace);
+    let result = async {
+        let app = ingress_app(&env, json!({ "rollout": { "strategy": "Progressive", "maxUnavailable": 1 } }));
+        apply_app(&env, &app).await?;
+        wait_app(&env, &controller, "READY 3/3", READY_TIMEOUT, ready_is("3/3")).await;
+
+        let mut suspended = app.clone();
+        suspended["spec"]["suspend"] = json!(true);
+        apply_app(&env, &suspended).await?;
+        support::wait_for("every release suspended", CHANGE_TIMEOUT, || async {
+            let releases = releases_by_pool(&env).await;
+            match releases.len() == 3 && releases.values().all(|hr| hr["spec"]["suspend"] == true) {
+                true => Ok(()),
+                false => Err("not yet".to_string()),
+            }
+        })
+        .await;
+        // A change made while suspended, then a resume: the change must
+        // still reach one pool at a time, not every pool at once.
+        let mut changed = suspended.clone();
+        changed["spec"]["values"]["controller"]["replicas"] = json!(2);
+        apply_app(&env, &changed).await?;
+        let mut resumed = changed.clone();
+        resumed["spec"].as_object_mut().expect("spec").remove("suspend");
+        apply_app(&env, &resumed).await?;
+
+        let (mut most_in_flight, mut partial_seen) = (0, false);
+        let deadline = std::time::Instant::now() + READY_TIMEOUT;
+        loop {
+            let releases = releases_by_pool(&env).await;
+            let changed: Vec<&Value> = releases
+                .values()
+                .filter(|hr| hr["spec"]["values"]["controller"]["replicas"] == 2)
+                .collect();
+            let in_flight = changed.iter().filter(|hr| !ready_for_latest(hr)).count();
+            most_in_flight = most_in_flight.max(in_flight);
+            partial_seen |= !changed.is_empty() && changed.len() < pools.len();
+            if changed.len() == pools.len() && in_flight == 0 {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the change did not reach every pool:\n{}",
+                controller.log_tail()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+        assert!(most_in_flight <= 1, "{most_in_flight} pools updating at once, past maxUnavailable 1");
+        assert!(partial_seen, "never saw the change on some pools but not all: it went everywhere at once");
+        wait_app(&env, &controller, "READY 3/3 after resuming", READY_TIMEOUT, ready_is("3/3")).await;
+        Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
+    }
+    .await;
+    env.cleanup().await;
+    result
+}

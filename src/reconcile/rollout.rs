@@ -7,10 +7,10 @@
 //! The rules, in order:
 //! - An offline pool (nodes, none Ready) is skipped unless `offlinePools:
 //!   Include`: its release stays as it is and it counts for nothing. Unless
-//!   it went offline after the current revision was written to it, and had
-//!   not run that revision Ready for a whole `progressDeadline` first: then
-//!   the revision may be what took it down (a chart that breaks the kubelet,
-//!   the CNI or the edge agent), and it counts as failed.
+//!   it went offline after the current revision was written to it, before
+//!   it was done with it (Ready for `minReadySeconds`): then the revision
+//!   may be what took it down (a chart that breaks the kubelet, the CNI or
+//!   the edge agent), and it counts as failed.
 //! - A pool with no release yet is installed at once: it has nothing to
 //!   break. Only a halt holds it back (the revision is known bad).
 //! - A pool whose release carries the revision is done once Ready for its
@@ -390,10 +390,12 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
 }
 
 /// An offline pool, skipped by the rollout: unless the current revision
-/// reached it before it went down, and it had not run that revision Ready
-/// for a whole progress deadline first. Then the revision may be what took
-/// it down, and it counts as failed, so that a chart that bricks its sites
-/// halts at the first one instead of walking the fleet pool by pool.
+/// reached it before it went down, and it was not done with it first
+/// (Ready on it for `minReadySeconds`, the proof the rollout asks of every
+/// pool). Then the revision may be what took it down, and it counts as
+/// failed, so that a chart that bricks its sites halts at the first one
+/// instead of walking the fleet pool by pool. Node conditions carry whole
+/// seconds: going down within the second of the write counts as after it.
 fn offline(settings: &Settings, p: &PoolInput) -> PoolDecision {
     let skipped = PoolDecision::of(PoolRollout::Offline);
     let Release::Current {
@@ -403,14 +405,15 @@ fn offline(settings: &Settings, p: &PoolInput) -> PoolDecision {
     else {
         return skipped;
     };
-    let Some(since) = p.offline_since.filter(|since| *since >= written) else {
+    let Some(since) = p.offline_since.filter(|since| since.as_second() >= written.as_second()) else {
         return skipped;
     };
     let ready_since = status.ready_since.as_deref().and_then(|t| t.parse::<Timestamp>().ok());
     let ran_for = |from: Timestamp| Duration::try_from(since.duration_since(from)).unwrap_or(Duration::ZERO);
     let proven = status.state == ReleaseState::Ready
         && status.observed_latest
-        && ready_since.is_some_and(|ready| ran_for(ready.max(written)) >= settings.progress_deadline);
+        && ready_since
+            .is_some_and(|ready| ready <= since && ran_for(ready.max(written)) >= settings.min_ready);
     if proven {
         return skipped;
     }

@@ -530,6 +530,13 @@ fn a_pool_that_goes_offline_after_its_update_counts_as_failed() {
     assert_eq!(d.state("next"), Some(PoolRollout::Halted), "no further pool is touched");
     let failure = d.pools["down"].failure.as_ref().unwrap();
     assert_eq!(failure.reason, "OfflineAfterUpdate");
+    // Ready only after it went down is no proof either (Helm's wait on
+    // pods that were up a moment longer).
+    let d = Fleet::new()
+        .current("down", 0, status(ReleaseState::Ready, true, Some(9_200)), 9_000)
+        .down_since("down", 9_100)
+        .decide(&progressive(), 1);
+    assert_eq!(d.state("down"), Some(PoolRollout::Failed));
     assert!(failure.message.contains("after its update at"), "{}", failure.message);
     // It frees no slot either: with two allowed, one more starts, not two.
     let d = Fleet::new()
@@ -541,11 +548,16 @@ fn a_pool_that_goes_offline_after_its_update_counts_as_failed() {
             &Settings {
                 max_failures: 1,
                 max_unavailable: 2,
+                min_ready: Duration::from_secs(60),
                 ..progressive()
             },
             1,
         );
-    assert_eq!(d.state("down"), Some(PoolRollout::Failed), "Ready for 50 s is no proof");
+    assert_eq!(
+        d.state("down"),
+        Some(PoolRollout::Failed),
+        "Ready for 50 s of minReadySeconds 60: not done"
+    );
     assert_eq!(d.phase, RolloutPhase::Progressing);
     assert_eq!(written(&d), ["b", "c"], "a failed pool is not busy; the budget allows one failure");
 }
@@ -555,7 +567,7 @@ fn a_pool_offline_before_its_update_or_long_after_keeps_being_skipped() {
     let cases = [
         // Offline since before the revision was written to it.
         (status(ReleaseState::Progressing, false, None), 9_000, Some(8_000)),
-        // Ran the revision Ready for more than the 600 s deadline, then went down.
+        // Done with the revision (Ready, minReadySeconds 0), then went down.
         (status(ReleaseState::Ready, true, Some(9_010)), 9_000, Some(9_700)),
         // No time known for when it went down.
         (status(ReleaseState::Progressing, false, None), 9_000, None),

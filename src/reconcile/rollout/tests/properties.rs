@@ -113,7 +113,8 @@ proptest! {
         let down_after_update = |i: usize| {
             let d = &fleet[i];
             let proven = STATES[d.state] == ReleaseState::Ready && d.observed_latest
-                && d.written_ago.min(d.ready_for) - d.offline_ago >= 600;
+                && d.ready_for >= d.offline_ago
+                && d.written_ago.min(d.ready_for) - d.offline_ago >= settings.min_ready.as_secs() as i64;
             offline(i) && d.kind == 2 && d.offline_ago <= d.written_ago && !proven
         };
         let skipped = |i: usize| offline(i) && !down_after_update(i);
