@@ -90,11 +90,19 @@ pub fn rows(app: &NodePoolApplication, releases: &[Value], node_list: &[Node]) -
         else {
             continue;
         };
-        let status = classify(release);
+        let mut status = classify(release);
         let count = nodes_of(pool);
+        let suspended = release.pointer("/spec/suspend") == Some(&Value::Bool(true));
+        // Suspended before helm-controller ever acted on it: it says
+        // nothing, because it was told not to.
+        if suspended && status.state == ReleaseState::Unknown {
+            status.reason = "Suspended".to_string();
+            status.message = "suspended (spec.suspend): helm-controller does not act on it".to_string();
+        }
         let state = match count.offline() {
-            true => ReleaseState::Offline,
-            false => status.state,
+            true => ReleaseState::Offline.as_str(),
+            false if suspended && status.reason == "Suspended" => "Suspended",
+            false => status.state.as_str(),
         };
         rows.push(PoolRow {
             namespace: namespace.clone(),
@@ -106,12 +114,12 @@ pub fn rows(app: &NodePoolApplication, releases: &[Value], node_list: &[Node]) -
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_string(),
-            state: format!("{state:?}"),
+            state: state.to_string(),
             reason: status.reason,
             chart_version: status.chart_version.unwrap_or_default(),
             revision: release.pointer("/status/history/0/version").and_then(Value::as_i64),
             message: status.message,
-            suspended: release.pointer("/spec/suspend") == Some(&Value::Bool(true)),
+            suspended,
         });
     }
     let with_release: BTreeSet<String> = rows.iter().map(|r| r.pool.clone()).collect();
@@ -331,6 +339,21 @@ mod tests {
         // d has no release: its config fails, as the status says.
         assert_eq!((rows[3].release.as_str(), rows[3].state.as_str()), ("", "None"));
         assert!(rows[3].message.contains("pool.labels.version"));
+    }
+
+    #[test]
+    fn a_release_suspended_before_flux_acted_on_it_says_suspended() {
+        let app = app(json!({}));
+        let mut never_installed = release("a", "True", "x", "x", 1);
+        never_installed["spec"]["suspend"] = json!(true);
+        never_installed["status"] = json!({});
+        let mut installed = release("b", "True", "UpgradeSucceeded", "Helm upgrade succeeded", 3);
+        installed["spec"]["suspend"] = json!(true);
+        let rows = rows(&app, &[never_installed, installed], &[]);
+        assert_eq!((rows[0].state.as_str(), rows[0].reason.as_str()), ("Suspended", "Suspended"));
+        assert!(rows[0].message.contains("spec.suspend"), "{}", rows[0].message);
+        // Installed before it was suspended: Flux's verdict stands, marked suspended.
+        assert_eq!((rows[1].state.as_str(), rows[1].suspended), ("Ready", true));
     }
 
     #[test]

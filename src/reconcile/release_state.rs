@@ -26,6 +26,21 @@ pub enum ReleaseState {
     Offline,
 }
 
+impl ReleaseState {
+    /// Its name, as `get` and the status print it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ready => "Ready",
+            Self::Progressing => "Progressing",
+            Self::Waiting => "Waiting",
+            Self::Failed => "Failed",
+            Self::Stalled => "Stalled",
+            Self::Unknown => "Unknown",
+            Self::Offline => "Offline",
+        }
+    }
+}
+
 /// A classified HelmRelease status.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReleaseStatus {
