@@ -92,6 +92,16 @@ pub struct DesiredRelease {
     pub resumed: bool,
 }
 
+impl DesiredRelease {
+    /// Whether the write puts back the revision the release carries (a hand
+    /// edit undone, a resumed release written whole) rather than moving it
+    /// to a new one: it goes whatever the rollout, which only ever moves
+    /// pools between revisions.
+    pub fn restores(&self) -> bool {
+        self.drift.is_some() || self.resumed
+    }
+}
+
 /// What happens to one selected pool.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -189,10 +199,9 @@ pub struct Plan {
 
 impl Plan {
     /// The status once the writes are done: `refused` are the pools whose
-    /// write the API server refused, as (pool, reason, message, whether a
-    /// retry can succeed). Their state reaches the conditions and the
-    /// counts, so a refusal no retry mends reads Stalled to kstatus rather
-    /// than InProgress.
+    /// write the API server refused. Their state reaches the conditions
+    /// and the counts, so a refusal no retry mends reads Stalled to
+    /// kstatus rather than InProgress.
     pub fn status_after_writes(&self, refused: &[WriteRefused]) -> NodePoolApplicationStatus {
         if refused.is_empty() {
             return self.status.clone();
@@ -201,7 +210,11 @@ impl Plan {
         for r in refused {
             rollup.write_failed(&r.pool, &r.reason, &r.message, !r.retriable);
         }
-        stated(&rollup, self.suspended, &self.status)
+        let mut status = stated(&rollup, self.suspended);
+        status.last_handled_reconcile_at = self.status.last_handled_reconcile_at.clone();
+        status.last_handled_force_at = self.status.last_handled_force_at.clone();
+        status.last_handled_reset_at = self.status.last_handled_reset_at.clone();
+        status
     }
 
     /// Whether any pool failed, conflicted, or the plan was blocked.
@@ -227,20 +240,12 @@ pub struct WriteRefused {
     pub retriable: bool,
 }
 
-/// The status rolled up, with what the plan adds around it: suspension,
-/// and the Flux requests handled (from `handled`).
-fn stated(
-    rollup: &Rollup,
-    suspended: bool,
-    handled: &NodePoolApplicationStatus,
-) -> NodePoolApplicationStatus {
+/// The status rolled up, suspension said where kstatus looks.
+fn stated(rollup: &Rollup, suspended: bool) -> NodePoolApplicationStatus {
     let mut status = rollup.status();
     if suspended {
         report_suspended(&mut status);
     }
-    status.last_handled_reconcile_at = handled.last_handled_reconcile_at.clone();
-    status.last_handled_force_at = handled.last_handled_force_at.clone();
-    status.last_handled_reset_at = handled.last_handled_reset_at.clone();
     status
 }
 
@@ -351,7 +356,7 @@ fn plan_releases(input: &PlanInput) -> Plan {
     };
     plan.rollup = roll_up(input, &plan, &owned, blocker, Some(rollout));
     plan.suspended = suspended;
-    plan.status = stated(&plan.rollup, suspended, &plan.status);
+    plan.status = stated(&plan.rollup, suspended);
     plan
 }
 
@@ -437,15 +442,8 @@ fn schedule(
     let by_name: BTreeMap<&str, &Pool> = selected.iter().map(|p| (p.name.as_str(), *p)).collect();
     let waves: BTreeSet<usize> = selected.iter().map(|p| step_of(p)).collect();
     let wave_of = |pool: &Pool| waves.iter().position(|w| *w == step_of(pool)).unwrap_or_default();
-    // A hand-edited release already carries the revision: it is put back
-    // whatever the rollout, which only ever moves pools between revisions.
-    // So is a resumed one: its spec is written again whole, as it was.
-    let applying: BTreeSet<&str> = plan
-        .apply
-        .iter()
-        .filter(|d| d.drift.is_none() && !d.resumed)
-        .map(|d| d.pool.as_str())
-        .collect();
+    let applying: BTreeSet<&str> =
+        plan.apply.iter().filter(|d| !d.restores()).map(|d| d.pool.as_str()).collect();
     let resuming: BTreeSet<&str> = plan.apply.iter().filter(|d| d.resumed).map(|d| d.pool.as_str()).collect();
     let written_at = |o: &ObservedRelease| {
         o.written_at.as_deref().and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
@@ -502,15 +500,11 @@ fn schedule(
         d.object = Manifest::new(&object);
         true
     });
-    let drifted: BTreeSet<&str> = plan
-        .apply
-        .iter()
-        .filter(|d| d.drift.is_some() || d.resumed)
-        .map(|d| d.pool.as_str())
-        .collect();
+    let restored: BTreeSet<&str> =
+        plan.apply.iter().filter(|d| d.restores()).map(|d| d.pool.as_str()).collect();
     for p in plan.pools.iter_mut().filter(|p| p.outcome == Outcome::Planned) {
         match decision.state(&p.pool) {
-            _ if drifted.contains(p.pool.as_str()) => {}
+            _ if restored.contains(p.pool.as_str()) => {}
             Some(PoolRollout::Write) | None => {}
             Some(state) => p.outcome = Outcome::Deferred(state),
         }

@@ -193,8 +193,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         Some(selector) => app_config.labels(selector),
         None => app_config,
     };
-    let app_events =
-        reflector(writer, watcher(apps.clone(), app_config).map_ok(|e| map_event(e, |app| app.object)));
+    let app_events = reflector(writer, watcher(apps, app_config).map_ok(|e| map_event(e, |app| app.object)));
     let controller = Controller::for_stream(changed_apps(app_events), store.clone()).with_config(config);
     // What this instance made carries its applications' shard label.
     let managed_by = match shard {
