@@ -44,6 +44,19 @@ pub const ANNOTATION_SUSPENDED_WITH_APPLICATION: &str = "apps.fanout.dev/suspend
 /// The field manager that suspends and resumes releases, apart from the one
 /// that writes them: its apply holds only `spec.suspend` and the mark.
 pub const SUSPEND_FIELD_MANAGER: &str = "nodepool-fanout-suspend";
+/// On a release made inert because another application holds the Helm
+/// release it would drive: why. Set, with `spec.suspend: true`, by the
+/// field manager [`INERT_FIELD_MANAGER`] alone, so that the release drives
+/// nothing (and deleting it uninstalls nothing) until the claim is ours.
+pub const ANNOTATION_INERT: &str = "apps.fanout.dev/inert";
+/// The field manager that makes a release inert and takes that back.
+pub const INERT_FIELD_MANAGER: &str = "nodepool-fanout-inert";
+/// On a claim (a Lease, see [`claim_name`]): the uid of the application
+/// that holds it, and the name of the HelmRelease it holds it for.
+pub const LABEL_CLAIM_APPLICATION_UID: &str = "apps.fanout.dev/claimed-by-uid";
+pub const LABEL_CLAIM_RELEASE: &str = "apps.fanout.dev/claimed-for";
+/// On a claim: the Helm release it holds, `<storage namespace>/<name>`.
+pub const ANNOTATION_CLAIMED_HELM_RELEASE: &str = "apps.fanout.dev/helm-release";
 /// The request annotations an application passes on to every release, as
 /// they are: one `kubectl annotate` of the application acts on the fleet.
 pub const FLUX_REQUESTS: [&str; 3] = [ANNOTATION_REQUESTED_AT, ANNOTATION_FORCE_AT, ANNOTATION_RESET_AT];
@@ -162,6 +175,13 @@ pub fn hex_prefix(parts: &[&str], len: usize) -> String {
     let digest = Sha256::digest(parts.join("\0").as_bytes());
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     hex[..len.min(hex.len())].to_string()
+}
+
+/// The name of the Lease, in the application's namespace, whose create
+/// claims one Helm release (storage namespace, release name) for one
+/// application: of two applications creating it at once only one can win.
+pub fn claim_name(storage_namespace: &str, release: &str) -> String {
+    format!("helm-release-{}", hex_prefix(&[storage_namespace, release], 32))
 }
 
 /// Whether a string is a DNS-1123 subdomain: what Kubernetes object names

@@ -23,6 +23,19 @@ pub enum ApplyError {
         "{object} exists and was not created by this application: rename or delete it, or leave this pool out"
     )]
     NameClash { object: String },
+    #[error(
+        "releaseName: Helm release {helm_release} is claimed by {holder}; two HelmReleases would \
+         overwrite each other's installs, so this pool's release drives nothing: give each \
+         application's releases their own names (include {{{{app.name}}}} in releaseName) or \
+         storageNamespace"
+    )]
+    HelmReleaseClaimed { helm_release: String, holder: String },
+    #[error("cannot claim Helm release {helm_release} (Lease in the application's namespace): {source}")]
+    Claim {
+        helm_release: String,
+        #[source]
+        source: kube::Error,
+    },
     #[error("cannot apply {object}: {source}")]
     Apply {
         object: String,
@@ -63,9 +76,10 @@ impl ApplyError {
     /// forbidden, over quota, a name another object holds) need a person.
     pub fn retriable(&self) -> bool {
         let source = match self {
-            Self::NameClash { .. } => return false,
+            Self::NameClash { .. } | Self::HelmReleaseClaimed { .. } => return false,
             Self::ChartWatchStopped => return true,
-            Self::Apply { source, .. }
+            Self::Claim { source, .. }
+            | Self::Apply { source, .. }
             | Self::Delete { source, .. }
             | Self::Status { source, .. }
             | Self::Orphan { source, .. }
@@ -81,7 +95,8 @@ impl ApplyError {
     pub fn category(&self) -> &'static str {
         match self {
             Self::NameClash { .. } => "NameClash",
-            Self::Apply { .. } => "ApplyFailed",
+            Self::HelmReleaseClaimed { .. } => "ReleaseNameConflict",
+            Self::Claim { .. } | Self::Apply { .. } => "ApplyFailed",
             Self::Delete { .. } | Self::ChartWatchStopped => "PruneFailed",
             Self::Status { .. } => "StatusFailed",
             Self::Finalizer { .. } => "FinalizerFailed",
@@ -363,16 +378,43 @@ pub async fn set_suspended(
     uid: Option<&str>,
     suspended: bool,
 ) -> Result<(), ApplyError> {
+    let mark = suspended.then_some((naming::ANNOTATION_SUSPENDED_WITH_APPLICATION, "true"));
+    suspend_marked(api, name, uid, naming::SUSPEND_FIELD_MANAGER, mark).await
+}
+
+/// Makes a release inert (`message` says why), or takes that back (`None`):
+/// suspended by a field manager of its own ([`naming::INERT_FIELD_MANAGER`]),
+/// helm-controller neither upgrades nor, when it is deleted, uninstalls the
+/// Helm release another application's release drives.
+pub async fn set_inert(
+    api: &Api<DynamicObject>,
+    name: &str,
+    uid: Option<&str>,
+    message: Option<&str>,
+) -> Result<(), ApplyError> {
+    let mark = message.map(|m| (naming::ANNOTATION_INERT, m));
+    suspend_marked(api, name, uid, naming::INERT_FIELD_MANAGER, mark).await
+}
+
+/// Applies, as `manager`, `spec.suspend: true` and the annotation `mark`,
+/// or nothing when `mark` is `None` (which takes back what that manager set).
+async fn suspend_marked(
+    api: &Api<DynamicObject>,
+    name: &str,
+    uid: Option<&str>,
+    manager: &str,
+    mark: Option<(&str, &str)>,
+) -> Result<(), ApplyError> {
     let mut object = json!({
         "apiVersion": crate::reconcile::release::HELMRELEASE_API_VERSION,
         "kind": crate::reconcile::release::HELMRELEASE_KIND,
         "metadata": { "name": name, "uid": uid },
     });
-    if suspended {
-        object["metadata"]["annotations"] = json!({ naming::ANNOTATION_SUSPENDED_WITH_APPLICATION: "true" });
+    if let Some((annotation, value)) = mark {
+        object["metadata"]["annotations"] = json!({ annotation: value });
         object["spec"] = json!({ "suspend": true });
     }
-    let params = PatchParams::apply(naming::SUSPEND_FIELD_MANAGER).force();
+    let params = PatchParams::apply(manager).force();
     match api.patch(name, &params, &Patch::Apply(&object)).await {
         Ok(_) => Ok(()),
         // Gone, or replaced by another object of that name.

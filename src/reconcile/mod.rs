@@ -9,13 +9,15 @@
 //!   ([`rollout`]), and the rolled-up status ([`status`]).
 //! - [`apply`] carries the plan out with server-side apply, and prunes or
 //!   orphans ([`orphan`]) only what the application owns
-//!   ([`managed_fields`]).
+//!   ([`managed_fields`]); a Helm release is claimed ([`claim`]) before a
+//!   HelmRelease first drives it.
 //!
 //! Nothing under `plan`, `release`, `drift`, `rollout` or `status` touches
 //! the network: they take plain data and return plain data.
 
 pub mod apply;
 pub mod changes;
+pub mod claim;
 pub mod drift;
 pub mod managed_fields;
 pub mod observe;

@@ -392,6 +392,9 @@ impl CachedRelease {
         // release it drives (to never drive the same one), not its spec
         // or status. A cluster may hold thousands of such releases.
         let anyones = owner_of::<NodePoolApplication>(&release).is_some();
+        // An inert release (see `naming::ANNOTATION_INERT`) drives nothing:
+        // the application that holds its Helm release is not refused for it.
+        let inert = release.annotations().contains_key(naming::ANNOTATION_INERT);
         if !anyones {
             release.metadata.labels = None;
             release.metadata.annotations = None;
@@ -445,7 +448,7 @@ impl CachedRelease {
         }
         Self {
             metadata,
-            drives: naming::helm_release_of(&view),
+            drives: naming::helm_release_of(&view).filter(|_| !inert),
             planned: PackedJson::from_value(&view),
             owned_by_update,
         }

@@ -90,15 +90,26 @@ pub struct DesiredRelease {
     /// application, which is resumed: written again whole, as it was, not
     /// as a step of the rollout.
     pub resumed: bool,
+    /// The Helm release to claim before the write ([`crate::reconcile::claim`]):
+    /// set when the write makes the release drive a Helm release it did
+    /// not drive (a new release, a new releaseName), or when the release
+    /// was made inert because another application held it.
+    pub claim: Option<HelmReleaseKey>,
+    /// The Helm release it drove until now, when the write moves it to
+    /// another: its claim is let go once the write is done.
+    pub drove: Option<HelmReleaseKey>,
+    /// The release was made inert ([`naming::ANNOTATION_INERT`]): the
+    /// write, once the claim is ours, takes that back.
+    pub lift_inert: bool,
 }
 
 impl DesiredRelease {
     /// Whether the write puts back the revision the release carries (a hand
-    /// edit undone, a resumed release written whole) rather than moving it
-    /// to a new one: it goes whatever the rollout, which only ever moves
-    /// pools between revisions.
+    /// edit undone, a resumed release written whole, an inert one woken)
+    /// rather than moving it to a new one: it goes whatever the rollout,
+    /// which only ever moves pools between revisions.
     pub fn restores(&self) -> bool {
-        self.drift.is_some() || self.resumed
+        self.drift.is_some() || self.resumed || self.lift_inert
     }
 }
 
@@ -195,6 +206,10 @@ pub struct Plan {
     /// Releases suspended with the application, which is resumed: their
     /// suspension is taken back before anything else is written.
     pub resume: Vec<String>,
+    /// Releases to make inert, with why: each would drive a Helm release
+    /// another application's HelmRelease drives (see
+    /// [`crate::api::naming::ANNOTATION_INERT`]).
+    pub inert: Vec<(String, String)>,
 }
 
 impl Plan {
@@ -325,10 +340,21 @@ fn plan_releases(input: &PlanInput) -> Plan {
         requeue_after: None,
         suspend: Vec::new(),
         resume: Vec::new(),
+        inert: Vec::new(),
     };
     for (pool, result) in built {
         if let Some(outcome) = result.as_ref().ok().and_then(|b| helm_release_taken(input, &owned, b)) {
             let release = naming::release_name(app.name, &pool);
+            // Its own release, if it drives that Helm release, would fight
+            // the other's installs (an upgrade of helm-controller's
+            // alternates between the two): it drives nothing from now on.
+            let key = result.as_ref().ok().and_then(|b| b.helm_release.as_ref());
+            if owned
+                .get(release.as_str())
+                .is_some_and(|o| !o.inert && o.helm_release.is_some() && o.helm_release.as_ref() == key)
+            {
+                plan.inert.push((release.clone(), helm_release_taken_message(&outcome)));
+            }
             plan.pools.push(PoolOutcome {
                 pool,
                 release,
@@ -486,14 +512,15 @@ fn schedule(
     let decision = rollout::decide(settings, &inputs, waves.len(), input.now.0);
     let now = input.now.0.to_string();
     plan.apply.retain_mut(|d| {
-        let stamp = match (&d.drift, decision.state(&d.pool)) {
-            // Put back as it was, its deadline running from its real write.
-            (Some(_), _) => {
+        let stamp = match decision.state(&d.pool) {
+            // Put back as it was (or woken from inert), its deadline
+            // running from its real write.
+            _ if d.drift.is_some() || d.lift_inert => {
                 owned.get(d.name.as_str()).and_then(|o| o.written_at.clone()).unwrap_or(now.clone())
             }
-            (None, _) if d.resumed => now.clone(),
-            (None, Some(PoolRollout::Write) | None) => now.clone(),
-            (None, Some(_)) => return false,
+            _ if d.resumed => now.clone(),
+            Some(PoolRollout::Write) | None => now.clone(),
+            Some(_) => return false,
         };
         let mut object = d.object.value();
         object["metadata"]["annotations"][naming::ANNOTATION_WRITTEN_AT] = Value::String(stamp);
@@ -558,6 +585,12 @@ struct Built {
     /// The first field the existing release no longer holds, if the
     /// release carries this very spec hash.
     drift: Option<String>,
+    /// What the existing release drives, when it drives another.
+    drove: Option<HelmReleaseKey>,
+    /// The existing release drives nothing (see `ANNOTATION_INERT`).
+    inert: bool,
+    /// Whether a claim is made before the write.
+    claims: bool,
     /// Carries this spec hash, and was suspended with the application.
     resumed: bool,
 }
@@ -576,10 +609,18 @@ impl Built {
         let resumed = observed.is_some_and(|o| {
             o.suspended_with_app && o.spec_hash.as_deref() == Some(built.spec_hash.as_str())
         });
+        let helm_release = naming::helm_release_of(&built.object);
+        let inert = observed.is_some_and(|o| o.inert);
+        let drove = observed
+            .and_then(|o| o.helm_release.clone())
+            .filter(|d| Some(d) != helm_release.as_ref());
         Self {
             resumed,
-            helm_release: naming::helm_release_of(&built.object),
-            object: (!same_hash || drift.is_some()).then(|| Manifest::new(&built.object)),
+            claims: observed.is_none() || drove.is_some() || inert,
+            drove,
+            inert,
+            helm_release,
+            object: (!same_hash || drift.is_some() || inert).then(|| Manifest::new(&built.object)),
             name: built.name,
             release_name: built.release_name,
             spec_hash: built.spec_hash,
@@ -614,6 +655,9 @@ fn place(
                         spec_hash: built.spec_hash,
                         drift: built.drift.filter(|_| same_hash),
                         resumed: built.resumed,
+                        claim: built.helm_release.filter(|_| built.claims),
+                        drove: built.drove,
+                        lift_inert: built.inert,
                     });
                     Outcome::Planned
                 }

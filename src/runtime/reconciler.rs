@@ -14,6 +14,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 use tracing::warn;
 
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -25,12 +26,47 @@ use crate::chart::source::{artifact_of, oci_revision, Resolved, SourceError};
 use crate::chart::version;
 use crate::pools::nodes::{self, Membership};
 use crate::reconcile::apply::{self};
+use crate::reconcile::claim::{self, Claim, ClaimApis};
 use crate::reconcile::observe::{self, helmrelease_resource, ObserveError};
 use crate::reconcile::plan::{self, DesiredRelease, Hold, PlanInput, WriteRefused};
 use crate::runtime::events::{self as transitions, Transition};
 
 use super::context::*;
 use crate::runtime::telemetry::PoolCounts;
+
+/// Writes one release, claiming first the Helm release it starts to drive
+/// (see [`claim`]). A claim another application holds refuses the write,
+/// and makes the existing release, if any, inert.
+async fn write_claimed(
+    claims: &ClaimApis<'_>,
+    app: &NodePoolApplication,
+    desired: &DesiredRelease,
+    uid: Option<&str>,
+    exists: bool,
+    owned_by_update: bool,
+) -> Result<(), apply::ApplyError> {
+    if let Some(key) = &desired.claim {
+        if let Claim::HeldBy(holder) = claim::claim(claims, key, app, &desired.name).await? {
+            let refused = apply::ApplyError::HelmReleaseClaimed {
+                helm_release: format!("{}/{}", key.0, key.1),
+                holder,
+            };
+            if exists && !desired.lift_inert {
+                apply::set_inert(claims.releases, &desired.name, uid, Some(&refused.to_string())).await?;
+            }
+            return Err(refused);
+        }
+    }
+    let object = desired.object.value();
+    apply::write_release(claims.releases, &desired.name, object, exists, owned_by_update).await?;
+    if desired.lift_inert {
+        apply::set_inert(claims.releases, &desired.name, uid, None).await?;
+    }
+    if let Some(drove) = &desired.drove {
+        claim::release(claims.leases, &app.uid().unwrap_or_default(), &desired.name, Some(drove)).await?;
+    }
+    Ok(())
+}
 
 /// Whether the application is still there to be measured (a reconcile of
 /// one that is gone leaves no series behind).
@@ -204,6 +240,20 @@ pub(super) async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) 
             }
         }
     }
+    // Releases another application's release took the Helm release from.
+    for (release, message) in std::mem::take(&mut planned.inert) {
+        let uid = uid_of(&release);
+        if let Err(e) = apply::set_inert(&releases, &release, uid.as_deref(), Some(&message)).await {
+            warn!(app = %name, release = %release, error = %e, "cannot make the release inert");
+            first_error.get_or_insert(e);
+        }
+    }
+    let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), &namespace);
+    let claims = ClaimApis {
+        leases: &leases,
+        applications: &apps,
+        releases: &releases,
+    };
     // Releases are independent objects: writing them in parallel keeps a
     // fan-out to hundreds of pools close to the API server's own pace.
     let owned_names: HashSet<&str> = owned.iter().map(|o| o.name.as_str()).collect();
@@ -221,10 +271,11 @@ pub(super) async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) 
                     .releases
                     .get(&ObjectRef::new(&desired.name).within(&namespace))
                     .is_some_and(|cached| cached.owned_by_update);
+            let uid = uid_of(&desired.name);
+            let (claims, app) = (&claims, app.as_ref());
             async move {
-                let object = desired.object.value();
                 let result =
-                    apply::write_release(releases, &desired.name, object, exists, owned_by_update).await;
+                    write_claimed(claims, app, &desired, uid.as_deref(), exists, owned_by_update).await;
                 let DesiredRelease {
                     name, pool, drift, ..
                 } = desired;
@@ -265,6 +316,12 @@ pub(super) async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) 
         let done = match orphan {
             true => apply::orphan_release(releases, &ctx.charts, &release.name, app.as_ref()).await,
             false => apply::delete_observed(releases, "HelmRelease", &release.name, uid).await,
+        };
+        // Gone or no longer ours: what it drove is free for others.
+        let app_uid = app.uid().unwrap_or_default();
+        let done = match done {
+            Ok(()) => claim::release(&leases, &app_uid, &release.name, None).await,
+            failed => failed,
         };
         match done {
             Ok(()) if orphan => happened.push(Transition::orphaned(pool, &release.name)),

@@ -95,6 +95,10 @@ fn a_release_no_application_owns_is_cached_as_the_helm_release_it_drives() {
     let whole = serde_json::to_value(&full).unwrap();
     assert_eq!(naming::helm_release_of(&text), naming::helm_release_of(&whole));
     assert_eq!(cached.drives, Some(("helm".to_string(), "gateway".to_string())));
+    // Made inert (another application holds that Helm release), it drives
+    // nothing: the holder is not refused for it.
+    full.metadata.annotations = Some([(naming::ANNOTATION_INERT.to_string(), "claimed".to_string())].into());
+    assert_eq!(CachedRelease::from_object(full).drives, None);
 }
 
 #[test]

@@ -44,6 +44,7 @@ pub(super) fn blocked(input: &PlanInput, reason: String, message: String) -> Pla
         requeue_after: None,
         suspend: Vec::new(),
         resume: Vec::new(),
+        inert: Vec::new(),
     };
     plan.rollup = roll_up(input, &plan, &BTreeMap::new(), Some((reason, message)), None);
     plan.status = plan.rollup.status();
@@ -53,8 +54,9 @@ pub(super) fn blocked(input: &PlanInput, reason: String, message: String) -> Pla
 /// A release that would drive a Helm release another HelmRelease already
 /// drives is refused, unless this application's own release of that pool
 /// drove it first (the older of the two keeps it; names break a tie). The
-/// refused pool's existing release, if any, is left as it is: deleting it
-/// would uninstall the Helm release both drive.
+/// refused pool's existing release, if any, is made inert (see
+/// `Plan::inert`) and not deleted: deleting an active one would uninstall
+/// the Helm release both drive.
 pub(super) fn helm_release_taken(
     input: &PlanInput,
     owned: &BTreeMap<&str, &ObservedRelease>,
@@ -119,6 +121,7 @@ pub(super) fn nothing_selected(input: &PlanInput, app: &AppInfo) -> Plan {
         requeue_after: None,
         suspend: Vec::new(),
         resume: Vec::new(),
+        inert: Vec::new(),
     };
     plan.pools.sort_by(|a, b| a.pool.cmp(&b.pool));
     let message = format!(

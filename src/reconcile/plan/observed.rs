@@ -83,6 +83,8 @@ pub struct ObservedRelease {
     pub live: Option<PackedJson>,
     /// Suspended with its application: it carries our suspend mark.
     pub suspended_with_app: bool,
+    /// Made inert: another application holds the Helm release it drives.
+    pub inert: bool,
 }
 
 impl ObservedRelease {
@@ -108,6 +110,7 @@ impl ObservedRelease {
             // The caller adds the text it read the release from.
             live: None,
             suspended_with_app: text("annotations", naming::ANNOTATION_SUSPENDED_WITH_APPLICATION).is_some(),
+            inert: text("annotations", naming::ANNOTATION_INERT).is_some(),
         })
     }
 }

@@ -107,5 +107,6 @@ fn ready_release(name: &str, pool: &str, hash: &str) -> ObservedRelease {
         written_at: None,
         live: None,
         suspended_with_app: false,
+        inert: false,
     }
 }
