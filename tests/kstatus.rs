@@ -27,6 +27,7 @@ fn flux_kstatus_reads_every_rollup_case_as_expected() {
             pools: &pools,
             missing: &missing,
             blocker: case.blocker.map(|(r, m)| (r.to_string(), m.to_string())),
+            held: case.held.map(|(r, m)| (r.to_string(), m.to_string())),
             generation: Some(4),
             previous: &[],
             now: &now,

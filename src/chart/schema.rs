@@ -353,7 +353,7 @@ fn parse_yaml(file: &str, data: &[u8]) -> Result<Value, ChartError> {
     if text.trim().is_empty() {
         return Ok(Value::Null);
     }
-    serde_saphyr::from_str(text).map_err(|e| ChartError::Yaml {
+    super::yaml::from_str(text).map_err(|e| ChartError::Yaml {
         file: file.to_string(),
         source: Box::new(e),
     })

@@ -106,17 +106,26 @@ pub enum SourceError {
 impl SourceError {
     /// Whether the user must change something (as opposed to waiting or retrying).
     pub fn needs_user(&self) -> bool {
-        matches!(
-            self,
-            Self::Missing { .. }
-                | Self::NotAChart { .. }
-                | Self::NoSuchChart { .. }
-                | Self::Version(_)
-                | Self::Chart { .. }
-                | Self::UnknownDigest { .. }
-                | Self::TooLarge { .. }
-                | Self::Stalled { .. }
-        )
+        match self {
+            // Forbidden or unauthorized: the controller's RBAC needs a person.
+            Self::Get { source, .. } => {
+                matches!(source.as_ref(), kube::Error::Api(status) if matches!(status.code, 401 | 403))
+            }
+            // The same index is never read again (see `Sources::index`):
+            // only a new revision of the repository mends it.
+            Self::Index { .. } => true,
+            _ => matches!(
+                self,
+                Self::Missing { .. }
+                    | Self::NotAChart { .. }
+                    | Self::NoSuchChart { .. }
+                    | Self::Version(_)
+                    | Self::Chart { .. }
+                    | Self::UnknownDigest { .. }
+                    | Self::TooLarge { .. }
+                    | Self::Stalled { .. }
+            ),
+        }
     }
 
     pub fn reason(&self) -> &'static str {
@@ -128,9 +137,8 @@ impl SourceError {
             Self::Chart { .. } | Self::TooLarge { .. } | Self::NotAChart { .. } => "InvalidChart",
             Self::UnknownDigest { .. } => "UnsupportedDigest",
             Self::Stalled { .. } => "SourceFailed",
-            Self::Get { .. } | Self::Download { .. } | Self::Digest { .. } | Self::Index { .. } => {
-                "SourceUnavailable"
-            }
+            Self::Index { .. } => "InvalidIndex",
+            Self::Get { .. } | Self::Download { .. } | Self::Digest { .. } => "SourceUnavailable",
         }
     }
 }
@@ -296,7 +304,7 @@ pub type IndexVersions = BTreeMap<String, Vec<String>>;
 /// Reads the chart versions out of an index.yaml.
 pub fn parse_index(bytes: &[u8], repository: &str) -> Result<IndexVersions, SourceError> {
     let text = String::from_utf8_lossy(bytes);
-    let index: Index = serde_saphyr::from_str(&text).map_err(|e| SourceError::Index {
+    let index: Index = super::yaml::from_str(&text).map_err(|e| SourceError::Index {
         repository: repository.to_string(),
         message: e.to_string(),
     })?;
@@ -312,6 +320,10 @@ pub struct Sources {
     client: Client,
     http: reqwest::Client,
     indexes: Mutex<HashMap<String, Arc<IndexVersions>>>,
+    /// Why each index that could not be read could not, by digest: an
+    /// index is up to 50 MiB, and downloading it again every few seconds
+    /// to fail again would hold a download slot for nothing.
+    unreadable_indexes: Mutex<HashMap<String, String>>,
     charts: Mutex<HashMap<String, Arc<Chart>>>,
     /// Downloads in flight: each holds up to its size limit in memory.
     downloads: Semaphore,
@@ -340,6 +352,7 @@ impl Sources {
             client,
             http,
             indexes: Mutex::new(HashMap::new()),
+            unreadable_indexes: Mutex::new(HashMap::new()),
             charts: Mutex::new(HashMap::new()),
             downloads: Semaphore::new(CONCURRENT_DOWNLOADS),
         }
@@ -448,10 +461,27 @@ impl Sources {
         if let Some(index) = lock(&self.indexes).get(&artifact.digest) {
             return Ok(index.clone());
         }
+        let unreadable = |message: &String| SourceError::Index {
+            repository: repository.to_string(),
+            message: message.clone(),
+        };
+        if let Some(message) = lock(&self.unreadable_indexes).get(&artifact.digest) {
+            return Err(unreadable(message));
+        }
         let bytes = self.download(artifact, "repository index", MAX_INDEX_BYTES).await?;
-        let index = Arc::new(parse_index(&bytes, repository)?);
-        insert(&self.indexes, artifact.digest.clone(), index.clone());
-        Ok(index)
+        match parse_index(&bytes, repository) {
+            Ok(index) => {
+                let index = Arc::new(index);
+                insert(&self.indexes, artifact.digest.clone(), index.clone());
+                Ok(index)
+            }
+            Err(e) => {
+                if let SourceError::Index { message, .. } = &e {
+                    insert(&self.unreadable_indexes, artifact.digest.clone(), message.clone());
+                }
+                Err(e)
+            }
+        }
     }
 
     async fn get(

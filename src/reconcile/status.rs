@@ -30,6 +30,10 @@ pub struct RollupInput<'a> {
     pub missing: &'a [String],
     /// A problem that stopped all planning: (reason, message).
     pub blocker: Option<(String, String)>,
+    /// What every write waits on, that is expected to pass without a
+    /// person (the chart's source not ready yet, the API server busy):
+    /// (reason, message).
+    pub held: Option<(String, String)>,
     pub generation: Option<i64>,
     pub previous: &'a [Condition],
     pub now: &'a Time,
@@ -45,6 +49,7 @@ pub struct Rollup {
     pub pools: Vec<PoolReport>,
     pub missing: Vec<String>,
     pub blocker: Option<(String, String)>,
+    pub held: Option<(String, String)>,
     pub generation: Option<i64>,
     pub previous: Vec<Condition>,
     pub now: Time,
@@ -58,6 +63,7 @@ impl Default for Rollup {
             pools: Vec::new(),
             missing: Vec::new(),
             blocker: None,
+            held: None,
             generation: None,
             previous: Vec::new(),
             now: Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
@@ -72,6 +78,7 @@ impl Rollup {
             pools: &self.pools,
             missing: &self.missing,
             blocker: self.blocker.clone(),
+            held: self.held.clone(),
             generation: self.generation,
             previous: &self.previous,
             now: &self.now,
@@ -129,6 +136,8 @@ pub fn rollup(input: &RollupInput) -> NodePoolApplicationStatus {
     )];
     if let Some((reason, message)) = stalled(input) {
         conditions.push(make("Stalled", ConditionStatus::True, &reason, &message));
+    } else if let Some((reason, message)) = &input.held {
+        conditions.push(make("Reconciling", ConditionStatus::True, reason, message));
     } else if let Some(p) = first_with(input.pools, BUSY) {
         conditions.push(make("Reconciling", ConditionStatus::True, "Progressing", &describe(p)));
     } else if let Some(r) = input.rollout.as_ref().filter(|r| r.phase == RolloutPhase::Progressing) {
@@ -271,6 +280,8 @@ fn ready_reason(input: &RollupInput, settled: bool) -> (ConditionStatus, String)
         reason
     } else if !input.missing.is_empty() {
         "PoolNotFound".to_string()
+    } else if let Some((reason, _)) = &input.held {
+        reason.clone()
     } else if phase == Some(RolloutPhase::Paused) {
         "RolloutPaused".to_string()
     } else if !settled {
@@ -302,6 +313,9 @@ fn summary(input: &RollupInput, ready: usize, offline: usize) -> String {
         .collect();
     if !input.missing.is_empty() {
         problems.insert(0, format!("node pools not found: {}", input.missing.join(", ")));
+    }
+    if let Some((_, message)) = &input.held {
+        problems.insert(0, format!("every write waits: {message}"));
     }
     if let Some(r) = input.rollout.as_ref().filter(|r| r.phase != RolloutPhase::Complete) {
         let text = match r.phase {

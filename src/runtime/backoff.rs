@@ -1,5 +1,5 @@
 //! Per-application retry backoff: consecutive failures double the wait,
-//! from 1 s up to 5 min.
+//! from 1 s (or another first wait) up to 5 min.
 //!
 //! The count is the application's current streak of failures, nothing
 //! more: any reconcile that ends without error (including one that waits
@@ -19,24 +19,31 @@ pub const MAX_DELAY: Duration = Duration::from_secs(300);
 #[derive(Debug)]
 pub struct Backoff<K> {
     failures: Mutex<HashMap<K, u32>>,
+    first: Duration,
 }
 
 impl<K: Eq + Hash> Default for Backoff<K> {
     fn default() -> Self {
-        Self {
-            failures: Mutex::new(HashMap::new()),
-        }
+        Self::starting_at(Duration::from_secs(1))
     }
 }
 
 impl<K: Eq + Hash> Backoff<K> {
+    /// Waits `first` after the first failure, doubling from there.
+    pub fn starting_at(first: Duration) -> Self {
+        Self {
+            failures: Mutex::new(HashMap::new()),
+            first,
+        }
+    }
+
     /// Counts one more failure of `key` and returns how long to wait before
     /// the next attempt (without jitter).
     pub fn failed(&self, key: K) -> Duration {
         let mut failures = self.lock();
         let attempts = failures.entry(key).or_insert(0);
         *attempts = attempts.saturating_add(1);
-        delay(*attempts)
+        (delay(*attempts) * self.first.as_secs().max(1) as u32).min(MAX_DELAY)
     }
 
     /// Ends the streak of `key`: it succeeded, or it is gone.
@@ -117,6 +124,13 @@ mod tests {
         backoff.settle(&"a", &Ok::<_, ()>("requeue in 3 s"));
         assert!(backoff.is_empty());
         assert_eq!(backoff.failed("a"), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn a_later_first_wait_doubles_from_there() {
+        let backoff = Backoff::starting_at(Duration::from_secs(3));
+        let got: Vec<u64> = (0..9).map(|_| backoff.failed("a").as_secs()).collect();
+        assert_eq!(got, [3, 6, 12, 24, 48, 96, 192, 300, 300]);
     }
 
     #[test]

@@ -21,6 +21,10 @@ use crate::runtime::api_errors;
 use crate::runtime::backoff::Backoff;
 use crate::runtime::telemetry::{Metrics, ServeError};
 
+/// The first wait after a reconcile whose writes wait on the chart; it
+/// doubles while the chart keeps them waiting, up to 5 min.
+pub(super) const CHART_HOLD_FIRST_RETRY: Duration = Duration::from_secs(3);
+
 /// HelmReleases written at once per reconcile.
 pub(super) const APPLY_CONCURRENCY: usize = 16;
 
@@ -116,6 +120,10 @@ pub(super) struct Context {
     pub(super) metrics: Arc<Metrics>,
     /// Consecutive failures per application, for exponential backoff.
     pub(super) backoff: Backoff<ObjectRef<AppMeta>>,
+    /// Consecutive reconciles whose writes waited on the chart, per
+    /// application: a source that stays unready is looked at less and less
+    /// often (its own events still wake the application at once).
+    pub(super) holds: Backoff<ObjectRef<AppMeta>>,
     /// Each application's pool selection and node label, as its last
     /// reconcile read them: the index from a NodePool or Node change to
     /// the applications it concerns.

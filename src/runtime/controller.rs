@@ -145,6 +145,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         ready,
         metrics,
         backoff: Backoff::default(),
+        holds: Backoff::starting_at(CHART_HOLD_FIRST_RETRY),
         selections: Arc::default(),
         reconcile_times: Arc::default(),
     });

@@ -114,6 +114,7 @@ async fn reconcile_logged(meta: Arc<AppMeta>, ctx: Arc<Context>) -> Result<Actio
         }
         Ok(None) => {
             ctx.metrics.forget(&namespace, &name);
+            ctx.holds.reset(&ObjectRef::from_obj(meta.as_ref()));
             ctx.selections
                 .write()
                 .unwrap_or_else(|e| e.into_inner())
@@ -375,11 +376,16 @@ pub(super) async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) 
     if let Some(e) = first_error {
         return Err(e.into());
     }
+    let app_ref = ObjectRef::<AppMeta>::new(&name).within(&namespace);
     if let Some(hold) = hold.filter(|h| h.transient) {
-        // Waiting for source-controller: look again soon rather than at resync.
-        tracing::debug!(app = %name, reason = %hold.reason, "waiting for the chart");
-        return Ok(Action::requeue(Duration::from_secs(3)));
+        // Waiting for source-controller: look again soon rather than at
+        // resync, then less and less often while it keeps waiting (the
+        // chart's own events wake the application at once).
+        let wait = ctx.holds.failed(app_ref);
+        tracing::debug!(app = %name, reason = %hold.reason, retry_in = ?wait, "waiting for the chart");
+        return Ok(Action::requeue(wait));
     }
+    ctx.holds.reset(&app_ref);
     // A soak ending or a progress deadline passing changes the plan by the
     // clock alone.
     Ok(Action::requeue(planned.requeue_after.map_or(ctx.resync, |after| after.min(ctx.resync))))
@@ -567,10 +573,12 @@ async fn ensure_chart(
     chart: &ChartRef,
     desired: &serde_json::Value,
 ) -> Result<serde_json::Value, Hold> {
+    // A refusal no retry mends (a name another object holds, forbidden,
+    // invalid) needs a person: Stalled, not retried every few seconds.
     apply::ensure_chart(&ctx.client, chart, desired).await.map_err(|e| Hold {
         reason: e.category().to_string(),
         message: e.to_string(),
-        transient: true,
+        transient: e.retriable(),
     })
 }
 

@@ -11,6 +11,37 @@ fn index_versions_by_chart() {
     assert_eq!(v["edgex-lite"], vec!["0.3.0"]);
 }
 
+/// An index as a public Helm repository serves it: every field Helm
+/// writes, for `charts` charts of `versions` versions each.
+fn public_index(charts: usize, versions: usize) -> String {
+    let mut text = String::from("apiVersion: v1\nentries:\n");
+    for c in 0..charts {
+        text.push_str(&format!("  chart-{c}:\n"));
+        for v in 0..versions {
+            text.push_str(&format!(
+                "  - apiVersion: v2\n    appVersion: {v}.0.0\n    created: \"2026-01-01T00:00:00Z\"\n    \
+                 description: A chart of the fleet, version {v}\n    \
+                 digest: 6f0c5a7c3b5e1f4f2d0d9c8b7a6e5d4c3b2a1f0e9d8c7b6a5f4e3d2c1b0a9f8e\n    \
+                 home: https://example.com/chart-{c}\n    keywords: [edge, gateway, fleet]\n    \
+                 maintainers:\n    - email: team@example.com\n      name: team\n    name: chart-{c}\n    \
+                 sources: [https://example.com/src/chart-{c}]\n    type: application\n    \
+                 urls: [https://example.com/charts/chart-{c}-{v}.0.0.tgz]\n    version: {v}.0.0\n"
+            ));
+        }
+    }
+    text.push_str("generated: \"2026-01-01T00:00:00Z\"\n");
+    text
+}
+
+#[test]
+fn an_index_of_ten_thousand_entries_is_read() {
+    let text = public_index(100, 100);
+    assert!(text.len() < MAX_INDEX_BYTES as usize);
+    let v = parse_index(text.as_bytes(), "flux-system/public").unwrap();
+    assert_eq!(v.values().map(Vec::len).sum::<usize>(), 10_000);
+    assert_eq!(v["chart-7"][42], "42.0.0");
+}
+
 #[test]
 fn a_broken_index_names_the_repository() {
     let e = parse_index(b"entries: [: :", "flux-system/fixtures").unwrap_err();
@@ -151,4 +182,41 @@ fn an_unknown_or_malformed_digest_is_refused_not_trusted() {
     assert!(e.needs_user());
     assert_eq!(e.reason(), "UnsupportedDigest");
     assert!(e.to_string().contains("--artifact-digest-algo"), "{e}");
+}
+
+#[tokio::test]
+async fn an_index_that_failed_to_parse_is_not_downloaded_again() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    // A repository whose index is broken, counting its downloads.
+    const BROKEN: &str = "entries: [: :";
+    let served = Arc::new(AtomicUsize::new(0));
+    let counter = served.clone();
+    let app = axum::Router::new().route(
+        "/index.yaml",
+        axum::routing::get(move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+            async { BROKEN }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let config = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
+    let sources = Sources::new(kube::Client::try_from(config).unwrap());
+    let digest = |body: &str| {
+        use sha2::Digest as _;
+        let hex: String = sha2::Sha256::digest(body).iter().map(|b| format!("{b:02x}")).collect();
+        format!("sha256:{hex}")
+    };
+    let artifact = Artifact {
+        url: format!("http://{address}/index.yaml"),
+        digest: digest(BROKEN),
+    };
+    for _ in 0..3 {
+        let e = sources.index(&artifact, "flux-system/broken").await.unwrap_err();
+        assert_eq!(e.reason(), "InvalidIndex", "{e}");
+        assert!(e.needs_user(), "a person must fix the repository: {e}");
+    }
+    assert_eq!(served.load(Ordering::SeqCst), 1, "downloaded once");
 }

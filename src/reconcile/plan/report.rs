@@ -45,10 +45,18 @@ pub(super) fn roll_up(
         })
         .collect();
     let previous = input.app.status.as_ref().map(|s| s.conditions.clone()).unwrap_or_default();
+    // A hold no person need lift, with writes waiting on it, is what the
+    // application waits on; one a person must lift is the blocker already.
+    let held = input
+        .hold
+        .as_ref()
+        .filter(|h| h.transient && plan.pools.iter().any(|p| p.outcome == Outcome::Held))
+        .map(|h| (h.reason.clone(), h.message.clone()));
     Rollup {
         pools: reports,
         missing: plan.missing_pools.clone(),
         blocker,
+        held,
         generation: input.app.metadata.generation,
         previous,
         now: input.now.clone(),

@@ -430,3 +430,57 @@ fn pools_of_a_kind_the_cluster_does_not_serve_stall_and_prune_nothing() {
     let stalled = plan.status.conditions.iter().find(|c| c.type_ == "Stalled").expect("stalled");
     assert_eq!((stalled.reason.as_str(), stalled.message.as_str()), ("PoolApiMissing", message));
 }
+
+fn held(app: &NodePoolApplication, owned: Vec<ObservedRelease>, transient: bool) -> Plan {
+    plan(&PlanInput {
+        nodes: None,
+        app,
+        pools: &pools().iter().collect::<Vec<_>>(),
+        owned,
+        others: &ListedReleases::default(),
+        now: now(),
+        chart_ref: None,
+        chart: None,
+        hold: Some(Hold {
+            reason: "SourceNotReady".into(),
+            message: "HelmChart edge/gw-1-0-0 is not ready: fetching the index".into(),
+            transient,
+        }),
+        unserved: None,
+    })
+}
+
+fn condition<'a>(plan: &'a Plan, type_: &str) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    plan.status.conditions.iter().find(|c| c.type_ == type_)
+}
+
+#[test]
+fn a_chart_hold_says_its_reason_in_the_conditions_and_stalls_only_when_a_person_must_act() {
+    let a = app(json!({}));
+    // Passing by itself: Reconciling, with the source's own reason and words.
+    let plan = held(&a, vec![], true);
+    assert!(plan.apply.is_empty());
+    let ready = condition(&plan, "Ready").unwrap();
+    assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("False", "SourceNotReady"));
+    assert!(ready.message.contains("fetching the index"), "{}", ready.message);
+    let reconciling = condition(&plan, "Reconciling").unwrap();
+    assert_eq!(reconciling.reason, "SourceNotReady");
+    assert!(reconciling.message.contains("HelmChart edge/gw-1-0-0"), "{}", reconciling.message);
+    assert!(condition(&plan, "Stalled").is_none());
+    // Needing a person: Stalled, not Reconciling.
+    let plan = held(&a, vec![], false);
+    let stalled = condition(&plan, "Stalled").unwrap();
+    assert_eq!(stalled.reason, "SourceNotReady");
+    assert!(condition(&plan, "Reconciling").is_none());
+    // Nothing waiting on it (every release already as planned): the
+    // application is not held back by a source it does not need now.
+    let built = run(&a, &pools(), vec![], &[]);
+    let owned: Vec<ObservedRelease> = built
+        .apply
+        .iter()
+        .map(|d| ready_release(&d.name, &d.pool, &d.spec_hash))
+        .collect();
+    let plan = held(&a, owned, true);
+    let ready = condition(&plan, "Ready").unwrap();
+    assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("True", "Succeeded"), "{}", ready.message);
+}
