@@ -55,7 +55,9 @@ if [[ -f $pidfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
   kill "$(cat "$pidfile")"
   sleep 1
 fi
-setsid target/debug/nodepool-fanout run --metrics-addr 127.0.0.1:16480 >target/local-cluster/logs/nodepool-fanout.log 2>&1 </dev/null &
+# One team, whose chart sources live in flux-system: cross-namespace
+# references allowed (a multi-tenant install keeps the default, true).
+setsid target/debug/nodepool-fanout run --metrics-addr 127.0.0.1:16480 --no-cross-namespace-refs=false >target/local-cluster/logs/nodepool-fanout.log 2>&1 </dev/null &
 echo $! >"$pidfile"
 
 if [[ ${GITOPS:-} == 1 ]]; then

@@ -263,6 +263,20 @@ async fn ensure_chart_and_prune_charts_take_every_branch_on_a_real_api_server() 
         untouched["metadata"].get("labels").is_none(),
         "the foreign chart was changed: {untouched}"
     );
+    // Ours by label, but another application's: refused too, never taken
+    // over (as a chart whose name another tenant searched out would be).
+    let neighbours = shared_chart::helmchart(&with_files, "neighbour", app_ns, "1.0.0", &here);
+    let refused = apply::ensure_chart(&env.client, &here, &neighbours).await;
+    assert!(matches!(refused, Err(ApplyError::NameClash { .. })), "{refused:?}");
+    let kept = serde_json::to_value(
+        Api::<DynamicObject>::namespaced_with(env.client.clone(), app_ns, &helmchart_resource())
+            .get(&here.name)
+            .await?,
+    )?;
+    assert_eq!(
+        kept["metadata"]["annotations"][shared_chart::ANNOTATION_APPLICATION],
+        format!("{app_ns}/{app}")
+    );
 
     // prune_charts: ours in two namespaces, another application's beside them.
     let there = ChartRef {

@@ -506,7 +506,8 @@ fn monitored_shard_values() -> Value {
         "resync": "10m",
         "logFormat": "text",
         "logLevel": "info,nodepool_fanout=debug",
-        "extraArgs": ["--no-cross-namespace-refs=true", "--kube-api-qps=100"],
+        "noCrossNamespaceRefs": false,
+        "extraArgs": ["--kube-api-qps=100"],
         "extraEnv": [{ "name": "EXTRA", "value": "1" }],
         "resources": {
             "requests": { "cpu": "100m", "memory": "128Mi" },
@@ -550,10 +551,10 @@ fn non_default_values_land() {
             "run",
             "--log-format=text",
             "--leader-election=true",
+            "--no-cross-namespace-refs=false",
             "--watch-label-selector=sharding.fluxcd.io/key=shard1",
             "--concurrent=8",
             "--resync=10m",
-            "--no-cross-namespace-refs=true",
             "--kube-api-qps=100",
         ]
     );
@@ -622,6 +623,7 @@ fn non_default_values_land() {
             "run",
             "--log-format=json",
             "--leader-election=false",
+            "--no-cross-namespace-refs=true",
             "--watch-label-selector=!sharding.fluxcd.io/key"
         ]
     );

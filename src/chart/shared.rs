@@ -117,6 +117,8 @@ pub fn cross_namespace_reference(spec: &NodePoolApplicationSpec, app_namespace: 
     })
 }
 
+const CHART_HASH_LEN: usize = 16;
+
 /// `<app>-<chart>-<hash>`, at most 63 characters; the hash covers everything
 /// that makes the artifact, so a version bump gets a new chart beside the
 /// old one, which goes once no release uses it.
@@ -132,7 +134,10 @@ pub fn chart_ref(spec: &NodePoolApplicationSpec, app: &str, app_namespace: &str,
         (None, None) => (ChartKind::HelmChart, String::new(), ""),
     };
     let chart = chart_name(spec);
-    let hash = naming::hex_prefix(&[app_namespace, app, chart, version, &source_kind, source_name], 8);
+    // 64 bits: a tenant cannot search out another application's next
+    // chart name and create it first (32 bits took seconds to search).
+    let hash =
+        naming::hex_prefix(&[app_namespace, app, chart, version, &source_kind, source_name], CHART_HASH_LEN);
     let mut readable: String = format!("{app}-{chart}")
         .chars()
         .map(|c| {
@@ -143,7 +148,7 @@ pub fn chart_ref(spec: &NodePoolApplicationSpec, app: &str, app_namespace: &str,
             }
         })
         .collect();
-    readable.truncate(63 - 9);
+    readable.truncate(63 - CHART_HASH_LEN - 1);
     let readable = readable.trim_end_matches('-');
     ChartRef {
         kind,
@@ -567,5 +572,17 @@ mod tests {
         assert_eq!(oci_revision(&with("sha256:abc")), Some((String::new(), "sha256:abc".into())));
         assert_eq!(oci_revision(&with("6.1.0")), None, "a tag without a digest pins nothing");
         assert_eq!(oci_revision(&json!({})), None);
+    }
+
+    #[test]
+    fn chart_names_carry_64_bits_of_hash_within_63_characters() {
+        let long = "a".repeat(80);
+        for app in ["gw", long.as_str()] {
+            let name = chart_ref(&spec(json!({})), app, "edge", "1.0.0").name;
+            let hash = name.rsplit('-').next().unwrap();
+            assert_eq!(hash.len(), 16, "{name}");
+            assert!(hash.chars().all(|c| c.is_ascii_hexdigit()), "{name}");
+            assert!(name.len() <= 63, "{name}");
+        }
     }
 }

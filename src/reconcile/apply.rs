@@ -347,9 +347,17 @@ pub async fn ensure_chart(
     let mut exists = false;
     if let Some(current) = api.get_opt(&chart.name).await.map_err(failed)? {
         let current = as_json(current)?;
-        let ours = current.pointer("/metadata/labels").and_then(|l| l.get(naming::LABEL_MANAGED_BY))
+        // Ours, and this application's: another application's chart of
+        // the same name is never taken over.
+        let managed = current.pointer("/metadata/labels").and_then(|l| l.get(naming::LABEL_MANAGED_BY))
             == Some(&json!(naming::MANAGER));
-        if !ours {
+        let owner = |object: &serde_json::Value| {
+            object
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(shared_chart::ANNOTATION_APPLICATION))
+                .cloned()
+        };
+        if !managed || owner(&current).is_none() || owner(&current) != owner(desired) {
             return Err(ApplyError::NameClash { object });
         }
         if shared_chart::spec_matches(desired, &current) {

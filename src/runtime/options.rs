@@ -37,8 +37,13 @@ pub struct RunArgs {
     #[arg(long, env = "NODEPOOL_FANOUT_WATCH_LABEL_SELECTOR")]
     pub watch_label_selector: Option<String>,
     /// Refuse applications whose chart source or dependencies are in
-    /// another namespace, as Flux's `--no-cross-namespace-refs` does.
-    #[arg(long, env = "NODEPOOL_FANOUT_NO_CROSS_NAMESPACE_REFS", default_value_t = false, action = clap::ArgAction::Set)]
+    /// another namespace, as Flux's `--no-cross-namespace-refs` does. On by
+    /// default: otherwise anyone who may create an application makes this
+    /// controller create HelmCharts and OCIRepositories in any namespace
+    /// they name, fetched with that namespace's credentials. Turn it off
+    /// (`=false`) where one team owns every namespace and shares sources
+    /// from one, such as flux-system.
+    #[arg(long, env = "NODEPOOL_FANOUT_NO_CROSS_NAMESPACE_REFS", default_value_t = true, action = clap::ArgAction::Set)]
     pub no_cross_namespace_refs: bool,
     /// Applications reconciled at once, as Flux's `--concurrent`. Each
     /// reconcile writes its pools' HelmReleases in parallel besides.

@@ -574,9 +574,18 @@ impl RunningController {
             }
             None => Command::new(binary),
         };
+        // The fixture repositories live in flux-system, shared by every
+        // test's namespace as one team shares them: cross-namespace
+        // references are allowed unless a test says otherwise.
+        let tenancy = ["--no-cross-namespace-refs=false"];
+        let tenancy = match flags.iter().any(|f| f.starts_with("--no-cross-namespace-refs")) {
+            true => &tenancy[..0],
+            false => &tenancy[..],
+        };
         let child = command
             .args(["run", "--watch-namespace", namespace])
             .args(["--metrics-addr", &metrics_addr.to_string()])
+            .args(tenancy)
             .args(flags)
             .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "info,nodepool_fanout=debug")

@@ -450,7 +450,10 @@ fn held(app: &NodePoolApplication, owned: Vec<ObservedRelease>, transient: bool)
     })
 }
 
-fn condition<'a>(plan: &'a Plan, type_: &str) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+fn condition<'a>(
+    plan: &'a Plan,
+    type_: &str,
+) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
     plan.status.conditions.iter().find(|c| c.type_ == type_)
 }
 
@@ -475,11 +478,8 @@ fn a_chart_hold_says_its_reason_in_the_conditions_and_stalls_only_when_a_person_
     // Nothing waiting on it (every release already as planned): the
     // application is not held back by a source it does not need now.
     let built = run(&a, &pools(), vec![], &[]);
-    let owned: Vec<ObservedRelease> = built
-        .apply
-        .iter()
-        .map(|d| ready_release(&d.name, &d.pool, &d.spec_hash))
-        .collect();
+    let owned: Vec<ObservedRelease> =
+        built.apply.iter().map(|d| ready_release(&d.name, &d.pool, &d.spec_hash)).collect();
     let plan = held(&a, owned, true);
     let ready = condition(&plan, "Ready").unwrap();
     assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("True", "Succeeded"), "{}", ready.message);
