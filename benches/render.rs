@@ -20,18 +20,28 @@
 //! and Ready, as the controller replans at rest; for each, the time, the
 //! peak resident memory it added, and the size of its observed releases'
 //! packed text.
+//!
+//! First of all, the worst application accepted: releases of incompressible values
+//! up to the application's budget (`MAX_APPLICATION_BYTES`), planned,
+//! cached as the watch cache keeps them, and planned again; with the
+//! process's peak resident memory.
 use std::time::{Duration, Instant};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use nodepool_fanout::api::NodePoolApplication;
 use nodepool_fanout::pools::Pool;
+use nodepool_fanout::reconcile::observe::CachedRelease;
 use nodepool_fanout::reconcile::packed::PackedJson;
 use nodepool_fanout::reconcile::plan::{self, ListedReleases, ObservedRelease, Outcome, PlanInput};
+use nodepool_fanout::reconcile::release::MAX_APPLICATION_BYTES;
 use serde_json::{json, Value};
 
 const POOLS: usize = 8;
 
 fn main() {
+    // First, while the process is fresh: its peak is this case's alone.
+    worst_accepted();
+    println!();
     let cases: Vec<(&str, Value, usize)> = vec![
         ("hostile: {{app.name}} x 20,000", json!({ "blowup": "{{app.name}}".repeat(20_000) }), 0),
         (
@@ -92,6 +102,99 @@ fn main() {
     }
     println!();
     at_scale(10_000);
+}
+
+/// An application as large as one may be: 200 KiB of random text per
+/// pool (LZ4 cannot shrink it), as many pools as fit the budget.
+fn worst_accepted() {
+    const PER_POOL: usize = 200 * 1024;
+    let pools = MAX_APPLICATION_BYTES / (PER_POOL + 4 * 1024);
+    let mut rng = fastrand::Rng::with_seed(7);
+    let blob: String = (0..PER_POOL).map(|_| rng.alphanumeric()).collect();
+    // Each pool's differs, as templated values would.
+    let app: NodePoolApplication = serde_json::from_value(json!({
+        "apiVersion": "apps.fanout.dev/v1alpha1", "kind": "NodePoolApplication",
+        "metadata": { "name": "largest", "namespace": "edge", "uid": "uid-1", "generation": 1 },
+        "spec": {
+            "pools": { "selector": { "matchLabels": { "region": "east" } } },
+            "chart": { "spec": { "chart": "ingress-gateway", "version": "1.0.0",
+                "sourceRef": { "kind": "HelmRepository", "name": "fixtures", "namespace": "flux-system" } } },
+            "interval": "10m",
+            "values": { "blob": format!("{{{{pool.name}}}}{blob}") }
+        }
+    }))
+    .expect("the benchmark's application is valid");
+    let pools: Vec<Pool> = (0..pools)
+        .map(|i| Pool {
+            name: format!("site-{i:05}"),
+            labels: [("region".to_string(), "east".to_string())].into(),
+            ..Pool::named(format!("site-{i:05}"))
+        })
+        .collect();
+    let pools: Vec<&Pool> = pools.iter().collect();
+    println!(
+        "the largest application accepted: {} pools x {} KiB of incompressible values ({} MiB budget)",
+        pools.len(),
+        PER_POOL / 1024,
+        MAX_APPLICATION_BYTES / (1024 * 1024)
+    );
+    println!();
+    println!(
+        "{:<34} {:>12} {:>14} {:>16} {:>14}",
+        "case", "plan time", "peak RSS +", "releases written", "cache holds"
+    );
+    reset_peak_rss();
+    let before = peak_rss_kib();
+    let start = Instant::now();
+    let first = plan::plan(&input(&app, &pools, Vec::new()));
+    let took = start.elapsed();
+    let peak = peak_rss_kib().saturating_sub(before);
+    assert!(first.blocked.is_none(), "within the budget: {:?}", first.blocked);
+    row("first fan-out", took, peak, first.apply.len(), 0);
+    // The releases as the watch cache keeps them, and as it kept them
+    // before large values were kept as a digest.
+    let mut whole = 0;
+    let owned: Vec<ObservedRelease> = first
+        .apply
+        .iter()
+        .enumerate()
+        .map(|(i, desired)| {
+            let mut live = desired.object.value();
+            live["metadata"]["uid"] = json!(format!("uid-{i:08}"));
+            live["metadata"]["creationTimestamp"] = json!("2026-11-23T10:00:00Z");
+            live["metadata"]["generation"] = json!(1);
+            live["status"] = json!({ "observedGeneration": 1, "conditions": [{
+                "type": "Ready", "status": "True", "reason": "InstallSucceeded",
+                "message": "Helm install succeeded", "observedGeneration": 1
+            }]});
+            whole += PackedJson::from_value(&live).packed_len();
+            let cached = CachedRelease::from_object(serde_json::from_value(live).expect("a HelmRelease"));
+            let view = cached.planned.value().expect("packed JSON");
+            let observed = ObservedRelease::from_value(&view).expect("a release of ours");
+            ObservedRelease {
+                live: Some(cached.planned.clone()),
+                ..observed
+            }
+        })
+        .collect();
+    drop(first);
+    let kept: usize = owned.iter().filter_map(|o| o.live.as_ref()).map(PackedJson::packed_len).sum();
+    reset_peak_rss();
+    let before = peak_rss_kib();
+    let start = Instant::now();
+    let resync = plan::plan(&input(&app, &pools, owned));
+    let took = start.elapsed();
+    let peak = peak_rss_kib().saturating_sub(before);
+    row("resync, every release in place", took, peak, resync.apply.len(), kept as u64 / 1024);
+    println!(
+        "{:<34} {:>12} {:>14} {:>16} {:>14}",
+        "(cache with values kept whole)",
+        "",
+        "",
+        "",
+        format!("{:.1} MiB", whole as f64 / (1024.0 * 1024.0))
+    );
+    println!("process peak resident memory: {:.1} MiB", proc_status_kib("VmHWM:") as f64 / 1024.0);
 }
 
 fn application(values: Value) -> NodePoolApplication {
@@ -244,6 +347,7 @@ fn input<'a>(
         chart: None,
         hold: None,
         unserved: None,
+        clock_since: None,
     }
 }
 

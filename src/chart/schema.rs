@@ -90,6 +90,29 @@ pub struct Chart {
     pub values: Value,
     /// values.schema.json, if the chart has one.
     pub schema: Option<Value>,
+    /// The schema compiled, once per chart: every pool's values are checked
+    /// against it, and compiling a large schema costs far more than one
+    /// check. It goes with `schema`: a Chart made from another with a new
+    /// schema takes `CompiledSchema::default()`.
+    pub compiled: CompiledSchema,
+}
+
+/// A chart's values schema as a validator, compiled at most once.
+#[derive(Debug, Clone, Default)]
+pub struct CompiledSchema(std::sync::Arc<std::sync::OnceLock<Result<jsonschema::Validator, String>>>);
+
+/// The compiled form follows from the schema: two charts are equal
+/// whether or not either has compiled it yet.
+impl PartialEq for CompiledSchema {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl CompiledSchema {
+    fn get(&self, schema: &Value) -> Result<&jsonschema::Validator, &String> {
+        self.0.get_or_init(|| compile(schema)).as_ref()
+    }
 }
 
 /// Every way the values break the chart's schema, one line each when shown.
@@ -249,19 +272,25 @@ impl Chart {
                     file: "values.schema.json".to_string(),
                     source,
                 })?;
-                // Compiled now so a broken schema is reported when the chart
-                // is read, not as a puzzling failure of some values later.
-                compile(&schema).map_err(|message| ChartError::Schema { message })?;
                 Some(schema)
             }
             _ => None,
         };
+        let compiled = CompiledSchema::default();
+        // Compiled now, once, so a broken schema is reported when the chart
+        // is read, not as a puzzling failure of some values later.
+        if let Some(schema) = &schema {
+            compiled.get(schema).map_err(|message| ChartError::Schema {
+                message: message.clone(),
+            })?;
+        }
 
         Ok(Self {
             name,
             version,
             values,
             schema,
+            compiled,
         })
     }
 
@@ -297,7 +326,7 @@ impl Chart {
 
         // The schema was compiled when the chart was read; this only fails
         // for a Chart built by hand around a broken schema.
-        let validator = compile(schema).map_err(|message| {
+        let validator = self.compiled.get(schema).map_err(|message| {
             SchemaViolations(vec![Violation {
                 path: "(root)".to_string(),
                 rule: "$schema".to_string(),

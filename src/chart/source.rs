@@ -83,6 +83,8 @@ pub enum SourceError {
         url: String,
         limit_mib: u64,
     },
+    #[error("reading the {what} stopped ({message}); retrying")]
+    Worker { what: &'static str, message: String },
     #[error("the index of HelmRepository {repository} is not valid YAML: {message}")]
     Index { repository: String, message: String },
     #[error("OCIRepository {namespace}/{name} cannot serve a Helm chart: {why}")]
@@ -138,7 +140,9 @@ impl SourceError {
             Self::UnknownDigest { .. } => "UnsupportedDigest",
             Self::Stalled { .. } => "SourceFailed",
             Self::Index { .. } => "InvalidIndex",
-            Self::Get { .. } | Self::Download { .. } | Self::Digest { .. } => "SourceUnavailable",
+            Self::Get { .. } | Self::Download { .. } | Self::Digest { .. } | Self::Worker { .. } => {
+                "SourceUnavailable"
+            }
         }
     }
 }
@@ -429,7 +433,14 @@ impl Sources {
             return Ok(chart.clone());
         }
         let bytes = self.download(&artifact, "chart", MAX_CHART_BYTES).await?;
-        let chart = Arc::new(Chart::from_tgz(&bytes).map_err(|source| SourceError::Chart {
+        // Unpacking, parsing and compiling the schema take milliseconds to
+        // seconds of CPU: off the async workers, which serve every watch.
+        let read = tokio::task::spawn_blocking(move || Chart::from_tgz(&bytes)).await;
+        let read = read.map_err(|e| SourceError::Worker {
+            what: "chart",
+            message: e.to_string(),
+        })?;
+        let chart = Arc::new(read.map_err(|source| SourceError::Chart {
             url: artifact.url.clone(),
             source,
         })?);
@@ -469,7 +480,14 @@ impl Sources {
             return Err(unreadable(message));
         }
         let bytes = self.download(artifact, "repository index", MAX_INDEX_BYTES).await?;
-        match parse_index(&bytes, repository) {
+        // Up to 50 MiB of YAML: parsed off the async workers.
+        let name = repository.to_string();
+        let parsed = tokio::task::spawn_blocking(move || parse_index(&bytes, &name)).await;
+        let parsed = parsed.map_err(|e| SourceError::Worker {
+            what: "repository index",
+            message: e.to_string(),
+        })?;
+        match parsed {
             Ok(index) => {
                 let index = Arc::new(index);
                 insert(&self.indexes, artifact.digest.clone(), index.clone());

@@ -90,6 +90,7 @@ pub fn render(
         chart,
         hold: None,
         unserved: None,
+        clock_since: None,
     });
     errors.extend(plan.blocked.iter().cloned());
     errors.extend(

@@ -13,6 +13,42 @@ use serde_json::Value;
 
 use crate::api::naming;
 
+/// Values longer than this, as JSON, are kept in the watch cache as their
+/// hash alone ([`values_digest`]): a release may carry a megabyte of
+/// values, and the cache holds every owned release of every application.
+pub const VALUES_KEPT_BYTES: usize = 16 * 1024;
+
+/// The key of the object that stands in the cache for values too large to
+/// keep, holding their digest.
+pub const VALUES_DIGEST_KEY: &str = "$apps.fanout.dev/values-sha256";
+
+/// A digest of values, nulls dropped (a null we write is an absent key
+/// once stored), keys in order (serde_json's map is sorted).
+pub fn values_digest(values: &Value) -> String {
+    fn without_nulls(value: &Value) -> Value {
+        match value {
+            Value::Object(map) => Value::Object(
+                map.iter()
+                    .filter(|(_, v)| !v.is_null())
+                    .map(|(k, v)| (k.clone(), without_nulls(v)))
+                    .collect(),
+            ),
+            Value::Array(items) => Value::Array(items.iter().map(without_nulls).collect()),
+            other => other.clone(),
+        }
+    }
+    naming::hex_prefix(&[&without_nulls(values).to_string()], 64)
+}
+
+/// Values as the cache keeps them: as they are, or their digest when large.
+pub fn kept_values(values: Value) -> Value {
+    let large = serde_json::to_string(&values).map_or(true, |text| text.len() > VALUES_KEPT_BYTES);
+    match large {
+        true => serde_json::json!({ VALUES_DIGEST_KEY: values_digest(&values) }),
+        false => values,
+    }
+}
+
 /// Annotations that change on every write by design, so never drift.
 const UNCOMPARED_ANNOTATIONS: &[&str] = &[naming::ANNOTATION_WRITTEN_AT];
 
@@ -42,6 +78,11 @@ pub fn first_difference(desired: &Value, live: &Value) -> Option<String> {
 }
 
 fn differs(want: &Value, have: Option<&Value>, path: &str) -> Option<String> {
+    // Large values, kept as a digest: compared whole, by digest (then
+    // keys another manager added count as a change too).
+    if let Some(digest) = have.and_then(|h| h.get(VALUES_DIGEST_KEY)).filter(|_| path == "spec.values") {
+        return (digest.as_str() != Some(values_digest(want).as_str())).then(|| path.to_string());
+    }
     match (want, have) {
         (Value::Null, None | Some(Value::Null)) => None,
         (Value::Object(want), Some(Value::Object(have))) => want
@@ -93,6 +134,23 @@ mod tests {
             json!({ "kind": "Deployment" });
         live["status"] = json!({ "observedGeneration": 3 });
         live
+    }
+
+    #[test]
+    fn large_values_kept_as_a_digest_still_show_a_changed_value() {
+        let mut want = desired();
+        want["spec"]["values"]["blob"] = json!("x".repeat(VALUES_KEPT_BYTES));
+        let mut live = want.clone();
+        live["spec"]["values"] = kept_values(live["spec"]["values"].clone());
+        assert!(live["spec"]["values"].get(VALUES_DIGEST_KEY).is_some(), "kept as a digest");
+        // Stored, the null we wrote is gone: no change.
+        assert_eq!(first_difference(&want, &live), None);
+        let mut edited = want.clone();
+        edited["spec"]["values"]["replicas"] = json!(3);
+        edited["spec"]["values"] = kept_values(edited["spec"]["values"].clone());
+        assert_eq!(first_difference(&want, &edited), Some("spec.values".into()));
+        // Small values are kept as they are.
+        assert_eq!(kept_values(json!({ "a": 1 })), json!({ "a": 1 }));
     }
 
     #[test]

@@ -19,6 +19,7 @@ use crate::api::naming;
 use crate::api::{NodePoolApplication, PoolKind};
 use crate::pools::kind::PoolObjects;
 use crate::pools::{self, node_label, Pool};
+use crate::reconcile::drift;
 use crate::reconcile::managed_fields;
 use crate::reconcile::packed::PackedJson;
 use crate::reconcile::plan::{HelmReleaseKey, ObservedRelease, OtherReleases, TakenRelease};
@@ -401,6 +402,10 @@ impl CachedRelease {
         }
         if let Some(map) = release.data.as_object_mut() {
             map.retain(|key, _| key == "spec" || (anyones && key == "status"));
+            // The one part of a release with no bound but the API server's.
+            if let Some(values) = map.get_mut("spec").and_then(|s| s.get_mut("values")) {
+                *values = drift::kept_values(values.take());
+            }
             if let Some(spec) = map.get_mut("spec").and_then(Value::as_object_mut).filter(|_| !anyones) {
                 spec.retain(|key, _| {
                     matches!(key.as_str(), "releaseName" | "targetNamespace" | "storageNamespace")

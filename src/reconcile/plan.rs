@@ -53,6 +53,13 @@ pub struct PlanInput<'a> {
     /// Why the pools of the application's kind cannot be read (the cluster
     /// serves no such API): nothing is written or pruned.
     pub unserved: Option<&'a str>,
+    /// Since when this controller's clock has measured the rollout: the
+    /// time it took the lead. A `written-at` stamp older than this was
+    /// made by another replica's clock (or this one's before a restart),
+    /// so a progress deadline is counted from here instead: a failover to
+    /// a replica whose clock runs ahead cannot fail updating pools early,
+    /// and at worst a deadline runs longer by the failover's time.
+    pub clock_since: Option<Time>,
 }
 
 /// A chart problem that holds every write back: an unresolvable version, a
@@ -304,14 +311,18 @@ fn plan_releases(input: &PlanInput) -> Plan {
         return nothing_selected(input, &app);
     }
     let settings = match rollout::Settings::new(app.spec.rollout.as_ref(), selected.pools.len()) {
-        Ok(settings) => settings,
+        Ok(settings) => rollout::Settings {
+            clock_since: input.clock_since.as_ref().map(|t| t.0),
+            ..settings
+        },
         Err(e) => return blocked(input, "InvalidRollout".to_string(), e.to_string()),
     };
     let renderer = Renderer::new();
     let owned: BTreeMap<&str, &ObservedRelease> = input.owned.iter().map(|o| (o.name.as_str(), o)).collect();
     let mut built: BTreeMap<String, Result<Built, FieldError>> = BTreeMap::new();
     let mut outcomes = Vec::new();
-    for pool in &selected.pools {
+    let mut total = 0usize;
+    for (count, pool) in selected.pools.iter().enumerate() {
         let name = naming::release_name(app.name, &pool.name);
         if input.others.named(&name) {
             outcomes.push(PoolOutcome {
@@ -321,9 +332,16 @@ fn plan_releases(input: &PlanInput) -> Plan {
             });
         } else {
             let written = owned.get(name.as_str()).and_then(|o| o.spec_hash.as_deref());
-            let result = release::build(&app, pool, &renderer, written)
-                .map(|b| Built::new(b, owned.get(name.as_str())));
-            built.insert(pool.name.clone(), result);
+            let result = release::build(&app, pool, &renderer, written);
+            total += result.as_ref().map_or(0, |b| b.size);
+            if total > release::MAX_APPLICATION_BYTES {
+                return blocked(
+                    input,
+                    "ApplicationTooLarge".to_string(),
+                    too_large(count + 1, selected.pools.len()),
+                );
+            }
+            built.insert(pool.name.clone(), result.map(|b| Built::new(b, owned.get(name.as_str()))));
         }
     }
     fail_duplicate_release_names(&mut built);
@@ -384,6 +402,18 @@ fn plan_releases(input: &PlanInput) -> Plan {
     plan.suspended = suspended;
     plan.status = stated(&plan.rollup, suspended);
     plan
+}
+
+/// Why an application whose releases pass its budget is refused whole:
+/// the first `built` of `selected` pools passed it.
+fn too_large(built: usize, selected: usize) -> String {
+    format!(
+        "the HelmReleases of this application pass {} MiB together (the first {built} of its \
+         {selected} pools did), the most one application may hold; nothing is written or pruned \
+         until they fit: render less per pool (values shared by every pool belong in the chart's \
+         values.yaml or a valuesFrom ConfigMap), or split the pools between applications",
+        release::MAX_APPLICATION_BYTES / (1024 * 1024)
+    )
 }
 
 /// With `spec.suspend: true` the application stops acting, as Flux's

@@ -72,7 +72,16 @@ pub struct BuiltRelease {
     pub release_name: String,
     pub object: Value,
     pub spec_hash: String,
+    /// The bytes of its spec and labels as JSON, against the application's
+    /// budget ([`MAX_APPLICATION_BYTES`]).
+    pub size: usize,
 }
+
+/// All the releases of one application together, as JSON: the controller
+/// holds an application's releases while it plans and writes them, and
+/// reconciles several applications at once within one pod's memory (256
+/// MiB in `deploy/`). 10,000 pools of an ordinary chart take about 15 MiB.
+pub const MAX_APPLICATION_BYTES: usize = 32 * 1024 * 1024;
 
 /// Builds the HelmRelease for one pool. `written_hash` is the spec hash of
 /// the pool's existing release: a spec that hashes the same was checked
@@ -150,6 +159,7 @@ pub fn build(
         release_name,
         object,
         spec_hash,
+        size: canonical.len(),
     })
 }
 

@@ -49,6 +49,10 @@ pub struct Settings {
     pub progress_deadline: Duration,
     pub paused: bool,
     pub skip_offline: bool,
+    /// Progress deadlines count from no earlier than this: see
+    /// `PlanInput::clock_since`. The offline rule still reads each write's
+    /// own stamp, which only orders it against the pool's nodes.
+    pub clock_since: Option<Timestamp>,
 }
 
 impl Default for Settings {
@@ -61,6 +65,7 @@ impl Default for Settings {
             progress_deadline: DEFAULT_PROGRESS_DEADLINE,
             paused: false,
             skip_offline: true,
+            clock_since: None,
         }
     }
 }
@@ -99,6 +104,7 @@ impl Settings {
             progress_deadline,
             paused: spec.paused.unwrap_or(false),
             skip_offline: spec.offline_pools.unwrap_or_default() == OfflinePools::Skip,
+            clock_since: None,
         })
     }
 }
@@ -303,7 +309,10 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
             Release::Missing => decided(PoolRollout::Write),
             Release::Behind(_) if !settings.progressive => decided(PoolRollout::Write),
             Release::Behind(_) => decided(PoolRollout::Pending),
-            Release::Current { status, written } => measure(settings, status, written, now, &mut requeue),
+            Release::Current { status, written } => {
+                let counted_from = written.map(|w| settings.clock_since.map_or(w, |since| w.max(since)));
+                measure(settings, status, counted_from, now, &mut requeue)
+            }
         })
         .collect();
     let failed: Vec<String> = pools

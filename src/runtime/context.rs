@@ -124,6 +124,9 @@ pub(super) struct Context {
     /// application: a source that stays unready is looked at less and less
     /// often (its own events still wake the application at once).
     pub(super) holds: Backoff<ObjectRef<AppMeta>>,
+    /// When this instance took the lead (or started, without leader
+    /// election): rollout deadlines are not counted across two clocks.
+    pub(super) leading_since: std::sync::OnceLock<k8s_openapi::jiff::Timestamp>,
     /// Each application's pool selection and node label, as its last
     /// reconcile read them: the index from a NodePool or Node change to
     /// the applications it concerns.

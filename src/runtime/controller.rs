@@ -146,6 +146,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         metrics,
         backoff: Backoff::default(),
         holds: Backoff::starting_at(CHART_HOLD_FIRST_RETRY),
+        leading_since: std::sync::OnceLock::new(),
         selections: Arc::default(),
         reconcile_times: Arc::default(),
     });
@@ -167,6 +168,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     };
     serving(matches!(*context.ready.borrow(), Readiness::Ready));
     context.metrics.set_leader(true);
+    let _ = context.leading_since.set(k8s_openapi::jiff::Timestamp::now());
     // Losing the Lease stops the controller gracefully; `run` then fails so
     // the process restarts as a standby.
     let lost = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -205,7 +207,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     // instance serves it; others' releases are only remembered.
     let release_triggers = {
         let served = store.clone();
-        let release_events = reflector(release_writer, watcher(releases, paged()));
+        let release_events = reflector(release_writer, watcher(releases, paged_releases()));
         changed("HelmReleases", release_events, release_fingerprint, FirstList::Quiet).filter_map(
             move |release| {
                 let app = observe::owner_of::<AppMeta>(&release).filter(|app| served.get(app).is_some());

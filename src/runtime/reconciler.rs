@@ -200,6 +200,7 @@ pub(super) async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) 
         chart,
         hold: hold.clone(),
         unserved: observed.unserved.as_deref(),
+        clock_since: ctx.leading_since.get().map(|t| Time(*t)),
     };
     let mut planned = plan::plan(&input);
     // What was observed, back from the plan's input: at thousands of pools

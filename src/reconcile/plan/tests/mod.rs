@@ -66,6 +66,7 @@ fn run(app: &NodePoolApplication, pools: &[Pool], owned: Vec<ObservedRelease>, f
         chart: None,
         hold: None,
         unserved: None,
+        clock_since: None,
     })
 }
 

@@ -307,12 +307,14 @@ pub(super) fn with_chart(a: &NodePoolApplication, owned: Vec<ObservedRelease>, c
         chart: Some(chart),
         hold: None,
         unserved: None,
+        clock_since: None,
     })
 }
 
 #[test]
 fn values_are_checked_against_the_schema_only_when_they_change() {
     let chart = Chart {
+        compiled: Default::default(),
         name: "ingress-gateway".into(),
         version: "1.0.0".into(),
         values: json!({}),
@@ -437,6 +439,7 @@ fn releases_of_an_oci_chart_name_its_pinned_ocirepository() {
         chart: None,
         hold: None,
         unserved: None,
+        clock_since: None,
     });
     assert_eq!(applied_pools(&planned), ["hangzhou", "shanghai"]);
     for pool in ["hangzhou", "shanghai"] {

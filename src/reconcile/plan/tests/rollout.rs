@@ -41,6 +41,7 @@ fn with_nodes(
         chart: None,
         hold: None,
         unserved: None,
+        clock_since: None,
     })
 }
 

@@ -158,6 +158,7 @@ fn the_hostile_spec_of_the_review_is_refused_for_every_pool() {
 
 fn needs_password() -> Chart {
     Chart {
+        compiled: Default::default(),
         name: "db".into(),
         version: "1.0.0".into(),
         values: json!({ "replicas": 1 }),
@@ -246,6 +247,7 @@ fn with_taken(app: &NodePoolApplication, owned: Vec<ObservedRelease>, taken: &[(
         chart: None,
         hold: None,
         unserved: None,
+        clock_since: None,
     })
 }
 
@@ -425,6 +427,7 @@ fn pools_of_a_kind_the_cluster_does_not_serve_stall_and_prune_nothing() {
         chart: None,
         hold: None,
         unserved: Some(message),
+        clock_since: None,
     });
     assert!(plan.apply.is_empty() && plan.prune.is_empty(), "{plan:?}");
     let stalled = plan.status.conditions.iter().find(|c| c.type_ == "Stalled").expect("stalled");
@@ -447,6 +450,7 @@ fn held(app: &NodePoolApplication, owned: Vec<ObservedRelease>, transient: bool)
             transient,
         }),
         unserved: None,
+        clock_since: None,
     })
 }
 
@@ -483,4 +487,31 @@ fn a_chart_hold_says_its_reason_in_the_conditions_and_stalls_only_when_a_person_
     let plan = held(&a, owned, true);
     let ready = condition(&plan, "Ready").unwrap();
     assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("True", "Succeeded"), "{}", ready.message);
+}
+
+#[test]
+fn an_application_past_its_total_budget_is_refused_whole_and_prunes_nothing() {
+    // 200 KiB per pool is within one release's limit; 200 pools of it pass
+    // the application's.
+    let big = "x".repeat(200 * 1024);
+    let a = app(
+        json!({ "values": { "blob": big, "controller": { "ingressClass": { "name": "{{pool.name}}" } } } }),
+    );
+    let many: Vec<Pool> = (0..200).map(|i| pool(&format!("p{i:03}"), "east")).collect();
+    let kept = ready_release(&naming::release_name("gw", "p000"), "p000", "old");
+    let gone = ready_release(&naming::release_name("gw", "left"), "left", "old");
+    let plan = run(&a, &many, vec![kept, gone], &[]);
+    assert!(
+        plan.apply.is_empty() && plan.prune.is_empty(),
+        "{:?} {:?}",
+        applied_pools(&plan),
+        plan.prune
+    );
+    let stalled = plan.status.conditions.iter().find(|c| c.type_ == "Stalled").unwrap();
+    assert_eq!(stalled.reason, "ApplicationTooLarge");
+    assert!(stalled.message.contains("32 MiB"), "{}", stalled.message);
+    assert!(stalled.message.contains("of its 200 pools"), "{}", stalled.message);
+    // A tenth of the pools fits.
+    let plan = run(&a, &many[..20], vec![], &[]);
+    assert_eq!(plan.apply.len(), 20);
 }

@@ -282,6 +282,35 @@ fn the_progress_deadline_fails_a_pool_and_says_why() {
 }
 
 #[test]
+fn a_deadline_is_not_counted_across_two_clocks() {
+    // Written 10 min ago by the previous leader's clock, a minute before
+    // this replica took the lead: counted from the lead, not failed.
+    let settings = Settings {
+        clock_since: Some(ts(10_000 - 60)),
+        ..progressive()
+    };
+    let d = Fleet::new()
+        .current("a", 0, status(ReleaseState::Progressing, true, None), 10_000 - 600)
+        .decide(&settings, 1);
+    assert_eq!(d.state("a"), Some(PoolRollout::Updating));
+    assert_eq!(d.requeue_after, Some(Duration::from_secs(541)));
+    // Written after the lead, by this clock: counted from the write.
+    let d = Fleet::new()
+        .current("a", 0, status(ReleaseState::Progressing, true, None), 10_000 - 30)
+        .decide(&settings, 1);
+    assert_eq!(d.requeue_after, Some(Duration::from_secs(571)));
+    // A whole deadline past the lead fails it as ever.
+    let settings = Settings {
+        clock_since: Some(ts(10_000 - 600)),
+        ..progressive()
+    };
+    let d = Fleet::new()
+        .current("a", 0, status(ReleaseState::Progressing, true, None), 10_000 - 900)
+        .decide(&settings, 1);
+    assert_eq!(d.state("a"), Some(PoolRollout::Failed));
+}
+
+#[test]
 fn waves_go_in_order_and_the_last_holds_pools_of_no_step() {
     let fleet = Fleet::new()
         .behind("z-canary", 0, ready())
@@ -483,6 +512,7 @@ fn settings_resolve_percentages_of_the_selected_pools() {
             progress_deadline: Duration::from_secs(5400),
             paused: true,
             skip_offline: false,
+            clock_since: None,
         }
     );
     // Rounded down, yet at least one pool may update.

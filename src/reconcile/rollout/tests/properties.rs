@@ -71,6 +71,7 @@ fn settings() -> impl Strategy<Value = Settings> {
                 progress_deadline: Duration::from_secs(600),
                 paused,
                 skip_offline,
+                clock_since: None,
             }
         })
 }
