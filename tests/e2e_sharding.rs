@@ -131,6 +131,19 @@ async fn two_shards_serve_only_their_own_applications() -> TestResult {
         assert!(text.contains(own), "{} never reconciled {own}", log.display());
         assert!(!text.contains(other), "{} reconciled {other}", log.display());
     }
+
+    // app-one moves to shard two with a new chart version: shard two,
+    // which serves it now, prunes the chart shard one made for 1.0.0.
+    let mut moved = sharded_app(&env, "app-one", &two);
+    moved["spec"]["chart"]["spec"]["version"] = json!("1.1.0");
+    apply_app(&env, &moved).await?;
+    support::wait_for("app-one's charts all of shard two", CHANGE_TIMEOUT, || async {
+        match shard_labels(&env, "app-one").await {
+            found if found == expect(&two) => Ok(()),
+            found => Err(format!("{found:?}\n{}", second.log_tail())),
+        }
+    })
+    .await;
     drop((first, second));
     env.cleanup().await;
     Ok(())

@@ -198,11 +198,12 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     };
     let app_events = reflector(writer, watcher(apps, app_config).map_ok(|e| map_event(e, |app| app.object)));
     let controller = Controller::for_stream(changed_apps(app_events), store.clone()).with_config(config);
-    // What this instance made carries its applications' shard label.
-    let managed_by = match shard {
-        Some(selector) => format!("{}={},{selector}", naming::LABEL_MANAGED_BY, naming::MANAGER),
-        None => format!("{}={}", naming::LABEL_MANAGED_BY, naming::MANAGER),
-    };
+    // Shared charts are watched whatever their shard label: an application
+    // moved here from another shard left charts labelled for that one, and
+    // only this instance, which serves it now, can prune them (or release
+    // them when it is deleted). Events of charts whose application another
+    // instance serves wake nothing below.
+    let managed_by = format!("{}={}", naming::LABEL_MANAGED_BY, naming::MANAGER);
     // A release's change wakes the application that owns it, if this
     // instance serves it; others' releases are only remembered.
     let release_triggers = {
