@@ -6,13 +6,14 @@
 //! - [`plan`] decides, purely, what to write, what to prune and what to
 //!   report: each pool's release ([`release`]), whether a live release
 //!   drifted ([`drift`]), which pools the rollout lets through
-//!   ([`rollout`]), and the rolled-up status ([`status`]).
+//!   ([`rollout`]), whether pools share an object ([`sharing`]), and the
+//!   rolled-up status ([`status`]).
 //! - [`apply`] carries the plan out with server-side apply, and prunes or
 //!   orphans ([`orphan`]) only what the application owns
 //!   ([`managed_fields`]); a Helm release is claimed ([`claim`]) before a
 //!   HelmRelease first drives it.
 //!
-//! Nothing under `plan`, `release`, `drift`, `rollout` or `status` touches
+//! Nothing under `plan`, `release`, `drift`, `rollout`, `sharing` or `status` touches
 //! the network: they take plain data and return plain data.
 
 pub mod apply;
@@ -27,4 +28,5 @@ pub mod plan;
 pub mod release;
 pub mod release_state;
 pub mod rollout;
+pub mod sharing;
 pub mod status;

@@ -413,11 +413,22 @@ impl CachedRelease {
             }
             if let Some(status) = map.get_mut("status").and_then(Value::as_object_mut) {
                 let version = status.get("history").and_then(|h| h.pointer("/0/chartVersion")).cloned();
+                // What the release applied, by id alone: two pools holding
+                // one object is how sharing shows (`reconcile::sharing`).
+                let inventory: Vec<Value> = status
+                    .get("inventory")
+                    .and_then(|i| i.get("entries"))
+                    .and_then(Value::as_array)
+                    .map(|entries| entries.iter().filter_map(|e| e.get("id")).cloned().collect())
+                    .unwrap_or_default();
                 status.retain(|key, _| {
                     matches!(key.as_str(), "conditions" | "observedGeneration" | "lastAttemptedRevision")
                 });
                 if let Some(version) = version {
                     status.insert("history".into(), serde_json::json!([{ "chartVersion": version }]));
+                }
+                if !inventory.is_empty() {
+                    status.insert("inventory".into(), Value::Array(inventory));
                 }
             }
         }

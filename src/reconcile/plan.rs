@@ -24,6 +24,7 @@ use crate::reconcile::packed::PackedJson;
 use crate::reconcile::release::{self, AppInfo, BuiltRelease, FieldError};
 use crate::reconcile::release_state::{self, ReleaseState, ReleaseStatus};
 use crate::reconcile::rollout::{self, PoolRollout};
+use crate::reconcile::sharing;
 use crate::reconcile::status::{PoolReport, Rollup};
 use crate::values::template::Renderer;
 
@@ -318,7 +319,11 @@ fn plan_releases(input: &PlanInput) -> Plan {
         Err(e) => return blocked(input, "InvalidRollout".to_string(), e.to_string()),
     };
     let renderer = Renderer::new();
-    let owned: BTreeMap<&str, &ObservedRelease> = input.owned.iter().map(|o| (o.name.as_str(), o)).collect();
+    // Pools that share an object read as failed, for the rollout and the
+    // roll-up alike: later entries of the map win.
+    let isolation = observed::isolation_failures(&input.owned);
+    let owned: BTreeMap<&str, &ObservedRelease> =
+        input.owned.iter().chain(&isolation).map(|o| (o.name.as_str(), o)).collect();
     let mut built: BTreeMap<String, Result<Built, FieldError>> = BTreeMap::new();
     let mut outcomes = Vec::new();
     let mut total = 0usize;

@@ -232,6 +232,7 @@ fn spec(app: &AppInfo, pool: &Pool, scope: &Scope, release_name: &str) -> Result
         (None, None) => spec.insert("chart".into(), json!({ "spec": chart_spec(app.spec)? })),
     };
     passthrough(app.spec, scope, &mut spec)?;
+    refuse_takeover(&mut spec);
     if let Some(suspend) = layers.suspend {
         spec.insert("suspend".into(), json!(suspend));
     }
@@ -278,6 +279,22 @@ fn passthrough(
     }
     out.extend(fields);
     Ok(())
+}
+
+/// helm-controller takes over objects that exist already unless told not to
+/// (`disableTakeOwnership` is false by default, and server-side apply
+/// conflicts are forced). A chart object with a fixed name, an IngressClass
+/// or a ClusterRole, would then pass silently from pool to pool, owned by
+/// whichever wrote last and deleted with whichever goes first. So every
+/// release refuses it, for install and upgrade, unless the application sets
+/// it in `helmRelease.install` or `helmRelease.upgrade`.
+fn refuse_takeover(spec: &mut Map<String, Value>) {
+    for action in ["install", "upgrade"] {
+        let settings = spec.entry(action).or_insert_with(|| json!({}));
+        if let Some(settings) = settings.as_object_mut() {
+            settings.entry("disableTakeOwnership").or_insert(json!(true));
+        }
+    }
 }
 
 /// Values, valuesFrom and suspend after the base and every matching override.

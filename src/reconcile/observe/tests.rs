@@ -46,7 +46,11 @@ fn release(name: &str, namespace: &str, owner_uid: Option<&str>) -> DynamicObjec
                              "observedGeneration": 2, "message": "ok" }],
             "history": [{ "chartVersion": "1.1.0", "digest": "sha256:…", "testHooks": {} },
                         { "chartVersion": "1.0.0" }],
-            "lastAttemptedValuesChecksum": "…", "storageNamespace": "edge"
+            "lastAttemptedValuesChecksum": "…", "storageNamespace": "edge",
+            "inventory": { "entries": [
+                { "id": "_gw_networking.k8s.io_IngressClass", "v": "v1" },
+                { "id": "edge_gw__ConfigMap", "v": "v1" }
+            ] }
         }
     }))
 }
@@ -79,6 +83,12 @@ fn a_cached_release_keeps_what_planning_reads() {
     whole["metadata"]["annotations"] = json!({});
     assert_eq!(read, ObservedRelease::from_value(&whole).unwrap());
     assert_eq!(read.status.chart_version.as_deref(), Some("1.1.0"));
+    // The inventory by id alone: what finding shared objects reads.
+    assert_eq!(
+        text["status"]["inventory"],
+        json!(["_gw_networking.k8s.io_IngressClass", "edge_gw__ConfigMap"])
+    );
+    assert_eq!(read.inventory, ["_gw_networking.k8s.io_IngressClass", "edge_gw__ConfigMap"]);
 }
 
 #[test]

@@ -85,6 +85,9 @@ pub struct ObservedRelease {
     pub suspended_with_app: bool,
     /// Made inert: another application holds the Helm release it drives.
     pub inert: bool,
+    /// The ids of the objects helm-controller applied for it
+    /// (`status.inventory`), to find objects two pools share.
+    pub inventory: Vec<String>,
 }
 
 impl ObservedRelease {
@@ -111,8 +114,59 @@ impl ObservedRelease {
             live: None,
             suspended_with_app: text("annotations", naming::ANNOTATION_SUSPENDED_WITH_APPLICATION).is_some(),
             inert: text("annotations", naming::ANNOTATION_INERT).is_some(),
+            inventory: inventory_of(object),
         })
     }
+}
+
+/// The owned releases whose pools reach into a sibling's instance, as they
+/// are to be read: a release that holds an object another pool's release
+/// holds too fails (`SharedObject`), and one Helm would not install
+/// because a sibling holds an object says which pool does
+/// (`ObjectHeldElsewhere`). Only releases Flux has reconciled at their
+/// current generation are judged: until then the inventory may be of a
+/// spec already replaced (a fix on its way).
+pub(super) fn isolation_failures(owned: &[ObservedRelease]) -> Vec<ObservedRelease> {
+    let shared = sharing::shared_objects(
+        owned.iter().filter_map(|o| Some((o.pool.as_deref()?, o.inventory.as_slice()))),
+    );
+    let pool_of = |release: &str| {
+        owned
+            .iter()
+            .find(|o| o.helm_release.as_ref().is_some_and(|(_, name)| name == release))
+            .and_then(|o| o.pool.clone())
+    };
+    let judged = owned.iter().filter(|o| o.status.observed_latest);
+    judged
+        .filter_map(|o| {
+            let failing = matches!(o.status.state, ReleaseState::Failed | ReleaseState::Stalled);
+            let (state, reason, message) =
+                match o.pool.as_deref().and_then(|p| sharing::sharing_message(p, &shared)) {
+                    Some(message) => (ReleaseState::Failed, "SharedObject", message),
+                    None if failing => {
+                        let message = sharing::refusal_message(&o.status.message, pool_of)?;
+                        (o.status.state, "ObjectHeldElsewhere", message)
+                    }
+                    None => return None,
+                };
+            let status = ReleaseStatus {
+                state,
+                reason: reason.to_string(),
+                message,
+                ..o.status.clone()
+            };
+            Some(ObservedRelease { status, ..o.clone() })
+        })
+        .collect()
+}
+
+/// The ids of a release's inventory: `status.inventory.entries[].id` as
+/// helm-controller writes it, or the bare list of ids the watch cache keeps.
+fn inventory_of(object: &Value) -> Vec<String> {
+    let inventory = object.pointer("/status/inventory");
+    let entries = inventory.and_then(|i| i.get("entries")).or(inventory).and_then(Value::as_array);
+    let id = |entry: &Value| entry.get("id").unwrap_or(entry).as_str().map(str::to_string);
+    entries.map(|e| e.iter().filter_map(id).collect()).unwrap_or_default()
 }
 
 /// The HelmChart a release points at with `chartRef`; its namespace

@@ -1,6 +1,7 @@
 //! Unit tests of `plan`.
 
 mod drift;
+mod isolation;
 mod releases;
 mod requests;
 mod rollout;
@@ -79,6 +80,14 @@ fn desired(plan: &Plan, pool: &str) -> Value {
         .value()
 }
 
+/// The application's condition of this type, if the plan sets one.
+fn condition<'a>(
+    plan: &'a Plan,
+    kind: &str,
+) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    plan.status.conditions.iter().find(|c| c.type_ == kind)
+}
+
 fn outcome<'a>(plan: &'a Plan, pool: &str) -> &'a Outcome {
     &plan.pools.iter().find(|p| p.pool == pool).unwrap().outcome
 }
@@ -109,5 +118,6 @@ fn ready_release(name: &str, pool: &str, hash: &str) -> ObservedRelease {
         live: None,
         suspended_with_app: false,
         inert: false,
+        inventory: Vec::new(),
     }
 }

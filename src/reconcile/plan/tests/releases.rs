@@ -128,7 +128,10 @@ fn helm_release_options_pass_through() {
             "dependsOn": [{ "name": "crds-{{pool.name}}", "namespace": "edge" }]
         } }));
     let spec = desired(&run(&a, &pools(), vec![], &[]), "hangzhou")["spec"].clone();
-    assert_eq!(spec["install"], json!({ "remediation": { "retries": 3 }, "createNamespace": true }));
+    assert_eq!(
+        spec["install"],
+        json!({ "remediation": { "retries": 3 }, "createNamespace": true, "disableTakeOwnership": true })
+    );
     assert_eq!(spec["upgrade"]["cleanupOnFail"], true);
     assert_eq!(spec["driftDetection"]["mode"], "enabled");
     assert_eq!((spec["timeout"].clone(), spec["maxHistory"].clone()), (json!("5m"), json!(2)));
@@ -476,4 +479,19 @@ fn an_application_with_no_chart_fails_every_pool_with_what_to_set() {
         panic!("{planned:#?}")
     };
     assert!(message.contains("spec.chartRef"), "{message}");
+}
+
+#[test]
+fn releases_refuse_to_take_over_objects_unless_the_application_allows_it() {
+    // helm-controller takes existing objects over by default: a sibling's
+    // fixed-name object would pass silently from pool to pool.
+    let plain = desired(&run(&app(json!({})), &pools(), vec![], &[]), "hangzhou")["spec"].clone();
+    for action in ["install", "upgrade"] {
+        assert_eq!(plain[action], json!({ "disableTakeOwnership": true }), "{action}");
+    }
+    // Set explicitly, the application's word stands, for the action it names.
+    let a = app(json!({ "helmRelease": { "install": { "disableTakeOwnership": false } } }));
+    let spec = desired(&run(&a, &pools(), vec![], &[]), "hangzhou")["spec"].clone();
+    assert_eq!(spec["install"]["disableTakeOwnership"], false);
+    assert_eq!(spec["upgrade"]["disableTakeOwnership"], true);
 }

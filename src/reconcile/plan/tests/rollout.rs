@@ -45,13 +45,6 @@ fn with_nodes(
     })
 }
 
-fn condition<'a>(
-    plan: &'a Plan,
-    kind: &str,
-) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
-    plan.status.conditions.iter().find(|c| c.type_ == kind)
-}
-
 pub(super) fn progressive(extra: Value) -> NodePoolApplication {
     let mut rollout = json!({ "strategy": "Progressive" });
     for (k, v) in extra.as_object().unwrap() {

@@ -454,13 +454,6 @@ fn held(app: &NodePoolApplication, owned: Vec<ObservedRelease>, transient: bool)
     })
 }
 
-fn condition<'a>(
-    plan: &'a Plan,
-    type_: &str,
-) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
-    plan.status.conditions.iter().find(|c| c.type_ == type_)
-}
-
 #[test]
 fn a_chart_hold_says_its_reason_in_the_conditions_and_stalls_only_when_a_person_must_act() {
     let a = app(json!({}));
