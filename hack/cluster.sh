@@ -226,7 +226,11 @@ package_charts() {
   rm -rf "$out"
   mkdir -p "$out"
   local chart version
-  for chart in "$repo"/charts-fixtures/*/; do
+  # The project's own fixtures, then the upstream charts kept unmodified
+  # under charts-fixtures/upstream/. That folder, like any directory without
+  # a Chart.yaml, is no chart itself and is skipped.
+  for chart in "$repo"/charts-fixtures/*/ "$repo"/charts-fixtures/upstream/*/; do
+    [[ -f $chart/Chart.yaml ]] || continue
     helm package "$chart" --destination "$out" >/dev/null
     # Further versions of the same chart, for version resolution and
     # upgrades: one per line of the chart's fixture-versions file.

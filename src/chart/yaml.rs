@@ -64,6 +64,46 @@ mod tests {
         assert!(serde_saphyr::from_str::<Value>(&text).is_err(), "nodes");
     }
 
+    /// The upstream charts kept as fixtures, as Helm reads them: every
+    /// `Chart.yaml` and `values.yaml`, local subcharts included.
+    #[test]
+    fn upstream_charts_read_as_helm_reads_them() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("charts-fixtures/upstream");
+        let mut read = Vec::new();
+        let mut dirs = vec![root];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if matches!(
+                    path.file_name().and_then(|n| n.to_str()),
+                    Some("Chart.yaml" | "values.yaml")
+                ) {
+                    let text = std::fs::read_to_string(&path).unwrap();
+                    let value: Value = from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                    assert!(value.is_object(), "{}: {value}", path.display());
+                    read.push((path, value));
+                }
+            }
+        }
+        let find = |chart: &str, file: &str| {
+            let suffix = format!("{chart}/{file}");
+            let (_, value) =
+                read.iter().find(|(p, _)| p.ends_with(&suffix)).unwrap_or_else(|| panic!("{suffix}"));
+            value
+        };
+        // What each chart is here for, read where Helm reads it.
+        assert_eq!(
+            find("ingress-nginx", "values.yaml")["controller"]["ingressClassResource"]["name"],
+            "nginx"
+        );
+        assert_eq!(find("nats", "values.yaml")["config"]["cluster"]["port"], 6222);
+        assert_eq!(find("podinfo", "values.yaml")["replicaCount"], 1);
+        assert_eq!(find("metallb", "Chart.yaml")["name"], "metallb");
+        assert!(read.len() >= 8, "two files of each of four charts: {}", read.len());
+    }
+
     #[test]
     fn a_repeated_key_takes_its_last_value_as_helm_does() {
         let value: Value = from_str("a: 1\nb: 2\na: 3\n").unwrap();
