@@ -534,4 +534,33 @@ pub struct Placement {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "values_paths_schema")]
     pub values_paths: Vec<String>,
+    /// Further kinds whose pods are pinned to the pool, for charts that
+    /// render custom workloads (OpenYurt's YurtStaticSet, OpenKruise's
+    /// CloneSet, Argo Rollouts' Rollout). Every built-in kind that carries
+    /// pods is pinned always: Pod, Deployment, StatefulSet, DaemonSet,
+    /// ReplicaSet, ReplicationController, Job and CronJob.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub workloads: Vec<WorkloadKind>,
+}
+
+/// A custom kind whose objects carry a pod template.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[x_kube(cel)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadKind {
+    /// As in the objects' `apiVersion`, e.g. `apps.openyurt.io/v1alpha1`.
+    #[schemars(length(min = 1, max = 253), extend("pattern" = r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?v[0-9]+[a-z0-9]*$"))]
+    pub api_version: String,
+    /// The kind, e.g. `YurtStaticSet`.
+    #[schemars(length(min = 1, max = 63), extend("pattern" = r"^[A-Z][A-Za-z0-9]*$"))]
+    pub kind: String,
+    /// Dotted path to the pod template (the object whose `spec` is a pod's
+    /// spec), `spec.template` unless set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253), extend("pattern" = r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+){0,7}$"))]
+    #[x_kube(validation = Rule::new("!self.matches('^(apiVersion|kind|metadata)([.]|$)')").message(
+        "must lead below the object's apiVersion, kind and metadata, e.g. spec.template"
+    ))]
+    pub pod_template_path: Option<String>,
 }

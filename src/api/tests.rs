@@ -302,3 +302,21 @@ fn a_chart_ref_names_only_an_oci_repository() {
     assert!(reference("HelmChart").is_err());
     assert!(reference("GitRepository").is_err());
 }
+
+#[test]
+fn a_workloads_pod_template_path_may_not_lead_into_its_identity() {
+    let check = |path: &str| {
+        WorkloadKind::validate_cel(
+            &json!({ "apiVersion": "v1", "kind": "Edge", "podTemplatePath": path }),
+            None,
+        )
+    };
+    assert!(check("spec.template").is_ok());
+    assert!(check("spec.metadata.template").is_ok());
+    assert!(check("kindred.template").is_ok(), "a key that only starts with one");
+    for path in ["metadata.template", "metadata", "kind", "apiVersion.x"] {
+        let err = check(path).expect_err(path);
+        assert!(err.to_string().contains("must lead below"), "{path}: {err}");
+    }
+    assert!(WorkloadKind::validate_cel(&json!({ "apiVersion": "v1", "kind": "Edge" }), None).is_ok());
+}

@@ -387,17 +387,56 @@ pub fn post_renderers(placement: &Placement, pool: &Pool) -> Result<Value, Field
         pod_spec["tolerations"] = to_json("placement.tolerations", &placement.tolerations)?;
     }
     let template = json!({ "template": { "spec": pod_spec } });
-    let workloads = json!({ "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": { "name": "pool-placement" }, "spec": template });
-    let jobs = json!({ "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": { "name": "pool-placement" }, "spec": template });
-    let cron_jobs = json!({ "apiVersion": "batch/v1", "kind": "CronJob",
-        "metadata": { "name": "pool-placement" }, "spec": { "jobTemplate": { "spec": template } } });
-    Ok(json!([{ "kustomize": { "patches": [
-        patch(json!({ "group": "apps", "kind": "(Deployment|StatefulSet|DaemonSet)" }), &workloads)?,
-        patch(json!({ "group": "batch", "kind": "Job" }), &jobs)?,
-        patch(json!({ "group": "batch", "kind": "CronJob" }), &cron_jobs)?,
-    ] } }]))
+    let body = |api_version: &str, kind: &str, spec: Value| json!({ "apiVersion": api_version, "kind": kind, "metadata": { "name": "pool-placement" }, "spec": spec });
+    // Kinds match whole (kustomize anchors the pattern); a target without
+    // a group matches the kind in any group, and only the core group has
+    // Pods and ReplicationControllers.
+    let mut patches = vec![
+        patch(
+            json!({ "group": "apps", "kind": "(Deployment|StatefulSet|DaemonSet|ReplicaSet)" }),
+            &body("apps/v1", "Deployment", template.clone()),
+        )?,
+        patch(json!({ "group": "batch", "kind": "Job" }), &body("batch/v1", "Job", template.clone()))?,
+        patch(
+            json!({ "group": "batch", "kind": "CronJob" }),
+            &body("batch/v1", "CronJob", json!({ "jobTemplate": { "spec": template } })),
+        )?,
+        patch(
+            json!({ "version": "v1", "kind": "ReplicationController" }),
+            &body("v1", "ReplicationController", template),
+        )?,
+        // Bare Pods: Helm test hooks, and charts that render a Pod.
+        patch(json!({ "version": "v1", "kind": "Pod" }), &body("v1", "Pod", pod_spec.clone()))?,
+    ];
+    for (i, workload) in placement.workloads.iter().enumerate() {
+        let field = format!("placement.workloads[{i}]");
+        let path = workload.pod_template_path.as_deref().unwrap_or("spec.template");
+        let mut nested = json!({ "spec": pod_spec.clone() });
+        for segment in path.split('.').rev() {
+            nested = json!({ segment: nested });
+        }
+        let (group, version) = match workload.api_version.split_once('/') {
+            Some((group, version)) => (group, version),
+            None => ("", workload.api_version.as_str()),
+        };
+        let mut object = json!({ "apiVersion": workload.api_version, "kind": workload.kind,
+            "metadata": { "name": "pool-placement" } });
+        if let (Some(object), Value::Object(nested)) = (object.as_object_mut(), nested) {
+            if nested.contains_key("apiVersion")
+                || nested.contains_key("kind")
+                || nested.contains_key("metadata")
+            {
+                return Err(FieldError::new(
+                    format!("{field}.podTemplatePath"),
+                    "must lead below the object's apiVersion, kind and metadata, e.g. spec.template",
+                ));
+            }
+            object.extend(nested);
+        }
+        let target = json!({ "group": group, "version": version, "kind": workload.kind });
+        patches.push(patch(target, &object)?);
+    }
+    Ok(json!([{ "kustomize": { "patches": patches } }]))
 }
 
 /// Patches are YAML text, as Flux users write them, so `kubectl get -o yaml`
@@ -502,5 +541,86 @@ mod tests {
             body["spec"]["template"]["spec"],
             json!({ "nodeSelector": { "apps.openyurt.io/nodepool": "hz" } })
         );
+    }
+
+    /// Each patch as (target, where its pod spec sits in the patch body).
+    fn patches(placement: &Placement) -> Vec<(Value, Value)> {
+        let renderers = post_renderers(placement, &Pool::named("hz")).unwrap();
+        let list = renderers[0]["kustomize"]["patches"].as_array().unwrap().clone();
+        list.into_iter()
+            .map(|p| (p["target"].clone(), serde_saphyr::from_str(p["patch"].as_str().unwrap()).unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn every_built_in_kind_that_carries_pods_is_pinned() {
+        let selector = json!({ "nodeSelector": { "apps.openyurt.io/nodepool": "hz" } });
+        let found = patches(&Placement::default());
+        let spec_at = |kind: &str| {
+            let (target, body): &(Value, Value) = found
+                .iter()
+                .find(|(t, _)| {
+                    t["kind"].as_str().is_some_and(|k| {
+                        k == kind || k.contains(&format!("|{kind}")) || k.contains(&format!("({kind}|"))
+                    })
+                })
+                .unwrap_or_else(|| panic!("no patch for {kind}: {found:?}"));
+            let pointer = match kind {
+                "Pod" => "/spec",
+                "CronJob" => "/spec/jobTemplate/spec/template/spec",
+                _ => "/spec/template/spec",
+            };
+            (target.clone(), body.pointer(pointer).cloned())
+        };
+        for kind in [
+            "Deployment",
+            "StatefulSet",
+            "DaemonSet",
+            "ReplicaSet",
+            "Job",
+            "CronJob",
+            "ReplicationController",
+            "Pod",
+        ] {
+            let (target, spec) = spec_at(kind);
+            assert_eq!(spec.as_ref(), Some(&selector), "{kind}: {target}");
+        }
+        // Core kinds are matched in the core group's version only.
+        assert_eq!(spec_at("Pod").0, json!({ "version": "v1", "kind": "Pod" }));
+    }
+
+    #[test]
+    fn a_custom_workload_is_pinned_at_its_pod_template() {
+        let placement: Placement = serde_json::from_value(json!({ "workloads": [
+            { "apiVersion": "apps.openyurt.io/v1alpha1", "kind": "YurtStaticSet" },
+            { "apiVersion": "example.dev/v1", "kind": "Edge", "podTemplatePath": "spec.workload.template" },
+            { "apiVersion": "v1", "kind": "Thing" }
+        ] }))
+        .unwrap();
+        let found = patches(&placement);
+        let (target, body) = &found[found.len() - 3];
+        assert_eq!(
+            target,
+            &json!({ "group": "apps.openyurt.io", "version": "v1alpha1", "kind": "YurtStaticSet" })
+        );
+        assert_eq!(body["apiVersion"], "apps.openyurt.io/v1alpha1");
+        assert_eq!(
+            body.pointer("/spec/template/spec/nodeSelector/apps.openyurt.io~1nodepool"),
+            Some(&json!("hz"))
+        );
+        let (_, body) = &found[found.len() - 2];
+        assert_eq!(
+            body.pointer("/spec/workload/template/spec/nodeSelector/apps.openyurt.io~1nodepool"),
+            Some(&json!("hz"))
+        );
+        let (target, _) = &found[found.len() - 1];
+        assert_eq!(target, &json!({ "group": "", "version": "v1", "kind": "Thing" }));
+
+        let bad: Placement = serde_json::from_value(json!({ "workloads": [
+            { "apiVersion": "v1", "kind": "Thing", "podTemplatePath": "metadata.template" }
+        ] }))
+        .unwrap();
+        let error = post_renderers(&bad, &Pool::named("hz")).unwrap_err();
+        assert_eq!(error.field, "placement.workloads[0].podTemplatePath");
     }
 }

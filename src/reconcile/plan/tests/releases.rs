@@ -377,9 +377,11 @@ fn post_renderer_pins_every_workload_kind() {
     assert_eq!(
         targets,
         [
-            json!({ "group": "apps", "kind": "(Deployment|StatefulSet|DaemonSet)" }),
+            json!({ "group": "apps", "kind": "(Deployment|StatefulSet|DaemonSet|ReplicaSet)" }),
             json!({ "group": "batch", "kind": "Job" }),
-            json!({ "group": "batch", "kind": "CronJob" })
+            json!({ "group": "batch", "kind": "CronJob" }),
+            json!({ "version": "v1", "kind": "ReplicationController" }),
+            json!({ "version": "v1", "kind": "Pod" })
         ]
     );
     let parsed: Vec<Value> = patches
@@ -393,6 +395,9 @@ fn post_renderer_pins_every_workload_kind() {
     assert_eq!(parsed[1]["spec"]["template"]["spec"], pod);
     assert_eq!(parsed[1]["apiVersion"], "batch/v1");
     assert_eq!(parsed[2]["spec"]["jobTemplate"]["spec"]["template"]["spec"], pod);
+    assert_eq!(parsed[3]["spec"]["template"]["spec"], pod);
+    // Bare Pods, Helm's test hooks among them.
+    assert_eq!(parsed[4]["spec"], pod);
     assert!(parsed.iter().all(|p| p["metadata"]["name"].is_string()));
 }
 
