@@ -10,10 +10,8 @@
 //! - An application beside them with a class per pool is untouched.
 mod support;
 
-use kube::Api;
-use nodepool_fanout::api::NodePoolApplication;
 use serde_json::{json, Value};
-use support::apps::{apply_app, ingress_app, pool_status, READY_TIMEOUT};
+use support::apps::{apply_app, ingress_app, pool_status, ready_is, wait_named, READY_TIMEOUT};
 use support::{ensure_crd, RunningController, TestEnv, TestResult};
 
 /// The ingress fixture over the test's pools, named `name`, with
@@ -23,36 +21,6 @@ fn app_with_class(env: &TestEnv, name: &str, class: &str, extra: Value) -> Value
     app["metadata"]["name"] = json!(name);
     app["spec"]["values"]["controller"]["ingressClass"]["name"] = json!(class);
     app
-}
-
-/// Waits until application `name`, at its latest generation, satisfies
-/// `check`.
-async fn wait_named(
-    env: &TestEnv,
-    controller: &RunningController,
-    name: &str,
-    what: &str,
-    check: impl Fn(&Value) -> Result<(), String>,
-) -> Value {
-    let api: Api<NodePoolApplication> = Api::namespaced(env.client.clone(), &env.namespace);
-    support::wait_for(what, READY_TIMEOUT, || async {
-        let app = serde_json::to_value(api.get(name).await.map_err(|e| e.to_string())?)
-            .map_err(|e| e.to_string())?;
-        if app.pointer("/status/observedGeneration") != app.pointer("/metadata/generation") {
-            return Err(format!("{name}: status not of its generation\n{}", controller.log_tail()));
-        }
-        check(&app)
-            .map(|()| app.clone())
-            .map_err(|e| format!("{name}: {e}; status {}", app["status"]))
-    })
-    .await
-}
-
-fn ready_is(expected: &'static str) -> impl Fn(&Value) -> Result<(), String> {
-    move |app| match app.pointer("/status/ready").and_then(Value::as_str) {
-        Some(r) if r == expected => Ok(()),
-        other => Err(format!("ready {other:?}, want {expected}")),
-    }
 }
 
 fn ready_condition(app: &Value) -> String {
@@ -74,12 +42,13 @@ async fn a_fixed_name_object_is_never_shared_between_pools_in_silence() -> TestR
     // The pools' own classes, `<namespace>-<pool>`.
     apply_app(&env, &ingress_app(&env, json!({}))).await?;
     for name in ["fixed", "adopting", "ingress"] {
-        wait_named(&env, &controller, name, &format!("{name} READY 1/1"), ready_is("1/1")).await;
+        wait_named(&env, &controller, name, &format!("{name} READY 1/1"), READY_TIMEOUT, ready_is("1/1"))
+            .await;
     }
 
     // Two more pools: their releases find the class the first pool's holds.
     let others = env.create_region_pools(&["west", "north"]).await;
-    let app = wait_named(&env, &controller, "fixed", "fixed: the new pools refused", |app| {
+    let app = wait_named(&env, &controller, "fixed", "fixed: the new pools refused", READY_TIMEOUT, |app| {
         for pool in &others {
             let status = pool_status(app, pool).ok_or(format!("no status for {pool}"))?;
             if status["reason"] != "ObjectHeldElsewhere" {
@@ -104,19 +73,26 @@ async fn a_fixed_name_object_is_never_shared_between_pools_in_silence() -> TestR
 
     // Takeover allowed: each new pool's release took the class, so more
     // than one inventory lists it, and every pool that lists it fails.
-    let app = wait_named(&env, &controller, "adopting", "adopting: the shared class reported", |app| {
-        let sharing: Vec<&Value> = app
-            .pointer("/status/pools")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter(|p| p["reason"] == "SharedObject")
-            .collect();
-        match sharing.len() >= 2 {
-            true => Ok(()),
-            false => Err(format!("{} pools report sharing", sharing.len())),
-        }
-    })
+    let app = wait_named(
+        &env,
+        &controller,
+        "adopting",
+        "adopting: the shared class reported",
+        READY_TIMEOUT,
+        |app| {
+            let sharing: Vec<&Value> = app
+                .pointer("/status/pools")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter(|p| p["reason"] == "SharedObject")
+                .collect();
+            match sharing.len() >= 2 {
+                true => Ok(()),
+                false => Err(format!("{} pools report sharing", sharing.len())),
+            }
+        },
+    )
     .await;
     let sharing = app["status"]["pools"].as_array().expect("pools");
     for status in sharing.iter().filter(|p| p["reason"] == "SharedObject") {
@@ -131,7 +107,7 @@ async fn a_fixed_name_object_is_never_shared_between_pools_in_silence() -> TestR
     assert_eq!(ready_condition(&app), "\"False\"");
 
     // The application with a class per pool is untouched.
-    wait_named(&env, &controller, "ingress", "ingress READY 3/3", ready_is("3/3")).await;
+    wait_named(&env, &controller, "ingress", "ingress READY 3/3", READY_TIMEOUT, ready_is("3/3")).await;
     env.cleanup().await;
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! Reading the YAML of charts and chart repositories (`Chart.yaml`,
-//! `values.yaml`, `index.yaml`) as Helm reads it.
+//! `values.yaml`, `index.yaml`, and what `helm template` prints) as Helm
+//! reads it.
 //!
 //! Helm reads these files through sigs.k8s.io/yaml: any size the download
 //! limit lets through, comments of any length, and a repeated key taking the
@@ -36,6 +37,12 @@ fn options(len: usize) -> Options {
 /// Parses one YAML document of a chart or chart repository.
 pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, serde_saphyr::Error> {
     serde_saphyr::from_str_with_options(text, options(text.len()))
+}
+
+/// Parses every document of a YAML stream, as Helm's rendered manifests
+/// are (empty documents come back as null).
+pub fn from_multiple<T: DeserializeOwned>(text: &str) -> Result<Vec<T>, serde_saphyr::Error> {
+    serde_saphyr::from_multiple_with_options(text, options(text.len()))
 }
 
 #[cfg(test)]

@@ -1,10 +1,13 @@
 //! The command line: print the CRD, preview the HelmReleases an application
 //! would get ([`render`]), show an application's pools ([`get`]) or what it
 //! made ([`tree`]) from the cluster, or run the controller
-//! ([`crate::runtime::controller`], its flags in [`crate::runtime::options`]).
+//! ([`crate::runtime::controller`], its flags in [`crate::runtime::options`]);
+//! `render --check-isolation` also renders every pool through Helm
+//! ([`isolation`]).
 //! Commands only read and print; what they show is computed below them.
 
 pub mod get;
+pub mod isolation;
 pub mod render;
 pub mod tree;
 
@@ -77,6 +80,8 @@ pub enum CliError {
     Cluster(#[source] kube::Error),
     #[error("cannot write JSON: {0}")]
     Json(#[from] serde_json::Error),
+    #[error(transparent)]
+    Check(#[from] isolation::CheckError),
 }
 
 /// Runs one command; returns whether it succeeded.
@@ -96,7 +101,15 @@ pub async fn execute(cli: Cli, out: &mut impl Write, err: &mut impl Write) -> Re
                 })?),
                 None => None,
             };
-            let rendered = render(&app, &pools, &args.namespace, chart.as_ref())?;
+            let mut rendered = render(&app, &pools, &args.namespace, chart.as_ref())?;
+            if let (true, Some(path), Some(chart)) = (args.check_isolation, &args.chart, &chart) {
+                let (pools, warnings) =
+                    isolation::render_with_helm(&args.helm, path, &rendered.releases, &chart.values)?;
+                let placement = render::placement_of(&app, &args.namespace)?;
+                let findings = isolation::check(&pools, &placement);
+                rendered.warnings.extend(warnings.into_iter().chain(findings.warnings));
+                rendered.errors.extend(findings.errors);
+            }
             out.write_all(rendered.yaml.as_bytes())?;
             for line in rendered.warnings.iter().map(|w| format!("warning: {w}")) {
                 writeln!(err, "{line}")?;

@@ -41,6 +41,14 @@ pub struct RenderArgs {
     /// shared HelmChart of its version, exactly as the controller writes them.
     #[arg(long, env = "NODEPOOL_FANOUT_CHART")]
     pub chart: Option<PathBuf>,
+    /// Also render each pool's manifests with `helm template` (the chart of
+    /// --chart) and fail on any object two pools would share and any pod
+    /// the placement would not pin to its pool.
+    #[arg(long, requires = "chart")]
+    pub check_isolation: bool,
+    /// The Helm binary --check-isolation runs.
+    #[arg(long, env = "NODEPOOL_FANOUT_HELM", default_value = "helm")]
+    pub helm: PathBuf,
 }
 
 /// What `render` produced: the releases as YAML and what went wrong.
@@ -52,6 +60,8 @@ pub struct Rendered {
     pub errors: Vec<String>,
     /// Worth telling, not failures (e.g. a named pool that does not exist).
     pub warnings: Vec<String>,
+    /// The HelmReleases of `yaml`, one a pool.
+    pub releases: Vec<Value>,
 }
 
 /// The HelmReleases `plan` would write for an application file and a pools
@@ -131,7 +141,13 @@ pub fn render(
         yaml,
         errors,
         warnings,
+        releases: objects,
     })
+}
+
+/// The application's placement, as `render` reads the file.
+pub fn placement_of(app_yaml: &str, namespace: &str) -> Result<crate::api::Placement, CliError> {
+    Ok(parse_app(app_yaml, namespace)?.spec.placement)
 }
 
 fn parse_app(yaml: &str, namespace: &str) -> Result<NodePoolApplication, CliError> {

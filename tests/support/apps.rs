@@ -77,11 +77,23 @@ pub async fn wait_app(
     timeout: Duration,
     check: impl Fn(&Value) -> Result<(), String>,
 ) -> Value {
+    wait_named(env, controller, "ingress", what, timeout, check).await
+}
+
+/// As `wait_app`, for the application `name`.
+pub async fn wait_named(
+    env: &TestEnv,
+    controller: &RunningController,
+    name: &str,
+    what: &str,
+    timeout: Duration,
+    check: impl Fn(&Value) -> Result<(), String>,
+) -> Value {
     let api: Api<NodePoolApplication> = Api::namespaced(env.client.clone(), &env.namespace);
     let deadline = Instant::now() + timeout;
     let mut last = String::new();
     while Instant::now() < deadline {
-        match api.get("ingress").await.map(|app| serde_json::to_value(&app)) {
+        match api.get(name).await.map(|app| serde_json::to_value(&app)) {
             Ok(Ok(value)) => {
                 let generation = value.pointer("/metadata/generation");
                 if value.pointer("/status/observedGeneration") != generation {
