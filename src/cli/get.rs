@@ -16,7 +16,8 @@ use serde_json::Value;
 use crate::api::{naming, NodePoolApplication};
 use crate::pools::nodes::{self, Membership, NodeCount};
 use crate::reconcile::observe::helmrelease_resource;
-use crate::reconcile::release_state::{classify, ReleaseState};
+use crate::reconcile::plan::{self, ObservedRelease};
+use crate::reconcile::release_state::{classify, ReleaseState, ReleaseStatus};
 
 /// `get`'s flags.
 #[derive(Debug, clap::Args)]
@@ -81,6 +82,11 @@ pub fn rows(app: &NodePoolApplication, releases: &[Value], node_list: &[Node]) -
     let membership = Membership::of(&app.spec.pools, app.spec.placement.node_label.as_deref());
     let counts = nodes::count(node_list, &membership);
     let nodes_of = |pool: &str| counts.get(pool).copied().unwrap_or_default();
+    // Pools that reach into a sibling's instance read as the application's
+    // status says: the object, the pool that holds it, what to change.
+    let observed: Vec<ObservedRelease> = releases.iter().filter_map(ObservedRelease::from_value).collect();
+    let isolation: BTreeMap<String, ReleaseStatus> =
+        plan::isolation_failures(&observed).into_iter().map(|o| (o.name, o.status)).collect();
     let mut rows: Vec<PoolRow> = Vec::new();
     for release in releases {
         let Some(pool) = release
@@ -90,7 +96,8 @@ pub fn rows(app: &NodePoolApplication, releases: &[Value], node_list: &[Node]) -
         else {
             continue;
         };
-        let mut status = classify(release);
+        let release_name = release.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+        let mut status = isolation.get(release_name).cloned().unwrap_or_else(|| classify(release));
         let count = nodes_of(pool);
         let suspended = release.pointer("/spec/suspend") == Some(&Value::Bool(true));
         // Suspended before helm-controller ever acted on it: it says
@@ -109,11 +116,7 @@ pub fn rows(app: &NodePoolApplication, releases: &[Value], node_list: &[Node]) -
             application: name.clone(),
             pool: pool.to_string(),
             nodes: node_text(count),
-            release: release
-                .pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
+            release: release_name.to_string(),
             state: state.to_string(),
             reason: status.reason,
             chart_version: status.chart_version.unwrap_or_default(),
@@ -321,6 +324,36 @@ mod tests {
             node("c0", "c", false),
         ];
         rows(&app, &releases, &nodes)
+    }
+
+    #[test]
+    fn pools_sharing_an_object_read_as_the_status_says() {
+        let app = app(json!({ "pools": [] }));
+        let mut releases = [
+            release("a", "True", "InstallSucceeded", "Helm install succeeded", 1),
+            release("b", "True", "InstallSucceeded", "Helm install succeeded", 1),
+            release("c", "True", "InstallSucceeded", "Helm install succeeded", 1),
+        ];
+        for release in &mut releases[..2] {
+            release["status"]["inventory"] =
+                json!({ "entries": [{ "id": "_nginx_networking.k8s.io_IngressClass", "v": "v1" }] });
+        }
+        let nodes = [
+            node("a0", "a", true),
+            node("b0", "b", true),
+            node("c0", "c", true),
+        ];
+        let rows = rows(&app, &releases, &nodes);
+        let states: Vec<(&str, &str)> = rows.iter().map(|r| (r.state.as_str(), r.reason.as_str())).collect();
+        assert_eq!(
+            states,
+            [
+                ("Failed", "SharedObject"),
+                ("Failed", "SharedObject"),
+                ("Ready", "InstallSucceeded")
+            ]
+        );
+        assert!(rows[0].message.contains("is held by the releases of pools b too"), "{}", rows[0].message);
     }
 
     #[test]

@@ -81,7 +81,10 @@ use guards::{
     blocked, check_selectors, fail_duplicate_release_names, helm_release_taken, helm_release_taken_message,
     nothing_selected,
 };
-pub use observed::{HelmReleaseKey, ListedReleases, Manifest, ObservedRelease, OtherReleases, TakenRelease};
+pub use observed::{
+    isolation_failures, HelmReleaseKey, ListedReleases, Manifest, ObservedRelease, OtherReleases,
+    TakenRelease,
+};
 use report::roll_up;
 
 /// A HelmRelease to create or update (server-side apply of `object`).

@@ -126,7 +126,7 @@ impl ObservedRelease {
 /// (`ObjectHeldElsewhere`). Only releases Flux has reconciled at their
 /// current generation are judged: until then the inventory may be of a
 /// spec already replaced (a fix on its way).
-pub(super) fn isolation_failures(owned: &[ObservedRelease]) -> Vec<ObservedRelease> {
+pub fn isolation_failures(owned: &[ObservedRelease]) -> Vec<ObservedRelease> {
     let shared = sharing::shared_objects(
         owned.iter().filter_map(|o| Some((o.pool.as_deref()?, o.inventory.as_slice()))),
     );
