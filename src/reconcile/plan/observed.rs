@@ -130,12 +130,12 @@ pub fn isolation_failures(owned: &[ObservedRelease]) -> Vec<ObservedRelease> {
     let shared = sharing::shared_objects(
         owned.iter().filter_map(|o| Some((o.pool.as_deref()?, o.inventory.as_slice()))),
     );
-    let pool_of = |release: &str| {
-        owned
-            .iter()
-            .find(|o| o.helm_release.as_ref().is_some_and(|(_, name)| name == release))
-            .and_then(|o| o.pool.clone())
-    };
+    // Read once, not once a refused pool: a whole fleet may be refused.
+    let pools_by_release: BTreeMap<&str, &str> = owned
+        .iter()
+        .filter_map(|o| Some((o.helm_release.as_ref()?.1.as_str(), o.pool.as_deref()?)))
+        .collect();
+    let pool_of = |release: &str| pools_by_release.get(release).map(|pool| pool.to_string());
     let judged = owned.iter().filter(|o| o.status.observed_latest);
     judged
         .filter_map(|o| {
