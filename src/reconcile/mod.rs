@@ -1,5 +1,8 @@
-//! One reconcile of one application: observe → plan → apply.
+//! One reconcile of one application: resolve the chart → observe → plan →
+//! apply, then the caller reports.
 //!
+//! - [`resolve`]: the chart version, its shared HelmChart made sure of,
+//!   and the chart read, or why writes wait on it.
 //! - [`observe`] reads the watch caches ([`packed`] keeps releases
 //!   compressed there; [`changes`] says which applications a watch event
 //!   concerns).
@@ -8,13 +11,15 @@
 //!   drifted ([`drift`]), which pools the rollout lets through
 //!   ([`rollout`]), whether pools share an object ([`sharing`]), and the
 //!   rolled-up status ([`status`]).
-//! - [`apply`] carries the plan out with server-side apply, and prunes or
-//!   orphans ([`orphan`]) only what the application owns
-//!   ([`managed_fields`]); a Helm release is claimed ([`claim`]) before a
-//!   HelmRelease first drives it.
+//! - [`apply`] carries the plan out ([`apply::carry_out`]) with
+//!   server-side apply, prunes or orphans ([`orphan`]) only what the
+//!   application owns ([`managed_fields`]), claims a Helm release
+//!   ([`claim`]) before a HelmRelease first drives it, and returns what
+//!   happened.
 //!
-//! Nothing under `plan`, `release`, `drift`, `rollout`, `sharing` or `status` touches
-//! the network: they take plain data and return plain data.
+//! Nothing under `plan`, `release`, `drift`, `rollout`, `sharing` or
+//! `status` touches the network: they take plain data and return plain
+//! data.
 
 pub mod apply;
 pub mod changes;
@@ -27,6 +32,7 @@ pub mod packed;
 pub mod plan;
 pub mod release;
 pub mod release_state;
+pub mod resolve;
 pub mod rollout;
 pub mod sharing;
 pub mod status;

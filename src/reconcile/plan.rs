@@ -243,6 +243,18 @@ impl Plan {
         status
     }
 
+    /// The writes, taken out of the plan to be carried out: the rest (the
+    /// pools' outcomes, the status) stays for the report.
+    pub fn take_writes(&mut self) -> Writes {
+        Writes {
+            resume: std::mem::take(&mut self.resume),
+            suspend: std::mem::take(&mut self.suspend),
+            inert: std::mem::take(&mut self.inert),
+            apply: std::mem::take(&mut self.apply),
+            prune: std::mem::take(&mut self.prune),
+        }
+    }
+
     /// Whether any pool failed, conflicted, or the plan was blocked.
     pub fn has_errors(&self) -> bool {
         self.blocked.is_some()
@@ -253,6 +265,18 @@ impl Plan {
                 )
             })
     }
+}
+
+/// What carrying a plan out writes, in the order it goes: suspensions
+/// taken back or made, releases made inert, releases written, releases
+/// pruned (see [`crate::reconcile::apply::carry_out`]).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Writes {
+    pub resume: Vec<String>,
+    pub suspend: Vec<String>,
+    pub inert: Vec<(String, String)>,
+    pub apply: Vec<DesiredRelease>,
+    pub prune: Vec<String>,
 }
 
 /// A pool whose release the API server refused to write.

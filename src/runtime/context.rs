@@ -1,7 +1,6 @@
 //! What every part of the running controller shares: its error, the
 //! context each reconcile gets, and the limits it paces itself by.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,21 +11,19 @@ use kube::Client;
 
 use k8s_openapi::api::core::v1::Node;
 
-use crate::api::{NodePoolApplication, PoolKind, PoolSelection};
+use crate::api::NodePoolApplication;
 use crate::chart::source::Sources;
-use crate::pools::nodes::Membership;
 use crate::reconcile::apply::{ApplyError, SharedCharts};
 use crate::reconcile::observe::{Caches, ObserveError};
 use crate::runtime::api_errors;
 use crate::runtime::backoff::Backoff;
 use crate::runtime::telemetry::{Metrics, ServeError};
 
+use super::index::AppIndex;
+
 /// The first wait after a reconcile whose writes wait on the chart; it
 /// doubles while the chart keeps them waiting, up to 5 min.
 pub(super) const CHART_HOLD_FIRST_RETRY: Duration = Duration::from_secs(3);
-
-/// HelmReleases written at once per reconcile.
-pub(super) const APPLY_CONCURRENCY: usize = 16;
 
 /// At most one reconcile per application per window from the events of
 /// its pools, nodes, releases and chart (see [`throttle`]): the first at
@@ -99,6 +96,18 @@ impl Error {
     }
 }
 
+impl Context {
+    /// What the chart step of a reconcile reads and writes through.
+    pub(super) fn chart_step(&self) -> crate::reconcile::resolve::Charts<'_> {
+        crate::reconcile::resolve::Charts {
+            client: &self.client,
+            sources: &self.sources,
+            shared: self.shared_chart,
+            no_cross_namespace_refs: self.no_cross_namespace_refs,
+        }
+    }
+}
+
 /// What the controller watches of an application.
 pub(super) type AppMeta = PartialObjectMeta<NodePoolApplication>;
 
@@ -127,25 +136,9 @@ pub(super) struct Context {
     /// When this instance took the lead (or started, without leader
     /// election): rollout deadlines are not counted across two clocks.
     pub(super) leading_since: std::sync::OnceLock<k8s_openapi::jiff::Timestamp>,
-    /// Each application's pool selection and node label, as its last
-    /// reconcile read them: the index from a NodePool or Node change to
-    /// the applications it concerns.
-    pub(super) selections: Arc<std::sync::RwLock<HashMap<ObjectRef<AppMeta>, Interest>>>,
-    /// How long each application's last reconcile took: its wake window.
-    pub(super) reconcile_times: Arc<std::sync::Mutex<HashMap<ObjectRef<AppMeta>, Duration>>>,
-}
-
-/// What of an application decides which pool and node events concern it.
-#[derive(Debug, Clone)]
-pub(super) struct Interest {
-    /// The kind of its pools: events of other kinds' pools are not its.
-    pub(super) kind: PoolKind,
-    pub(super) selection: PoolSelection,
-    /// How a node names its pools, for this application.
-    pub(super) membership: Membership,
-    /// The OCIRepository its `spec.chartRef` names, `(namespace, name)`:
-    /// a new revision there is a change to roll out.
-    pub(super) chart_source: Option<(String, String)>,
+    /// What each application's events are and how long its last
+    /// reconcile took (see [`AppIndex`]).
+    pub(super) index: Arc<AppIndex>,
 }
 
 /// Where the caches stand.

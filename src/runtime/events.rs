@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 
 use crate::api::{ConditionStatus, NodePoolApplicationStatus, PoolStatus, RolloutPhase, RolloutStatus};
+use crate::reconcile::apply::Done;
 
 /// The longest note the API server accepts in an Event (events.k8s.io/v1),
 /// in bytes; a longer one is refused and the Event is lost.
@@ -41,6 +42,33 @@ pub struct Transition {
 }
 
 impl Transition {
+    /// The Event for one thing carrying out the plan did.
+    pub fn of(done: &Done) -> Self {
+        match done {
+            Done::Suspended { release, suspended } => Self::suspended(release, *suspended),
+            Done::Written {
+                pool,
+                release,
+                drift: Some(field),
+                ..
+            } => Self::drift_corrected(pool, release, field),
+            Done::Written {
+                pool,
+                release,
+                existed,
+                drift: None,
+            } => Self::applied(pool, release, *existed),
+            Done::WriteFailed {
+                pool,
+                release,
+                reason,
+                message,
+            } => Self::apply_failed(pool, release, reason, message),
+            Done::Pruned { pool, release } => Self::pruned(pool, release),
+            Done::Orphaned { pool, release } => Self::orphaned(pool, release),
+        }
+    }
+
     pub fn applied(pool: &str, release: &str, existed: bool) -> Self {
         let (reason, verb) = match existed {
             true => ("ReleaseUpdated", "updated"),

@@ -44,3 +44,64 @@ pub(super) async fn lead(
     info!(%identity, "leading");
     Ok((channel, task))
 }
+
+/// This instance's leadership: held for good without leader election, or
+/// while it holds the Lease.
+pub(super) struct Leadership {
+    channel: Option<tokio::sync::watch::Receiver<bool>>,
+    task: Option<LeaseTask>,
+    lost: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Leadership {
+    /// Without leader election this instance leads at once; with it, once
+    /// it holds the Lease in `namespace`.
+    pub(super) async fn take(client: &Client, elect: bool, namespace: &str) -> Result<Self, Error> {
+        let (channel, task) = match elect {
+            true => {
+                let (channel, task) = lead(client, namespace).await?;
+                (Some(channel), Some(task))
+            }
+            false => (None, None),
+        };
+        Ok(Leadership {
+            channel,
+            task,
+            lost: std::sync::Arc::default(),
+        })
+    }
+
+    /// Ends when the Lease is lost (never without leader election).
+    /// Losing it stops the controller gracefully; `run` then fails so the
+    /// process restarts as a standby.
+    pub(super) fn lost(&mut self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let (channel, lost) = (self.channel.take(), self.lost.clone());
+        async move {
+            let Some(mut channel) = channel else {
+                return std::future::pending::<()>().await;
+            };
+            while channel.changed().await.is_ok() && *channel.borrow_and_update() {}
+            lost.store(true, std::sync::atomic::Ordering::Relaxed);
+            tracing::warn!("lost the leadership; stopping");
+        }
+    }
+
+    /// Whether the Lease was lost.
+    pub(super) fn was_lost(&self) -> bool {
+        self.lost.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Lets the Lease go, once the controller (which holds the channel's
+    /// last receiver) is dropped, so a standby takes over now rather than
+    /// when the Lease expires.
+    pub(super) async fn release(&mut self) {
+        let Some(task) = self.task.take() else { return };
+        drop(self.channel.take());
+        match tokio::time::timeout(std::time::Duration::from_secs(5), task).await {
+            Ok(Ok(Ok(_))) => info!("released the leadership"),
+            Ok(Ok(Err(e))) => tracing::warn!(error = %e, "cannot release the leadership"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "cannot release the leadership"),
+            Err(_) => tracing::warn!("releasing the leadership took more than 5 s; it expires on its own"),
+        }
+    }
+}

@@ -2,22 +2,30 @@
 //! its own schedule, and only the events that change what a reconcile
 //! would do passed on as triggers.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use crate::reconcile::apply::SharedCharts;
-use futures::{Stream, StreamExt};
-use kube::runtime::reflector::{self, ObjectRef};
+use futures::{Stream, StreamExt, TryStreamExt};
+use kube::api::{ApiResource, DynamicObject, PartialObjectMeta};
+use kube::runtime::reflector::{self, reflector, ObjectRef};
 use kube::runtime::utils::ResetTimerBackoff;
 use kube::runtime::{watcher, WatchStreamExt};
-use kube::Resource;
+use kube::{Api, Client, Resource};
 use tracing::{info, warn};
 
 use k8s_openapi::api::core::v1::Node;
 
-use crate::reconcile::observe::{self, Caches, ObserveError};
+use crate::api::{naming, PoolKind};
+use crate::chart::source::{helmchart_resource, ocirepository_resource};
+use crate::pools::kind::PoolObjects;
+use crate::pools::nodes;
+use crate::reconcile::apply::SharedCharts;
+use crate::reconcile::changes::{NodeChanges, PoolChanges};
+use crate::reconcile::observe::{self, CachedPool, Caches, ObserveError, Shallow};
+use crate::runtime::options::RunArgs;
 
 use super::context::*;
+use super::triggers::{self, Wakes};
 
 /// The watch of a kind that may count thousands of objects (releases,
 /// pools, nodes): listed 500 at a time. A list at any resource version
@@ -214,4 +222,115 @@ pub(super) fn readiness(
         let _ = tell.send(state);
     });
     ready
+}
+
+/// Every watch but the applications': the APIs to watch and the caches
+/// they fill, before the streams start.
+pub(super) struct Watches {
+    releases: Api<observe::CachedRelease>,
+    release_writer: reflector::store::Writer<observe::CachedRelease>,
+    release_store: reflector::Store<observe::CachedRelease>,
+    helmcharts: (Api<DynamicObject>, reflector::store::Writer<DynamicObject>),
+    pinned: (Api<DynamicObject>, reflector::store::Writer<DynamicObject>),
+    nodes: NodeChanges,
+    /// Pools: each cache is kept by the tracker that turns its events into
+    /// changes.
+    pools: Vec<(PoolKind, &'static dyn PoolObjects, ApiResource, PoolChanges)>,
+}
+
+impl Watches {
+    pub(super) fn new(
+        client: &Client,
+        args: &RunArgs,
+        pools: impl Iterator<Item = (PoolKind, &'static dyn PoolObjects, ApiResource)>,
+    ) -> Self {
+        // Every release in the namespaces served, not only ours: planning
+        // must know the names and Helm releases others hold, to never take
+        // them.
+        let releases = match &args.watch_namespace {
+            Some(ns) => Api::namespaced(client.clone(), ns),
+            None => Api::all(client.clone()),
+        };
+        let (release_store, release_writer) = reflector::store();
+        let charts = |resource: ApiResource| {
+            (Api::all_with(client.clone(), &resource), reflector::store::Writer::new(resource))
+        };
+        Watches {
+            releases,
+            release_writer,
+            release_store,
+            helmcharts: charts(helmchart_resource()),
+            pinned: charts(ocirepository_resource()),
+            nodes: NodeChanges::default(),
+            pools: pools
+                .map(|(kind, objects, resource)| (kind, objects, resource, PoolChanges::default()))
+                .collect(),
+        }
+    }
+
+    /// The caches a reconcile observes; `unserved` says why the kinds of
+    /// pool not watched are not.
+    pub(super) fn caches(&self, unserved: BTreeMap<PoolKind, String>) -> Caches {
+        Caches {
+            pools: self.pools.iter().map(|(kind, _, _, changes)| (*kind, changes.cache())).collect(),
+            nodes: self.nodes.cache(),
+            unserved,
+            releases: self.release_store.clone(),
+        }
+    }
+
+    /// The caches of the shared charts we manage.
+    pub(super) fn charts(&self) -> SharedCharts {
+        SharedCharts {
+            helmcharts: self.helmcharts.1.as_reader(),
+            ocirepositories: self.pinned.1.as_reader(),
+        }
+    }
+
+    /// Starts the watches: the applications their events concern, one
+    /// stream for all (see [`triggers`]).
+    pub(super) fn wakes(
+        self,
+        client: &Client,
+        served: &reflector::Store<AppMeta>,
+        context: &Context,
+    ) -> Wakes {
+        // Shared charts are watched whatever their shard label: an
+        // application moved here from another shard left charts labelled
+        // for that one, and only this instance, which serves it now, can
+        // prune them (or release them when it is deleted).
+        let managed_by = format!("{}={}", naming::LABEL_MANAGED_BY, naming::MANAGER);
+        let chart_wakes = |what, (api, writer): (Api<DynamicObject>, _)| {
+            let events = reflector(writer, watcher(api, watcher::Config::default().labels(&managed_by)));
+            triggers::shared_charts(what, events, served.clone())
+        };
+        // Users' OCIRepositories, by their metadata alone: every status
+        // write changes the resource version.
+        let sources: Api<PartialObjectMeta<DynamicObject>> =
+            Api::all_with(client.clone(), &ocirepository_resource());
+        let nodes: Api<Node> = Api::all(client.clone());
+        let node_events = watcher(nodes, paged()).modify(|node| *node = nodes::strip(std::mem::take(node)));
+        let release_events = reflector(self.release_writer, watcher(self.releases, paged_releases()));
+        let mut wakes = vec![
+            triggers::releases(release_events, served.clone()),
+            chart_wakes("HelmCharts", self.helmcharts),
+            chart_wakes("OCIRepositories", self.pinned),
+            triggers::chart_sources(watcher(sources, paged()), served.clone(), context.index.clone()),
+            triggers::nodes(
+                node_events,
+                self.nodes,
+                served.clone(),
+                context.index.clone(),
+                context.caches.pools.clone(),
+            ),
+        ];
+        for (kind, objects, resource, changes) in self.pools {
+            let api: Api<Shallow<DynamicObject>> = Api::all_with(client.clone(), &resource);
+            let events = watcher(api, paged())
+                .map_ok(move |event| map_event(event, |read| CachedPool::from_object(objects, read.object)));
+            let index = context.index.clone();
+            wakes.push(triggers::pools(kind, objects.kind(), events, changes, served.clone(), index));
+        }
+        futures::stream::select_all(wakes).boxed()
+    }
 }
