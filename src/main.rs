@@ -39,7 +39,7 @@ async fn run() -> ExitCode {
     let cli = Cli::parse();
     // Logs go to stderr so that `crd` and `render` keep stdout for YAML.
     let json = matches!(&cli.command, cli::Command::Run(args) if args.log_format == nodepool_fanout::runtime::options::LogFormat::Json);
-    nodepool_fanout::runtime::telemetry::init_logs(json);
+    nodepool_fanout::runtime::logs::init_logs(json);
     let (mut out, mut err) = (std::io::stdout().lock(), std::io::stderr());
     match cli::execute(cli, &mut out, &mut err).await {
         Ok(true) => ExitCode::SUCCESS,

@@ -15,9 +15,10 @@ use crate::api::NodePoolApplication;
 use crate::chart::source::Sources;
 use crate::reconcile::apply::{ApplyError, SharedCharts};
 use crate::reconcile::observe::{Caches, ObserveError};
-use crate::runtime::api_errors;
+use crate::runtime::api_client;
 use crate::runtime::backoff::Backoff;
-use crate::runtime::telemetry::{Metrics, ServeError};
+use crate::runtime::metrics::Metrics;
+use crate::runtime::server::{Readyz, ServeError};
 
 use super::index::AppIndex;
 
@@ -53,7 +54,7 @@ pub enum Error {
         source: kube::Error,
     },
     #[error(transparent)]
-    Pace(api_errors::PaceError),
+    Pace(api_client::PaceError),
     #[error(transparent)]
     Observe(#[from] ObserveError),
     #[error(transparent)]
@@ -126,6 +127,8 @@ pub(super) struct Context {
     pub(super) nodes: reflector::Store<Node>,
     /// Whether every cache has listed once (see [`readiness`]).
     pub(super) ready: tokio::sync::watch::Receiver<Readiness>,
+    /// What `/readyz` answers.
+    pub(super) readyz: Arc<Readyz>,
     pub(super) metrics: Arc<Metrics>,
     /// Consecutive failures per application, for exponential backoff.
     pub(super) backoff: Backoff<ObjectRef<AppMeta>>,

@@ -18,10 +18,11 @@ use tracing::{info, warn};
 use crate::api::PoolKind;
 use crate::chart::source::Sources;
 use crate::reconcile::observe::Shallow;
-use crate::runtime::api_errors;
+use crate::runtime::api_client;
 use crate::runtime::backoff::Backoff;
+use crate::runtime::metrics::Metrics;
 use crate::runtime::options::RunArgs;
-use crate::runtime::telemetry::{self, Metrics};
+use crate::runtime::server::{self, Readyz};
 use crate::runtime::throttle;
 
 pub use super::context::Error;
@@ -32,13 +33,13 @@ use super::reconciler::*;
 use super::watches::*;
 
 pub async fn run(args: RunArgs) -> Result<(), Error> {
-    let metrics = Arc::new(Metrics::default());
-    telemetry::serve(args.metrics_addr, metrics.clone()).await?;
+    let (metrics, readyz) = (Arc::new(Metrics::default()), Arc::new(Readyz::default()));
+    server::serve(args.metrics_addr, metrics.clone(), readyz.clone()).await?;
     let client = connect(&args, metrics.clone()).await?;
     let pool_apis = PoolApis::discover(&client).await;
     let apps = application_api(&client, &args).await?;
     let watches = Watches::new(&client, &args, pool_apis.served.iter().cloned());
-    let context = Arc::new(context(&client, &args, &watches, pool_apis.unserved.clone(), metrics));
+    let context = Arc::new(context(&client, &args, &watches, pool_apis.unserved.clone(), metrics, readyz));
     let mut leadership = lead_when_elected(&client, &args, &context).await?;
 
     // Wakes from pools, nodes, releases and charts are throttled per
@@ -91,15 +92,15 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     }
 }
 
-/// The API client, paced and counted (see [`api_errors`]).
+/// The API client, paced and counted (see [`api_client`]).
 async fn connect(args: &RunArgs, metrics: Arc<Metrics>) -> Result<kube::Client, Error> {
-    let pace = api_errors::Pace {
+    let pace = api_client::Pace {
         qps: args.kube_api_qps,
         burst: args.kube_api_burst,
     };
-    api_errors::client(metrics, pace).await.map_err(|e| match e {
-        api_errors::ClientError::Pace(e) => Error::Pace(e),
-        api_errors::ClientError::Kube(e) => Error::Connect(e),
+    api_client::client(metrics, pace).await.map_err(|e| match e {
+        api_client::ClientError::Pace(e) => Error::Pace(e),
+        api_client::ClientError::Kube(e) => Error::Connect(e),
     })
 }
 
@@ -142,13 +143,14 @@ fn context(
     watches: &Watches,
     unserved: BTreeMap<PoolKind, String>,
     metrics: Arc<Metrics>,
+    readyz: Arc<Readyz>,
 ) -> Context {
     let caches = watches.caches(unserved);
     let reporter = Reporter {
         controller: "nodepool-fanout".into(),
         instance: std::env::var("POD_NAME").ok(),
     };
-    let ready = readiness(caches.clone(), watches.charts(), caches.nodes.clone(), metrics.clone());
+    let ready = readiness(caches.clone(), watches.charts(), caches.nodes.clone(), readyz.clone());
     Context {
         client: client.clone(),
         nodes: caches.nodes.clone(),
@@ -160,6 +162,7 @@ fn context(
         sources: Sources::new(client.clone()),
         charts: watches.charts(),
         ready,
+        readyz,
         metrics,
         backoff: Backoff::default(),
         holds: Backoff::starting_at(CHART_HOLD_FIRST_RETRY),
@@ -178,7 +181,7 @@ async fn lead_when_elected(
     context: &Context,
 ) -> Result<Leadership, Error> {
     context.metrics.set_leader(!args.leader_election);
-    let serving = |ready: bool| context.metrics.ready.store(ready, std::sync::atomic::Ordering::Relaxed);
+    let serving = |ready: bool| context.readyz.set(ready);
     serving(args.leader_election);
     let leadership = Leadership::take(client, args.leader_election, &args.leader_election_namespace).await?;
     serving(matches!(*context.ready.borrow(), Readiness::Ready));

@@ -1,20 +1,28 @@
-//! The running controller: the watches and the reconcile loop around
-//! [`crate::reconcile`] ([`controller`]), retry pacing ([`backoff`],
-//! [`throttle`]), the API client's pacing and counting ([`api_errors`]),
-//! metrics, health and logs ([`telemetry`]), and the Events an application
-//! gets ([`events`]).
+//! The running controller, around [`crate::reconcile`]. It may use every
+//! module below it; nothing below imports it.
+//!
+//! - [`controller`] wires it together: the watches and their caches
+//!   ([`watches`]), which applications each event wakes ([`triggers`],
+//!   through [`index`]), the kinds of pool served ([`pool_apis`]), the
+//!   leadership ([`leader`]), and one reconcile ([`reconciler`]);
+//! - pacing: retries ([`backoff`]), wakes ([`throttle`]), and the API
+//!   client, paced and counted ([`api_client`]);
+//! - what operators read: [`metrics`], the HTTP endpoints ([`server`]),
+//!   [`logs`], and the Events an application gets ([`events`]).
 
-pub mod api_errors;
+pub mod api_client;
 pub mod backoff;
 mod context;
 pub mod controller;
 pub mod events;
 mod index;
 mod leader;
+pub mod logs;
+pub mod metrics;
 pub mod options;
 mod pool_apis;
 mod reconciler;
-pub mod telemetry;
+pub mod server;
 pub mod throttle;
 mod triggers;
 mod watches;

@@ -24,15 +24,14 @@ use crate::reconcile::observe::{self, helmrelease_resource, ObserveError};
 use crate::reconcile::plan::{self, Hold, ObservedRelease, Plan, PlanInput};
 use crate::reconcile::resolve::{self, SharedChart};
 use crate::runtime::events::{self as transitions, Transition};
-use crate::runtime::telemetry::PoolCounts;
+use crate::runtime::metrics::PoolCounts;
 
 use super::context::*;
 use super::index::Interest;
 
 pub(super) async fn reconcile(meta: Arc<AppMeta>, ctx: Arc<Context>) -> Result<Action, Error> {
     use tracing::Instrument;
-    let span =
-        crate::runtime::telemetry::reconcile_span(&meta.namespace().unwrap_or_default(), &meta.name_any());
+    let span = crate::runtime::logs::reconcile_span(&meta.namespace().unwrap_or_default(), &meta.name_any());
     reconcile_logged(meta, ctx).instrument(span).await
 }
 

@@ -201,7 +201,7 @@ pub(super) fn readiness(
     caches: Caches,
     charts: SharedCharts,
     nodes: reflector::Store<Node>,
-    metrics: std::sync::Arc<crate::runtime::telemetry::Metrics>,
+    readyz: std::sync::Arc<crate::runtime::server::Readyz>,
 ) -> tokio::sync::watch::Receiver<Readiness> {
     let (tell, ready) = tokio::sync::watch::channel(Readiness::Listing);
     tokio::spawn(async move {
@@ -218,7 +218,7 @@ pub(super) fn readiness(
         info!(?state, "caches listed");
         // /readyz says ready only now: a watch that cannot list (an object
         // it cannot read, an API server that refuses it) keeps it unready.
-        metrics.ready.store(state == Readiness::Ready, std::sync::atomic::Ordering::Relaxed);
+        readyz.set(state == Readiness::Ready);
         let _ = tell.send(state);
     });
     ready

@@ -24,7 +24,7 @@ use tower::{Layer, Service};
 
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 
-use crate::runtime::telemetry::Metrics;
+use crate::runtime::metrics::Metrics;
 
 /// How fast the client may send requests: a token bucket refilled at `qps`
 /// per second that holds at most `burst`. Watches take a token to start,

@@ -1,16 +1,9 @@
-//! What the controller tells its operators: Prometheus metrics, health and
-//! readiness endpoints, and logs as text or JSON.
+//! The Prometheus metrics the controller exports: ours
+//! (`nodepool_fanout_*`), Flux's per-object series (`gotk_*`), the
+//! leadership as controller-runtime reports it, and the process's own.
 
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::State;
-use axum::http::{header, StatusCode};
-use axum::response::IntoResponse;
-use axum::routing::get;
-use axum::Router;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -158,8 +151,6 @@ pub struct Metrics {
     /// 1 while this instance leads (or runs without leader election), as
     /// controller-runtime reports it for Flux's controllers.
     pub leader: Family<LeaderLabels, Gauge>,
-    /// Set once the controller has connected and found the APIs it needs.
-    pub ready: AtomicBool,
 }
 
 /// The name under which leadership is reported: the Lease's.
@@ -235,7 +226,6 @@ impl Default for Metrics {
             resource_info,
             info_of: Default::default(),
             leader,
-            ready: AtomicBool::new(false),
         }
     }
 }
@@ -346,167 +336,6 @@ impl Metrics {
         prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
         Ok(out)
     }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum ServeError {
-    #[error("cannot listen on {addr} for metrics and health: {source} (choose another --metrics-addr)")]
-    Bind {
-        addr: SocketAddr,
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-/// Serves `/metrics`, `/healthz` and `/readyz` until the process ends.
-pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> Result<(), ServeError> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|source| ServeError::Bind { addr, source })?;
-    let app = Router::new()
-        .route("/metrics", get(metrics_handler))
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(ready_handler))
-        .with_state(metrics);
-    tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
-            tracing::error!(error = %e, "the metrics server stopped");
-        }
-    });
-    Ok(())
-}
-
-async fn metrics_handler(State(metrics): State<Arc<Metrics>>) -> impl IntoResponse {
-    match metrics.encode() {
-        Ok(text) => (
-            StatusCode::OK,
-            [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
-            text,
-        )
-            .into_response(),
-        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
-    }
-}
-
-async fn ready_handler(State(metrics): State<Arc<Metrics>>) -> impl IntoResponse {
-    match metrics.ready.load(Ordering::Relaxed) {
-        true => (StatusCode::OK, "ready"),
-        false => (StatusCode::SERVICE_UNAVAILABLE, "not ready: the caches have not listed yet"),
-    }
-}
-
-/// Logs to stderr, as text for people or JSON for log pipelines; the level
-/// comes from RUST_LOG (default `info`).
-///
-/// JSON lines have the keys Flux's controllers write (`level`, `ts`, `msg`,
-/// `logger`, and, inside a reconcile, `controller`, `name`, `namespace`
-/// and `reconcileID` at the top level, from the reconcile's span), so that
-/// log queries written for Flux find this controller's lines too.
-pub fn init_logs(json: bool) {
-    use tracing_subscriber::prelude::*;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    if json {
-        let mut layer = json_subscriber::JsonLayer::stderr();
-        layer
-            .with_level("level")
-            .with_timer("ts", tracing_subscriber::fmt::time::SystemTime)
-            .with_target("logger")
-            .with_flattened_event_with_renames(
-                |name: &str, _: &()| match name {
-                    "message" => "msg",
-                    other => other,
-                },
-                (),
-            );
-        // Not the span list flattened: it would put each span's name under
-        // `name` too, over the application's.
-        layer.add_from_span("controller", |span| flux_keys(span).map(|k| k.controller));
-        layer.add_from_span("name", |span| flux_keys(span).map(|k| k.name));
-        layer.add_from_span("namespace", |span| flux_keys(span).map(|k| k.namespace));
-        layer.add_from_span("reconcileID", |span| flux_keys(span).map(|k| k.reconcile_id));
-        tracing_subscriber::registry().with(filter).with(FluxKeysLayer).with(layer).init();
-    } else {
-        tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter).init();
-    }
-}
-
-/// The keys Flux's controllers log for a reconcile, kept on the span of
-/// one ([`reconcile_span`]) for the JSON lines logged inside it.
-#[derive(Debug, Clone, Default)]
-struct FluxKeys {
-    controller: String,
-    name: String,
-    namespace: String,
-    reconcile_id: String,
-}
-
-impl tracing::field::Visit for FluxKeys {
-    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
-        let slot = match field.name() {
-            "controller" => &mut self.controller,
-            "name" => &mut self.name,
-            "namespace" => &mut self.namespace,
-            "reconcileID" => &mut self.reconcile_id,
-            _ => return,
-        };
-        *slot = value.to_string();
-    }
-
-    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        // `%value` fields arrive here, their Debug being their Display.
-        self.record_str(field, &format!("{value:?}"));
-    }
-}
-
-/// Records a reconcile span's Flux keys on it.
-struct FluxKeysLayer;
-
-impl<S> tracing_subscriber::Layer<S> for FluxKeysLayer
-where
-    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
-{
-    fn on_new_span(
-        &self,
-        attrs: &tracing::span::Attributes<'_>,
-        id: &tracing::span::Id,
-        ctx: tracing_subscriber::layer::Context<'_, S>,
-    ) {
-        if attrs.metadata().name() != RECONCILE_SPAN {
-            return;
-        }
-        let mut keys = FluxKeys::default();
-        attrs.record(&mut keys);
-        if let Some(span) = ctx.span(id) {
-            span.extensions_mut().insert(keys);
-        }
-    }
-}
-
-/// The Flux keys of the reconcile a log line is logged in, if any.
-fn flux_keys<S>(span: &tracing_subscriber::registry::SpanRef<'_, S>) -> Option<FluxKeys>
-where
-    S: for<'a> tracing_subscriber::registry::LookupSpan<'a>,
-{
-    span.scope().find_map(|s| s.extensions().get::<FluxKeys>().cloned())
-}
-
-const RECONCILE_SPAN: &str = "reconcile";
-
-/// The span of one reconcile, with the fields Flux's controllers log:
-/// every line logged inside it carries them.
-pub fn reconcile_span(namespace: &str, name: &str) -> tracing::Span {
-    let id = uuid::Uuid::new_v4();
-    tracing::info_span!(
-        RECONCILE_SPAN,
-        controller = "nodepoolapplication",
-        controllerGroup = "apps.fanout.dev",
-        controllerKind = "NodePoolApplication",
-        name = %name,
-        namespace = %namespace,
-        reconcileID = %id,
-    )
 }
 
 #[cfg(test)]
