@@ -1,7 +1,7 @@
 //! Node pools, of every kind, and which of them an application selects.
 //!
 //! A pool is an OpenYurt NodePool, a KubeEdge NodeGroup, a SuperEdge
-//! NodeUnit ([`kind::PoolObjects`], one module each), or a value of a node
+//! NodeUnit (a row each of the table in [`kind`]), or a value of a node
 //! label ([`node_label`]). Planning reads every kind as one [`Pool`]: a
 //! name, labels to select and template by, and the labels that mark its
 //! nodes. [`nodes`] counts each pool's Ready nodes from the Nodes
@@ -12,11 +12,8 @@
 //! which say nothing about which applications the pool wants.
 
 pub mod kind;
-pub mod kubeedge;
 pub mod node_label;
 pub mod nodes;
-pub mod openyurt;
-pub mod superedge;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -66,7 +63,7 @@ impl Pool {
     pub fn named(name: impl Into<String>) -> Self {
         let name = name.into();
         Self {
-            node_selector: openyurt::OpenYurt.membership().selector(&name),
+            node_selector: kind::OPENYURT.membership().selector(&name),
             name,
             ..Self::default()
         }
@@ -85,7 +82,7 @@ impl Pool {
 
     /// Reads a pool object listed from the API server, where names and
     /// label maps are already checked.
-    pub fn from_object(kind: &dyn PoolObjects, object: &DynamicObject) -> Self {
+    pub fn from_object(kind: &PoolObjects, object: &DynamicObject) -> Self {
         let (name, labels, annotations) = kind::read_meta(&object.metadata);
         Self {
             node_selector: kind.membership().selector(&name),
@@ -96,7 +93,7 @@ impl Pool {
     }
 
     /// Reads a pool manifest from a file, where anything may be missing.
-    pub fn from_value(kind: &dyn PoolObjects, object: &Value) -> Result<Self, PoolError> {
+    pub fn from_value(kind: &PoolObjects, object: &Value) -> Result<Self, PoolError> {
         let name = object
             .pointer("/metadata/name")
             .and_then(Value::as_str)
@@ -115,7 +112,7 @@ impl Pool {
 }
 
 fn string_map(
-    kind: &dyn PoolObjects,
+    kind: &PoolObjects,
     object: &Value,
     pool: &str,
     field: &'static str,
@@ -307,22 +304,22 @@ mod tests {
             "metadata": { "name": "hz", "labels": { "region": "east" }, "annotations": { "a": "b" } },
             "spec": { "type": "Edge", "labels": { "node-only": "x" } }
         });
-        let p = Pool::from_value(&openyurt::OpenYurt, &object).unwrap();
+        let p = Pool::from_value(&kind::OPENYURT, &object).unwrap();
         assert_eq!(p.name, "hz");
         assert_eq!(p.labels, BTreeMap::from([("region".into(), "east".into())]));
         assert_eq!(p.annotations, BTreeMap::from([("a".into(), "b".into())]));
-        assert_eq!(p.node_selector, BTreeMap::from([(openyurt::NODE_LABEL.into(), "hz".into())]));
+        assert_eq!(p.node_selector, BTreeMap::from([(kind::OPENYURT_NODE_LABEL.into(), "hz".into())]));
     }
 
     #[test]
     fn each_kind_marks_its_nodes_its_own_way() {
         let group = json!({ "metadata": { "name": "g1", "labels": { "region": "east" } }, "spec": { "nodes": ["n1"] } });
-        let p = Pool::from_value(&kubeedge::KubeEdge, &group).unwrap();
-        assert_eq!(p.node_selector, BTreeMap::from([(kubeedge::NODE_LABEL.into(), "g1".into())]));
+        let p = Pool::from_value(&kind::KUBEEDGE, &group).unwrap();
+        assert_eq!(p.node_selector, BTreeMap::from([(kind::KUBEEDGE_NODE_LABEL.into(), "g1".into())]));
         let unit =
             json!({ "metadata": { "name": "u1" }, "spec": { "setNode": { "labels": { "site": "1" } } } });
-        let p = Pool::from_value(&superedge::SuperEdge, &unit).unwrap();
-        assert_eq!(p.node_selector, BTreeMap::from([("u1".into(), superedge::NODE_LABEL_VALUE.into())]));
+        let p = Pool::from_value(&kind::SUPEREDGE, &unit).unwrap();
+        assert_eq!(p.node_selector, BTreeMap::from([("u1".into(), kind::SUPEREDGE_NODE_LABEL_VALUE.into())]));
         // An application naming its own node label pins by it instead.
         assert_eq!(p.placed_by(Some("site")), BTreeMap::from([("site".into(), "u1".into())]));
         assert_eq!(p.placed_by(None), p.node_selector);
@@ -345,25 +342,25 @@ mod tests {
             "metadata": { "name": "hz", "labels": { "region": "east" } }
         }))
         .unwrap();
-        let p = Pool::from_object(&openyurt::OpenYurt, &object);
+        let p = Pool::from_object(&kind::OPENYURT, &object);
         assert_eq!((p.name.as_str(), p.labels["region"].as_str()), ("hz", "east"));
         assert!(p.annotations.is_empty());
     }
 
     #[test]
     fn from_object_without_labels_has_empty_maps() {
-        let p = Pool::from_value(&openyurt::OpenYurt, &json!({ "metadata": { "name": "hz" } })).unwrap();
+        let p = Pool::from_value(&kind::OPENYURT, &json!({ "metadata": { "name": "hz" } })).unwrap();
         assert!(p.labels.is_empty() && p.annotations.is_empty());
     }
 
     #[test]
     fn from_object_rejects_missing_name_and_bad_maps() {
         assert_eq!(
-            Pool::from_value(&kubeedge::KubeEdge, &json!({ "metadata": {} })),
+            Pool::from_value(&kind::KUBEEDGE, &json!({ "metadata": {} })),
             Err(PoolError::MissingName { kind: "NodeGroup" })
         );
         let bad = json!({ "metadata": { "name": "hz", "labels": { "n": 1 } } });
-        let err = Pool::from_value(&openyurt::OpenYurt, &bad).unwrap_err();
+        let err = Pool::from_value(&kind::OPENYURT, &bad).unwrap_err();
         assert_eq!(err.to_string(), "NodePool \"hz\": metadata.labels must map strings to strings");
     }
 

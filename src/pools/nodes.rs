@@ -59,6 +59,16 @@ pub enum Membership {
     Marker(&'static str),
 }
 
+impl kind::PoolObjects {
+    /// How the framework's own controller labels the nodes of a pool.
+    pub fn membership(&self) -> Membership {
+        match self.marks {
+            kind::NodeMark::Label(label) => Membership::Label(label.to_string()),
+            kind::NodeMark::Marker(value) => Membership::Marker(value),
+        }
+    }
+}
+
 impl Membership {
     /// How the nodes of an application's pools are told apart: its own
     /// `placement.nodeLabel` where it names one, else its kind's.
@@ -152,7 +162,7 @@ pub fn strip(node: Node) -> Node {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pools::{kubeedge, openyurt, superedge};
+    use crate::pools::kind;
     use serde_json::json;
 
     fn node(name: &str, pool: Option<&str>, ready: Option<&str>) -> Node {
@@ -207,13 +217,13 @@ mod tests {
         let mut n = node("x", None, Some("True"));
         n.metadata.labels = Some(
             [
-                ("u1".to_string(), superedge::NODE_LABEL_VALUE.to_string()),
-                ("u2".to_string(), superedge::NODE_LABEL_VALUE.to_string()),
+                ("u1".to_string(), kind::SUPEREDGE_NODE_LABEL_VALUE.to_string()),
+                ("u2".to_string(), kind::SUPEREDGE_NODE_LABEL_VALUE.to_string()),
                 ("zone".to_string(), "a".to_string()),
             ]
             .into(),
         );
-        let units = Membership::Marker(superedge::NODE_LABEL_VALUE);
+        let units = Membership::Marker(kind::SUPEREDGE_NODE_LABEL_VALUE);
         assert_eq!(count([&n], &units).keys().collect::<Vec<_>>(), ["u1", "u2"]);
     }
 
@@ -224,15 +234,15 @@ mod tests {
         assert_eq!(Membership::of(&yurt_pools, None), yurt());
         assert_eq!(Membership::of(&yurt_pools, Some("site")), Membership::Label("site".into()));
         let edge = pools(serde_json::json!({ "kind": "KubeEdge", "names": ["a"] }));
-        assert_eq!(Membership::of(&edge, None), Membership::Label(kubeedge::NODE_LABEL.into()));
+        assert_eq!(Membership::of(&edge, None), Membership::Label(kind::KUBEEDGE_NODE_LABEL.into()));
         let units = pools(serde_json::json!({ "kind": "SuperEdge", "names": ["a"] }));
-        assert_eq!(Membership::of(&units, None), Membership::Marker(superedge::NODE_LABEL_VALUE));
+        assert_eq!(Membership::of(&units, None), Membership::Marker(kind::SUPEREDGE_NODE_LABEL_VALUE));
         let zones = pools(serde_json::json!({ "kind": "NodeLabel", "nodeLabel": "zone", "names": ["a"] }));
         assert_eq!(Membership::of(&zones, None), Membership::Label("zone".into()));
     }
 
     fn yurt() -> Membership {
-        Membership::Label(openyurt::NODE_LABEL.into())
+        Membership::Label(kind::OPENYURT_NODE_LABEL.into())
     }
 
     #[test]

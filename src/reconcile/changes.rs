@@ -209,7 +209,7 @@ mod tests {
     /// As the pool watch delivers it: a NodePool cut down as it enters.
     fn nodepool(name: &str, labels: serde_json::Value, ready_nodes: u32) -> CachedPool {
         CachedPool::from_object(
-            &crate::pools::openyurt::OpenYurt,
+            &crate::pools::kind::OPENYURT,
             serde_json::from_value(json!({
                 "apiVersion": "apps.openyurt.io/v1beta2", "kind": "NodePool",
                 "metadata": { "name": name, "labels": labels },

@@ -9,9 +9,8 @@ use std::sync::Arc;
 
 use k8s_openapi::NamespaceResourceScope;
 use kube::api::{ApiResource, DynamicObject, ObjectMeta};
-use kube::discovery::{self, Scope};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::{Client, Resource, ResourceExt};
+use kube::{Resource, ResourceExt};
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
@@ -30,14 +29,6 @@ pub use shallow::Shallow;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ObserveError {
-    #[error("the cluster serves no cluster-scoped {kind} in {group}: {reason}")]
-    NoPoolApi {
-        kind: &'static str,
-        group: &'static str,
-        reason: String,
-    },
-    #[error("the controller may not list {crd}: {reason}")]
-    PoolsForbidden { crd: &'static str, reason: String },
     #[error("the watch of {0} stopped before it listed them once; the controller is shutting down")]
     CacheStopped(&'static str),
 }
@@ -46,8 +37,6 @@ impl ObserveError {
     /// A short category for metrics, logs and Event reasons.
     pub fn category(&self) -> &'static str {
         match self {
-            Self::NoPoolApi { .. } => "PoolApiMissing",
-            Self::PoolsForbidden { .. } => "PoolsForbidden",
             Self::CacheStopped(_) => "ShuttingDown",
         }
     }
@@ -62,46 +51,6 @@ pub fn helmrelease_resource() -> ApiResource {
         kind: "HelmRelease".into(),
         plural: "helmreleases".into(),
     }
-}
-
-/// The version of a kind of pool the cluster prefers (OpenYurt has served
-/// NodePools as v1alpha1, v1beta1 and v1beta2; only names, labels and
-/// annotations are read, which every version has), or why it serves none.
-pub async fn pool_resource(client: &Client, objects: &dyn PoolObjects) -> Result<ApiResource, ObserveError> {
-    let missing = |reason: String| ObserveError::NoPoolApi {
-        kind: objects.kind(),
-        group: objects.group(),
-        reason,
-    };
-    let group = discovery::group(client, objects.group()).await.map_err(|e| missing(e.to_string()))?;
-    let (resource, caps) = group
-        .recommended_kind(objects.kind())
-        .ok_or_else(|| missing(format!("the group has no {}", objects.kind())))?;
-    if caps.scope != Scope::Cluster {
-        return Err(missing(format!("its {} is namespaced", objects.kind())));
-    }
-    // Served, but perhaps not to us: a watch refused for want of RBAC would
-    // retry forever, and every reconcile would wait for its first list.
-    let api: kube::Api<DynamicObject> = kube::Api::all_with(client.clone(), &resource);
-    match api.list_metadata(&kube::api::ListParams::default().limit(1)).await {
-        Err(kube::Error::Api(e)) if e.code == 403 => Err(ObserveError::PoolsForbidden {
-            crd: objects.crd(),
-            reason: e.message,
-        }),
-        _ => Ok(resource),
-    }
-}
-
-/// Why an application's pools cannot be read, as its condition says it.
-pub fn unserved_message(kind: PoolKind, error: &ObserveError) -> String {
-    if let ObserveError::PoolsForbidden { crd, .. } = error {
-        return format!(
-            "spec.pools.kind is {kind}, but the controller may not read {crd}: grant its service account \
-             get, list and watch on them (deploy/rbac.yaml does); the controller notices within a minute and \
-             restarts to watch them"
-        );
-    }
-    not_served_message(kind)
 }
 
 /// The condition of an application whose kind the cluster does not serve:
@@ -303,7 +252,7 @@ pub struct CachedPool {
 }
 
 impl CachedPool {
-    pub fn from_object(kind: &dyn PoolObjects, mut pool: DynamicObject) -> Self {
+    pub fn from_object(kind: &PoolObjects, mut pool: DynamicObject) -> Self {
         strip_last_applied(&mut pool.metadata);
         let read = Pool::from_object(kind, &pool);
         let metadata = ObjectMeta {
@@ -328,7 +277,8 @@ impl CachedPool {
 }
 
 /// Only a cache key: the pools are read through the API the cluster serves
-/// for their kind ([`pool_resource`]), and every kind has the metadata this
+/// for their kind (the controller asks which one at its start), and every kind has the
+/// metadata this
 /// keeps. One cache per kind.
 impl Resource for CachedPool {
     type DynamicType = ();

@@ -2,9 +2,9 @@
 //! module below it; nothing below imports it.
 //!
 //! - [`controller`] wires it together: the watches and their caches
-//!   ([`watches`]), which applications each event wakes ([`triggers`],
-//!   through [`index`]), the kinds of pool served ([`pool_apis`]), the
-//!   leadership ([`leader`]), and one reconcile ([`reconciler`]);
+//!   (`watches`), which applications each event wakes (`triggers`,
+//!   through `index`), the kinds of pool served (`pool_apis`), the
+//!   leadership (`leader`), and one reconcile (`reconciler`);
 //! - pacing: retries ([`backoff`]), wakes ([`throttle`]), and the API
 //!   client, paced and counted ([`api_client`]);
 //! - what operators read: [`metrics`], the HTTP endpoints ([`server`]),

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use kube::api::ApiResource;
+use kube::api::{ApiResource, DynamicObject};
+use kube::discovery::{self, Scope};
 use kube::Client;
 use tracing::{info, warn};
 
@@ -18,12 +19,65 @@ use crate::reconcile::observe;
 /// pool it did not serve at the start.
 const POOL_API_POLL: Duration = Duration::from_secs(30);
 
+/// Why the cluster's pools of a kind cannot be watched.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum PoolApiError {
+    #[error("the cluster serves no cluster-scoped {kind} in {group}: {reason}")]
+    NoPoolApi {
+        kind: &'static str,
+        group: &'static str,
+        reason: String,
+    },
+    #[error("the controller may not list {crd}: {reason}")]
+    PoolsForbidden { crd: &'static str, reason: String },
+}
+
+/// The version of a kind of pool the cluster prefers (OpenYurt has served
+/// NodePools as v1alpha1, v1beta1 and v1beta2; only names, labels and
+/// annotations are read, which every version has), or why it serves none.
+async fn pool_resource(client: &Client, objects: &PoolObjects) -> Result<ApiResource, PoolApiError> {
+    let missing = |reason: String| PoolApiError::NoPoolApi {
+        kind: objects.kind(),
+        group: objects.group(),
+        reason,
+    };
+    let group = discovery::group(client, objects.group()).await.map_err(|e| missing(e.to_string()))?;
+    let (resource, caps) = group
+        .recommended_kind(objects.kind())
+        .ok_or_else(|| missing(format!("the group has no {}", objects.kind())))?;
+    if caps.scope != Scope::Cluster {
+        return Err(missing(format!("its {} is namespaced", objects.kind())));
+    }
+    // Served, but perhaps not to us: a watch refused for want of RBAC would
+    // retry forever, and every reconcile would wait for its first list.
+    let api: kube::Api<DynamicObject> = kube::Api::all_with(client.clone(), &resource);
+    match api.list_metadata(&kube::api::ListParams::default().limit(1)).await {
+        Err(kube::Error::Api(e)) if e.code == 403 => Err(PoolApiError::PoolsForbidden {
+            crd: objects.crd(),
+            reason: e.message,
+        }),
+        _ => Ok(resource),
+    }
+}
+
+/// Why an application's pools cannot be read, as its condition says it.
+fn unserved_message(kind: PoolKind, error: &PoolApiError) -> String {
+    if let PoolApiError::PoolsForbidden { crd, .. } = error {
+        return format!(
+            "spec.pools.kind is {kind}, but the controller may not read {crd}: grant its service account \
+             get, list and watch on them (deploy/rbac.yaml does); the controller notices within a minute and \
+             restarts to watch them"
+        );
+    }
+    observe::not_served_message(kind)
+}
+
 /// The kinds of pool object the cluster serves, and why each other is not.
 pub(super) struct PoolApis {
-    pub(super) served: Vec<(PoolKind, &'static dyn PoolObjects, ApiResource)>,
+    pub(super) served: Vec<(PoolKind, &'static PoolObjects, ApiResource)>,
     /// As the conditions of an application of that kind say it.
     pub(super) unserved: BTreeMap<PoolKind, String>,
-    unserved_kinds: Vec<&'static dyn PoolObjects>,
+    unserved_kinds: Vec<&'static PoolObjects>,
 }
 
 impl PoolApis {
@@ -38,14 +92,14 @@ impl PoolApis {
             let Some(objects) = pool_kinds::objects(kind) else {
                 continue;
             };
-            match observe::pool_resource(client, objects).await {
+            match pool_resource(client, objects).await {
                 Ok(resource) => {
                     info!(%kind, version = %resource.api_version, "watching {}s", objects.kind());
                     apis.served.push((kind, objects, resource));
                 }
                 Err(e) => {
                     warn!(%kind, "not watching {}s: {e}", objects.kind());
-                    apis.unserved.insert(kind, observe::unserved_message(kind, &e));
+                    apis.unserved.insert(kind, unserved_message(kind, &e));
                     apis.unserved_kinds.push(objects);
                 }
             }
@@ -68,7 +122,7 @@ impl PoolApis {
             loop {
                 tokio::time::sleep(POOL_API_POLL).await;
                 for objects in &unserved {
-                    if observe::pool_resource(&client, *objects).await.is_ok() {
+                    if pool_resource(&client, objects).await.is_ok() {
                         warn!(
                             crd = objects.crd(),
                             "the cluster now serves {}s; restarting to watch them",

@@ -207,7 +207,6 @@ pub(super) fn readiness(
     tokio::spawn(async move {
         let state = match caches.ready().await {
             Err(ObserveError::CacheStopped(watch)) => Readiness::Stopped(watch),
-            Err(_) => Readiness::Stopped("pools"),
             Ok(()) if charts.helmcharts.wait_until_ready().await.is_err() => Readiness::Stopped("HelmCharts"),
             Ok(()) if charts.ocirepositories.wait_until_ready().await.is_err() => {
                 Readiness::Stopped("OCIRepositories")
@@ -235,14 +234,14 @@ pub(super) struct Watches {
     nodes: NodeChanges,
     /// Pools: each cache is kept by the tracker that turns its events into
     /// changes.
-    pools: Vec<(PoolKind, &'static dyn PoolObjects, ApiResource, PoolChanges)>,
+    pools: Vec<(PoolKind, &'static PoolObjects, ApiResource, PoolChanges)>,
 }
 
 impl Watches {
     pub(super) fn new(
         client: &Client,
         args: &RunArgs,
-        pools: impl Iterator<Item = (PoolKind, &'static dyn PoolObjects, ApiResource)>,
+        pools: impl Iterator<Item = (PoolKind, &'static PoolObjects, ApiResource)>,
     ) -> Self {
         // Every release in the namespaces served, not only ours: planning
         // must know the names and Helm releases others hold, to never take

@@ -2,12 +2,12 @@
 //! server-side apply under one field manager, deletes only what this
 //! application owns, and returns what happened.
 //!
-//! - [`execute`]: one plan carried out, write by write, each failure kept
+//! - `execute`: one plan carried out, write by write, each failure kept
 //!   as data so one pool's refusal never stops the others;
-//! - [`release`]: the writes of one HelmRelease;
-//! - [`orphaning`]: releases left in place under `deletionPolicy: Orphan`;
-//! - [`chart`]: the shared charts an application makes and prunes;
-//! - [`application`]: the application's own status and finalizers.
+//! - `release`: the writes of one HelmRelease;
+//! - `orphaning`: releases left in place under `deletionPolicy: Orphan`;
+//! - `chart`: the shared charts an application makes and prunes;
+//! - `application`: the application's own status and finalizers.
 //!
 //! Nothing here decides: what to write comes from the plan.
 

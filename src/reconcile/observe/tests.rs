@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::pools::openyurt::OpenYurt;
+use crate::pools::kind::OPENYURT;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher;
 use serde_json::json;
@@ -118,8 +118,8 @@ fn a_cached_pool_keeps_its_name_labels_and_annotations() {
         "metadata": { "name": "hz", "labels": { "r": "east" }, "annotations": { "a": "b" }, "uid": "x" },
         "spec": { "type": "Edge" }, "status": { "nodes": ["n1", "n2"], "readyNodeNum": 2 }
     }));
-    let cached = CachedPool::from_object(&OpenYurt, pool.clone());
-    assert_eq!(cached.pool, Pool::from_object(&OpenYurt, &pool));
+    let cached = CachedPool::from_object(&OPENYURT, pool.clone());
+    assert_eq!(cached.pool, Pool::from_object(&OPENYURT, &pool));
     assert!(cached.metadata.uid.is_none() && cached.metadata.labels.is_none());
 }
 
@@ -160,7 +160,7 @@ fn observes_from_the_caches_split_by_owner_and_namespace() {
     .collect();
     let pool = |name: &str, labels: Value| {
         CachedPool::from_object(
-            &OpenYurt,
+            &OPENYURT,
             object(json!({
                 "apiVersion": "apps.openyurt.io/v1beta2", "kind": "NodePool",
                 "metadata": { "name": name, "labels": labels }
