@@ -4,6 +4,7 @@
 //! so that users who know Flux can read and write this resource without a
 //! second vocabulary.
 
+pub mod conditions;
 pub mod naming;
 
 mod schema;

@@ -13,6 +13,7 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
 
+use crate::api::conditions;
 use crate::api::naming;
 use crate::api::{NodePoolApplication, NodePoolApplicationStatus};
 use crate::chart::schema::Chart;
@@ -329,7 +330,7 @@ fn plan_releases(input: &PlanInput) -> Plan {
     let requests = requests(input.app);
     let app = app_info(input, &requests);
     if let Some(message) = input.unserved {
-        return blocked(input, "PoolApiMissing".to_string(), message.to_string());
+        return blocked(input, conditions::reason::POOL_API_MISSING.to_string(), message.to_string());
     }
     let selected = match check_selectors(input, &app) {
         Ok(selected) => selected,
@@ -343,7 +344,7 @@ fn plan_releases(input: &PlanInput) -> Plan {
             clock_since: input.clock_since.as_ref().map(|t| t.0),
             ..settings
         },
-        Err(e) => return blocked(input, "InvalidRollout".to_string(), e.to_string()),
+        Err(e) => return blocked(input, conditions::reason::INVALID_ROLLOUT.to_string(), e.to_string()),
     };
     let renderer = Renderer::new();
     // Pools that share an object read as failed, for the rollout and the
@@ -369,7 +370,7 @@ fn plan_releases(input: &PlanInput) -> Plan {
             if total > release::MAX_APPLICATION_BYTES {
                 return blocked(
                     input,
-                    "ApplicationTooLarge".to_string(),
+                    conditions::reason::APPLICATION_TOO_LARGE.to_string(),
                     too_large(count + 1, selected.pools.len()),
                 );
             }
@@ -474,9 +475,9 @@ fn suspend_or_resume(input: &PlanInput, plan: &mut Plan) -> bool {
 /// A suspended application says so where `kubectl get npa` and kstatus
 /// look: Ready's reason and message; nothing is in progress.
 fn report_suspended(status: &mut NodePoolApplicationStatus) {
-    status.conditions.retain(|c| c.type_ != "Reconciling");
-    if let Some(ready) = status.conditions.iter_mut().find(|c| c.type_ == "Ready") {
-        ready.reason = "Suspended".to_string();
+    status.conditions.retain(|c| c.type_ != conditions::RECONCILING);
+    if let Some(ready) = status.conditions.iter_mut().find(|c| c.type_ == conditions::READY) {
+        ready.reason = conditions::reason::SUSPENDED.to_string();
         ready.message = format!(
             "suspended (spec.suspend): no release is written, created or pruned, and every release is \
              suspended; {}",

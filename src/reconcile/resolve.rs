@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use kube::{Client, ResourceExt};
 
+use crate::api::conditions;
 use crate::api::naming;
 use crate::api::{ChartReference, NodePoolApplication};
 use crate::chart::schema::Chart;
@@ -40,7 +41,7 @@ pub async fn resolve(charts: &Charts<'_>, app: &NodePoolApplication) -> Option<R
         .flatten();
     match (refused, charts.shared) {
         (Some(message), _) => Some(Err(Hold {
-            reason: "CrossNamespaceRefForbidden".into(),
+            reason: conditions::reason::CROSS_NAMESPACE_REF_FORBIDDEN.into(),
             message,
             transient: false,
         })),
@@ -69,7 +70,7 @@ async fn shared_chart(ctx: &Charts<'_>, app: &NodePoolApplication) -> Result<Sha
         (None, Some(reference)) => return pinned_oci_chart(ctx, app, reference, shard).await,
         (None, None) => {
             return Err(Hold {
-                reason: "ChartMissing".into(),
+                reason: conditions::reason::CHART_MISSING.into(),
                 message: "neither spec.chart nor spec.chartRef is set: set one, as in a HelmRelease".into(),
                 transient: false,
             })
@@ -93,7 +94,7 @@ async fn shared_chart(ctx: &Charts<'_>, app: &NodePoolApplication) -> Result<Sha
                 // tag the range resolved to.
                 artifact_of(&helmchart, "HelmChart").map_err(hold)?;
                 let version = shared_chart::artifact_version(&helmchart).ok_or_else(|| Hold {
-                    reason: "SourceNotReady".into(),
+                    reason: conditions::reason::SOURCE_NOT_READY.into(),
                     message: format!(
                         "HelmChart {}/{} has an artifact with no revision; waiting for source-controller",
                         by.namespace, by.name
@@ -133,7 +134,7 @@ async fn pinned_oci_chart(
     let namespace = app.namespace().unwrap_or_default();
     let source = ctx.sources.oci_source(reference, &namespace).await.map_err(hold)?;
     let (tag, digest) = oci_revision(&source).ok_or_else(|| Hold {
-        reason: "SourceNotReady".into(),
+        reason: conditions::reason::SOURCE_NOT_READY.into(),
         message: format!(
             "OCIRepository {}/{} has an artifact with no digest in its revision; waiting for source-controller",
             shared_chart::source_namespace(&app.spec, &namespace),

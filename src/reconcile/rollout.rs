@@ -31,6 +31,7 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
+use crate::api::conditions;
 use crate::api::{IntOrString, OfflinePools, Rollout, RolloutPhase, RolloutStatus, RolloutStrategy};
 use crate::reconcile::release::FieldError;
 use crate::reconcile::release_state::{ReleaseState, ReleaseStatus};
@@ -427,7 +428,7 @@ fn offline(settings: &Settings, p: &PoolInput) -> PoolDecision {
         return skipped;
     }
     PoolDecision::failed(
-        "OfflineAfterUpdate",
+        conditions::pool_reason::OFFLINE_AFTER_UPDATE,
         format!(
             "went offline at {} after its update at {}: no node of the pool is Ready, and the update \
              may be what took it down; the rollout counts it as failed until a node is Ready again",
@@ -499,7 +500,7 @@ fn measure(
             // it is written into the status, which must not change while
             // nothing else does.
             Some((at, waited)) if waited >= settings.progress_deadline => PoolDecision::failed(
-                "ProgressDeadlineExceeded",
+                conditions::reason::PROGRESS_DEADLINE_EXCEEDED,
                 format!(
                     "not Ready within its progressDeadline ({}) of its update at {}: {}",
                     format_duration(settings.progress_deadline),

@@ -4,6 +4,7 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
+use crate::api::conditions;
 use crate::api::{
     ConditionStatus, NodePoolApplicationStatus, PoolCounts, PoolStatus, RolloutPhase, RolloutStatus,
 };
@@ -129,19 +130,29 @@ pub fn rollup(input: &RollupInput) -> NodePoolApplicationStatus {
 
     let (ready_status, reason) = ready_reason(input, settled);
     let mut conditions = vec![make(
-        "Ready",
+        conditions::READY,
         ready_status,
         &reason,
         &summary(input, ready, offline),
     )];
     if let Some((reason, message)) = stalled(input) {
-        conditions.push(make("Stalled", ConditionStatus::True, &reason, &message));
+        conditions.push(make(conditions::STALLED, ConditionStatus::True, &reason, &message));
     } else if let Some((reason, message)) = &input.held {
-        conditions.push(make("Reconciling", ConditionStatus::True, reason, message));
+        conditions.push(make(conditions::RECONCILING, ConditionStatus::True, reason, message));
     } else if let Some(p) = first_with(input.pools, BUSY) {
-        conditions.push(make("Reconciling", ConditionStatus::True, "Progressing", &describe(p)));
+        conditions.push(make(
+            conditions::RECONCILING,
+            ConditionStatus::True,
+            conditions::reason::PROGRESSING,
+            &describe(p),
+        ));
     } else if let Some(r) = input.rollout.as_ref().filter(|r| r.phase == RolloutPhase::Progressing) {
-        conditions.push(make("Reconciling", ConditionStatus::True, "Progressing", &rollout_message(r)));
+        conditions.push(make(
+            conditions::RECONCILING,
+            ConditionStatus::True,
+            conditions::reason::PROGRESSING,
+            &rollout_message(r),
+        ));
     }
     NodePoolApplicationStatus {
         observed_generation: input.generation,
@@ -227,7 +238,7 @@ fn stalled(input: &RollupInput) -> Option<(String, String)> {
         return Some(blocker.clone());
     }
     if let Some(r) = input.rollout.as_ref().filter(|r| r.phase == RolloutPhase::Halted) {
-        return Some(("RolloutHalted".to_string(), halt_message(input, r)));
+        return Some((conditions::reason::ROLLOUT_HALTED.to_string(), halt_message(input, r)));
     }
     let stalled: Vec<&PoolReport> =
         input.pools.iter().filter(|p| p.status.state == ReleaseState::Stalled).collect();
@@ -243,7 +254,7 @@ fn stalled(input: &RollupInput) -> Option<(String, String)> {
             "node pools not found: {}; create them, or remove them from spec.pools.names",
             input.missing.join(", ")
         );
-        ("PoolNotFound".to_string(), message)
+        (conditions::reason::POOL_NOT_FOUND.to_string(), message)
     })
 }
 
@@ -273,21 +284,21 @@ fn ready_reason(input: &RollupInput, settled: bool) -> (ConditionStatus, String)
     let reason = if let Some((reason, _)) = &input.blocker {
         reason.clone()
     } else if phase == Some(RolloutPhase::Halted) {
-        "RolloutHalted".to_string()
+        conditions::reason::ROLLOUT_HALTED.to_string()
     } else if let Some(reason) = worst(&[ReleaseState::Stalled]) {
         reason
     } else if let Some(reason) = worst(&[ReleaseState::Failed]) {
         reason
     } else if !input.missing.is_empty() {
-        "PoolNotFound".to_string()
+        conditions::reason::POOL_NOT_FOUND.to_string()
     } else if let Some((reason, _)) = &input.held {
         reason.clone()
     } else if phase == Some(RolloutPhase::Paused) {
-        "RolloutPaused".to_string()
+        conditions::reason::ROLLOUT_PAUSED.to_string()
     } else if !settled {
         "Progressing".to_string()
     } else if input.pools.is_empty() {
-        return (ConditionStatus::True, "NoPoolsSelected".to_string());
+        return (ConditionStatus::True, conditions::reason::NO_POOLS_SELECTED.to_string());
     } else {
         return (ConditionStatus::True, "Succeeded".to_string());
     };

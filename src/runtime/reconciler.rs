@@ -16,6 +16,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+use crate::api::conditions;
 use crate::api::{DeletionPolicy, NodePoolApplication};
 use crate::chart::shared::ChartRef;
 use crate::pools::nodes::{self, Membership};
@@ -188,7 +189,11 @@ async fn report(
             offline: i64::from(new_status.offline_pools),
         },
     );
-    let ready = new_status.conditions.iter().find(|c| c.type_ == "Ready").map(|c| c.status.as_str());
+    let ready = new_status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == conditions::READY)
+        .map(|c| c.status.as_str());
     ctx.metrics
         .set_info(&namespace, &name, ready.unwrap_or("Unknown"), app.spec.suspend == Some(true));
     if !transitions::same_ignoring_timestamps(&old_status, &new_status) {
@@ -290,10 +295,10 @@ pub(super) async fn unreadable(
         crate::values::merge::MAX_DEPTH
     );
     warn!(app = %name, %namespace, %message, "unreadable application");
-    apply::report_unreadable(&apps, meta, "SpecUnreadable", &message).await?;
+    apply::report_unreadable(&apps, meta, conditions::reason::SPEC_UNREADABLE, &message).await?;
     let event = Event {
         type_: EventType::Warning,
-        reason: "SpecUnreadable".into(),
+        reason: conditions::reason::SPEC_UNREADABLE.into(),
         note: Some(transitions::fit_note(message)),
         action: "Read".into(),
         secondary: None,

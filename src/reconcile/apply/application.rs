@@ -5,6 +5,7 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 
+use crate::api::conditions;
 use crate::api::{NodePoolApplication, NodePoolApplicationStatus};
 
 use super::{ApplyError, FIELD_MANAGER};
@@ -53,7 +54,7 @@ pub async fn report_unreadable(
     };
     let patch = json!({ "status": {
         "observedGeneration": app.meta().generation,
-        "conditions": [condition("Ready", "False"), condition("Stalled", "True")],
+        "conditions": [condition(conditions::READY, "False"), condition(conditions::STALLED, "True")],
     }});
     let params = PatchParams {
         field_manager: Some(FIELD_MANAGER.to_string()),

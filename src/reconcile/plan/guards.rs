@@ -2,6 +2,7 @@
 //! an invalid selector, a Helm release another HelmRelease drives, a
 //! selection that lost every pool, two pools whose release names collide.
 
+use crate::api::conditions;
 use std::collections::BTreeMap;
 
 use super::*;
@@ -12,8 +13,9 @@ pub(super) fn check_selectors<'a>(
     input: &PlanInput<'a>,
     app: &AppInfo,
 ) -> Result<pools::Selected<'a>, (String, String)> {
-    let invalid =
-        |field: String, e: pools::SelectorError| ("InvalidSelector".to_string(), format!("{field}: {e}"));
+    let invalid = |field: String, e: pools::SelectorError| {
+        (conditions::reason::INVALID_SELECTOR.to_string(), format!("{field}: {e}"))
+    };
     let selected = pools::select(&app.spec.pools.selection(), input.pools.iter().copied())
         .map_err(|e| invalid("pools".into(), e))?;
     for (i, o) in app.spec.overrides.iter().enumerate() {
@@ -132,7 +134,13 @@ pub(super) fn nothing_selected(input: &PlanInput, app: &AppInfo) -> Plan {
         input.owned.len()
     );
     plan.blocked = Some(message.clone());
-    plan.rollup = roll_up(input, &plan, &owned, Some(("NoPoolsSelected".to_string(), message)), None);
+    plan.rollup = roll_up(
+        input,
+        &plan,
+        &owned,
+        Some((conditions::reason::NO_POOLS_SELECTED.to_string(), message)),
+        None,
+    );
     plan.status = plan.rollup.status();
     plan
 }

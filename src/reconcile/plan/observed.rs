@@ -2,6 +2,7 @@
 //! the releases it owns, as observed, and the others, asked after by name
 //! and by the Helm release they drive.
 
+use crate::api::conditions;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
@@ -142,10 +143,10 @@ pub fn isolation_failures(owned: &[ObservedRelease]) -> Vec<ObservedRelease> {
             let failing = matches!(o.status.state, ReleaseState::Failed | ReleaseState::Stalled);
             let (state, reason, message) =
                 match o.pool.as_deref().and_then(|p| sharing::sharing_message(p, &shared)) {
-                    Some(message) => (ReleaseState::Failed, "SharedObject", message),
+                    Some(message) => (ReleaseState::Failed, conditions::reason::SHARED_OBJECT, message),
                     None if failing => {
                         let message = sharing::refusal_message(&o.status.message, pool_of)?;
-                        (o.status.state, "ObjectHeldElsewhere", message)
+                        (o.status.state, conditions::pool_reason::OBJECT_HELD_ELSEWHERE, message)
                     }
                     None => return None,
                 };

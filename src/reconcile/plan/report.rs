@@ -1,6 +1,7 @@
 //! From the plan to the application's status: each pool's state as the
 //! roll-up reads it, offline pools told apart from failed ones.
 
+use crate::api::conditions;
 use std::collections::BTreeMap;
 
 use super::*;
@@ -72,7 +73,7 @@ pub(super) fn offline_status(
     has_release: bool,
 ) -> ReleaseStatus {
     status.state = ReleaseState::Offline;
-    status.reason = "PoolOffline".to_string();
+    status.reason = conditions::pool_reason::POOL_OFFLINE.to_string();
     let since = nodes.changed.map(|t| format!(" since {t}")).unwrap_or_default();
     status.message = match has_release {
         true => format!(
@@ -110,19 +111,27 @@ pub(super) fn pool_status(outcome: &PoolOutcome, observed: Option<&ObservedRelea
         (Outcome::Planned, Some(_)) => {
             make(ReleaseState::Progressing, "Progressing", "updating the HelmRelease".into())
         }
-        (Outcome::Held, Some(o)) if o.status.state == ReleaseState::Ready => {
-            make(ReleaseState::Waiting, "ChartNotReady", "waiting for the chart before updating".into())
+        (Outcome::Held, Some(o)) if o.status.state == ReleaseState::Ready => make(
+            ReleaseState::Waiting,
+            conditions::reason::CHART_NOT_READY,
+            "waiting for the chart before updating".into(),
+        ),
+        (Outcome::Held, _) => {
+            make(ReleaseState::Waiting, conditions::reason::CHART_NOT_READY, "waiting for the chart".into())
         }
-        (Outcome::Held, _) => make(ReleaseState::Waiting, "ChartNotReady", "waiting for the chart".into()),
-        (Outcome::Failed { field, message }, _) => {
-            make(ReleaseState::Stalled, "InvalidPoolConfig", format!("{field}: {message}"))
-        }
-        (taken @ Outcome::HelmReleaseTaken { .. }, _) => {
-            make(ReleaseState::Stalled, "ReleaseNameConflict", helm_release_taken_message(taken))
-        }
+        (Outcome::Failed { field, message }, _) => make(
+            ReleaseState::Stalled,
+            conditions::pool_reason::INVALID_POOL_CONFIG,
+            format!("{field}: {message}"),
+        ),
+        (taken @ Outcome::HelmReleaseTaken { .. }, _) => make(
+            ReleaseState::Stalled,
+            conditions::pool_reason::RELEASE_NAME_CONFLICT,
+            helm_release_taken_message(taken),
+        ),
         (Outcome::Conflict { name }, _) => make(
             ReleaseState::Stalled,
-            "NameConflict",
+            conditions::pool_reason::NAME_CONFLICT,
             format!("HelmRelease {name} exists and is not owned by this application; delete or rename it"),
         ),
     }

@@ -1,0 +1,55 @@
+//! The words of an application's status, in one place: the condition types
+//! kstatus and Flux read, and the reasons the conditions and each pool's
+//! row carry, which `kubectl describe`, Events, alerts and scripts match
+//! on. A reason here is part of the API: renaming one breaks its readers.
+
+/// `Ready`: every selected pool's release is ready (`True`), or why not.
+pub const READY: &str = "Ready";
+/// `Reconciling`: work is under way (kstatus: InProgress).
+pub const RECONCILING: &str = "Reconciling";
+/// `Stalled`: a person must act (kstatus: Failed).
+pub const STALLED: &str = "Stalled";
+
+/// The reasons of the application's conditions.
+pub mod reason {
+    /// Releases are being written or are converging.
+    pub const PROGRESSING: &str = "Progressing";
+    /// `spec.suspend`: nothing is written, created or pruned.
+    pub const SUSPENDED: &str = "Suspended";
+    /// The cluster serves no API for the application's kind of pool.
+    pub const POOL_API_MISSING: &str = "PoolApiMissing";
+    pub const INVALID_SELECTOR: &str = "InvalidSelector";
+    pub const INVALID_ROLLOUT: &str = "InvalidRollout";
+    /// The releases together pass the application's budget.
+    pub const APPLICATION_TOO_LARGE: &str = "ApplicationTooLarge";
+    pub const NO_POOLS_SELECTED: &str = "NoPoolsSelected";
+    pub const POOL_NOT_FOUND: &str = "PoolNotFound";
+    /// `--no-cross-namespace-refs` and a source in another namespace.
+    pub const CROSS_NAMESPACE_REF_FORBIDDEN: &str = "CrossNamespaceRefForbidden";
+    pub const CHART_MISSING: &str = "ChartMissing";
+    pub const SOURCE_NOT_READY: &str = "SourceNotReady";
+    pub const CHART_NOT_READY: &str = "ChartNotReady";
+    pub const ROLLOUT_HALTED: &str = "RolloutHalted";
+    pub const ROLLOUT_PAUSED: &str = "RolloutPaused";
+    pub const PROGRESS_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";
+    /// Two pools' releases hold one object.
+    pub const SHARED_OBJECT: &str = "SharedObject";
+    /// The spec nests deeper than the client reads.
+    pub const SPEC_UNREADABLE: &str = "SpecUnreadable";
+}
+
+/// The reasons of one pool's row (`status.pools[]`, `nodepool-fanout get`).
+pub mod pool_reason {
+    /// No node of the pool is Ready.
+    pub const POOL_OFFLINE: &str = "PoolOffline";
+    /// The pool went offline after it took the current revision.
+    pub const OFFLINE_AFTER_UPDATE: &str = "OfflineAfterUpdate";
+    /// The pool's values or templates cannot be built.
+    pub const INVALID_POOL_CONFIG: &str = "InvalidPoolConfig";
+    /// Another HelmRelease drives the Helm release this pool's would.
+    pub const RELEASE_NAME_CONFLICT: &str = "ReleaseNameConflict";
+    /// A HelmRelease this application does not own holds the name.
+    pub const NAME_CONFLICT: &str = "NameConflict";
+    /// An object of the pool's release is held by another release.
+    pub const OBJECT_HELD_ELSEWHERE: &str = "ObjectHeldElsewhere";
+}
