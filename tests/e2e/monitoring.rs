@@ -12,7 +12,7 @@
 //! Strings and range selectors are skipped, so Grafana's `$variables`
 //! inside them need no special case; Grafana's `label_values(selector,
 //! label)` of the template variables is read as a selector and a label.
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

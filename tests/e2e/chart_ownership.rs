@@ -2,7 +2,7 @@
 //! every branch of `ensure_chart` and `prune_charts` called directly, and
 //! through the controller a source that moves to another namespace and a
 //! values file that is removed.
-mod support;
+use crate::support;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};

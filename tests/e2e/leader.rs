@@ -1,6 +1,6 @@
 //! Two replicas with leader election: one reconciles, the other stands by;
 //! when the leader is killed, the standby takes the Lease and goes on.
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

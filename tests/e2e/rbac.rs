@@ -4,7 +4,7 @@
 //! broader than needed: that identity cannot read Secrets or make workloads.
 //! The same holds of the RBAC the Helm chart renders, installed as a
 //! release of its own.
-mod support;
+use crate::support;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;

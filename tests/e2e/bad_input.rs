@@ -63,7 +63,7 @@
 //! Statuses are read from the raw JSON with the spec skipped, for the same
 //! reason. Every case is checked and every failure is reported at the end,
 //! each with its file name.
-mod support;
+use crate::support;
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};

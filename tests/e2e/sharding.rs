@@ -2,7 +2,7 @@
 //! `--watch-label-selector` side by side, each serving only the applications
 //! of its shard, and passing the shard label on to what it makes so that
 //! Flux's own sharded controllers serve them too.
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

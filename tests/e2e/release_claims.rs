@@ -2,7 +2,7 @@
 //! applied at once: only one drives it, the other is refused and drives
 //! nothing, and deleting the refused one uninstalls nothing.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

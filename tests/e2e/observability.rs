@@ -3,7 +3,7 @@
 //! `namespace`, `reconcileID` at the top level), and, beside our metrics,
 //! the ones Flux's dashboards query: `gotk_reconcile_duration_seconds` and
 //! `gotk_resource_info` for each application, leadership, and the process.
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use support::apps::{apply_app, ingress_app, ready_is, wait_app, READY_TIMEOUT};

@@ -8,7 +8,7 @@
 //! - With takeover allowed by the user, the pools' inventories both list the
 //!   class: every pool holding it fails as sharing it.
 //! - An application beside them with a class per pool is untouched.
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use support::apps::{apply_app, ingress_app, pool_status, ready_is, wait_named, READY_TIMEOUT};

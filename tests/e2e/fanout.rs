@@ -1,6 +1,6 @@
 //! The fan-out controller end to end: the real binary, real Flux installing
 //! the fixture charts, kwok nodes in OpenYurt node pools.
-mod support;
+use crate::support;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod};
 use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};

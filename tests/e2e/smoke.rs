@@ -1,7 +1,7 @@
 //! Proves the local control plane is real: Flux's helm-controller installs a
 //! fixture chart from the loopback chart repository, the scheduler places
 //! its pods on one pool's kwok nodes and kwok runs them.
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! credentials) fetches one, and an application whose `spec.chart` names
 //! the Bucket and the chart's path in it fans out through one shared
 //! HelmChart that source-controller builds from the Bucket's artifact.
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

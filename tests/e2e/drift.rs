@@ -2,7 +2,7 @@
 //! put back at once, a field someone else added is left alone, and a
 //! release at rest is never written, however often the application is
 //! reconciled.
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

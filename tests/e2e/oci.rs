@@ -3,7 +3,7 @@
 //! an application whose `spec.chartRef` names an OCIRepository (Flux's
 //! recommended form for OCI charts), and one whose `spec.chart` names an
 //! OCI HelmRepository, whose versions come from the registry's tags.
-mod support;
+use crate::support;
 
 use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
 use kube::Api;

@@ -2,7 +2,7 @@
 //! acting on the application (no release written, created or pruned,
 //! whatever its spec and its pools do) and suspends its releases so that
 //! helm-controller stops too; resuming takes both back and catches up.
-mod support;
+use crate::support;
 
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::Api;

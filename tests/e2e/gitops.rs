@@ -7,7 +7,7 @@
 //! they should to Flux: Ready only once every pool's release is Ready, a
 //! health check that fails at once, with our words, when a pool is broken,
 //! and what `kubectl get npa` shows agreeing with both.
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use support::apps::{apply_app, ingress_app, releases_by_pool, wait_app, CHANGE_TIMEOUT, READY_TIMEOUT};

@@ -3,7 +3,7 @@
 //! deleted while its release installs, and an application deleted while
 //! pools are added, leave exactly what should remain. (Outages of the API
 //! server and of Flux have control planes of their own: e2e_*_outage.rs.)
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -13,7 +13,7 @@
 //!   for `deploy/`;
 //! - the API server of the local control plane accepts the render
 //!   (`kubectl apply --dry-run=server`).
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

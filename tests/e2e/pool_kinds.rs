@@ -1,12 +1,12 @@
 //! The same chart fanned out over every kind of pool, end to end: KubeEdge
 //! NodeGroups, SuperEdge NodeUnits and the values of a plain node label
-//! (OpenYurt's NodePools are `e2e_fanout`'s). Each kind's pods must land on
+//! (OpenYurt's NodePools are `fanout`'s). Each kind's pods must land on
 //! their own pool's nodes only, found by the label that kind puts on them.
 //!
 //! The local control plane runs none of the frameworks' controllers: where
 //! KubeEdge's controller manager or SuperEdge's site-manager would label a
 //! pool's nodes, the test labels them itself, as kwok plays the kubelet.
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 

@@ -11,7 +11,7 @@
 //!   second pool is refused, naming the object and the pool that holds it.
 //! - `render --check-isolation` finds the same before Git, with Helm's own
 //!   `helm template` (and says what to do when there is no Helm).
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 

@@ -1,6 +1,6 @@
 //! Progressive rollouts and offline pools on the local control plane, with
 //! real installs by Flux's helm-controller on kwok nodes.
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! One chart for all pools, end to end: the version resolved once from the
 //! repository index, one shared HelmChart per version, and values checked
 //! against the chart's schema before anything is written.
-mod support;
+use crate::support;
 
 use kube::api::{DynamicObject, ListParams};
 use kube::Api;

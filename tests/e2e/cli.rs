@@ -1,7 +1,7 @@
 //! `nodepool-fanout get` and `tree` against the cluster, as an operator
 //! runs them: one line per pool (a failing one picked out by `--failing`),
 //! JSON for scripts, and the application's charts and releases as a tree.
-mod support;
+use crate::support;
 
 use std::process::Command;
 

@@ -1,7 +1,7 @@
 //! Deletion safety on the local control plane: a selection that suddenly
 //! matches no pool (a typo, a renamed label) uninstalls nothing, and
 //! `deletionPolicy: Orphan` leaves releases running on their own.
-mod support;
+use crate::support;
 
 use kube::api::{DeleteParams, DynamicObject, ListParams};
 use kube::Api;

@@ -3,7 +3,7 @@
 //! and is recorded in `status.lastHandledReconcileAt`, and the request
 //! (with `forceAt`, a forced Helm upgrade) is passed on to every release,
 //! where helm-controller handles it: one command re-runs Helm on the fleet.
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use support::apps::{apply_app, ingress_app, ready_is, releases_by_pool, wait_app, READY_TIMEOUT};

@@ -4,7 +4,7 @@
 //! selection, nor a node's heartbeat, a node label that names no pool or a
 //! node joining a pool the application does not select; a pool entering
 //! the selection does, and so does a node joining a selected pool.
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

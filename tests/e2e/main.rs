@@ -1,0 +1,43 @@
+//! The end-to-end tests on the shared local control plane (the one
+//! `hack/cluster.sh up` starts, or the cluster `KUBECONFIG` names): one
+//! test binary, one module per area, so the crate is linked once for all of
+//! them. Every test makes a namespace and pools of its own, so the tests of
+//! all modules run side by side.
+//!
+//! One area: `cargo test --test e2e rollout::`; one test:
+//! `cargo test --test e2e -- --exact rollout::a_change_that_takes_its_pool_offline_halts_the_rollout`.
+//!
+//! The tests that stop parts of a control plane start a private one each
+//! (`support::PrivateCluster`), at most one per process, so they are test
+//! binaries of their own: `tests/e2e_*_outage.rs`,
+//! `tests/e2e_pool_api_missing.rs`.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod bad_input;
+mod bucket;
+mod chart_ownership;
+mod cli;
+mod deletion_safety;
+mod drift;
+mod fanout;
+mod faults;
+mod gitops;
+mod helm_chart;
+mod isolation;
+mod leader;
+mod monitoring;
+mod observability;
+mod oci;
+mod pool_events;
+mod pool_kinds;
+mod rbac;
+mod release_claims;
+mod requests;
+mod rollout;
+mod sharding;
+mod shared_chart;
+mod smoke;
+mod suspend;
+mod upstream_charts;
