@@ -16,7 +16,7 @@ FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /src/target/release/nodepool-fanout /usr/local/bin/nodepool-fanout
 # Numeric: with runAsNonRoot the kubelet refuses a user it cannot verify is
 # not root, and a name ("nonroot") it cannot verify. 65532 is distroless's
-# nonroot; deploy/deployment.yaml runs as the same (tests/deploy.rs checks).
+# nonroot; deploy/deployment.yaml runs as the same (tests/offline/deploy.rs checks).
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/nodepool-fanout"]
 CMD ["run"]

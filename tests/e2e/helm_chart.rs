@@ -9,8 +9,8 @@
 //!   and nothing more; a difference either way fails with what differs;
 //! - non-default values land where they should, and contradictory ones
 //!   are refused;
-//! - the pod runs as the image's numeric user, as `tests/deploy.rs` checks
-//!   for `deploy/`;
+//! - the pod runs as the image's numeric user, as `tests/offline/deploy.rs`
+//!   checks for `deploy/`;
 //! - the API server of the local control plane accepts the render
 //!   (`kubectl apply --dry-run=server`).
 use crate::support;
@@ -435,7 +435,7 @@ fn the_default_render_installs_what_deploy_installs() {
 #[test]
 fn the_chart_installs_the_crd_of_crds() {
     // The chart's crds/ links to the committed CRD: one source, which
-    // tests/crd_drift.rs keeps in step with the Rust types.
+    // tests/offline/crd_drift.rs keeps in step with the Rust types.
     let committed = crds_file();
     let rendered: Vec<Value> = of_kind(&render_defaults(), "CustomResourceDefinition")
         .into_iter()

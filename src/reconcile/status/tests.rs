@@ -279,7 +279,7 @@ fn transition_time_kept_while_status_holds() {
 }
 
 mod kstatus_cases {
-    include!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kstatus/cases.rs"));
+    include!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/offline/kstatus/cases.rs"));
 }
 
 /// kstatus's reading of a custom resource, as Flux's fork of it
@@ -287,7 +287,7 @@ mod kstatus_cases {
 /// generation is InProgress; then the first Reconciling=True
 /// (InProgress) or Stalled=True (Failed) in list order; then Ready
 /// (True: Current, otherwise InProgress); no conditions: Current.
-/// `tests/kstatus.rs` checks the same cases with the library itself.
+/// `tests/offline/kstatus.rs` checks the same cases with the library itself.
 fn kstatus(status: &NodePoolApplicationStatus, generation: i64) -> &'static str {
     if status.observed_generation != Some(generation) {
         return "InProgress";

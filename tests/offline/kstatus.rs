@@ -1,10 +1,10 @@
 //! The application's conditions as Flux's health checks read them: every
-//! roll-up case of `tests/kstatus/cases.rs` is computed by
+//! roll-up case of `tests/offline/kstatus/cases.rs` is computed by
 //! `status::rollup` and handed to Flux's kstatus library itself
 //! (fluxcd/cli-utils, built as `kstatus` with the local control plane), which
 //! must read it as the case says. A person who must act sees Failed at once,
 //! not InProgress until a timeout.
-mod support;
+use crate::support;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use nodepool_fanout::api::{RolloutPhase, RolloutStatus};

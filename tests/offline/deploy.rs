@@ -10,7 +10,7 @@
 //!   the controller selects Flux's source-controller pods (as Flux's own
 //!   manifests label them), the storage port (as they name it), and, as
 //!   the only peers, the controller's pods in the controller's namespace.
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

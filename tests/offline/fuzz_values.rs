@@ -10,13 +10,13 @@
 //! `cargo test` runs a few hundred cases per property. To fuzz longer:
 //!
 //! ```text
-//! PROPTEST_CASES=100000 cargo test --test fuzz_values
+//! PROPTEST_CASES=100000 cargo test --test offline fuzz_values::
 //! ```
 //!
 //! Add `--release` for many more cases a second, after a one-off release
 //! build. A failure prints the shrunk input and saves it in
-//! `tests/fuzz_values.proptest-regressions`, replayed first on later runs;
-//! commit that file with the fix.
+//! `tests/proptest-regressions/fuzz_values.txt`, replayed first on later
+//! runs; commit that file with the fix.
 
 use nodepool_fanout::values::merge::{merge, set_path, ValuesError};
 use proptest::prelude::*;

@@ -11,13 +11,13 @@
 //! `cargo test` runs a few hundred cases per property. To fuzz longer:
 //!
 //! ```text
-//! PROPTEST_CASES=100000 cargo test --test fuzz_template
+//! PROPTEST_CASES=100000 cargo test --test offline fuzz_template::
 //! ```
 //!
 //! Add `--release` for many more cases a second, after a one-off release
 //! build. A failure prints the shrunk input and saves it in
-//! `tests/fuzz_template.proptest-regressions`, replayed first on later runs;
-//! commit that file with the fix.
+//! `tests/proptest-regressions/fuzz_template.txt`, replayed first on later
+//! runs; commit that file with the fix.
 
 use std::collections::BTreeMap;
 

@@ -1,6 +1,6 @@
 // The roll-up cases whose kstatus reading is pinned, shared by the unit
 // test of `status::rollup` (against a replica of kstatus's rules) and
-// `tests/kstatus.rs` (against Flux's kstatus library itself).
+// `tests/offline/kstatus.rs` (against Flux's kstatus library itself).
 use super::{PoolReport, PoolRollout, ReleaseState, ReleaseStatus, RolloutPhase, RolloutStatus};
 
 /// A case: its name, the pools' states (and reasons), the named pools that
