@@ -6,6 +6,7 @@
 //! all N releases exist and until all are Ready, the HelmCharts made, and
 //! the chart downloads.
 #[path = "../tests/support/mod.rs"]
+#[allow(dead_code, unused_imports)] // this bench uses a part of the shared helpers
 mod support;
 
 use std::time::{Duration, Instant};

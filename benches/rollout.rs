@@ -5,6 +5,7 @@
 //! from the change to the rollout's `Complete N/N`, and the most pools seen
 //! updating at once.
 #[path = "../tests/support/mod.rs"]
+#[allow(dead_code, unused_imports)] // this bench uses a part of the shared helpers
 mod support;
 
 use std::time::{Duration, Instant};

@@ -10,6 +10,7 @@
 //! change and one NodePool label change cause with 100 further applications
 //! present.
 #[path = "../tests/support/mod.rs"]
+#[allow(dead_code, unused_imports)] // this bench uses a part of the shared helpers
 mod support;
 
 use std::time::{Duration, Instant};

@@ -8,15 +8,19 @@
 //!
 //! The outage would break every other test's requests, so this test has a
 //! control plane of its own (`PrivateCluster`).
+#[path = "support/private_cluster.rs"]
+mod private_cluster;
+#[allow(dead_code, unused_imports)] // this binary uses a part of the shared helpers
 mod support;
 
 use std::time::Duration;
 
 use kube::api::DeleteParams;
 use kube::Api;
+use private_cluster::PrivateCluster;
 use serde_json::json;
 use support::apps::{apply_app, ingress_app, ready_is, releases_by_pool, wait_app, READY_TIMEOUT};
-use support::{ensure_crd, nodepool_resource, PrivateCluster, RunningController, TestEnv, TestResult};
+use support::{ensure_crd, nodepool_resource, RunningController, TestEnv, TestResult};
 
 const OUTAGE: Duration = Duration::from_secs(30);
 

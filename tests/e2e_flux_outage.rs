@@ -5,14 +5,18 @@
 //!
 //! Stopping helm-controller would stall every other test's releases, so this
 //! test has a control plane of its own (`PrivateCluster`).
+#[path = "support/private_cluster.rs"]
+mod private_cluster;
+#[allow(dead_code, unused_imports)] // this binary uses a part of the shared helpers
 mod support;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use private_cluster::PrivateCluster;
 use serde_json::{json, Value};
 use support::apps::{apply_app, ingress_app, ready_is, releases_by_pool, wait_app, READY_TIMEOUT};
-use support::{ensure_crd, PrivateCluster, RunningController, TestEnv, TestResult};
+use support::{ensure_crd, RunningController, TestEnv, TestResult};
 
 /// How long the test watches the status while helm-controller is away.
 const WATCH_WHILE_DOWN: Duration = Duration::from_secs(20);

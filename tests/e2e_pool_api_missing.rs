@@ -3,6 +3,10 @@
 //! once the CRD is installed the controller restarts to watch the new kind
 //! (as a Deployment's pod would be restarted) and fans out. On a control
 //! plane of its own, since it deletes a CRD the other tests use.
+#[path = "support/private_cluster.rs"]
+#[allow(dead_code)] // this test stops no component of its plane
+mod private_cluster;
+#[allow(dead_code, unused_imports)] // this binary uses a part of the shared helpers
 mod support;
 
 use std::time::Duration;
@@ -10,14 +14,12 @@ use std::time::Duration;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, ObjectMeta, PostParams};
 use kube::Api;
+use private_cluster::PrivateCluster;
 use serde_json::json;
 use support::apps::{
     apply_app, ingress_app, ready_is, releases_by_pool, stalled_because, wait_app, READY_TIMEOUT,
 };
-use support::{
-    condition, ensure_crd, nodeunit_resource, wait_for, PrivateCluster, RunningController, TestEnv,
-    TestResult,
-};
+use support::{condition, ensure_crd, nodeunit_resource, wait_for, RunningController, TestEnv, TestResult};
 
 const NODEUNIT_CRD: &str = "nodeunits.site.superedge.io";
 

@@ -8,6 +8,7 @@
 //! One suite: `cargo test --test offline fuzz_values::`.
 
 #[path = "../support/mod.rs"]
+#[allow(dead_code, unused_imports)] // this binary uses a part of the shared helpers
 mod support;
 
 mod crd_drift;

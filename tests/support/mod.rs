@@ -6,7 +6,6 @@
 //! `KUBECONFIG` names another cluster's kubeconfig, that cluster is used as
 //! it is. A control plane that cannot start fails the test with the
 //! component's log tail: end-to-end tests are never skipped.
-#![allow(dead_code)] // each test binary uses its own part of this module
 
 pub mod apps;
 pub mod gitops;
@@ -38,8 +37,8 @@ fn local_kubeconfig() -> PathBuf {
 }
 
 /// The kubeconfig of this test binary's private control plane, when it has
-/// one (see `PrivateCluster`).
-static PRIVATE_KUBECONFIG: OnceLock<PathBuf> = OnceLock::new();
+/// one (see `PrivateCluster` in `private_cluster.rs`).
+pub static PRIVATE_KUBECONFIG: OnceLock<PathBuf> = OnceLock::new();
 
 /// Starts the local control plane once per test binary, unless `KUBECONFIG`
 /// points at a cluster other than ours, and returns the kubeconfig to use.
@@ -72,72 +71,6 @@ fn kubeconfig_path() -> &'static Path {
         );
         ours
     })
-}
-
-/// A control plane of one test binary's own, on its own loopback ports and
-/// state directory (`target/local-cluster-<name>`), for tests that stop its
-/// parts: an outage there disturbs no other test. Once it is up, every
-/// client, kubectl and controller of the binary uses it. Stopped when
-/// dropped.
-pub struct PrivateCluster {
-    dir: PathBuf,
-    port_base: u16,
-}
-
-impl PrivateCluster {
-    /// Starts it; `port_base` is the base of 17 ports (base+1 to base+17), clear of the
-    /// shared control plane's 16441–16457.
-    pub fn up(name: &str, port_base: u16) -> Self {
-        let cluster = PrivateCluster {
-            dir: repo_root().join(format!("target/local-cluster-{name}")),
-            port_base,
-        };
-        cluster.run(&["up"]);
-        let kubeconfig = cluster.dir.join("kubeconfig");
-        assert!(
-            PRIVATE_KUBECONFIG.set(kubeconfig).is_ok(),
-            "a test binary has at most one private control plane"
-        );
-        cluster
-    }
-
-    /// Stops one component: `kube-apiserver`, `helm-controller`, …
-    pub fn stop(&self, component: &str) {
-        self.run(&["stop", component]);
-    }
-
-    /// Starts a stopped component again and waits until it serves.
-    pub fn start(&self, component: &str) {
-        self.run(&["start", component]);
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(repo_root().join("hack/cluster.sh"));
-        command
-            .args(args)
-            .env("LOCAL_CLUSTER_DIR", &self.dir)
-            .env("LOCAL_CLUSTER_PORT_BASE", self.port_base.to_string())
-            .env_remove("KUBECONFIG");
-        command
-    }
-
-    fn run(&self, args: &[&str]) {
-        let output = self.command(args).output().expect("hack/cluster.sh could not be run");
-        assert!(
-            output.status.success(),
-            "hack/cluster.sh {} of {} exited {}:\n{}",
-            args.join(" "),
-            self.dir.display(),
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-}
-
-impl Drop for PrivateCluster {
-    fn drop(&mut self) {
-        let _ = self.command(&["down"]).output();
-    }
 }
 
 /// A client for the test cluster. Each test makes its own: a client's
@@ -190,7 +123,6 @@ pub fn nodeunit_resource() -> ApiResource {
     }
 }
 
-#[allow(unused_imports)] // each test binary uses its own part of this module
 pub use nodepool_fanout::{chart::source::helmchart_resource, reconcile::observe::helmrelease_resource};
 
 /// A short random suffix, so concurrent tests and repeated runs never share
@@ -664,6 +596,7 @@ impl RunningController {
     }
 
     /// The process id, to read its memory and CPU time from /proc.
+    #[allow(dead_code)] // read by benches/scale.rs, by no test
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
