@@ -6,7 +6,9 @@ use super::*;
 /// Releases as the API server would hold them after our writes of
 /// `a`: live fields included, and what the server adds.
 fn at_rest(a: &NodePoolApplication) -> Vec<ObservedRelease> {
-    run(a, &fleet(), vec![], &[])
+    Scenario::of(a)
+        .over(&fleet())
+        .plan()
         .apply
         .iter()
         .map(|d| {
@@ -25,7 +27,7 @@ fn at_rest(a: &NodePoolApplication) -> Vec<ObservedRelease> {
 #[test]
 fn a_release_at_rest_is_not_written() {
     let a = app(json!({}));
-    let plan = run(&a, &fleet(), at_rest(&a), &[]);
+    let plan = Scenario::of(&a).over(&fleet()).owning(at_rest(&a)).plan();
     assert!(plan.apply.is_empty(), "{:?}", plan.apply);
 }
 
@@ -36,7 +38,7 @@ fn a_hand_edit_is_written_back_naming_the_field_whatever_the_rollout() {
         let mut live: Value = owned[2].live.as_ref().unwrap().value().unwrap();
         live["spec"]["values"]["controller"]["replicas"] = json!(9);
         owned[2].live = Some(PackedJson::from_value(&live));
-        let plan = run(&a, &fleet(), owned, &[]);
+        let plan = Scenario::of(&a).over(&fleet()).owning(owned).plan();
         assert_eq!(applied_pools(&plan), ["p3"]);
         assert_eq!(plan.apply[0].drift.as_deref(), Some("spec.values.controller.replicas"));
         assert_eq!(

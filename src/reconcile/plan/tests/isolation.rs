@@ -15,7 +15,9 @@ fn holding(mut release: ObservedRelease, ids: &[&str]) -> ObservedRelease {
 /// Every pool's release of the current spec, Ready, holding `ids` and a
 /// ConfigMap of its own.
 fn current(a: &NodePoolApplication, pools: &[Pool], ids: &[(&str, &[&str])]) -> Vec<ObservedRelease> {
-    run(a, pools, vec![], &[])
+    Scenario::of(a)
+        .over(pools)
+        .plan()
         .apply
         .iter()
         .map(|d| {
@@ -36,7 +38,7 @@ fn pool_status<'a>(plan: &'a Plan, pool: &str) -> &'a crate::api::PoolStatus {
 fn pools_whose_releases_hold_one_object_fail_naming_it_and_each_other() {
     let a = app(json!({}));
     let owned = current(&a, &fleet(), &[("p1", &[CLASS]), ("p2", &[CLASS])]);
-    let plan = run(&a, &fleet(), owned, &[]);
+    let plan = Scenario::of(&a).over(&fleet()).owning(owned).plan();
     assert!(plan.apply.is_empty() && plan.prune.is_empty(), "nothing is written or removed");
     for (pool, other) in [("p1", "p2"), ("p2", "p1")] {
         let status = pool_status(&plan, pool);
@@ -68,7 +70,7 @@ fn a_shared_object_halts_a_progressive_rollout() {
     for release in owned.iter_mut().skip(1) {
         release.spec_hash = Some("old".into());
     }
-    let plan = run(&a, &fleet(), owned, &[]);
+    let plan = Scenario::of(&a).over(&fleet()).owning(owned).plan();
     for p in ["p3", "p4", "p5"] {
         assert_eq!(outcome(&plan, p), &Outcome::Deferred(PoolRollout::Halted), "{p}");
     }
@@ -87,7 +89,7 @@ fn an_inventory_flux_has_not_caught_up_with_is_not_judged() {
         release.status.observed_latest = false;
         release.status.state = ReleaseState::Progressing;
     }
-    let plan = run(&a, &fleet(), owned, &[]);
+    let plan = Scenario::of(&a).over(&fleet()).owning(owned).plan();
     assert!(plan.status.pools.iter().all(|p| p.reason != "SharedObject"), "{:?}", plan.status.pools);
 }
 
@@ -112,7 +114,7 @@ fn helms_refusal_to_take_an_object_over_names_the_pool_that_holds_it() {
         observed_latest: true,
         ready_since: None,
     };
-    let plan = run(&a, &fleet(), owned, &[]);
+    let plan = Scenario::of(&a).over(&fleet()).owning(owned).plan();
     let status = pool_status(&plan, "p2");
     assert_eq!((status.ready, status.reason.as_str()), (ConditionStatus::False, "ObjectHeldElsewhere"));
     assert!(

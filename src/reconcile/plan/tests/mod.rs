@@ -52,23 +52,62 @@ fn now() -> Time {
     Time("2030-01-01T00:00:00Z".parse().unwrap())
 }
 
-fn run(app: &NodePoolApplication, pools: &[Pool], owned: Vec<ObservedRelease>, foreign: &[&str]) -> Plan {
-    plan(&PlanInput {
-        nodes: None,
-        app,
-        pools: &pools.iter().collect::<Vec<_>>(),
-        owned,
-        others: &ListedReleases {
-            names: foreign.iter().map(|s| s.to_string()).collect(),
-            taken: BTreeMap::new(),
-        },
-        now: now(),
-        chart_ref: None,
-        chart: None,
-        hold: None,
-        unserved: None,
-        clock_since: None,
-    })
+/// A plan's input, said by what each part is: the application `of`
+/// which it is, the pools it is planned `over`, the releases it is
+/// `owning`, and the names of HelmReleases it does not own `beside` it;
+/// at [`now`], with the nodes not looked at and no chart to check values
+/// against.
+struct Scenario<'a> {
+    app: &'a NodePoolApplication,
+    pools: &'a [Pool],
+    owned: Vec<ObservedRelease>,
+    others: Vec<String>,
+}
+
+impl<'a> Scenario<'a> {
+    fn of(app: &'a NodePoolApplication) -> Self {
+        Scenario {
+            app,
+            pools: &[],
+            owned: Vec::new(),
+            others: Vec::new(),
+        }
+    }
+
+    fn over(mut self, pools: &'a [Pool]) -> Self {
+        self.pools = pools;
+        self
+    }
+
+    fn owning(mut self, owned: Vec<ObservedRelease>) -> Self {
+        self.owned = owned;
+        self
+    }
+
+    /// HelmReleases of the namespace this application does not own.
+    fn beside(mut self, names: &[&str]) -> Self {
+        self.others = names.iter().map(|s| s.to_string()).collect();
+        self
+    }
+
+    fn plan(self) -> Plan {
+        plan(&PlanInput {
+            nodes: None,
+            app: self.app,
+            pools: &self.pools.iter().collect::<Vec<_>>(),
+            owned: self.owned,
+            others: &ListedReleases {
+                names: self.others.into_iter().collect(),
+                taken: BTreeMap::new(),
+            },
+            now: now(),
+            chart_ref: None,
+            chart: None,
+            hold: None,
+            unserved: None,
+            clock_since: None,
+        })
+    }
 }
 
 fn desired(plan: &Plan, pool: &str) -> Value {

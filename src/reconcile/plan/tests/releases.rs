@@ -7,14 +7,14 @@ fn selection_is_the_union_of_names_and_selector() {
     let a = app(
         json!({ "pools": { "names": ["beijing"], "selector": { "matchLabels": { "region": "east" } } } }),
     );
-    let plan = run(&a, &pools(), vec![], &[]);
+    let plan = Scenario::of(&a).over(&pools()).plan();
     assert_eq!(applied_pools(&plan), ["beijing", "hangzhou", "shanghai"]);
     assert_eq!(plan.status.ready, "0/3");
 }
 
 #[test]
 fn helm_release_object_shape() {
-    let plan = run(&app(json!({})), &pools(), vec![], &[]);
+    let plan = Scenario::of(&app(json!({}))).over(&pools()).plan();
     let hr = desired(&plan, "hangzhou");
     let name = naming::release_name("gw", "hangzhou");
     assert_eq!(hr["apiVersion"], "helm.toolkit.fluxcd.io/v2");
@@ -49,7 +49,7 @@ fn helm_release_object_shape() {
 
 #[test]
 fn values_are_templated_per_pool_with_node_selector() {
-    let plan = run(&app(json!({})), &pools(), vec![], &[]);
+    let plan = Scenario::of(&app(json!({}))).over(&pools()).plan();
     for pool in ["hangzhou", "shanghai"] {
         assert_eq!(
             desired(&plan, pool)["spec"]["values"],
@@ -63,7 +63,7 @@ fn values_are_templated_per_pool_with_node_selector() {
 fn node_selector_goes_to_every_values_path_with_a_custom_label() {
     let a = app(json!({ "placement": { "nodeLabel": "example.com/pool",
             "valuesPaths": ["controller.nodeSelector", "admission.nodeSelector"] } }));
-    let values = desired(&run(&a, &pools(), vec![], &[]), "hangzhou")["spec"]["values"].clone();
+    let values = desired(&Scenario::of(&a).over(&pools()).plan(), "hangzhou")["spec"]["values"].clone();
     assert_eq!(values["controller"]["nodeSelector"], json!({ "example.com/pool": "hangzhou" }));
     assert_eq!(values["admission"]["nodeSelector"], json!({ "example.com/pool": "hangzhou" }));
 }
@@ -75,7 +75,7 @@ fn overrides_apply_in_order_later_wins() {
             { "pools": { "selector": { "matchLabels": { "region": "east" } } }, "values": { "controller": { "replicas": 3 } } },
             { "pools": { "names": ["shanghai"] }, "values": { "controller": { "replicas": 4 } } }
         ] }));
-    let plan = run(&a, &pools(), vec![], &[]);
+    let plan = Scenario::of(&a).over(&pools()).plan();
     let hz = &desired(&plan, "hangzhou")["spec"]["values"]["controller"];
     assert_eq!((hz["replicas"].clone(), hz["a"].clone()), (json!(3), json!(1)));
     assert_eq!(desired(&plan, "shanghai")["spec"]["values"]["controller"]["replicas"], 4);
@@ -86,7 +86,7 @@ fn null_in_an_override_is_kept_for_helm() {
     let a = app(json!({ "overrides": [
             { "pools": { "names": ["hangzhou"] }, "values": { "controller": { "ingressClass": null } } }
         ] }));
-    let plan = run(&a, &pools(), vec![], &[]);
+    let plan = Scenario::of(&a).over(&pools()).plan();
     assert_eq!(desired(&plan, "hangzhou")["spec"]["values"]["controller"]["ingressClass"], Value::Null);
     assert_eq!(
         desired(&plan, "shanghai")["spec"]["values"]["controller"]["ingressClass"]["name"],
@@ -103,7 +103,7 @@ fn values_from_keeps_references_in_order_and_renders_names() {
             { "pools": { "names": ["shanghai"] }, "valuesFrom": [{ "kind": "Secret", "name": "other" }] }
         ]
     }));
-    let plan = run(&a, &pools(), vec![], &[]);
+    let plan = Scenario::of(&a).over(&pools()).plan();
     assert_eq!(
         desired(&plan, "hangzhou")["spec"]["valuesFrom"],
         json!([{ "kind": "ConfigMap", "name": "common" }, { "kind": "Secret", "name": "creds-hangzhou", "valuesKey": "v" }])
@@ -113,7 +113,7 @@ fn values_from_keeps_references_in_order_and_renders_names() {
 #[test]
 fn an_override_suspends_its_pools_release() {
     let a = app(json!({ "overrides": [ { "pools": { "names": ["shanghai"] }, "suspend": true } ] }));
-    let plan = run(&a, &pools(), vec![], &[]);
+    let plan = Scenario::of(&a).over(&pools()).plan();
     assert!(desired(&plan, "hangzhou")["spec"].get("suspend").is_none());
     assert_eq!(desired(&plan, "shanghai")["spec"]["suspend"], true);
 }
@@ -127,7 +127,7 @@ fn helm_release_options_pass_through() {
             "persistentClient": false, "suspend": true,
             "dependsOn": [{ "name": "crds-{{pool.name}}", "namespace": "edge" }]
         } }));
-    let spec = desired(&run(&a, &pools(), vec![], &[]), "hangzhou")["spec"].clone();
+    let spec = desired(&Scenario::of(&a).over(&pools()).plan(), "hangzhou")["spec"].clone();
     assert_eq!(
         spec["install"],
         json!({ "remediation": { "retries": 3 }, "createNamespace": true, "disableTakeOwnership": true })
@@ -147,7 +147,7 @@ fn release_name_and_target_namespace_templates() {
     let a = app(
         json!({ "releaseName": "{{app.name}}-{{pool.name}}", "targetNamespace": "edge-{{pool.labels.region}}" }),
     );
-    let spec = desired(&run(&a, &pools(), vec![], &[]), "hangzhou")["spec"].clone();
+    let spec = desired(&Scenario::of(&a).over(&pools()).plan(), "hangzhou")["spec"].clone();
     assert_eq!(spec["releaseName"], "gw-hangzhou");
     assert_eq!(spec["targetNamespace"], "edge-east");
 }
@@ -156,14 +156,14 @@ fn release_name_and_target_namespace_templates() {
 fn invalid_rendered_names_fail_the_pool() {
     let long = ["{{pool.name}}"; 7].join("-");
     let a = app(json!({ "releaseName": long }));
-    let plan = run(&a, &pools(), vec![], &[]);
+    let plan = Scenario::of(&a).over(&pools()).plan();
     let Outcome::Failed { field, message } = outcome(&plan, "hangzhou") else {
         panic!("{plan:#?}")
     };
     assert_eq!(field, "releaseName");
     assert!(message.contains("at most 53"), "{message}");
     let a = app(json!({ "targetNamespace": "Edge.{{pool.name}}" }));
-    let plan = run(&a, &pools(), vec![], &[]);
+    let plan = Scenario::of(&a).over(&pools()).plan();
     assert!(
         matches!(outcome(&plan, "hangzhou"), Outcome::Failed { field, .. } if field == "targetNamespace")
     );
@@ -172,7 +172,7 @@ fn invalid_rendered_names_fail_the_pool() {
 #[test]
 fn duplicate_release_names_fail_both_pools() {
     let a = app(json!({ "releaseName": "{{app.name}}-{{pool.labels.region}}" }));
-    let plan = run(&a, &pools(), vec![], &[]);
+    let plan = Scenario::of(&a).over(&pools()).plan();
     for pool in ["hangzhou", "shanghai"] {
         let Outcome::Failed { field, message } = outcome(&plan, pool) else {
             panic!("{plan:#?}")
@@ -197,7 +197,7 @@ fn one_bad_pool_does_not_stop_the_others() {
         "shanghai",
         "old",
     )];
-    let plan = run(&a, &ps, owned, &[]);
+    let plan = Scenario::of(&a).over(&ps).owning(owned).plan();
     assert_eq!(applied_pools(&plan), ["hangzhou"]);
     let failed = plan.pools.iter().find(|p| p.pool == "shanghai").unwrap();
     let Outcome::Failed { field, message } = &failed.outcome else {
@@ -225,7 +225,7 @@ fn values_too_deep_fail_only_the_pools_they_apply_to() {
             { "pools": { "names": ["hangzhou"] }, "values": just_enough },
             { "pools": { "names": ["shanghai"] }, "values": too_deep }
         ] }));
-    let plan = run(&a, &pools(), vec![], &[]);
+    let plan = Scenario::of(&a).over(&pools()).plan();
     assert_eq!(applied_pools(&plan), ["hangzhou"]);
     let Outcome::Failed { field, message } = outcome(&plan, "shanghai") else {
         panic!("{plan:#?}")
@@ -240,7 +240,7 @@ fn a_values_path_that_nests_the_values_too_deep_fails_the_pool() {
     // hand, an older one), the values written must still read back.
     let long: Vec<String> = (0..124).map(|i| format!("k{i}")).collect();
     let a = app(json!({ "placement": { "valuesPaths": [long.join(".")] } }));
-    let plan = run(&a, &pools(), vec![], &[]);
+    let plan = Scenario::of(&a).over(&pools()).plan();
     assert!(plan.apply.is_empty(), "{:?}", applied_pools(&plan));
     let Outcome::Failed { field, message } = outcome(&plan, "hangzhou") else {
         panic!("{plan:#?}")
@@ -252,7 +252,7 @@ fn a_values_path_that_nests_the_values_too_deep_fails_the_pool() {
 #[test]
 fn bad_values_path_fails_the_pool_naming_the_path() {
     let a = app(json!({ "values": { "controller": "off" } }));
-    let plan = run(&a, &pools(), vec![], &[]);
+    let plan = Scenario::of(&a).over(&pools()).plan();
     let Outcome::Failed { field, message } = outcome(&plan, "hangzhou") else {
         panic!()
     };
@@ -263,7 +263,7 @@ fn bad_values_path_fails_the_pool_naming_the_path() {
 #[test]
 fn foreign_name_is_a_conflict_never_applied_or_pruned() {
     let taken = naming::release_name("gw", "hangzhou");
-    let plan = run(&app(json!({})), &pools(), vec![], &[&taken]);
+    let plan = Scenario::of(&app(json!({}))).over(&pools()).beside(&[&taken]).plan();
     assert_eq!(outcome(&plan, "hangzhou"), &Outcome::Conflict { name: taken.clone() });
     assert_eq!(applied_pools(&plan), ["shanghai"]);
     assert!(plan.prune.is_empty());
@@ -278,7 +278,7 @@ fn deselected_pools_are_pruned() {
         ready_release(&gone, "beijing", "h"),
         ready_release(&renamed, "hangzhou", "h"),
     ];
-    let plan = run(&app(json!({})), &pools(), owned, &[]);
+    let plan = Scenario::of(&app(json!({}))).over(&pools()).owning(owned).plan();
     assert_eq!(plan.prune, [gone, renamed]);
     assert_eq!(plan.status.selected_pools, 2);
 }
@@ -286,9 +286,9 @@ fn deselected_pools_are_pruned() {
 #[test]
 fn matching_hashes_are_a_no_op() {
     let a = app(json!({}));
-    let first = run(&a, &pools(), vec![], &[]);
+    let first = Scenario::of(&a).over(&pools()).plan();
     let owned: Vec<_> = first.apply.iter().map(|d| ready_release(&d.name, &d.pool, &d.spec_hash)).collect();
-    let second = run(&a, &pools(), owned, &[]);
+    let second = Scenario::of(&a).over(&pools()).owning(owned).plan();
     assert!(second.apply.is_empty(), "{second:#?}");
     assert_eq!(second.unchanged.len(), 2);
     assert!(second.pools.iter().all(|p| p.outcome == Outcome::Unchanged));
@@ -336,7 +336,9 @@ fn values_are_checked_against_the_schema_only_when_they_change() {
 
     // A release already written with this very spec was checked then: the
     // check is not repeated on every reconcile.
-    let written: Vec<_> = run(&bad, &pools(), vec![], &[])
+    let written: Vec<_> = Scenario::of(&bad)
+        .over(&pools())
+        .plan()
         .apply
         .iter()
         .map(|d| ready_release(&d.name, &d.pool, &d.spec_hash))
@@ -349,7 +351,10 @@ fn values_are_checked_against_the_schema_only_when_they_change() {
 fn a_changed_hash_is_applied_again() {
     let a = app(json!({}));
     let name = naming::release_name("gw", "hangzhou");
-    let plan = run(&a, &pools(), vec![ready_release(&name, "hangzhou", "stale")], &[]);
+    let plan = Scenario::of(&a)
+        .over(&pools())
+        .owning(vec![ready_release(&name, "hangzhou", "stale")])
+        .plan();
     assert_eq!(applied_pools(&plan), ["hangzhou", "shanghai"]);
     assert_eq!(plan.status.pools[0].reason, "Progressing");
     assert_eq!(plan.status.pools[0].message, "updating the HelmRelease");
@@ -357,12 +362,12 @@ fn a_changed_hash_is_applied_again() {
 
 #[test]
 fn hashes_differ_per_pool_and_follow_the_spec() {
-    let plan = run(&app(json!({})), &pools(), vec![], &[]);
+    let plan = Scenario::of(&app(json!({}))).over(&pools()).plan();
     assert_ne!(plan.apply[0].spec_hash, plan.apply[1].spec_hash);
-    let again = run(&app(json!({ "interval": "5m" })), &pools(), vec![], &[]);
+    let again = Scenario::of(&app(json!({ "interval": "5m" }))).over(&pools()).plan();
     assert_ne!(plan.apply[0].spec_hash, again.apply[0].spec_hash);
     assert_eq!(plan.apply[0].spec_hash.len(), 16);
-    let same = run(&app(json!({})), &pools(), vec![], &[]);
+    let same = Scenario::of(&app(json!({}))).over(&pools()).plan();
     assert_eq!(plan.apply, same.apply);
 }
 
@@ -371,7 +376,7 @@ fn post_renderer_pins_every_workload_kind() {
     let a = app(
         json!({ "placement": { "tolerations": [{ "key": "edge", "operator": "Exists", "effect": "NoSchedule" }] } }),
     );
-    let hr = desired(&run(&a, &pools(), vec![], &[]), "hangzhou").clone();
+    let hr = desired(&Scenario::of(&a).over(&pools()).plan(), "hangzhou").clone();
     let patches = hr["spec"]["postRenderers"][0]["kustomize"]["patches"].as_array().unwrap().clone();
     let targets: Vec<_> = patches.iter().map(|p| p["target"].clone()).collect();
     assert_eq!(
@@ -404,12 +409,12 @@ fn post_renderer_pins_every_workload_kind() {
 #[test]
 fn the_shard_label_is_passed_on_to_every_release() {
     let mut a = app(json!({}));
-    let plan = run(&a, &pools(), vec![], &[]);
+    let plan = Scenario::of(&a).over(&pools()).plan();
     assert!(desired(&plan, "hangzhou")["metadata"]["labels"]
         .get("sharding.fluxcd.io/key")
         .is_none());
     a.metadata.labels = Some([("sharding.fluxcd.io/key".to_string(), "shard1".to_string())].into());
-    let sharded = run(&a, &pools(), vec![], &[]);
+    let sharded = Scenario::of(&a).over(&pools()).plan();
     for d in &sharded.apply {
         assert_eq!(d.object.value()["metadata"]["labels"]["sharding.fluxcd.io/key"], "shard1");
     }
@@ -419,7 +424,7 @@ fn the_shard_label_is_passed_on_to_every_release() {
 fn no_uid_means_no_owner_reference() {
     let mut a = app(json!({}));
     a.metadata.uid = None;
-    let plan = run(&a, &pools(), vec![], &[]);
+    let plan = Scenario::of(&a).over(&pools()).plan();
     assert!(desired(&plan, "hangzhou")["metadata"].get("ownerReferences").is_none());
 }
 
@@ -466,7 +471,7 @@ fn releases_of_an_oci_chart_name_its_pinned_ocirepository() {
 
 #[test]
 fn without_shared_charts_releases_name_the_users_ocirepository() {
-    let planned = run(&oci_app(), &pools(), vec![], &[]);
+    let planned = Scenario::of(&oci_app()).over(&pools()).plan();
     let hr = desired(&planned, "hangzhou");
     assert_eq!(
         hr["spec"]["chartRef"],
@@ -478,7 +483,7 @@ fn without_shared_charts_releases_name_the_users_ocirepository() {
 fn an_application_with_no_chart_fails_every_pool_with_what_to_set() {
     let mut a = app(json!({}));
     a.spec.chart = None;
-    let planned = run(&a, &pools(), vec![], &[]);
+    let planned = Scenario::of(&a).over(&pools()).plan();
     assert!(planned.apply.is_empty(), "{planned:#?}");
     let Outcome::Failed { message, .. } = outcome(&planned, "hangzhou") else {
         panic!("{planned:#?}")
@@ -490,13 +495,13 @@ fn an_application_with_no_chart_fails_every_pool_with_what_to_set() {
 fn releases_refuse_to_take_over_objects_unless_the_application_allows_it() {
     // helm-controller takes existing objects over by default: a sibling's
     // fixed-name object would pass silently from pool to pool.
-    let plain = desired(&run(&app(json!({})), &pools(), vec![], &[]), "hangzhou")["spec"].clone();
+    let plain = desired(&Scenario::of(&app(json!({}))).over(&pools()).plan(), "hangzhou")["spec"].clone();
     for action in ["install", "upgrade"] {
         assert_eq!(plain[action], json!({ "disableTakeOwnership": true }), "{action}");
     }
     // Set explicitly, the application's word stands, for the action it names.
     let a = app(json!({ "helmRelease": { "install": { "disableTakeOwnership": false } } }));
-    let spec = desired(&run(&a, &pools(), vec![], &[]), "hangzhou")["spec"].clone();
+    let spec = desired(&Scenario::of(&a).over(&pools()).plan(), "hangzhou")["spec"].clone();
     assert_eq!(spec["install"]["disableTakeOwnership"], false);
     assert_eq!(spec["upgrade"]["disableTakeOwnership"], true);
 }

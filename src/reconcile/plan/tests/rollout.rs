@@ -9,7 +9,7 @@ pub(super) fn fleet() -> Vec<Pool> {
 }
 
 fn releases_of(a: &NodePoolApplication, pools: &[Pool], stale: &[&str]) -> Vec<ObservedRelease> {
-    let first = run(a, pools, vec![], &[]);
+    let first = Scenario::of(a).over(pools).plan();
     first
         .apply
         .iter()
@@ -57,7 +57,7 @@ pub(super) fn progressive(extra: Value) -> NodePoolApplication {
 fn a_progressive_change_writes_one_pool_and_leaves_the_rest_as_they_are() {
     let a = progressive(json!({}));
     let owned = releases_of(&a, &fleet(), &["p1", "p2", "p3", "p4", "p5"]);
-    let plan = run(&a, &fleet(), owned, &[]);
+    let plan = Scenario::of(&a).over(&fleet()).owning(owned).plan();
     assert_eq!(applied_pools(&plan), ["p1"]);
     assert_eq!(
         plan.apply[0].object.value()["metadata"]["annotations"]["apps.fanout.dev/written-at"],
@@ -85,11 +85,11 @@ fn a_progressive_change_writes_one_pool_and_leaves_the_rest_as_they_are() {
 fn a_pool_done_lets_the_next_start_and_all_done_is_ready() {
     let a = progressive(json!({}));
     let owned = releases_of(&a, &fleet(), &["p3", "p4", "p5"]);
-    let plan = run(&a, &fleet(), owned, &[]);
+    let plan = Scenario::of(&a).over(&fleet()).owning(owned).plan();
     assert_eq!(applied_pools(&plan), ["p3"]);
     assert_eq!(plan.status.rollout.as_ref().unwrap().done, 2);
     let owned = releases_of(&a, &fleet(), &[]);
-    let plan = run(&a, &fleet(), owned, &[]);
+    let plan = Scenario::of(&a).over(&fleet()).owning(owned).plan();
     assert!(plan.apply.is_empty());
     assert_eq!(plan.status.rollout.as_ref().unwrap().progress, "Complete 5/5");
     let ready = condition(&plan, "Ready").unwrap();
@@ -109,7 +109,7 @@ fn a_failed_pool_halts_the_rollout_naming_it_with_fluxs_message() {
         observed_latest: true,
         ready_since: None,
     };
-    let plan = run(&a, &fleet(), owned, &[]);
+    let plan = Scenario::of(&a).over(&fleet()).owning(owned).plan();
     assert!(plan.apply.is_empty(), "no further pool is touched");
     assert!(plan.prune.is_empty());
     for p in ["p2", "p3", "p4", "p5"] {
@@ -135,7 +135,7 @@ fn the_progress_deadline_fails_a_pool_in_the_status_too() {
     let mut owned = releases_of(&a, &fleet(), &["p2"]);
     owned[0].status.state = ReleaseState::Progressing;
     owned[0].written_at = Some("2029-12-31T23:54:00Z".into());
-    let plan = run(&a, &fleet(), owned, &[]);
+    let plan = Scenario::of(&a).over(&fleet()).owning(owned).plan();
     let p1 = plan.status.pools.iter().find(|p| p.pool == "p1").unwrap();
     assert_eq!(
         (p1.ready, p1.reason.as_str(), p1.rollout.as_str()),
@@ -147,7 +147,7 @@ fn the_progress_deadline_fails_a_pool_in_the_status_too() {
     let mut owned = releases_of(&a, &fleet(), &["p2"]);
     owned[0].status.state = ReleaseState::Progressing;
     owned[0].written_at = Some("2029-12-31T23:58:00Z".into());
-    let plan = run(&a, &fleet(), owned, &[]);
+    let plan = Scenario::of(&a).over(&fleet()).owning(owned).plan();
     assert_eq!(plan.requeue_after, Some(Duration::from_secs(181)));
     assert!(plan.apply.is_empty());
 }
@@ -156,11 +156,11 @@ fn the_progress_deadline_fails_a_pool_in_the_status_too() {
 fn steps_set_the_waves() {
     let a = progressive(json!({ "maxUnavailable": 2, "steps": [{ "pools": { "names": ["p5"] } }] }));
     let owned = releases_of(&a, &fleet(), &["p1", "p2", "p3", "p4", "p5"]);
-    let plan = run(&a, &fleet(), owned, &[]);
+    let plan = Scenario::of(&a).over(&fleet()).owning(owned).plan();
     assert_eq!(applied_pools(&plan), ["p5"], "the canary first, alone in its wave");
     assert_eq!(plan.status.rollout.as_ref().unwrap().wave.as_deref(), Some("1/2"));
     let owned = releases_of(&a, &fleet(), &["p1", "p2", "p3", "p4"]);
-    let plan = run(&a, &fleet(), owned, &[]);
+    let plan = Scenario::of(&a).over(&fleet()).owning(owned).plan();
     assert_eq!(applied_pools(&plan), ["p1", "p2"]);
     assert_eq!(plan.status.rollout.as_ref().unwrap().wave.as_deref(), Some("2/2"));
 }
@@ -169,7 +169,7 @@ fn steps_set_the_waves() {
 fn a_step_selector_that_cannot_be_read_blocks_everything() {
     let a = progressive(json!({ "steps": [{ "pools": { "selector": {
             "matchExpressions": [{ "key": "k", "operator": "Near" }] } } }] }));
-    let plan = run(&a, &fleet(), vec![], &[]);
+    let plan = Scenario::of(&a).over(&fleet()).plan();
     assert!(plan.apply.is_empty());
     assert!(plan.blocked.as_deref().unwrap().contains("rollout.steps[0].pools"), "{:?}", plan.blocked);
 }
@@ -177,7 +177,7 @@ fn a_step_selector_that_cannot_be_read_blocks_everything() {
 #[test]
 fn bad_rollout_settings_block_everything_naming_the_field() {
     let a = progressive(json!({ "progressDeadline": "a while" }));
-    let plan = run(&a, &fleet(), vec![], &[]);
+    let plan = Scenario::of(&a).over(&fleet()).plan();
     assert!(plan.apply.is_empty());
     assert_eq!(condition(&plan, "Stalled").unwrap().reason, "InvalidRollout");
     assert!(plan.blocked.as_deref().unwrap().contains("rollout.progressDeadline"));
@@ -187,11 +187,12 @@ fn bad_rollout_settings_block_everything_naming_the_field() {
 fn pausing_is_no_new_revision() {
     let running = progressive(json!({}));
     let paused = progressive(json!({ "paused": true }));
-    let revision = |a: &NodePoolApplication| run(a, &fleet(), vec![], &[]).status.rollout.unwrap().revision;
+    let revision =
+        |a: &NodePoolApplication| Scenario::of(a).over(&fleet()).plan().status.rollout.unwrap().revision;
     assert_eq!(revision(&running), revision(&paused));
     assert_ne!(revision(&running), revision(&app(json!({ "interval": "5m" }))));
     let owned = releases_of(&paused, &fleet(), &["p1", "p2"]);
-    let plan = run(&paused, &fleet(), owned, &[]);
+    let plan = Scenario::of(&paused).over(&fleet()).owning(owned).plan();
     assert!(plan.apply.is_empty());
     let ready = condition(&plan, "Ready").unwrap();
     assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("False", "RolloutPaused"));
@@ -280,7 +281,7 @@ fn an_offline_pools_failed_upgrade_is_not_the_charts_failure() {
 fn all_at_once_still_writes_everything_and_reports_the_rollout() {
     let a = app(json!({}));
     let owned = releases_of(&a, &fleet(), &["p1", "p2", "p3", "p4", "p5"]);
-    let plan = run(&a, &fleet(), owned, &[]);
+    let plan = Scenario::of(&a).over(&fleet()).owning(owned).plan();
     assert_eq!(plan.apply.len(), 5);
     assert_eq!(plan.status.rollout.as_ref().unwrap().progress, "Progressing 0/5");
 }
@@ -338,7 +339,7 @@ fn a_pool_the_change_took_offline_halts_the_rollout() {
 #[test]
 fn a_refused_write_reaches_the_conditions_and_the_counts() {
     let a = app(json!({}));
-    let plan = run(&a, &pools(), vec![], &[]);
+    let plan = Scenario::of(&a).over(&pools()).plan();
     assert_eq!(condition(&plan, "Reconciling").map(|c| c.status.as_str()), Some("True"));
     let refused = |retriable| WriteRefused {
         pool: "shanghai".into(),

@@ -8,7 +8,7 @@ fn invalid_selector_blocks_everything() {
     let a =
         app(json!({ "pools": { "selector": { "matchExpressions": [{ "key": "k", "operator": "Near" }] } } }));
     let owned = vec![ready_release("anything", "hangzhou", "h")];
-    let plan = run(&a, &pools(), owned, &[]);
+    let plan = Scenario::of(&a).over(&pools()).owning(owned).plan();
     assert!(plan.apply.is_empty() && plan.prune.is_empty() && plan.pools.is_empty());
     assert!(plan.blocked.as_deref().unwrap().starts_with("pools: selector: operator \"Near\""));
     let stalled = plan.status.conditions.iter().find(|c| c.type_ == "Stalled").unwrap();
@@ -20,7 +20,7 @@ fn invalid_override_selector_blocks_everything() {
     let a = app(
         json!({ "overrides": [{ "pools": { "selector": { "matchExpressions": [{ "key": "k", "operator": "In" }] } } }] }),
     );
-    let plan = run(&a, &pools(), vec![], &[]);
+    let plan = Scenario::of(&a).over(&pools()).plan();
     assert!(plan.apply.is_empty());
     assert!(plan.blocked.as_deref().unwrap().starts_with("overrides[0].pools: "), "{:?}", plan.blocked);
 }
@@ -28,7 +28,7 @@ fn invalid_override_selector_blocks_everything() {
 #[test]
 fn missing_named_pools_are_reported() {
     let a = app(json!({ "pools": { "names": ["hangzhou", "atlantis"] } }));
-    let plan = run(&a, &pools(), vec![], &[]);
+    let plan = Scenario::of(&a).over(&pools()).plan();
     assert_eq!(plan.missing_pools, ["atlantis"]);
     assert_eq!(applied_pools(&plan), ["hangzhou"]);
 }
@@ -36,12 +36,12 @@ fn missing_named_pools_are_reported() {
 #[test]
 fn status_rolls_up_observed_states() {
     let a = app(json!({}));
-    let first = run(&a, &pools(), vec![], &[]);
+    let first = Scenario::of(&a).over(&pools()).plan();
     let mut owned: Vec<_> =
         first.apply.iter().map(|d| ready_release(&d.name, &d.pool, &d.spec_hash)).collect();
     owned[1].status.state = ReleaseState::Failed;
     owned[1].status.reason = "InstallFailed".into();
-    let plan = run(&a, &pools(), owned, &[]);
+    let plan = Scenario::of(&a).over(&pools()).owning(owned).plan();
     let s = &plan.status;
     assert_eq!((s.selected_pools, s.ready_pools, s.ready.as_str()), (2, 1, "1/2"));
     assert_eq!(s.observed_generation, Some(3));
@@ -86,7 +86,7 @@ fn a_string_rendering_past_its_limit_fails_that_pool_naming_field_and_limit() {
     pools[1].annotations.insert("notes".into(), "n".repeat(100_000));
     let a = app(json!({ "overrides": [{ "pools": { "names": ["shanghai"] },
             "values": { "notes": "{{pool.annotations.notes}}".repeat(10) } }] }));
-    let plan = run(&a, &pools, vec![], &[]);
+    let plan = Scenario::of(&a).over(&pools).plan();
     let Outcome::Failed { field, message } = outcome(&plan, "shanghai") else {
         panic!("{:?}", outcome(&plan, "shanghai"))
     };
@@ -106,7 +106,7 @@ fn a_release_rendering_past_its_limit_fails_naming_the_field_that_passed_it() {
         (0..24).map(|i| (format!("k{i:02}"), json!("{{app.name}}".repeat(200)))).collect();
     let mut a = app(json!({ "values": values }));
     a.metadata.name = Some("a".repeat(253));
-    let plan = run(&a, &pools(), vec![], &[]);
+    let plan = Scenario::of(&a).over(&pools()).plan();
     for pool in ["hangzhou", "shanghai"] {
         let Outcome::Failed { field, message } = outcome(&plan, pool) else {
             panic!("{:?}", outcome(&plan, pool))
@@ -127,14 +127,16 @@ fn plain_strings_count_towards_the_release_limit_too() {
         a
     };
     let a = one_pool(json!({ "big": "x".repeat(600 * 1024), "bigger": "y".repeat(600 * 1024) }));
-    let plan = run(&a, &pools(), vec![], &[]);
+    let plan = Scenario::of(&a).over(&pools()).plan();
     let Outcome::Failed { field, message } = outcome(&plan, "hangzhou") else {
         panic!("{:?}", outcome(&plan, "hangzhou"))
     };
     assert_eq!(field, "values.bigger");
     assert!(message.contains("the limit for one release"), "{message}");
     // Below the limit, the same text is written as it is.
-    let plan = run(&one_pool(json!({ "big": "x".repeat(600 * 1024) })), &pools(), vec![], &[]);
+    let plan = Scenario::of(&one_pool(json!({ "big": "x".repeat(600 * 1024) })))
+        .over(&pools())
+        .plan();
     let written = desired(&plan, "hangzhou")["spec"]["values"]["big"].as_str().map(str::len);
     assert_eq!(written, Some(600 * 1024));
 }
@@ -145,7 +147,7 @@ fn the_hostile_spec_of_the_review_is_refused_for_every_pool() {
     // times: 240 KB of spec that rendered to 5 MB a pool.
     let mut a = app(json!({ "values": { "blowup": "{{app.name}}".repeat(20_000) } }));
     a.metadata.name = Some("a".repeat(253));
-    let plan = run(&a, &pools(), vec![], &[]);
+    let plan = Scenario::of(&a).over(&pools()).plan();
     assert!(plan.apply.is_empty());
     for pool in ["hangzhou", "shanghai"] {
         let Outcome::Failed { field, message } = outcome(&plan, pool) else {
@@ -318,29 +320,29 @@ fn a_release_is_claimed_before_it_first_drives_a_helm_release_and_only_then() {
             .unwrap_or_else(|| panic!("{plan:#?}"))
     };
     // New: claimed.
-    let plan = run(&a, &one, vec![], &[]);
+    let plan = Scenario::of(&a).over(&one).plan();
     assert_eq!(desired_of(&plan, "hangzhou").claim, key("hangzhou"));
     // Driving it already, with a new spec: not claimed again.
     let mine = naming::release_name("gw", "hangzhou");
     let mut observed = ready_release(&mine, "hangzhou", "old-hash");
     observed.helm_release = key("hangzhou");
-    let plan = run(&a, &one, vec![observed.clone()], &[]);
+    let plan = Scenario::of(&a).over(&one).owning(vec![observed.clone()]).plan();
     let written = desired_of(&plan, "hangzhou");
     assert_eq!((written.claim, written.drove, written.lift_inert), (None, None, false));
     // A new releaseName: the new one claimed, the old one let go after.
     observed.helm_release = key("old-name");
-    let written = desired_of(&run(&a, &one, vec![observed.clone()], &[]), "hangzhou");
+    let written = desired_of(&Scenario::of(&a).over(&one).owning(vec![observed.clone()]).plan(), "hangzhou");
     assert_eq!((written.claim, written.drove), (key("hangzhou"), key("old-name")));
     // Inert, and free now: claimed and woken, even with its spec unchanged.
     let hash = desired_of(&plan, "hangzhou").spec_hash;
     let mut inert = ready_release(&mine, "hangzhou", &hash);
     inert.helm_release = key("hangzhou");
     inert.inert = true;
-    let written = desired_of(&run(&a, &one, vec![inert.clone()], &[]), "hangzhou");
+    let written = desired_of(&Scenario::of(&a).over(&one).owning(vec![inert.clone()]).plan(), "hangzhou");
     assert_eq!((written.claim.clone(), written.lift_inert), (key("hangzhou"), true));
     assert!(written.restores(), "waking an inert release is no step of a rollout");
     inert.inert = false;
-    let plan = run(&a, &one, vec![inert], &[]);
+    let plan = Scenario::of(&a).over(&one).owning(vec![inert]).plan();
     assert!(!applied_pools(&plan).contains(&"hangzhou"), "the same spec, not inert: nothing to write");
 }
 
@@ -362,7 +364,7 @@ fn a_selection_matching_nothing_prunes_nothing_and_stalls() {
         ready_release(&hz, "hangzhou", "h1"),
         ready_release(&sh, "shanghai", "h2"),
     ];
-    let plan = run(&a, &pools(), owned, &[]);
+    let plan = Scenario::of(&a).over(&pools()).owning(owned).plan();
     assert!(plan.prune.is_empty(), "{:?}", plan.prune);
     assert!(plan.apply.is_empty());
     let stalled = plan.status.conditions.iter().find(|c| c.type_ == "Stalled").unwrap();
@@ -384,7 +386,10 @@ fn a_selection_matching_nothing_prunes_nothing_and_stalls() {
 fn named_pools_that_all_vanished_prune_nothing_either() {
     let a = app(json!({ "pools": { "names": ["atlantis"] } }));
     let hz = naming::release_name("gw", "hangzhou");
-    let plan = run(&a, &pools(), vec![ready_release(&hz, "hangzhou", "h1")], &[]);
+    let plan = Scenario::of(&a)
+        .over(&pools())
+        .owning(vec![ready_release(&hz, "hangzhou", "h1")])
+        .plan();
     assert!(plan.prune.is_empty());
     let stalled = plan.status.conditions.iter().find(|c| c.type_ == "Stalled").unwrap();
     assert!(stalled.message.contains("names [atlantis]"), "{}", stalled.message);
@@ -393,7 +398,7 @@ fn named_pools_that_all_vanished_prune_nothing_either() {
 #[test]
 fn a_selection_matching_nothing_with_nothing_to_protect_is_not_stalled() {
     let a = app(json!({ "pools": { "selector": { "matchLabels": { "region": "mars" } } } }));
-    let plan = run(&a, &pools(), vec![], &[]);
+    let plan = Scenario::of(&a).over(&pools()).plan();
     assert!(plan.blocked.is_none());
     assert!(
         plan.status.conditions.iter().all(|c| c.type_ != "Stalled"),
@@ -407,7 +412,10 @@ fn one_pool_left_in_the_selection_still_prunes_the_others() {
     // Only a selection of nothing is taken for a typo.
     let a = app(json!({ "pools": { "names": ["hangzhou"] } }));
     let sh = naming::release_name("gw", "shanghai");
-    let plan = run(&a, &pools(), vec![ready_release(&sh, "shanghai", "h2")], &[]);
+    let plan = Scenario::of(&a)
+        .over(&pools())
+        .owning(vec![ready_release(&sh, "shanghai", "h2")])
+        .plan();
     assert_eq!(plan.prune, [sh]);
 }
 
@@ -474,7 +482,7 @@ fn a_chart_hold_says_its_reason_in_the_conditions_and_stalls_only_when_a_person_
     assert!(condition(&plan, "Reconciling").is_none());
     // Nothing waiting on it (every release already as planned): the
     // application is not held back by a source it does not need now.
-    let built = run(&a, &pools(), vec![], &[]);
+    let built = Scenario::of(&a).over(&pools()).plan();
     let owned: Vec<ObservedRelease> =
         built.apply.iter().map(|d| ready_release(&d.name, &d.pool, &d.spec_hash)).collect();
     let plan = held(&a, owned, true);
@@ -493,7 +501,7 @@ fn an_application_past_its_total_budget_is_refused_whole_and_prunes_nothing() {
     let many: Vec<Pool> = (0..200).map(|i| pool(&format!("p{i:03}"), "east")).collect();
     let kept = ready_release(&naming::release_name("gw", "p000"), "p000", "old");
     let gone = ready_release(&naming::release_name("gw", "left"), "left", "old");
-    let plan = run(&a, &many, vec![kept, gone], &[]);
+    let plan = Scenario::of(&a).over(&many).owning(vec![kept, gone]).plan();
     assert!(
         plan.apply.is_empty() && plan.prune.is_empty(),
         "{:?} {:?}",
@@ -505,6 +513,6 @@ fn an_application_past_its_total_budget_is_refused_whole_and_prunes_nothing() {
     assert!(stalled.message.contains("32 MiB"), "{}", stalled.message);
     assert!(stalled.message.contains("of its 200 pools"), "{}", stalled.message);
     // A tenth of the pools fits.
-    let plan = run(&a, &many[..20], vec![], &[]);
+    let plan = Scenario::of(&a).over(&many[..20]).plan();
     assert_eq!(plan.apply.len(), 20);
 }

@@ -15,14 +15,14 @@ fn marked(mut release: ObservedRelease) -> ObservedRelease {
 #[test]
 fn a_suspended_application_writes_creates_and_prunes_nothing() {
     let a = app(json!({}));
-    let first = run(&a, &pools(), vec![], &[]);
+    let first = Scenario::of(&a).over(&pools()).plan();
     let hangzhou = first.apply.iter().find(|d| d.pool == "hangzhou").unwrap();
     // hangzhou has its release; shanghai joined since; "gone" left.
     let owned = vec![
         ready_release(&hangzhou.name, "hangzhou", "an-older-spec"),
         ready_release("gw-gone-1234", "gone", "an-older-spec"),
     ];
-    let plan = run(&suspended(), &pools(), owned, &[]);
+    let plan = Scenario::of(&suspended()).over(&pools()).owning(owned).plan();
     assert!(plan.apply.is_empty(), "nothing written or created: {:?}", plan.apply);
     assert!(plan.prune.is_empty(), "nothing pruned: {:?}", plan.prune);
     assert_eq!(
@@ -42,7 +42,7 @@ fn a_suspended_application_writes_creates_and_prunes_nothing() {
 #[test]
 fn releases_already_suspended_are_not_suspended_again() {
     let owned = vec![marked(ready_release("gw-hangzhou-1", "hangzhou", "h"))];
-    let plan = run(&suspended(), &pools(), owned, &[]);
+    let plan = Scenario::of(&suspended()).over(&pools()).owning(owned).plan();
     assert!(plan.suspend.is_empty(), "{:?}", plan.suspend);
     assert!(plan.apply.is_empty());
 }
@@ -50,14 +50,19 @@ fn releases_already_suspended_are_not_suspended_again() {
 #[test]
 fn resumed_the_suspension_is_taken_back_and_our_spec_written_whole() {
     let a = app(json!({}));
-    let at_rest: Vec<ObservedRelease> = run(&a, &pools(), vec![], &[])
+    let at_rest: Vec<ObservedRelease> = Scenario::of(&a)
+        .over(&pools())
+        .plan()
         .apply
         .iter()
         .map(|d| ready_release(&d.name, &d.pool, &d.spec_hash))
         .collect();
-    assert!(run(&a, &pools(), at_rest.clone(), &[]).apply.is_empty(), "at rest, nothing to write");
+    assert!(
+        Scenario::of(&a).over(&pools()).owning(at_rest.clone()).plan().apply.is_empty(),
+        "at rest, nothing to write"
+    );
     let suspended_ones: Vec<ObservedRelease> = at_rest.into_iter().map(marked).collect();
-    let plan = run(&a, &pools(), suspended_ones, &[]);
+    let plan = Scenario::of(&a).over(&pools()).owning(suspended_ones).plan();
     assert_eq!(plan.resume.len(), 2, "{:?}", plan.resume);
     assert!(plan.suspend.is_empty());
     // Suspending may have taken `spec.suspend` from our field manager: the
@@ -72,7 +77,10 @@ fn a_blocked_suspended_application_still_suspends_its_releases() {
         serde_json::from_value(json!({ "matchExpressions": [ { "key": "region", "operator": "Bogus" } ] }))
             .unwrap(),
     );
-    let plan = run(&a, &pools(), vec![ready_release("gw-hangzhou-1", "hangzhou", "h")], &[]);
+    let plan = Scenario::of(&a)
+        .over(&pools())
+        .owning(vec![ready_release("gw-hangzhou-1", "hangzhou", "h")])
+        .plan();
     assert!(plan.blocked.is_some());
     assert_eq!(plan.suspend, ["gw-hangzhou-1"]);
 }
@@ -82,7 +90,9 @@ fn a_blocked_suspended_application_still_suspends_its_releases() {
 /// stamped no verdict on it, so none reads Ready for its latest spec.
 fn resumed_fleet(a: &NodePoolApplication, changed_while_suspended: bool) -> Vec<ObservedRelease> {
     let fleet = super::rollout::fleet();
-    run(a, &fleet, vec![], &[])
+    Scenario::of(a)
+        .over(&fleet)
+        .plan()
         .apply
         .iter()
         .map(|d| {
@@ -103,7 +113,7 @@ fn resumed_fleet(a: &NodePoolApplication, changed_while_suspended: bool) -> Vec<
 fn resumed_a_progressive_application_goes_on_one_pool_at_a_time() {
     let a = super::rollout::progressive(json!({ "maxUnavailable": 1 }));
     let fleet = super::rollout::fleet();
-    let plan = run(&a, &fleet, resumed_fleet(&a, true), &[]);
+    let plan = Scenario::of(&a).over(&fleet).owning(resumed_fleet(&a, true)).plan();
     assert_eq!(plan.resume.len(), 5, "{:?}", plan.resume);
     assert_eq!(applied_pools(&plan), ["p1"], "a change made while suspended keeps its canary");
     assert!(
@@ -120,7 +130,7 @@ fn resumed_a_progressive_application_goes_on_one_pool_at_a_time() {
 fn resumed_without_a_change_every_release_is_restored_at_once_and_takes_no_turn() {
     let a = super::rollout::progressive(json!({ "maxUnavailable": 1 }));
     let fleet = super::rollout::fleet();
-    let plan = run(&a, &fleet, resumed_fleet(&a, false), &[]);
+    let plan = Scenario::of(&a).over(&fleet).owning(resumed_fleet(&a, false)).plan();
     assert_eq!(applied_pools(&plan), ["p1", "p2", "p3", "p4", "p5"], "nothing new to roll out");
     assert!(plan.apply.iter().all(|d| d.resumed));
     let rollout = plan.status.rollout.as_ref().unwrap();
@@ -136,7 +146,7 @@ fn while_suspended_no_progress_deadline_runs() {
     for r in &mut owned {
         r.written_at = Some("2029-01-01T00:00:00Z".into());
     }
-    let plan = run(&suspended_app, &super::rollout::fleet(), owned, &[]);
+    let plan = Scenario::of(&suspended_app).over(&super::rollout::fleet()).owning(owned).plan();
     let rollout = plan.status.rollout.as_ref().unwrap();
     assert_eq!(rollout.failed, 0, "{rollout:?}");
     assert_ne!(rollout.phase, RolloutPhase::Halted);
