@@ -10,6 +10,7 @@ mod suspend;
 
 use super::*;
 use crate::api::{ConditionStatus, RolloutPhase};
+use crate::pools::nodes::NodeCount;
 use serde_json::json;
 
 fn app(spec: Value) -> NodePoolApplication {
@@ -61,7 +62,10 @@ struct Scenario<'a> {
     app: &'a NodePoolApplication,
     pools: &'a [Pool],
     owned: Vec<ObservedRelease>,
-    others: Vec<String>,
+    others: ListedReleases,
+    nodes: Option<&'a BTreeMap<String, NodeCount>>,
+    hold: Option<Hold>,
+    unserved: Option<&'a str>,
 }
 
 impl<'a> Scenario<'a> {
@@ -70,7 +74,10 @@ impl<'a> Scenario<'a> {
             app,
             pools: &[],
             owned: Vec::new(),
-            others: Vec::new(),
+            others: ListedReleases::default(),
+            nodes: None,
+            hold: None,
+            unserved: None,
         }
     }
 
@@ -86,25 +93,55 @@ impl<'a> Scenario<'a> {
 
     /// HelmReleases of the namespace this application does not own.
     fn beside(mut self, names: &[&str]) -> Self {
-        self.others = names.iter().map(|s| s.to_string()).collect();
+        self.others.names.extend(names.iter().map(|s| s.to_string()));
+        self
+    }
+
+    /// Helm releases other applications' HelmReleases drive:
+    /// `(HelmRelease, Helm release in "edge", created)`.
+    fn beside_drivers_of(mut self, taken: &[(&str, &str, &str)]) -> Self {
+        for (release, helm_release, created) in taken {
+            self.others.names.insert(release.to_string());
+            let by = TakenRelease {
+                name: release.to_string(),
+                application: Some("other".into()),
+                created: Some(created.to_string()),
+            };
+            self.others.taken.insert(("edge".to_string(), helm_release.to_string()), by);
+        }
+        self
+    }
+
+    /// Each pool's nodes, as observe counts them.
+    fn with_nodes(mut self, nodes: &'a BTreeMap<String, NodeCount>) -> Self {
+        self.nodes = Some(nodes);
+        self
+    }
+
+    /// The chart holds every write back.
+    fn held(mut self, hold: Hold) -> Self {
+        self.hold = Some(hold);
+        self
+    }
+
+    /// The cluster serves no API for the application's kind of pool.
+    fn unserved(mut self, message: &'a str) -> Self {
+        self.unserved = Some(message);
         self
     }
 
     fn plan(self) -> Plan {
         plan(&PlanInput {
-            nodes: None,
+            nodes: self.nodes,
             app: self.app,
             pools: &self.pools.iter().collect::<Vec<_>>(),
             owned: self.owned,
-            others: &ListedReleases {
-                names: self.others.into_iter().collect(),
-                taken: BTreeMap::new(),
-            },
+            others: &self.others,
             now: now(),
             chart_ref: None,
             chart: None,
-            hold: None,
-            unserved: None,
+            hold: self.hold,
+            unserved: self.unserved,
             clock_since: None,
         })
     }

@@ -30,19 +30,7 @@ fn with_nodes(
     owned: Vec<ObservedRelease>,
     nodes: &BTreeMap<String, NodeCount>,
 ) -> Plan {
-    plan(&PlanInput {
-        nodes: Some(nodes),
-        app: a,
-        pools: &pools.iter().collect::<Vec<_>>(),
-        owned,
-        others: &ListedReleases::default(),
-        now: now(),
-        chart_ref: None,
-        chart: None,
-        hold: None,
-        unserved: None,
-        clock_since: None,
-    })
+    Scenario::of(a).over(pools).owning(owned).with_nodes(nodes).plan()
 }
 
 pub(super) fn progressive(extra: Value) -> NodePoolApplication {

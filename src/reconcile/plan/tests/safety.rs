@@ -223,34 +223,7 @@ fn a_target_path_may_set_a_value_the_inline_values_get_wrong() {
 }
 
 fn with_taken(app: &NodePoolApplication, owned: Vec<ObservedRelease>, taken: &[(&str, &str, &str)]) -> Plan {
-    plan(&PlanInput {
-        nodes: None,
-        app,
-        pools: &pools().iter().collect::<Vec<_>>(),
-        owned,
-        others: &ListedReleases {
-            names: taken.iter().map(|(hr, ..)| hr.to_string()).collect(),
-            taken: taken
-                .iter()
-                .map(|(hr, release, created)| {
-                    (
-                        ("edge".to_string(), release.to_string()),
-                        TakenRelease {
-                            name: hr.to_string(),
-                            application: Some("other".into()),
-                            created: Some(created.to_string()),
-                        },
-                    )
-                })
-                .collect(),
-        },
-        now: now(),
-        chart_ref: None,
-        chart: None,
-        hold: None,
-        unserved: None,
-        clock_since: None,
-    })
+    Scenario::of(app).over(&pools()).owning(owned).beside_drivers_of(taken).plan()
 }
 
 #[test]
@@ -424,42 +397,19 @@ fn pools_of_a_kind_the_cluster_does_not_serve_stall_and_prune_nothing() {
     let a = app(json!({}));
     let owned = vec![ready_release("ingress-hz", "hz", "h")];
     let message = "spec.pools.kind is KubeEdge, but the cluster serves no NodeGroup API";
-    let plan = plan(&PlanInput {
-        app: &a,
-        pools: &[],
-        nodes: None,
-        owned,
-        others: &ListedReleases::default(),
-        now: now(),
-        chart_ref: None,
-        chart: None,
-        hold: None,
-        unserved: Some(message),
-        clock_since: None,
-    });
+    let plan = Scenario::of(&a).owning(owned).unserved(message).plan();
     assert!(plan.apply.is_empty() && plan.prune.is_empty(), "{plan:?}");
     let stalled = plan.status.conditions.iter().find(|c| c.type_ == "Stalled").expect("stalled");
     assert_eq!((stalled.reason.as_str(), stalled.message.as_str()), ("PoolApiMissing", message));
 }
 
 fn held(app: &NodePoolApplication, owned: Vec<ObservedRelease>, transient: bool) -> Plan {
-    plan(&PlanInput {
-        nodes: None,
-        app,
-        pools: &pools().iter().collect::<Vec<_>>(),
-        owned,
-        others: &ListedReleases::default(),
-        now: now(),
-        chart_ref: None,
-        chart: None,
-        hold: Some(Hold {
-            reason: "SourceNotReady".into(),
-            message: "HelmChart edge/gw-1-0-0 is not ready: fetching the index".into(),
-            transient,
-        }),
-        unserved: None,
-        clock_since: None,
-    })
+    let hold = Hold {
+        reason: "SourceNotReady".into(),
+        message: "HelmChart edge/gw-1-0-0 is not ready: fetching the index".into(),
+        transient,
+    };
+    Scenario::of(app).over(&pools()).owning(owned).held(hold).plan()
 }
 
 #[test]
