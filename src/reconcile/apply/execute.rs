@@ -3,7 +3,7 @@
 //! then the prunes. Every failure is kept with the pool it concerns, so a
 //! refused pool never stops the others, and the caller reports all of it.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -99,6 +99,10 @@ impl Applied {
 /// observe saw as `owned`.
 pub async fn carry_out(target: &Target<'_>, writes: Writes, owned: &[ObservedRelease]) -> Applied {
     let mut applied = Applied::default();
+    // Looked up once per write: a scan of the list per write was a
+    // quadratic walk at ten thousand pools.
+    let owned: ByName = owned.iter().map(|o| (o.name.as_str(), o)).collect();
+    let owned = &owned;
     let Writes {
         resume,
         suspend,
@@ -125,7 +129,7 @@ async fn switch_suspension(
     target: &Target<'_>,
     resume: Vec<String>,
     suspend: Vec<String>,
-    owned: &[ObservedRelease],
+    owned: &ByName<'_>,
     applied: &mut Applied,
 ) {
     let switches: Vec<(String, bool, Option<String>)> = (resume.into_iter().map(|name| (name, false)))
@@ -162,10 +166,13 @@ async fn switch_one(
     (release, suspend, result)
 }
 
+/// The releases observe saw, by name.
+type ByName<'a> = HashMap<&'a str, &'a ObservedRelease>;
+
 /// The uid observe saw on an owned release: writes are made to that
 /// object, not to a newer one of the same name.
-fn uid_of(owned: &[ObservedRelease], name: &str) -> Option<String> {
-    owned.iter().find(|o| o.name == name).and_then(|o| o.uid.clone())
+fn uid_of(owned: &ByName, name: &str) -> Option<String> {
+    owned.get(name).and_then(|o| o.uid.clone())
 }
 
 /// The releases to write, in parallel. Each write's future is made only
@@ -175,11 +182,10 @@ fn uid_of(owned: &[ObservedRelease], name: &str) -> Option<String> {
 async fn write_all(
     target: &Target<'_>,
     desired: Vec<DesiredRelease>,
-    owned: &[ObservedRelease],
+    owned: &ByName<'_>,
     applied: &mut Applied,
 ) {
     let namespace = target.app.namespace().unwrap_or_default();
-    let owned_names: HashSet<&str> = owned.iter().map(|o| o.name.as_str()).collect();
     let claims = ClaimApis {
         leases: target.leases,
         applications: target.applications,
@@ -188,7 +194,7 @@ async fn write_all(
     let (app, claims) = (target.app, &claims);
     let results: Vec<_> = futures::stream::iter(desired)
         .map(|desired| {
-            let exists = owned_names.contains(desired.name.as_str());
+            let exists = owned.contains_key(desired.name.as_str());
             let owned_by_update = exists
                 && (target.cached)
                     .get(&ObjectRef::new(&desired.name).within(&namespace))
@@ -281,10 +287,9 @@ async fn write_claimed(
 
 /// The owned releases whose pool left: deleted, or orphaned under
 /// `deletionPolicy: Orphan`; either way what they drove is free for others.
-async fn prune(target: &Target<'_>, prune: &[String], owned: &[ObservedRelease], applied: &mut Applied) {
-    let pruned: HashSet<&str> = prune.iter().map(String::as_str).collect();
+async fn prune(target: &Target<'_>, prune: &[String], owned: &ByName<'_>, applied: &mut Applied) {
     let app_uid = target.app.uid().unwrap_or_default();
-    for release in owned.iter().filter(|o| pruned.contains(o.name.as_str())) {
+    for release in prune.iter().filter_map(|name| owned.get(name.as_str())) {
         let pool = release.pool.clone().unwrap_or_default();
         let uid = release.uid.as_deref().unwrap_or_default();
         let done = match target.orphan {
