@@ -161,7 +161,7 @@ fn worst_accepted() {
         .iter()
         .enumerate()
         .map(|(i, desired)| {
-            let mut live = desired.object.value();
+            let mut live = desired.object();
             live["metadata"]["uid"] = json!(format!("uid-{i:08}"));
             live["metadata"]["creationTimestamp"] = json!("2026-11-23T10:00:00Z");
             live["metadata"]["generation"] = json!(1);
@@ -298,7 +298,7 @@ fn at_scale(pools: usize) {
         .iter()
         .enumerate()
         .map(|(i, desired)| {
-            let mut live = desired.object.value();
+            let mut live = desired.object();
             live["metadata"]["uid"] = json!(format!("uid-{i:08}"));
             live["metadata"]["generation"] = json!(1);
             live["metadata"]["creationTimestamp"] = json!("2026-11-23T10:00:00Z");

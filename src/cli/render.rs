@@ -117,21 +117,9 @@ pub fn render(
     if plan.pools.is_empty() && plan.blocked.is_none() {
         warnings.push("no node pool matches spec.pools".to_string());
     }
-    // The time of writing means nothing in a render, and would make two
-    // renders of the same files differ.
-    let objects: Vec<Value> = plan
-        .apply
-        .iter()
-        .map(|d| {
-            let mut object = d.object.value();
-            if let Some(annotations) =
-                object.pointer_mut("/metadata/annotations").and_then(Value::as_object_mut)
-            {
-                annotations.remove(crate::api::naming::ANNOTATION_WRITTEN_AT);
-            }
-            object
-        })
-        .collect();
+    // As built, without the time of writing: it means nothing in a render,
+    // and would make two renders of the same files differ.
+    let objects: Vec<Value> = plan.apply.iter().map(|d| d.manifest.value()).collect();
     let yaml = if objects.is_empty() {
         String::new()
     } else {

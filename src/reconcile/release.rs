@@ -316,7 +316,7 @@ fn values_for(spec: &NodePoolApplicationSpec, pool: &Pool, scope: &Scope) -> Res
         values_from: render_refs("valuesFrom", &spec.values_from, scope)?,
         // The application's own `spec.suspend` is not a field of the
         // release's spec: it stops the fan-out, and the plan suspends the
-        // releases apart (see `plan::suspend_or_resume`).
+        // releases apart (see `plan::Plan::suspend`).
         suspend: spec.helm_release.as_ref().and_then(|h| h.suspend),
     };
     for (i, o) in spec.overrides.iter().enumerate() {

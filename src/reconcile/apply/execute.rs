@@ -274,7 +274,7 @@ async fn write_claimed(
             return Err(refused);
         }
     }
-    let object = desired.object.value();
+    let object = desired.object();
     write_release(claims.releases, &desired.name, object, exists, owned_by_update).await?;
     if desired.lift_inert {
         set_inert(claims.releases, &desired.name, uid, None).await?;

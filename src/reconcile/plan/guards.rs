@@ -34,19 +34,8 @@ pub(super) fn check_selectors<'a>(
 
 pub(super) fn blocked(input: &PlanInput, reason: String, message: String) -> Plan {
     let mut plan = Plan {
-        apply: Vec::new(),
-        unchanged: Vec::new(),
-        prune: Vec::new(),
-        pools: Vec::new(),
-        missing_pools: Vec::new(),
         blocked: Some(message.clone()),
-        status: NodePoolApplicationStatus::default(),
-        rollup: Rollup::default(),
-        suspended: false,
-        requeue_after: None,
-        suspend: Vec::new(),
-        resume: Vec::new(),
-        inert: Vec::new(),
+        ..Plan::new(Vec::new())
     };
     plan.rollup = roll_up(input, &plan, &BTreeMap::new(), Some((reason, message)), None);
     plan.status = plan.rollup.status();
@@ -103,9 +92,7 @@ pub(super) fn helm_release_taken_message(outcome: &Outcome) -> String {
 pub(super) fn nothing_selected(input: &PlanInput, app: &AppInfo) -> Plan {
     let owned: BTreeMap<&str, &ObservedRelease> = input.owned.iter().map(|o| (o.name.as_str(), o)).collect();
     let mut plan = Plan {
-        apply: Vec::new(),
         unchanged: input.owned.iter().map(|o| o.name.clone()).collect(),
-        prune: Vec::new(),
         pools: input
             .owned
             .iter()
@@ -115,15 +102,7 @@ pub(super) fn nothing_selected(input: &PlanInput, app: &AppInfo) -> Plan {
                 outcome: Outcome::Unchanged,
             })
             .collect(),
-        missing_pools: Vec::new(),
-        blocked: None,
-        status: NodePoolApplicationStatus::default(),
-        rollup: Rollup::default(),
-        suspended: false,
-        requeue_after: None,
-        suspend: Vec::new(),
-        resume: Vec::new(),
-        inert: Vec::new(),
+        ..Plan::new(Vec::new())
     };
     plan.pools.sort_by(|a, b| a.pool.cmp(&b.pool));
     let message = format!(

@@ -13,7 +13,7 @@ fn at_rest(a: &NodePoolApplication) -> Vec<ObservedRelease> {
         .iter()
         .map(|d| {
             let mut o = ready_release(&d.name, &d.pool, &d.spec_hash);
-            let mut live = d.object.value();
+            let mut live = d.object();
             live["spec"]["chart"]["spec"]["reconcileStrategy"] = json!("ChartVersion");
             live["status"] = json!({ "observedGeneration": 1 });
             live["metadata"]["annotations"]["apps.fanout.dev/written-at"] = json!("2029-01-01T00:00:00Z");
@@ -42,7 +42,7 @@ fn a_hand_edit_is_written_back_naming_the_field_whatever_the_rollout() {
         assert_eq!(applied_pools(&plan), ["p3"]);
         assert_eq!(plan.apply[0].drift.as_deref(), Some("spec.values.controller.replicas"));
         assert_eq!(
-            plan.apply[0].object.value()["metadata"]["annotations"]["apps.fanout.dev/written-at"],
+            plan.apply[0].object()["metadata"]["annotations"]["apps.fanout.dev/written-at"],
             "2029-01-01T00:00:00Z",
             "the write time stays that of the revision"
         );

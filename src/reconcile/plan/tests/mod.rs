@@ -11,7 +11,8 @@ mod suspend;
 use super::*;
 use crate::api::{ConditionStatus, RolloutPhase};
 use crate::pools::nodes::NodeCount;
-use serde_json::json;
+use serde_json::{json, Value};
+use std::time::Duration;
 
 fn app(spec: Value) -> NodePoolApplication {
     let mut base = json!({
@@ -152,8 +153,7 @@ fn desired(plan: &Plan, pool: &str) -> Value {
         .iter()
         .find(|d| d.pool == pool)
         .unwrap_or_else(|| panic!("{pool} not applied: {plan:#?}"))
-        .object
-        .value()
+        .object()
 }
 
 /// The application's condition of this type, if the plan sets one.

@@ -416,7 +416,7 @@ fn the_shard_label_is_passed_on_to_every_release() {
     a.metadata.labels = Some([("sharding.fluxcd.io/key".to_string(), "shard1".to_string())].into());
     let sharded = Scenario::of(&a).over(&pools()).plan();
     for d in &sharded.apply {
-        assert_eq!(d.object.value()["metadata"]["labels"]["sharding.fluxcd.io/key"], "shard1");
+        assert_eq!(d.object()["metadata"]["labels"]["sharding.fluxcd.io/key"], "shard1");
     }
 }
 

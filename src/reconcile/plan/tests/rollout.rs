@@ -48,7 +48,7 @@ fn a_progressive_change_writes_one_pool_and_leaves_the_rest_as_they_are() {
     let plan = Scenario::of(&a).over(&fleet()).owning(owned).plan();
     assert_eq!(applied_pools(&plan), ["p1"]);
     assert_eq!(
-        plan.apply[0].object.value()["metadata"]["annotations"]["apps.fanout.dev/written-at"],
+        plan.apply[0].object()["metadata"]["annotations"]["apps.fanout.dev/written-at"],
         "2030-01-01T00:00:00Z"
     );
     assert_eq!(outcome(&plan, "p2"), &Outcome::Deferred(PoolRollout::Pending));

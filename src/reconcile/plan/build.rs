@@ -1,0 +1,259 @@
+//! Each selected pool's release, built once: its name checked against the
+//! HelmReleases beside it, its values rendered, its spec hash and any hand
+//! edit found, the Helm release it would drive checked against the others'.
+//! What comes out is each pool's candidate, before the rollout, the chart
+//! and suspension have their say.
+
+use std::collections::BTreeMap;
+
+use crate::api::naming;
+use crate::pools::Pool;
+use crate::reconcile::drift;
+use crate::reconcile::packed::PackedJson;
+use crate::reconcile::release::{self, AppInfo, BuiltRelease, FieldError};
+use crate::values::template::Renderer;
+
+use super::guards::{fail_duplicate_release_names, helm_release_taken, helm_release_taken_message};
+use super::{DesiredRelease, HelmReleaseKey, Manifest, ObservedRelease, Outcome, PlanInput};
+
+/// One selected pool, before the rollout, the chart and suspension have
+/// their say.
+pub(super) struct Candidate {
+    pub pool: String,
+    /// Its HelmRelease's object name.
+    pub release: String,
+    pub kind: Kind,
+}
+
+pub(super) enum Kind {
+    /// Refused before any write: its name or Helm release is taken, or its
+    /// config fails ([`Outcome::Conflict`], [`Outcome::HelmReleaseTaken`],
+    /// [`Outcome::Failed`]). Its release, if any, is left alone.
+    Refused(Outcome),
+    /// Its release already holds this spec.
+    Unchanged,
+    /// Its release differs from what was built, or it has none.
+    Differs(Change),
+}
+
+/// A release that differs from what was built: the write, but for its
+/// time, which only the rollout's decision gives.
+pub(super) struct Change {
+    name: String,
+    manifest: Manifest,
+    spec_hash: String,
+    drift: Option<String>,
+    resumed: bool,
+    claim: Option<HelmReleaseKey>,
+    drove: Option<HelmReleaseKey>,
+    lift_inert: bool,
+}
+
+impl Change {
+    /// See [`DesiredRelease::restores`].
+    pub(super) fn restores(&self) -> bool {
+        self.drift.is_some() || self.resumed || self.lift_inert
+    }
+
+    pub(super) fn resumed(&self) -> bool {
+        self.resumed
+    }
+
+    /// Whether the write puts back the release's own last write (a hand
+    /// edit undone, an inert release woken), whose progress deadline runs
+    /// from that write's time.
+    pub(super) fn keeps_its_time(&self) -> bool {
+        self.drift.is_some() || self.lift_inert
+    }
+
+    pub(super) fn into_write(self, pool: String, written_at: String) -> DesiredRelease {
+        DesiredRelease {
+            name: self.name,
+            pool,
+            manifest: self.manifest,
+            written_at,
+            spec_hash: self.spec_hash,
+            drift: self.drift,
+            resumed: self.resumed,
+            claim: self.claim,
+            drove: self.drove,
+            lift_inert: self.lift_inert,
+        }
+    }
+}
+
+/// Every selected pool's candidate, sorted by pool name.
+pub(super) struct Candidates {
+    pub pools: Vec<Candidate>,
+    /// Releases to make inert, with why (see `Plan::inert`).
+    pub inert: Vec<(String, String)>,
+}
+
+/// Every selected pool's candidate; or, when the releases pass the
+/// application's budget together, why it is refused whole.
+pub(super) fn candidates(
+    input: &PlanInput,
+    app: &AppInfo,
+    owned: &BTreeMap<&str, &ObservedRelease>,
+    selected: &[&Pool],
+) -> Result<Candidates, String> {
+    let renderer = Renderer::new();
+    let mut built: BTreeMap<String, Result<Built, FieldError>> = BTreeMap::new();
+    let mut candidates = Vec::new();
+    let mut total = 0usize;
+    for (count, pool) in selected.iter().enumerate() {
+        let name = naming::release_name(app.name, &pool.name);
+        if input.others.named(&name) {
+            candidates.push(Candidate {
+                pool: pool.name.clone(),
+                release: name.clone(),
+                kind: Kind::Refused(Outcome::Conflict { name }),
+            });
+            continue;
+        }
+        let written = owned.get(name.as_str()).and_then(|o| o.spec_hash.as_deref());
+        let result = release::build(app, pool, &renderer, written);
+        total += result.as_ref().map_or(0, |b| b.size);
+        if total > release::MAX_APPLICATION_BYTES {
+            return Err(too_large(count + 1, selected.len()));
+        }
+        built.insert(pool.name.clone(), result.map(|b| Built::new(b, owned.get(name.as_str()))));
+    }
+    fail_duplicate_release_names(&mut built);
+    let mut inert = Vec::new();
+    for (pool, result) in built {
+        let release = naming::release_name(app.name, &pool);
+        let kind = match result {
+            Err(FieldError { field, message }) => Kind::Refused(Outcome::Failed { field, message }),
+            Ok(b) => match helm_release_taken(input, owned, &b) {
+                Some(taken) => {
+                    // Its own release, if it drives that Helm release, would
+                    // fight the other's installs (an upgrade of
+                    // helm-controller's alternates between the two): it
+                    // drives nothing from now on.
+                    if owned.get(release.as_str()).is_some_and(|o| {
+                        !o.inert && o.helm_release.is_some() && o.helm_release == b.helm_release
+                    }) {
+                        inert.push((release.clone(), helm_release_taken_message(&taken)));
+                    }
+                    Kind::Refused(taken)
+                }
+                None => b.kind(),
+            },
+        };
+        candidates.push(Candidate { pool, release, kind });
+    }
+    candidates.sort_by(|a, b| a.pool.cmp(&b.pool));
+    Ok(Candidates {
+        pools: candidates,
+        inert,
+    })
+}
+
+/// One pool's release as built, read for what planning needs while its
+/// parsed form is at hand, then kept as text.
+pub(super) struct Built {
+    pub(super) name: String,
+    pub(super) release_name: String,
+    pub(super) spec_hash: String,
+    /// What to write; `None` when the release holds it already (its spec
+    /// hash, and no field of ours edited): a resync of thousands of pools
+    /// then keeps no manifest, where it used to keep all of them until the
+    /// last pool was built.
+    pub(super) object: Option<Manifest>,
+    /// The Helm release it would drive.
+    pub(super) helm_release: Option<HelmReleaseKey>,
+    /// The first field the existing release no longer holds, if the
+    /// release carries this very spec hash.
+    pub(super) drift: Option<String>,
+    /// What the existing release drives, when it drives another.
+    pub(super) drove: Option<HelmReleaseKey>,
+    /// The existing release drives nothing (see `ANNOTATION_INERT`).
+    pub(super) inert: bool,
+    /// Whether a claim is made before the write.
+    pub(super) claims: bool,
+    /// Carries this spec hash, and was suspended with the application.
+    pub(super) resumed: bool,
+}
+
+impl Built {
+    /// Unchanged when the release holds it already, else the change.
+    fn kind(self) -> Kind {
+        match self.object {
+            None => Kind::Unchanged,
+            Some(manifest) => Kind::Differs(Change {
+                name: self.name,
+                manifest,
+                spec_hash: self.spec_hash,
+                drift: self.drift,
+                resumed: self.resumed,
+                claim: self.helm_release.filter(|_| self.claims),
+                drove: self.drove,
+                lift_inert: self.inert,
+            }),
+        }
+    }
+
+    pub(super) fn new(built: BuiltRelease, observed: Option<&&ObservedRelease>) -> Self {
+        let drift = observed
+            .filter(|o| o.spec_hash.as_deref() == Some(built.spec_hash.as_str()))
+            .and_then(|o| o.live.as_ref())
+            .and_then(PackedJson::value)
+            .and_then(|live| drift::first_difference(&built.object, &live));
+        // Resumed, a release gets our spec again whole: suspending may have
+        // taken `spec.suspend` from us (an override's), and resuming drops it.
+        let same_hash = observed.filter(|o| !o.suspended_with_app).and_then(|o| o.spec_hash.as_deref())
+            == Some(built.spec_hash.as_str());
+        let resumed = observed.is_some_and(|o| {
+            o.suspended_with_app && o.spec_hash.as_deref() == Some(built.spec_hash.as_str())
+        });
+        let helm_release = naming::helm_release_of(&built.object);
+        let inert = observed.is_some_and(|o| o.inert);
+        let drove = observed
+            .and_then(|o| o.helm_release.clone())
+            .filter(|d| Some(d) != helm_release.as_ref());
+        Self {
+            resumed,
+            claims: observed.is_none() || drove.is_some() || inert,
+            drove,
+            inert,
+            helm_release,
+            object: (!same_hash || drift.is_some() || inert).then(|| Manifest::new(&built.object)),
+            name: built.name,
+            release_name: built.release_name,
+            spec_hash: built.spec_hash,
+            drift,
+        }
+    }
+}
+
+/// Why an application whose releases pass its budget is refused whole:
+/// the first `built` of `selected` pools passed it.
+fn too_large(built: usize, selected: usize) -> String {
+    format!(
+        "the HelmReleases of this application pass {} MiB together (the first {built} of its \
+         {selected} pools did), the most one application may hold; nothing is written or pruned \
+         until they fit: render less per pool (values shared by every pool belong in the chart's \
+         values.yaml or a valuesFrom ConfigMap), or split the pools between applications",
+        release::MAX_APPLICATION_BYTES / (1024 * 1024)
+    )
+}
+
+pub(super) fn app_info<'a>(input: &PlanInput<'a>, requests: &'a [(&'a str, &'a str)]) -> AppInfo<'a> {
+    let app = input.app;
+    AppInfo {
+        requests,
+        name: app.metadata.name.as_deref().unwrap_or_default(),
+        namespace: app.metadata.namespace.as_deref().unwrap_or_default(),
+        uid: app.metadata.uid.as_deref(),
+        spec: &app.spec,
+        chart_ref: input.chart_ref,
+        chart: input.chart,
+        shard: app
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(naming::LABEL_SHARD))
+            .map(String::as_str),
+    }
+}

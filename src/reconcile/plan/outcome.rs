@@ -1,0 +1,273 @@
+//! What a plan says: each selected pool's outcome, the writes that carry
+//! it out, and the status it reports.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::api::conditions;
+use crate::api::{naming, NodePoolApplicationStatus};
+use crate::reconcile::rollout::PoolRollout;
+use crate::reconcile::status::Rollup;
+
+use super::guards::helm_release_taken_message;
+use super::{HelmReleaseKey, Manifest, TakenRelease};
+
+/// A HelmRelease to create or update (server-side apply of [`DesiredRelease::object`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DesiredRelease {
+    pub name: String,
+    pub pool: String,
+    /// The release as built, without the time of writing.
+    pub manifest: Manifest,
+    /// The `written-at` stamp the write carries, from which the rollout
+    /// counts the release's progress deadline: now, or, for a release put
+    /// back as it was, the time of its real write.
+    pub written_at: String,
+    pub spec_hash: String,
+    /// Set when the release already carries this spec hash but no longer
+    /// holds what we wrote (a hand edit): the first field found changed.
+    pub drift: Option<String>,
+    /// The release carries this spec hash and was suspended with the
+    /// application, which is resumed: written again whole, as it was, not
+    /// as a step of the rollout.
+    pub resumed: bool,
+    /// The Helm release to claim before the write ([`crate::reconcile::claim`]):
+    /// set when the write makes the release drive a Helm release it did
+    /// not drive (a new release, a new releaseName), or when the release
+    /// was made inert because another application held it.
+    pub claim: Option<HelmReleaseKey>,
+    /// The Helm release it drove until now, when the write moves it to
+    /// another: its claim is let go once the write is done.
+    pub drove: Option<HelmReleaseKey>,
+    /// The release was made inert ([`naming::ANNOTATION_INERT`]): the
+    /// write, once the claim is ours, takes that back.
+    pub lift_inert: bool,
+}
+
+impl DesiredRelease {
+    /// What to write: the release as built, stamped with its time of writing.
+    pub fn object(&self) -> Value {
+        let mut object = self.manifest.value();
+        object["metadata"]["annotations"][naming::ANNOTATION_WRITTEN_AT] =
+            Value::String(self.written_at.clone());
+        object
+    }
+
+    /// Whether the write puts back the revision the release carries (a hand
+    /// edit undone, a resumed release written whole, an inert one woken)
+    /// rather than moving it to a new one: it goes whatever the rollout,
+    /// which only ever moves pools between revisions.
+    pub fn restores(&self) -> bool {
+        self.drift.is_some() || self.resumed || self.lift_inert
+    }
+}
+
+/// What happens to one selected pool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Its release is in `apply`.
+    Planned,
+    /// Its release already has this spec.
+    Unchanged,
+    /// Its config cannot be built; its release, if any, is left alone.
+    Failed { field: String, message: String },
+    /// The release name is taken by a HelmRelease this application does not own.
+    Conflict { name: String },
+    /// The Helm release (`<storage namespace>/<release name>`) it would
+    /// drive is driven by an older HelmRelease this application does not
+    /// own: two HelmReleases would overwrite each other's installs.
+    HelmReleaseTaken { helm_release: String, by: TakenRelease },
+    /// Would be applied, but the chart is not usable yet (see [`Hold`]).
+    Held,
+    /// Would be applied, but the application is suspended: nothing is
+    /// written, created or pruned until it is resumed.
+    Suspended,
+    /// Its release differs, or it has none, but the rollout holds it back
+    /// (its turn has not come, the rollout is paused or halted, or the pool
+    /// is offline): its release, if any, is left as it is.
+    Deferred(PoolRollout),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolOutcome {
+    pub pool: String,
+    /// The HelmRelease's object name.
+    pub release: String,
+    pub outcome: Outcome,
+}
+
+impl std::fmt::Display for PoolOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.outcome {
+            Outcome::Planned => {
+                write!(f, "pool {:?}: HelmRelease {} will be applied", self.pool, self.release)
+            }
+            Outcome::Unchanged => {
+                write!(f, "pool {:?}: HelmRelease {} is up to date", self.pool, self.release)
+            }
+            Outcome::Failed { field, message } => write!(f, "pool {:?}: {field}: {message}", self.pool),
+            Outcome::Held => write!(f, "pool {:?}: waiting for the chart", self.pool),
+            Outcome::Suspended => {
+                write!(f, "pool {:?}: left as it is: the application is suspended", self.pool)
+            }
+            Outcome::Deferred(state) => {
+                write!(f, "pool {:?}: left as it is by the rollout ({})", self.pool, state.as_str())
+            }
+            Outcome::HelmReleaseTaken { .. } => {
+                write!(f, "pool {:?}: {}", self.pool, helm_release_taken_message(&self.outcome))
+            }
+            Outcome::Conflict { name } => write!(
+                f,
+                "pool {:?}: HelmRelease {name} already exists and is not owned by this application; \
+                 delete or rename it",
+                self.pool
+            ),
+        }
+    }
+}
+
+/// The plan for one reconcile.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub apply: Vec<DesiredRelease>,
+    /// Names of owned releases that already match.
+    pub unchanged: Vec<String>,
+    /// Names of owned releases whose pool is no longer selected.
+    pub prune: Vec<String>,
+    /// One per selected pool, sorted by pool name.
+    pub pools: Vec<PoolOutcome>,
+    /// Pools named in the spec that do not exist.
+    pub missing_pools: Vec<String>,
+    /// Why nothing was planned at all, when something stopped it.
+    pub blocked: Option<String>,
+    pub status: NodePoolApplicationStatus,
+    /// What `status` was rolled up from, to roll it up again after the
+    /// writes ([`Plan::status_after_writes`]).
+    pub rollup: Rollup,
+    /// `spec.suspend`: the status says so.
+    pub suspended: bool,
+    /// When to look again though nothing changes but the clock: a pool's
+    /// soak ends or its progress deadline passes.
+    pub requeue_after: Option<Duration>,
+    /// Releases to suspend with the application (`spec.suspend: true`):
+    /// the only write a suspended application makes.
+    pub suspend: Vec<String>,
+    /// Releases suspended with the application, which is resumed: their
+    /// suspension is taken back before anything else is written.
+    pub resume: Vec<String>,
+    /// Releases to make inert, with why: each would drive a Helm release
+    /// another application's HelmRelease drives (see
+    /// [`crate::api::naming::ANNOTATION_INERT`]).
+    pub inert: Vec<(String, String)>,
+}
+
+impl Plan {
+    /// A plan that writes nothing yet, with the pools named in the spec
+    /// that do not exist.
+    pub(super) fn new(missing_pools: Vec<String>) -> Self {
+        Self {
+            apply: Vec::new(),
+            unchanged: Vec::new(),
+            prune: Vec::new(),
+            pools: Vec::new(),
+            missing_pools,
+            blocked: None,
+            status: NodePoolApplicationStatus::default(),
+            rollup: Rollup::default(),
+            suspended: false,
+            requeue_after: None,
+            suspend: Vec::new(),
+            resume: Vec::new(),
+            inert: Vec::new(),
+        }
+    }
+
+    /// The status once the writes are done: `refused` are the pools whose
+    /// write the API server refused. Their state reaches the conditions
+    /// and the counts, so a refusal no retry mends reads Stalled to
+    /// kstatus rather than InProgress.
+    pub fn status_after_writes(&self, refused: &[WriteRefused]) -> NodePoolApplicationStatus {
+        if refused.is_empty() {
+            return self.status.clone();
+        }
+        let mut rollup = self.rollup.clone();
+        for r in refused {
+            rollup.write_failed(&r.pool, &r.reason, &r.message, !r.retriable);
+        }
+        let mut status = stated(&rollup, self.suspended);
+        status.last_handled_reconcile_at = self.status.last_handled_reconcile_at.clone();
+        status.last_handled_force_at = self.status.last_handled_force_at.clone();
+        status.last_handled_reset_at = self.status.last_handled_reset_at.clone();
+        status
+    }
+
+    /// The writes, taken out of the plan to be carried out: the rest (the
+    /// pools' outcomes, the status) stays for the report.
+    pub fn take_writes(&mut self) -> Writes {
+        Writes {
+            resume: std::mem::take(&mut self.resume),
+            suspend: std::mem::take(&mut self.suspend),
+            inert: std::mem::take(&mut self.inert),
+            apply: std::mem::take(&mut self.apply),
+            prune: std::mem::take(&mut self.prune),
+        }
+    }
+
+    /// Whether any pool failed, conflicted, or the plan was blocked.
+    pub fn has_errors(&self) -> bool {
+        self.blocked.is_some()
+            || self.pools.iter().any(|p| {
+                matches!(
+                    p.outcome,
+                    Outcome::Failed { .. } | Outcome::Conflict { .. } | Outcome::HelmReleaseTaken { .. }
+                )
+            })
+    }
+}
+
+/// What carrying a plan out writes, in the order it goes: suspensions
+/// taken back or made, releases made inert, releases written, releases
+/// pruned (see [`crate::reconcile::apply::carry_out`]).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Writes {
+    pub resume: Vec<String>,
+    pub suspend: Vec<String>,
+    pub inert: Vec<(String, String)>,
+    pub apply: Vec<DesiredRelease>,
+    pub prune: Vec<String>,
+}
+
+/// A pool whose release the API server refused to write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteRefused {
+    pub pool: String,
+    pub reason: String,
+    pub message: String,
+    /// Whether a retry may succeed (a conflict, a timeout, the server
+    /// busy), rather than needing a person (invalid, forbidden, over quota).
+    pub retriable: bool,
+}
+
+/// The status rolled up, suspension said where kstatus looks.
+pub(super) fn stated(rollup: &Rollup, suspended: bool) -> NodePoolApplicationStatus {
+    let mut status = rollup.status();
+    if suspended {
+        report_suspended(&mut status);
+    }
+    status
+}
+
+/// A suspended application says so where `kubectl get npa` and kstatus
+/// look: Ready's reason and message; nothing is in progress.
+fn report_suspended(status: &mut NodePoolApplicationStatus) {
+    status.conditions.retain(|c| c.type_ != conditions::RECONCILING);
+    if let Some(ready) = status.conditions.iter_mut().find(|c| c.type_ == conditions::READY) {
+        ready.reason = conditions::reason::SUSPENDED.to_string();
+        ready.message = format!(
+            "suspended (spec.suspend): no release is written, created or pruned, and every release is \
+             suspended; {}",
+            ready.message
+        );
+    }
+}

@@ -1,0 +1,94 @@
+//! Each pool's outcome, decided once: the rollout says which changes go
+//! out now, then the chart's hold and the application's suspension have
+//! their say, and only the changes that are written become writes.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::pools::{self, Pool};
+use crate::reconcile::rollout::{self, PoolRollout};
+
+use super::build::{Candidate, Kind};
+use super::{ObservedRelease, Outcome, PlanInput};
+
+/// The rollout's decision over the candidates whose release is built:
+/// which of the changes go out now, and where each pool stands.
+pub(super) fn decide(
+    input: &PlanInput,
+    owned: &BTreeMap<&str, &ObservedRelease>,
+    settings: &rollout::Settings,
+    selected: &[&Pool],
+    candidates: &[Candidate],
+) -> rollout::Decision {
+    let steps = input.app.spec.rollout.as_ref().map(|r| r.steps.as_slice()).unwrap_or_default();
+    // A step's selector was checked with the others: an error matches nothing.
+    let step_of = |pool: &Pool| {
+        steps
+            .iter()
+            .position(|s| pools::contains(&s.pools, pool).unwrap_or(false))
+            .unwrap_or(steps.len())
+    };
+    let by_name: BTreeMap<&str, &Pool> = selected.iter().map(|p| (p.name.as_str(), *p)).collect();
+    let waves: BTreeSet<usize> = selected.iter().map(|p| step_of(p)).collect();
+    let wave_of = |pool: &Pool| waves.iter().position(|w| *w == step_of(pool)).unwrap_or_default();
+    let written_at = |o: &ObservedRelease| {
+        o.written_at.as_deref().and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+    };
+    let inputs: Vec<rollout::PoolInput> = candidates
+        .iter()
+        .filter_map(|c| {
+            let pool = by_name.get(c.pool.as_str())?;
+            let observed = owned.get(c.release.as_str());
+            let nodes = input.nodes.and_then(|n| n.get(&c.pool)).copied();
+            let release = match (observed, &c.kind) {
+                (_, Kind::Refused(_)) => return None,
+                (None, _) => rollout::Release::Missing,
+                (Some(o), Kind::Differs(change)) if !change.restores() => rollout::Release::Behind(&o.status),
+                // Resumed now: its clock starts again with this write.
+                (Some(o), Kind::Differs(change)) if change.resumed() => rollout::Release::Current {
+                    status: &o.status,
+                    written: Some(input.now.0),
+                },
+                // Suspended, Flux does not act on it: no deadline runs.
+                (Some(o), _) if o.suspended_with_app => rollout::Release::Current {
+                    status: &o.status,
+                    written: None,
+                },
+                (Some(o), _) => rollout::Release::Current {
+                    status: &o.status,
+                    written: written_at(o),
+                },
+            };
+            Some(rollout::PoolInput {
+                pool: &c.pool,
+                wave: wave_of(pool),
+                offline: nodes.is_some_and(|n| n.offline()),
+                offline_since: nodes.and_then(|n| n.changed),
+                release,
+            })
+        })
+        .collect();
+    rollout::decide(settings, &inputs, waves.len(), input.now.0)
+}
+
+/// What becomes of one candidate. A change the rollout holds back is
+/// deferred (a change that puts back the release's own revision goes
+/// whatever the rollout, which only moves pools between revisions); a
+/// change the chart holds waits for it; and a suspended application
+/// writes nothing, but a change already waiting for the chart says so.
+pub(super) fn outcome(kind: &Kind, rollout: Option<PoolRollout>, held: bool, suspended: bool) -> Outcome {
+    let change = match kind {
+        Kind::Refused(outcome) => return outcome.clone(),
+        Kind::Unchanged => return Outcome::Unchanged,
+        Kind::Differs(change) => change,
+    };
+    let deferred = match rollout {
+        Some(state) if state != PoolRollout::Write && !change.restores() => Some(state),
+        _ => None,
+    };
+    match deferred {
+        None if held => Outcome::Held,
+        _ if suspended => Outcome::Suspended,
+        Some(state) => Outcome::Deferred(state),
+        None => Outcome::Planned,
+    }
+}
