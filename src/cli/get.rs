@@ -1,9 +1,9 @@
 //! `nodepool-fanout get`: one line per pool of each application, as `flux
 //! get` prints one per Flux object: the pool, its Ready nodes, its
 //! HelmRelease, the state Flux reports of it, the chart version and Helm
-//! revision it runs, and Flux's message. Read from the cluster: the
-//! application's status lists at most 40 pools, the HelmReleases and
-//! Nodes hold the rest.
+//! revision it runs, and Flux's message. Each line is a pool of the
+//! application's fleet report ([`crate::reconcile::fleet`]), as the
+//! controller's status and Events read it, built from the cluster.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -15,9 +15,10 @@ use serde_json::Value;
 
 use crate::api::{naming, NodePoolApplication};
 use crate::pools::nodes::{self, Membership, NodeCount};
+use crate::reconcile::fleet::{self, FleetReport, PoolReport};
 use crate::reconcile::observe::helmrelease_resource;
 use crate::reconcile::plan::{self, ObservedRelease};
-use crate::reconcile::release_state::{classify, ReleaseState, ReleaseStatus};
+use crate::reconcile::release_state::{ReleaseState, ReleaseStatus};
 
 /// `get`'s flags.
 #[derive(Debug, clap::Args)]
@@ -73,77 +74,133 @@ impl PoolRow {
     }
 }
 
-/// The rows of one application from its HelmReleases (those carrying its
-/// label) and the cluster's Nodes; pools the status lists without a
-/// release (a config that fails, a rollout not yet there) come last.
+/// The rows of one application: its fleet report ([`observed_report`]),
+/// a row per pool, with the Helm revision and suspension read from each
+/// pool's HelmRelease.
 pub fn rows(app: &NodePoolApplication, releases: &[Value], node_list: &[Node]) -> Vec<PoolRow> {
+    let helm: BTreeMap<&str, Helm> = releases
+        .iter()
+        .filter_map(|r| Some((r.pointer("/metadata/name")?.as_str()?, Helm::of(r))))
+        .collect();
+    rows_of(app, &observed_report(app, releases, node_list), &helm)
+}
+
+/// What `get` reads of a HelmRelease itself, beside its row of the report.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Helm {
+    /// The Helm release's revision (its history's latest).
+    pub revision: Option<i64>,
+    /// `spec.suspend`.
+    pub suspended: bool,
+}
+
+impl Helm {
+    fn of(release: &Value) -> Self {
+        Self {
+            revision: release.pointer("/status/history/0/version").and_then(Value::as_i64),
+            suspended: release.pointer("/spec/suspend") == Some(&Value::Bool(true)),
+        }
+    }
+}
+
+/// A row per pool of the report, sorted by pool. A pool with no
+/// HelmRelease (a config that fails, a rollout not yet there) reads
+/// `None`; a release suspended before helm-controller ever acted on it
+/// says so rather than `Unknown`, because it was told not to act.
+pub fn rows_of(app: &NodePoolApplication, report: &FleetReport, helm: &BTreeMap<&str, Helm>) -> Vec<PoolRow> {
     let namespace = app.namespace().unwrap_or_default();
     let name = app.name_any();
+    let mut rows: Vec<PoolRow> = report
+        .pools
+        .iter()
+        .map(|p| {
+            let release = helm.get(p.helm_release.as_str()).copied();
+            let Helm { revision, suspended } = release.unwrap_or_default();
+            let mut status = p.status.clone();
+            let never_acted = suspended && status.state == ReleaseState::Unknown;
+            if never_acted {
+                status.reason = "Suspended".to_string();
+                status.message = "suspended (spec.suspend): helm-controller does not act on it".to_string();
+            }
+            let state = match (release, never_acted) {
+                (None, _) => "None",
+                (Some(_), true) => "Suspended",
+                (Some(_), false) => status.state.as_str(),
+            };
+            PoolRow {
+                namespace: namespace.clone(),
+                application: name.clone(),
+                pool: p.pool.clone(),
+                nodes: p.nodes.map(node_text).unwrap_or_else(|| "-".to_string()),
+                release: release.map(|_| p.helm_release.clone()).unwrap_or_default(),
+                state: state.to_string(),
+                reason: status.reason,
+                chart_version: status.chart_version.unwrap_or_default(),
+                revision,
+                message: status.message,
+                suspended,
+            }
+        })
+        .collect();
+    rows.sort_by(|a, b| a.pool.cmp(&b.pool));
+    rows
+}
+
+/// How the application's fleet stands, read from the cluster rather than
+/// planned: each of its HelmReleases (those carrying its label) as the
+/// controller's report reads a release it leaves as it is (pools that
+/// reach into a sibling's instance failing, pools with no Ready node
+/// offline), and each pool the application's status lists without a
+/// release, in the status's words. The application's status lists at
+/// most 40 pools; the HelmReleases and Nodes hold the rest.
+pub fn observed_report(app: &NodePoolApplication, releases: &[Value], node_list: &[Node]) -> FleetReport {
     let membership = Membership::of(&app.spec.pools, app.spec.placement.node_label.as_deref());
     let counts = nodes::count(node_list, &membership);
     let nodes_of = |pool: &str| counts.get(pool).copied().unwrap_or_default();
-    // Pools that reach into a sibling's instance read as the application's
-    // status says: the object, the pool that holds it, what to change.
     let observed: Vec<ObservedRelease> = releases.iter().filter_map(ObservedRelease::from_value).collect();
     let isolation: BTreeMap<String, ReleaseStatus> =
         plan::isolation_failures(&observed).into_iter().map(|o| (o.name, o.status)).collect();
-    let mut rows: Vec<PoolRow> = Vec::new();
-    for release in releases {
-        let Some(pool) = release
-            .pointer("/metadata/annotations")
-            .and_then(|a| a.get(naming::ANNOTATION_POOL_NAME))
-            .and_then(Value::as_str)
-        else {
-            continue;
-        };
-        let release_name = release.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
-        let mut status = isolation.get(release_name).cloned().unwrap_or_else(|| classify(release));
-        let count = nodes_of(pool);
-        let suspended = release.pointer("/spec/suspend") == Some(&Value::Bool(true));
-        // Suspended before helm-controller ever acted on it: it says
-        // nothing, because it was told not to.
-        if suspended && status.state == ReleaseState::Unknown {
-            status.reason = "Suspended".to_string();
-            status.message = "suspended (spec.suspend): helm-controller does not act on it".to_string();
-        }
-        let state = match count.offline() {
-            true => ReleaseState::Offline.as_str(),
-            false if suspended && status.reason == "Suspended" => "Suspended",
-            false => status.state.as_str(),
-        };
-        rows.push(PoolRow {
-            namespace: namespace.clone(),
-            application: name.clone(),
-            pool: pool.to_string(),
-            nodes: node_text(count),
-            release: release_name.to_string(),
-            state: state.to_string(),
-            reason: status.reason,
-            chart_version: status.chart_version.unwrap_or_default(),
-            revision: release.pointer("/status/history/0/version").and_then(Value::as_i64),
-            message: status.message,
-            suspended,
-        });
-    }
-    let with_release: BTreeSet<String> = rows.iter().map(|r| r.pool.clone()).collect();
+    let mut pools: Vec<PoolReport> = observed
+        .into_iter()
+        .map(|o| {
+            let pool = o.pool.unwrap_or_default();
+            let count = nodes_of(&pool);
+            let status = isolation.get(&o.name).cloned().unwrap_or(o.status);
+            PoolReport {
+                status: match count.offline() {
+                    true => fleet::offline_status(status, count, true),
+                    false => status,
+                },
+                pool,
+                helm_release: o.name,
+                rollout: None,
+                nodes: Some(count),
+            }
+        })
+        .collect();
+    let with_release: BTreeSet<String> = pools.iter().map(|p| p.pool.clone()).collect();
     let listed = app.status.as_ref().map(|s| s.pools.as_slice()).unwrap_or_default();
     for p in listed.iter().filter(|p| !with_release.contains(&p.pool)) {
-        rows.push(PoolRow {
-            namespace: namespace.clone(),
-            application: name.clone(),
+        pools.push(PoolReport {
             pool: p.pool.clone(),
-            nodes: node_text(nodes_of(&p.pool)),
-            release: String::new(),
-            state: "None".to_string(),
-            reason: p.reason.clone(),
-            chart_version: String::new(),
-            revision: None,
-            message: p.message.clone(),
-            suspended: false,
+            helm_release: p.helm_release.clone(),
+            status: ReleaseStatus {
+                state: ReleaseState::Waiting,
+                reason: p.reason.clone(),
+                message: p.message.clone(),
+                chart_version: None,
+                observed_latest: false,
+                ready_since: None,
+            },
+            rollout: None,
+            nodes: Some(nodes_of(&p.pool)),
         });
     }
-    rows.sort_by(|a, b| a.pool.cmp(&b.pool));
-    rows
+    pools.sort_by(|a, b| a.pool.cmp(&b.pool));
+    FleetReport {
+        pools,
+        ..FleetReport::default()
+    }
 }
 
 fn node_text(count: NodeCount) -> String {

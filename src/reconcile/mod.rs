@@ -1,5 +1,8 @@
 //! One reconcile of one application: resolve the chart → observe → plan →
-//! apply, then the caller reports.
+//! apply → report.
+//!
+//! One reconcile reads top to bottom as these steps; the caller (the
+//! runtime's reconciler) publishes what the report says.
 //!
 //! - [`resolve`]: the chart version, its shared HelmChart made sure of,
 //!   and the chart read, or why writes wait on it.
@@ -9,22 +12,26 @@
 //! - [`plan`] decides, purely, what to write, what to prune and what to
 //!   report: each pool's release ([`release`]), whether a live release
 //!   drifted ([`drift`]), which pools the rollout lets through
-//!   ([`rollout`]), whether pools share an object ([`sharing`]), and the
-//!   rolled-up status ([`status`]).
+//!   ([`rollout`]), whether pools share an object ([`sharing`]), and how
+//!   the fleet stands ([`fleet`]).
 //! - [`apply`] carries the plan out ([`apply::carry_out`]) with
 //!   server-side apply, prunes or orphans ([`orphan`]) only what the
 //!   application owns ([`managed_fields`]), claims a Helm release
 //!   ([`claim`]) before a HelmRelease first drives it, and returns what
 //!   happened.
+//! - [`fleet`] says, once, how the fleet stands from the plan and what
+//!   apply did: the status, the Events, the metrics' counts and `get`'s
+//!   rows all read its report.
 //!
 //! Nothing under `plan`, `release`, `drift`, `rollout`, `sharing` or
-//! `status` touches the network: they take plain data and return plain
+//! `fleet` touches the network: they take plain data and return plain
 //! data.
 
 pub mod apply;
 pub mod changes;
 pub mod claim;
 pub mod drift;
+pub mod fleet;
 pub mod managed_fields;
 pub mod observe;
 pub mod orphan;
@@ -35,4 +42,3 @@ pub mod release_state;
 pub mod resolve;
 pub mod rollout;
 pub mod sharing;
-pub mod status;

@@ -18,12 +18,12 @@ use crate::chart::schema::Chart;
 use crate::chart::shared::{ChartKind, ChartRef};
 use crate::pools::nodes::NodeCount;
 use crate::pools::{self, Pool};
+use crate::reconcile::fleet::{self, FleetReport, Handled, PoolReport};
 use crate::reconcile::packed::PackedJson;
 use crate::reconcile::release::{AppInfo, FieldError};
 use crate::reconcile::release_state::{self, ReleaseState, ReleaseStatus};
 use crate::reconcile::rollout::{self, PoolRollout};
 use crate::reconcile::sharing;
-use crate::reconcile::status::{PoolReport, Rollup};
 
 /// Everything a plan is computed from.
 #[derive(Debug, Clone)]
@@ -77,14 +77,14 @@ mod outcome;
 mod report;
 mod schedule;
 
+pub use crate::reconcile::fleet::WriteRefused;
 use build::{app_info, Built, Candidate, Kind};
 use guards::{blocked, check_selectors, helm_release_taken_message, nothing_selected};
 pub use observed::{
     isolation_failures, HelmReleaseKey, ListedReleases, Manifest, ObservedRelease, OtherReleases,
     TakenRelease,
 };
-use outcome::stated;
-pub use outcome::{DesiredRelease, Outcome, Plan, PoolOutcome, WriteRefused, Writes};
+pub use outcome::{DesiredRelease, Outcome, Plan, PoolOutcome, Writes};
 use report::roll_up;
 
 /// Flux's request annotations the application carries, in a fixed order.
@@ -98,11 +98,7 @@ fn requests(app: &NodePoolApplication) -> Vec<(&str, &str)> {
 
 pub fn plan(input: &PlanInput) -> Plan {
     let mut plan = plan_releases(input);
-    // Handled whatever the plan made of it, as Flux records a request.
-    let annotation = |key| input.app.metadata.annotations.as_ref().and_then(|a| a.get(key)).cloned();
-    plan.status.last_handled_reconcile_at = annotation(naming::ANNOTATION_REQUESTED_AT);
-    plan.status.last_handled_force_at = annotation(naming::ANNOTATION_FORCE_AT);
-    plan.status.last_handled_reset_at = annotation(naming::ANNOTATION_RESET_AT);
+    plan.report.handled = Handled::of(input.app);
     // Whatever else stops the plan, the releases follow the application's
     // suspension (see `Outcome::Suspended`).
     let marked = |o: &&ObservedRelease| o.suspended_with_app;
@@ -190,9 +186,10 @@ fn plan_releases(input: &PlanInput) -> Plan {
         decision: &decision,
         status: decision.status(&revision(&app), &settings),
     };
-    plan.rollup = roll_up(input, &plan, &owned, blocker, Some(rollout));
-    plan.suspended = suspended;
-    plan.status = stated(&plan.rollup, suspended);
+    plan.report = FleetReport {
+        suspended,
+        ..roll_up(input, &plan, &owned, blocker, Some(rollout))
+    };
     plan
 }
 

@@ -8,13 +8,13 @@
 //! - pacing: retries ([`backoff`]), wakes ([`throttle`]), and the API
 //!   client, paced and counted ([`api_client`]);
 //! - what operators read: [`metrics`], the HTTP endpoints ([`server`]),
-//!   [`logs`], and the Events an application gets ([`events`]).
+//!   and [`logs`]; the Events an application gets are published from what
+//!   [`crate::reconcile::fleet`] says of it.
 
 pub mod api_client;
 pub mod backoff;
 mod context;
 pub mod controller;
-pub mod events;
 mod index;
 mod leader;
 pub mod logs;

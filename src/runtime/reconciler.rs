@@ -21,10 +21,10 @@ use crate::api::{DeletionPolicy, NodePoolApplication};
 use crate::chart::shared::ChartRef;
 use crate::pools::nodes::{self, Membership};
 use crate::reconcile::apply;
+use crate::reconcile::fleet::{events as transitions, FleetCounts, Transition};
 use crate::reconcile::observe::{self, helmrelease_resource, ObserveError};
 use crate::reconcile::plan::{self, Hold, ObservedRelease, Plan, PlanInput};
 use crate::reconcile::resolve::{self, SharedChart};
-use crate::runtime::events::{self as transitions, Transition};
 use crate::runtime::metrics::PoolCounts;
 
 use super::context::*;
@@ -176,17 +176,22 @@ async fn report(
     applied: &apply::Applied,
 ) -> Result<(), Error> {
     let (namespace, name) = (app.namespace().unwrap_or_default(), app.name_any());
-    let new_status = planned.status_after_writes(&applied.refused);
+    let fleet = planned.report.after_writes(&applied.refused);
+    let new_status = fleet.status();
     let old_status = app.status.clone().unwrap_or_default();
-    let mut happened: Vec<Transition> = applied.done.iter().map(Transition::of).collect();
-    happened.extend(transitions::between(&old_status, &new_status));
+    let FleetCounts {
+        selected,
+        ready,
+        offline,
+    } = fleet.counts();
+    let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
     ctx.metrics.set_pools(
         &namespace,
         &name,
         PoolCounts {
-            selected: i64::from(new_status.selected_pools),
-            ready: i64::from(new_status.ready_pools),
-            offline: i64::from(new_status.offline_pools),
+            selected: count(selected),
+            ready: count(ready),
+            offline: count(offline),
         },
     );
     let ready = new_status
@@ -199,7 +204,7 @@ async fn report(
     if !transitions::same_ignoring_timestamps(&old_status, &new_status) {
         apply::apply_status(apps, &name, &new_status).await?;
     }
-    publish(ctx, app, &transitions::condense(happened)).await;
+    publish(ctx, app, &fleet.events(&old_status, &applied.done)).await;
     Ok(())
 }
 

@@ -14,8 +14,9 @@ use tracing::warn;
 
 use crate::api::NodePoolApplication;
 use crate::reconcile::claim::{self, Claim, ClaimApis};
+use crate::reconcile::fleet::{Done, WriteRefused};
 use crate::reconcile::observe::CachedRelease;
-use crate::reconcile::plan::{DesiredRelease, ObservedRelease, WriteRefused, Writes};
+use crate::reconcile::plan::{DesiredRelease, ObservedRelease, Writes};
 
 use super::{
     delete_observed, orphan_release, set_inert, set_suspended, write_release, ApplyError, SharedCharts,
@@ -40,39 +41,6 @@ pub struct Target<'a> {
     pub charts: &'a SharedCharts,
     /// `deletionPolicy: Orphan`: releases leaving are orphaned, not deleted.
     pub orphan: bool,
-}
-
-/// One thing a plan's execution did, or failed to do, to one release.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Done {
-    /// Suspended with the application, or resumed with it.
-    Suspended {
-        release: String,
-        suspended: bool,
-    },
-    /// Written: created, or updated; `drift` names the first field a hand
-    /// edit had changed, when the write put it back.
-    Written {
-        pool: String,
-        release: String,
-        existed: bool,
-        drift: Option<String>,
-    },
-    /// The API server refused the write (see [`Applied::refused`]).
-    WriteFailed {
-        pool: String,
-        release: String,
-        reason: &'static str,
-        message: String,
-    },
-    Pruned {
-        pool: String,
-        release: String,
-    },
-    Orphaned {
-        pool: String,
-        release: String,
-    },
 }
 
 /// What carrying out a plan did.

@@ -19,7 +19,7 @@ mod release;
 
 pub use application::{apply_status, report_unreadable, set_finalizers, FINALIZER, ORPHAN_FINALIZER};
 pub use chart::{ensure_chart, prune_charts, SharedCharts};
-pub use execute::{carry_out, Applied, Done, Target};
+pub use execute::{carry_out, Applied, Target};
 pub use orphaning::{orphan_all, orphan_release};
 pub use release::{delete_observed, set_inert, set_suspended, write_release};
 

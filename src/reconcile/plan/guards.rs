@@ -37,8 +37,7 @@ pub(super) fn blocked(input: &PlanInput, reason: String, message: String) -> Pla
         blocked: Some(message.clone()),
         ..Plan::new(Vec::new())
     };
-    plan.rollup = roll_up(input, &plan, &BTreeMap::new(), Some((reason, message)), None);
-    plan.status = plan.rollup.status();
+    plan.report = roll_up(input, &plan, &BTreeMap::new(), Some((reason, message)), None);
     plan
 }
 
@@ -113,14 +112,13 @@ pub(super) fn nothing_selected(input: &PlanInput, app: &AppInfo) -> Plan {
         input.owned.len()
     );
     plan.blocked = Some(message.clone());
-    plan.rollup = roll_up(
+    plan.report = roll_up(
         input,
         &plan,
         &owned,
         Some((conditions::reason::NO_POOLS_SELECTED.to_string(), message)),
         None,
     );
-    plan.status = plan.rollup.status();
     plan
 }
 

@@ -5,10 +5,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::api::conditions;
 use crate::api::{naming, NodePoolApplicationStatus};
+use crate::reconcile::fleet::FleetReport;
 use crate::reconcile::rollout::PoolRollout;
-use crate::reconcile::status::Rollup;
 
 use super::guards::helm_release_taken_message;
 use super::{HelmReleaseKey, Manifest, TakenRelease};
@@ -141,12 +140,9 @@ pub struct Plan {
     pub missing_pools: Vec<String>,
     /// Why nothing was planned at all, when something stopped it.
     pub blocked: Option<String>,
-    pub status: NodePoolApplicationStatus,
-    /// What `status` was rolled up from, to roll it up again after the
-    /// writes ([`Plan::status_after_writes`]).
-    pub rollup: Rollup,
-    /// `spec.suspend`: the status says so.
-    pub suspended: bool,
+    /// How the fleet stands as planned; after the writes,
+    /// [`FleetReport::after_writes`] says how it stands.
+    pub report: FleetReport,
     /// When to look again though nothing changes but the clock: a pool's
     /// soak ends or its progress deadline passes.
     pub requeue_after: Option<Duration>,
@@ -173,9 +169,7 @@ impl Plan {
             pools: Vec::new(),
             missing_pools,
             blocked: None,
-            status: NodePoolApplicationStatus::default(),
-            rollup: Rollup::default(),
-            suspended: false,
+            report: FleetReport::default(),
             requeue_after: None,
             suspend: Vec::new(),
             resume: Vec::new(),
@@ -183,23 +177,10 @@ impl Plan {
         }
     }
 
-    /// The status once the writes are done: `refused` are the pools whose
-    /// write the API server refused. Their state reaches the conditions
-    /// and the counts, so a refusal no retry mends reads Stalled to
-    /// kstatus rather than InProgress.
-    pub fn status_after_writes(&self, refused: &[WriteRefused]) -> NodePoolApplicationStatus {
-        if refused.is_empty() {
-            return self.status.clone();
-        }
-        let mut rollup = self.rollup.clone();
-        for r in refused {
-            rollup.write_failed(&r.pool, &r.reason, &r.message, !r.retriable);
-        }
-        let mut status = stated(&rollup, self.suspended);
-        status.last_handled_reconcile_at = self.status.last_handled_reconcile_at.clone();
-        status.last_handled_force_at = self.status.last_handled_force_at.clone();
-        status.last_handled_reset_at = self.status.last_handled_reset_at.clone();
-        status
+    /// The status as planned, before any write is refused: what
+    /// [`FleetReport::status`] says of [`Plan::report`].
+    pub fn status(&self) -> NodePoolApplicationStatus {
+        self.report.status()
     }
 
     /// The writes, taken out of the plan to be carried out: the rest (the
@@ -236,38 +217,4 @@ pub struct Writes {
     pub inert: Vec<(String, String)>,
     pub apply: Vec<DesiredRelease>,
     pub prune: Vec<String>,
-}
-
-/// A pool whose release the API server refused to write.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WriteRefused {
-    pub pool: String,
-    pub reason: String,
-    pub message: String,
-    /// Whether a retry may succeed (a conflict, a timeout, the server
-    /// busy), rather than needing a person (invalid, forbidden, over quota).
-    pub retriable: bool,
-}
-
-/// The status rolled up, suspension said where kstatus looks.
-pub(super) fn stated(rollup: &Rollup, suspended: bool) -> NodePoolApplicationStatus {
-    let mut status = rollup.status();
-    if suspended {
-        report_suspended(&mut status);
-    }
-    status
-}
-
-/// A suspended application says so where `kubectl get npa` and kstatus
-/// look: Ready's reason and message; nothing is in progress.
-fn report_suspended(status: &mut NodePoolApplicationStatus) {
-    status.conditions.retain(|c| c.type_ != conditions::RECONCILING);
-    if let Some(ready) = status.conditions.iter_mut().find(|c| c.type_ == conditions::READY) {
-        ready.reason = conditions::reason::SUSPENDED.to_string();
-        ready.message = format!(
-            "suspended (spec.suspend): no release is written, created or pruned, and every release is \
-             suspended; {}",
-            ready.message
-        );
-    }
 }

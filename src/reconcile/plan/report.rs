@@ -12,7 +12,7 @@ pub(super) fn roll_up(
     owned: &BTreeMap<&str, &ObservedRelease>,
     blocker: Option<(String, String)>,
     rollout: Option<Scheduled>,
-) -> Rollup {
+) -> FleetReport {
     let decision = rollout.as_ref().map(|r| r.decision);
     let reports: Vec<PoolReport> = plan
         .pools
@@ -33,8 +33,11 @@ pub(super) fn roll_up(
             }
             let nodes = input.nodes.and_then(|n| n.get(&p.pool)).copied();
             if rollout == Some(PoolRollout::Offline) {
-                status =
-                    offline_status(status, nodes.unwrap_or_default(), owned.contains_key(p.release.as_str()));
+                status = fleet::offline_status(
+                    status,
+                    nodes.unwrap_or_default(),
+                    owned.contains_key(p.release.as_str()),
+                );
             }
             PoolReport {
                 pool: p.pool.clone(),
@@ -53,7 +56,7 @@ pub(super) fn roll_up(
         .as_ref()
         .filter(|h| h.transient && plan.pools.iter().any(|p| p.outcome == Outcome::Held))
         .map(|h| (h.reason.clone(), h.message.clone()));
-    Rollup {
+    FleetReport {
         pools: reports,
         missing: plan.missing_pools.clone(),
         blocker,
@@ -62,27 +65,8 @@ pub(super) fn roll_up(
         previous,
         now: input.now.clone(),
         rollout: rollout.map(|r| r.status),
+        ..FleetReport::default()
     }
-}
-
-/// An offline pool, skipped by the rollout: whatever Flux last said of its
-/// release (a timed-out upgrade, most likely) is no verdict on the chart.
-pub(super) fn offline_status(
-    mut status: ReleaseStatus,
-    nodes: NodeCount,
-    has_release: bool,
-) -> ReleaseStatus {
-    status.state = ReleaseState::Offline;
-    status.reason = conditions::pool_reason::POOL_OFFLINE.to_string();
-    let since = nodes.changed.map(|t| format!(" since {t}")).unwrap_or_default();
-    status.message = match has_release {
-        true => format!(
-            "no node of the pool is Ready ({nodes}){since}: its release is left as it is until one \
-             is, then brought to the current revision"
-        ),
-        false => format!("no node of the pool is Ready ({nodes}){since}: installed once one is"),
-    };
-    status
 }
 
 pub(super) fn pool_status(outcome: &PoolOutcome, observed: Option<&ObservedRelease>) -> ReleaseStatus {

@@ -30,8 +30,8 @@ fn current(a: &NodePoolApplication, pools: &[Pool], ids: &[(&str, &[&str])]) -> 
         .collect()
 }
 
-fn pool_status<'a>(plan: &'a Plan, pool: &str) -> &'a crate::api::PoolStatus {
-    plan.status.pools.iter().find(|p| p.pool == pool).unwrap()
+fn pool_status(plan: &Plan, pool: &str) -> crate::api::PoolStatus {
+    plan.status().pools.into_iter().find(|p| p.pool == pool).unwrap()
 }
 
 #[test]
@@ -59,7 +59,7 @@ fn pools_whose_releases_hold_one_object_fail_naming_it_and_each_other() {
     assert_eq!(pool_status(&plan, "p3").ready, ConditionStatus::True);
     let ready = condition(&plan, "Ready").unwrap();
     assert_eq!(ready.status, "False", "never Ready while pools share an object: {}", ready.message);
-    assert_eq!((plan.status.ready_pools, plan.status.selected_pools), (3, 5));
+    assert_eq!((plan.status().ready_pools, plan.status().selected_pools), (3, 5));
 }
 
 #[test]
@@ -90,7 +90,11 @@ fn an_inventory_flux_has_not_caught_up_with_is_not_judged() {
         release.status.state = ReleaseState::Progressing;
     }
     let plan = Scenario::of(&a).over(&fleet()).owning(owned).plan();
-    assert!(plan.status.pools.iter().all(|p| p.reason != "SharedObject"), "{:?}", plan.status.pools);
+    assert!(
+        plan.status().pools.iter().all(|p| p.reason != "SharedObject"),
+        "{:?}",
+        plan.status().pools
+    );
 }
 
 #[test]

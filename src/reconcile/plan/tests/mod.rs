@@ -157,11 +157,8 @@ fn desired(plan: &Plan, pool: &str) -> Value {
 }
 
 /// The application's condition of this type, if the plan sets one.
-fn condition<'a>(
-    plan: &'a Plan,
-    kind: &str,
-) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
-    plan.status.conditions.iter().find(|c| c.type_ == kind)
+fn condition(plan: &Plan, kind: &str) -> Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    plan.status().conditions.into_iter().find(|c| c.type_ == kind)
 }
 
 fn outcome<'a>(plan: &'a Plan, pool: &str) -> &'a Outcome {

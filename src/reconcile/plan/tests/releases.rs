@@ -9,7 +9,7 @@ fn selection_is_the_union_of_names_and_selector() {
     );
     let plan = Scenario::of(&a).over(&pools()).plan();
     assert_eq!(applied_pools(&plan), ["beijing", "hangzhou", "shanghai"]);
-    assert_eq!(plan.status.ready, "0/3");
+    assert_eq!(plan.status().ready, "0/3");
 }
 
 #[test]
@@ -209,7 +209,7 @@ fn one_bad_pool_does_not_stop_the_others() {
         .to_string()
         .starts_with("pool \"shanghai\": overrides[1].values.controller.image: unknown variable"));
     assert!(plan.prune.is_empty(), "a failed pool's release must stay");
-    let stalled = plan.status.conditions.iter().find(|c| c.type_ == "Stalled").unwrap();
+    let stalled = plan.status().conditions.iter().find(|c| c.type_ == "Stalled").unwrap().clone();
     assert_eq!(stalled.reason, "InvalidPoolConfig");
 }
 
@@ -267,7 +267,7 @@ fn foreign_name_is_a_conflict_never_applied_or_pruned() {
     assert_eq!(outcome(&plan, "hangzhou"), &Outcome::Conflict { name: taken.clone() });
     assert_eq!(applied_pools(&plan), ["shanghai"]);
     assert!(plan.prune.is_empty());
-    assert_eq!(plan.status.pools[0].reason, "NameConflict");
+    assert_eq!(plan.status().pools[0].reason, "NameConflict");
 }
 
 #[test]
@@ -280,7 +280,7 @@ fn deselected_pools_are_pruned() {
     ];
     let plan = Scenario::of(&app(json!({}))).over(&pools()).owning(owned).plan();
     assert_eq!(plan.prune, [gone, renamed]);
-    assert_eq!(plan.status.selected_pools, 2);
+    assert_eq!(plan.status().selected_pools, 2);
 }
 
 #[test]
@@ -292,10 +292,10 @@ fn matching_hashes_are_a_no_op() {
     assert!(second.apply.is_empty(), "{second:#?}");
     assert_eq!(second.unchanged.len(), 2);
     assert!(second.pools.iter().all(|p| p.outcome == Outcome::Unchanged));
-    assert_eq!(second.status.ready, "2/2");
-    let ready = second.status.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+    assert_eq!(second.status().ready, "2/2");
+    let ready = second.status().conditions.iter().find(|c| c.type_ == "Ready").unwrap().clone();
     assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("True", "Succeeded"));
-    assert_eq!(second.status.chart_version.as_deref(), Some("1.0.0"));
+    assert_eq!(second.status().chart_version.as_deref(), Some("1.0.0"));
 }
 
 pub(super) fn with_chart(a: &NodePoolApplication, owned: Vec<ObservedRelease>, chart: &Chart) -> Plan {
@@ -356,8 +356,8 @@ fn a_changed_hash_is_applied_again() {
         .owning(vec![ready_release(&name, "hangzhou", "stale")])
         .plan();
     assert_eq!(applied_pools(&plan), ["hangzhou", "shanghai"]);
-    assert_eq!(plan.status.pools[0].reason, "Progressing");
-    assert_eq!(plan.status.pools[0].message, "updating the HelmRelease");
+    assert_eq!(plan.status().pools[0].reason, "Progressing");
+    assert_eq!(plan.status().pools[0].message, "updating the HelmRelease");
 }
 
 #[test]

@@ -33,9 +33,9 @@ fn a_request_is_passed_on_to_every_release_and_recorded() {
         assert!(annotations.get(naming::ANNOTATION_RESET_AT).is_none(), "not requested: {annotations}");
         assert!(annotations.get("team").is_none(), "only Flux's requests are passed on: {annotations}");
     }
-    assert_eq!(planned.status.last_handled_reconcile_at.as_deref(), Some("t1"));
-    assert_eq!(planned.status.last_handled_force_at.as_deref(), Some("t1"));
-    assert_eq!(planned.status.last_handled_reset_at, None);
+    assert_eq!(planned.status().last_handled_reconcile_at.as_deref(), Some("t1"));
+    assert_eq!(planned.status().last_handled_force_at.as_deref(), Some("t1"));
+    assert_eq!(planned.status().last_handled_reset_at, None);
 }
 
 #[test]
@@ -87,7 +87,7 @@ fn a_request_starts_a_new_revision_of_the_rollout() {
     .over(&pools())
     .owning(written(&plain))
     .plan();
-    let revision = |p: &Plan| p.status.rollout.as_ref().map(|r| r.revision.clone());
+    let revision = |p: &Plan| p.status().rollout.as_ref().map(|r| r.revision.clone());
     assert_ne!(revision(&plain), revision(&asked), "a halted rollout can be asked to try again");
     assert_eq!(asked.apply.len(), 1, "and it goes as the rollout says, one pool at a time");
 }
@@ -102,5 +102,5 @@ fn a_blocked_application_still_records_the_request() {
     );
     let planned = Scenario::of(&a).over(&pools()).plan();
     assert!(planned.blocked.is_some(), "{planned:#?}");
-    assert_eq!(planned.status.last_handled_reconcile_at.as_deref(), Some("t9"));
+    assert_eq!(planned.status().last_handled_reconcile_at.as_deref(), Some("t9"));
 }

@@ -53,15 +53,15 @@ fn a_progressive_change_writes_one_pool_and_leaves_the_rest_as_they_are() {
     );
     assert_eq!(outcome(&plan, "p2"), &Outcome::Deferred(PoolRollout::Pending));
     assert!(plan.prune.is_empty());
-    let rollout = plan.status.rollout.as_ref().unwrap();
+    let rollout = plan.status().rollout.as_ref().unwrap().clone();
     assert_eq!(
         (rollout.phase, rollout.updated, rollout.done, rollout.total),
         (RolloutPhase::Progressing, 1, 0, 5)
     );
     assert_eq!(rollout.progress, "Progressing 0/5");
-    let p2 = plan.status.pools.iter().find(|p| p.pool == "p2").unwrap();
+    let p2 = plan.status().pools.iter().find(|p| p.pool == "p2").unwrap().clone();
     assert_eq!((p2.ready, p2.up_to_date, p2.rollout.as_str()), (ConditionStatus::True, false, "Pending"));
-    let p1 = plan.status.pools.iter().find(|p| p.pool == "p1").unwrap();
+    let p1 = plan.status().pools.iter().find(|p| p.pool == "p1").unwrap().clone();
     assert_eq!((p1.up_to_date, p1.rollout.as_str()), (true, "Updating"));
     let ready = condition(&plan, "Ready").unwrap();
     assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("False", "Progressing"));
@@ -75,11 +75,11 @@ fn a_pool_done_lets_the_next_start_and_all_done_is_ready() {
     let owned = releases_of(&a, &fleet(), &["p3", "p4", "p5"]);
     let plan = Scenario::of(&a).over(&fleet()).owning(owned).plan();
     assert_eq!(applied_pools(&plan), ["p3"]);
-    assert_eq!(plan.status.rollout.as_ref().unwrap().done, 2);
+    assert_eq!(plan.status().rollout.as_ref().unwrap().done, 2);
     let owned = releases_of(&a, &fleet(), &[]);
     let plan = Scenario::of(&a).over(&fleet()).owning(owned).plan();
     assert!(plan.apply.is_empty());
-    assert_eq!(plan.status.rollout.as_ref().unwrap().progress, "Complete 5/5");
+    assert_eq!(plan.status().rollout.as_ref().unwrap().progress, "Complete 5/5");
     let ready = condition(&plan, "Ready").unwrap();
     assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("True", "Succeeded"));
     assert!(condition(&plan, "Reconciling").is_none());
@@ -114,7 +114,7 @@ fn a_failed_pool_halts_the_rollout_naming_it_with_fluxs_message() {
     assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("False", "RolloutHalted"));
     assert!(ready.message.contains("70000"), "{}", ready.message);
     assert!(condition(&plan, "Reconciling").is_none());
-    assert_eq!(plan.status.rollout.as_ref().unwrap().progress, "Halted 0/5 (1 failed)");
+    assert_eq!(plan.status().rollout.as_ref().unwrap().progress, "Halted 0/5 (1 failed)");
 }
 
 #[test]
@@ -124,7 +124,7 @@ fn the_progress_deadline_fails_a_pool_in_the_status_too() {
     owned[0].status.state = ReleaseState::Progressing;
     owned[0].written_at = Some("2029-12-31T23:54:00Z".into());
     let plan = Scenario::of(&a).over(&fleet()).owning(owned).plan();
-    let p1 = plan.status.pools.iter().find(|p| p.pool == "p1").unwrap();
+    let p1 = plan.status().pools.iter().find(|p| p.pool == "p1").unwrap().clone();
     assert_eq!(
         (p1.ready, p1.reason.as_str(), p1.rollout.as_str()),
         (ConditionStatus::False, "ProgressDeadlineExceeded", "Failed")
@@ -146,11 +146,11 @@ fn steps_set_the_waves() {
     let owned = releases_of(&a, &fleet(), &["p1", "p2", "p3", "p4", "p5"]);
     let plan = Scenario::of(&a).over(&fleet()).owning(owned).plan();
     assert_eq!(applied_pools(&plan), ["p5"], "the canary first, alone in its wave");
-    assert_eq!(plan.status.rollout.as_ref().unwrap().wave.as_deref(), Some("1/2"));
+    assert_eq!(plan.status().rollout.as_ref().unwrap().wave.as_deref(), Some("1/2"));
     let owned = releases_of(&a, &fleet(), &["p1", "p2", "p3", "p4"]);
     let plan = Scenario::of(&a).over(&fleet()).owning(owned).plan();
     assert_eq!(applied_pools(&plan), ["p1", "p2"]);
-    assert_eq!(plan.status.rollout.as_ref().unwrap().wave.as_deref(), Some("2/2"));
+    assert_eq!(plan.status().rollout.as_ref().unwrap().wave.as_deref(), Some("2/2"));
 }
 
 #[test]
@@ -176,7 +176,7 @@ fn pausing_is_no_new_revision() {
     let running = progressive(json!({}));
     let paused = progressive(json!({ "paused": true }));
     let revision =
-        |a: &NodePoolApplication| Scenario::of(a).over(&fleet()).plan().status.rollout.unwrap().revision;
+        |a: &NodePoolApplication| Scenario::of(a).over(&fleet()).plan().status().rollout.unwrap().revision;
     assert_eq!(revision(&running), revision(&paused));
     assert_ne!(revision(&running), revision(&app(json!({ "interval": "5m" }))));
     let owned = releases_of(&paused, &fleet(), &["p1", "p2"]);
@@ -213,18 +213,18 @@ fn an_offline_pool_is_left_alone_reported_apart_and_waited_for_by_nobody() {
     let plan = with_nodes(&a, &fleet(), owned, &nodes);
     assert_eq!(applied_pools(&plan), ["p2"], "p1 is offline: p2 goes instead");
     assert_eq!(outcome(&plan, "p1"), &Outcome::Deferred(PoolRollout::Offline));
-    let p1 = plan.status.pools.iter().find(|p| p.pool == "p1").unwrap();
+    let p1 = plan.status().pools.iter().find(|p| p.pool == "p1").unwrap().clone();
     assert_eq!((p1.offline, p1.nodes.as_deref(), p1.reason.as_str()), (true, Some("0/2"), "PoolOffline"));
     assert_eq!(p1.offline_since.as_deref(), Some("2029-12-31T23:00:00Z"));
     assert!(p1.message.contains("since 2029-12-31T23:00:00Z"), "{}", p1.message);
-    let p2 = plan.status.pools.iter().find(|p| p.pool == "p2").unwrap();
+    let p2 = plan.status().pools.iter().find(|p| p.pool == "p2").unwrap().clone();
     assert_eq!((p2.offline, p2.nodes.as_deref()), (false, Some("2/3")));
-    assert_eq!(plan.status.offline_pools, 1);
+    assert_eq!(plan.status().offline_pools, 1);
     // The rest done: Ready, the offline pool counted apart.
     let owned = releases_of(&a, &fleet(), &["p1"]);
     let plan = with_nodes(&a, &fleet(), owned, &nodes);
     assert!(plan.apply.is_empty());
-    assert_eq!(plan.status.ready, "4/5 (1 offline)");
+    assert_eq!(plan.status().ready, "4/5 (1 offline)");
     let ready = condition(&plan, "Ready").unwrap();
     assert_eq!(ready.status.as_str(), "True", "{}", ready.message);
     assert!(ready.message.contains("1 offline (p1)"), "{}", ready.message);
@@ -261,7 +261,7 @@ fn an_offline_pools_failed_upgrade_is_not_the_charts_failure() {
     let plan = with_nodes(&a, &fleet(), owned, &nodes);
     assert_eq!(applied_pools(&plan), ["p2"]);
     assert!(condition(&plan, "Stalled").is_none());
-    let p1 = plan.status.pools.iter().find(|p| p.pool == "p1").unwrap();
+    let p1 = plan.status().pools.iter().find(|p| p.pool == "p1").unwrap().clone();
     assert_eq!(p1.reason, "PoolOffline");
 }
 
@@ -271,7 +271,7 @@ fn all_at_once_still_writes_everything_and_reports_the_rollout() {
     let owned = releases_of(&a, &fleet(), &["p1", "p2", "p3", "p4", "p5"]);
     let plan = Scenario::of(&a).over(&fleet()).owning(owned).plan();
     assert_eq!(plan.apply.len(), 5);
-    assert_eq!(plan.status.rollout.as_ref().unwrap().progress, "Progressing 0/5");
+    assert_eq!(plan.status().rollout.as_ref().unwrap().progress, "Progressing 0/5");
 }
 
 #[test]
@@ -300,12 +300,12 @@ fn a_pool_the_change_took_offline_halts_the_rollout() {
         .collect();
     let plan = with_nodes(&a, &pools, owned.clone(), &nodes);
     assert!(plan.apply.is_empty(), "no further pool is written: {:?}", applied_pools(&plan));
-    let rollout = plan.status.rollout.as_ref().unwrap();
+    let rollout = plan.status().rollout.as_ref().unwrap().clone();
     assert_eq!(rollout.phase, RolloutPhase::Halted);
     let stalled = condition(&plan, "Stalled").unwrap();
     assert_eq!(stalled.reason, "RolloutHalted");
     assert!(stalled.message.contains("OfflineAfterUpdate"), "{}", stalled.message);
-    let p1 = plan.status.pools.iter().find(|p| p.pool == "p1").unwrap();
+    let p1 = plan.status().pools.iter().find(|p| p.pool == "p1").unwrap().clone();
     assert_eq!(p1.reason, "OfflineAfterUpdate");
     assert!(p1.offline);
 
@@ -321,21 +321,21 @@ fn a_pool_the_change_took_offline_halts_the_rollout() {
         .collect();
     let plan = with_nodes(&a, &pools, owned, &nodes);
     assert_eq!(applied_pools(&plan), ["p2"]);
-    assert_eq!(plan.status.rollout.as_ref().unwrap().phase, RolloutPhase::Progressing);
+    assert_eq!(plan.status().rollout.as_ref().unwrap().phase, RolloutPhase::Progressing);
 }
 
 #[test]
 fn a_refused_write_reaches_the_conditions_and_the_counts() {
     let a = app(json!({}));
     let plan = Scenario::of(&a).over(&pools()).plan();
-    assert_eq!(condition(&plan, "Reconciling").map(|c| c.status.as_str()), Some("True"));
+    assert_eq!(condition(&plan, "Reconciling").map(|c| c.status).as_deref(), Some("True"));
     let refused = |retriable| WriteRefused {
         pool: "shanghai".into(),
         reason: "ApplyFailed".into(),
         message: "cannot apply HelmRelease gw-shanghai: admission webhook denied it".into(),
         retriable,
     };
-    let status = plan.status_after_writes(&[refused(false)]);
+    let status = plan.report.after_writes(&[refused(false)]).status();
     let stalled = status.conditions.iter().find(|c| c.type_ == "Stalled").expect("a person must act");
     assert!(
         stalled.message.contains("shanghai") && stalled.message.contains("webhook"),
@@ -350,8 +350,8 @@ fn a_refused_write_reaches_the_conditions_and_the_counts() {
     let ready = status.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
     assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("False", "ApplyFailed"));
     // One a retry may mend: failing, and still in progress.
-    let status = plan.status_after_writes(&[refused(true)]);
+    let status = plan.report.after_writes(&[refused(true)]).status();
     assert_eq!(status.pool_counts.as_ref().unwrap().failed, 1);
     assert!(status.conditions.iter().all(|c| c.type_ != "Stalled"));
-    assert_eq!(plan.status_after_writes(&[]), plan.status, "nothing refused, nothing changes");
+    assert_eq!(plan.report.after_writes(&[]).status(), plan.status(), "nothing refused, nothing changes");
 }

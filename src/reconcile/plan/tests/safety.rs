@@ -11,7 +11,7 @@ fn invalid_selector_blocks_everything() {
     let plan = Scenario::of(&a).over(&pools()).owning(owned).plan();
     assert!(plan.apply.is_empty() && plan.prune.is_empty() && plan.pools.is_empty());
     assert!(plan.blocked.as_deref().unwrap().starts_with("pools: selector: operator \"Near\""));
-    let stalled = plan.status.conditions.iter().find(|c| c.type_ == "Stalled").unwrap();
+    let stalled = plan.status().conditions.iter().find(|c| c.type_ == "Stalled").unwrap().clone();
     assert_eq!(stalled.reason, "InvalidSelector");
 }
 
@@ -42,7 +42,7 @@ fn status_rolls_up_observed_states() {
     owned[1].status.state = ReleaseState::Failed;
     owned[1].status.reason = "InstallFailed".into();
     let plan = Scenario::of(&a).over(&pools()).owning(owned).plan();
-    let s = &plan.status;
+    let s = &plan.status();
     assert_eq!((s.selected_pools, s.ready_pools, s.ready.as_str()), (2, 1, "1/2"));
     assert_eq!(s.observed_generation, Some(3));
     assert_eq!(s.pools.len(), 2);
@@ -94,7 +94,7 @@ fn a_string_rendering_past_its_limit_fails_that_pool_naming_field_and_limit() {
     assert!(message.starts_with("renders to more than 256 KiB, the limit for one string"), "{message}");
     // The other pools go on.
     assert_eq!(applied_pools(&plan), ["hangzhou"]);
-    let reported = plan.status.pools.iter().find(|p| p.pool == "shanghai").unwrap();
+    let reported = plan.status().pools.iter().find(|p| p.pool == "shanghai").unwrap().clone();
     assert_eq!(reported.reason, "InvalidPoolConfig");
 }
 
@@ -237,13 +237,13 @@ fn a_helm_release_another_application_drives_is_refused_naming_it() {
     assert_eq!(helm_release, "edge/hangzhou");
     assert_eq!(by.application.as_deref(), Some("other"));
     assert_eq!(applied_pools(&plan), ["shanghai"], "the other pools go on");
-    let reported = plan.status.pools.iter().find(|p| p.pool == "hangzhou").unwrap();
+    let reported = plan.status().pools.iter().find(|p| p.pool == "hangzhou").unwrap().clone();
     assert_eq!(reported.reason, "ReleaseNameConflict");
     assert!(reported
         .message
         .contains("HelmRelease other-hangzhou-1234 of NodePoolApplication other"));
     assert!(plan.has_errors());
-    let stalled = plan.status.conditions.iter().find(|c| c.type_ == "Stalled").unwrap();
+    let stalled = plan.status().conditions.iter().find(|c| c.type_ == "Stalled").unwrap().clone();
     assert_eq!(stalled.status, "True");
 }
 
@@ -340,7 +340,7 @@ fn a_selection_matching_nothing_prunes_nothing_and_stalls() {
     let plan = Scenario::of(&a).over(&pools()).owning(owned).plan();
     assert!(plan.prune.is_empty(), "{:?}", plan.prune);
     assert!(plan.apply.is_empty());
-    let stalled = plan.status.conditions.iter().find(|c| c.type_ == "Stalled").unwrap();
+    let stalled = plan.status().conditions.iter().find(|c| c.type_ == "Stalled").unwrap().clone();
     assert_eq!(stalled.reason, "NoPoolsSelected");
     assert!(
         stalled.message.contains(r#"selector {"matchLabels":{"regoin":"east"}}"#),
@@ -349,9 +349,9 @@ fn a_selection_matching_nothing_prunes_nothing_and_stalls() {
     );
     assert!(stalled.message.contains("2 HelmRelease(s)"), "{}", stalled.message);
     // The releases left in place are still reported as they are.
-    let reported: Vec<&str> = plan.status.pools.iter().map(|p| p.pool.as_str()).collect();
+    let reported: Vec<String> = plan.status().pools.iter().map(|p| p.pool.clone()).collect();
     assert_eq!(reported, ["hangzhou", "shanghai"]);
-    assert_eq!(plan.status.ready, "2/2");
+    assert_eq!(plan.status().ready, "2/2");
     assert!(plan.has_errors());
 }
 
@@ -364,7 +364,7 @@ fn named_pools_that_all_vanished_prune_nothing_either() {
         .owning(vec![ready_release(&hz, "hangzhou", "h1")])
         .plan();
     assert!(plan.prune.is_empty());
-    let stalled = plan.status.conditions.iter().find(|c| c.type_ == "Stalled").unwrap();
+    let stalled = plan.status().conditions.iter().find(|c| c.type_ == "Stalled").unwrap().clone();
     assert!(stalled.message.contains("names [atlantis]"), "{}", stalled.message);
 }
 
@@ -374,9 +374,9 @@ fn a_selection_matching_nothing_with_nothing_to_protect_is_not_stalled() {
     let plan = Scenario::of(&a).over(&pools()).plan();
     assert!(plan.blocked.is_none());
     assert!(
-        plan.status.conditions.iter().all(|c| c.type_ != "Stalled"),
+        plan.status().conditions.iter().all(|c| c.type_ != "Stalled"),
         "{:?}",
-        plan.status.conditions
+        plan.status().conditions
     );
 }
 
@@ -399,7 +399,13 @@ fn pools_of_a_kind_the_cluster_does_not_serve_stall_and_prune_nothing() {
     let message = "spec.pools.kind is KubeEdge, but the cluster serves no NodeGroup API";
     let plan = Scenario::of(&a).owning(owned).unserved(message).plan();
     assert!(plan.apply.is_empty() && plan.prune.is_empty(), "{plan:?}");
-    let stalled = plan.status.conditions.iter().find(|c| c.type_ == "Stalled").expect("stalled");
+    let stalled = plan
+        .status()
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Stalled")
+        .expect("stalled")
+        .clone();
     assert_eq!((stalled.reason.as_str(), stalled.message.as_str()), ("PoolApiMissing", message));
 }
 
@@ -458,7 +464,7 @@ fn an_application_past_its_total_budget_is_refused_whole_and_prunes_nothing() {
         applied_pools(&plan),
         plan.prune
     );
-    let stalled = plan.status.conditions.iter().find(|c| c.type_ == "Stalled").unwrap();
+    let stalled = plan.status().conditions.iter().find(|c| c.type_ == "Stalled").unwrap().clone();
     assert_eq!(stalled.reason, "ApplicationTooLarge");
     assert!(stalled.message.contains("32 MiB"), "{}", stalled.message);
     assert!(stalled.message.contains("of its 200 pools"), "{}", stalled.message);

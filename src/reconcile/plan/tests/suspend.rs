@@ -33,10 +33,13 @@ fn a_suspended_application_writes_creates_and_prunes_nothing() {
     assert!(plan.resume.is_empty());
     assert!(plan.pools.iter().all(|p| p.outcome == Outcome::Suspended), "{:#?}", plan.pools);
     assert_eq!(plan.requeue_after, None, "no clock to wake a suspended application");
-    let ready = plan.status.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+    let ready = plan.status().conditions.iter().find(|c| c.type_ == "Ready").unwrap().clone();
     assert_eq!(ready.reason, "Suspended");
     assert!(ready.message.starts_with("suspended (spec.suspend)"), "{}", ready.message);
-    assert!(plan.status.conditions.iter().all(|c| c.type_ != "Reconciling"), "nothing is in progress");
+    assert!(
+        plan.status().conditions.iter().all(|c| c.type_ != "Reconciling"),
+        "nothing is in progress"
+    );
 }
 
 #[test]
@@ -133,7 +136,7 @@ fn resumed_without_a_change_every_release_is_restored_at_once_and_takes_no_turn(
     let plan = Scenario::of(&a).over(&fleet).owning(resumed_fleet(&a, false)).plan();
     assert_eq!(applied_pools(&plan), ["p1", "p2", "p3", "p4", "p5"], "nothing new to roll out");
     assert!(plan.apply.iter().all(|d| d.resumed));
-    let rollout = plan.status.rollout.as_ref().unwrap();
+    let rollout = plan.status().rollout.as_ref().unwrap().clone();
     assert_eq!(rollout.failed, 0, "their clock starts again: no deadline has passed");
 }
 
@@ -147,7 +150,7 @@ fn while_suspended_no_progress_deadline_runs() {
         r.written_at = Some("2029-01-01T00:00:00Z".into());
     }
     let plan = Scenario::of(&suspended_app).over(&super::rollout::fleet()).owning(owned).plan();
-    let rollout = plan.status.rollout.as_ref().unwrap();
+    let rollout = plan.status().rollout.as_ref().unwrap().clone();
     assert_eq!(rollout.failed, 0, "{rollout:?}");
     assert_ne!(rollout.phase, RolloutPhase::Halted);
 }

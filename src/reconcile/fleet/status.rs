@@ -1,4 +1,5 @@
-//! Rolling the pools up into the application's kstatus-compatible status.
+//! Rolling the pools up into the application's kstatus-compatible
+//! conditions, counts and bounded pool list.
 
 use std::collections::BTreeSet;
 
@@ -40,65 +41,6 @@ pub struct RollupInput<'a> {
     pub now: &'a Time,
     /// The rollout of the current revision, when planning got that far.
     pub rollout: Option<RolloutStatus>,
-}
-
-/// What a status is rolled up from, owned: kept by the plan so that the
-/// status can be rolled up again once its writes are done, with the pools
-/// whose write the API server refused.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Rollup {
-    pub pools: Vec<PoolReport>,
-    pub missing: Vec<String>,
-    pub blocker: Option<(String, String)>,
-    pub held: Option<(String, String)>,
-    pub generation: Option<i64>,
-    pub previous: Vec<Condition>,
-    pub now: Time,
-    pub rollout: Option<RolloutStatus>,
-}
-
-/// Empty, until the plan rolls its pools up.
-impl Default for Rollup {
-    fn default() -> Self {
-        Self {
-            pools: Vec::new(),
-            missing: Vec::new(),
-            blocker: None,
-            held: None,
-            generation: None,
-            previous: Vec::new(),
-            now: Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
-            rollout: None,
-        }
-    }
-}
-
-impl Rollup {
-    pub fn status(&self) -> NodePoolApplicationStatus {
-        rollup(&RollupInput {
-            pools: &self.pools,
-            missing: &self.missing,
-            blocker: self.blocker.clone(),
-            held: self.held.clone(),
-            generation: self.generation,
-            previous: &self.previous,
-            now: &self.now,
-            rollout: self.rollout.clone(),
-        })
-    }
-
-    /// The pool's write was refused: Stalled when no retry can succeed (a
-    /// person must act), Failed while retries may.
-    pub fn write_failed(&mut self, pool: &str, reason: &str, message: &str, permanent: bool) {
-        if let Some(p) = self.pools.iter_mut().find(|p| p.pool == pool) {
-            p.status.state = match permanent {
-                true => ReleaseState::Stalled,
-                false => ReleaseState::Failed,
-            };
-            p.status.reason = reason.to_string();
-            p.status.message = message.to_string();
-        }
-    }
 }
 
 /// The application's status. Reconciling and Stalled appear only while

@@ -4,8 +4,8 @@
 
 use std::collections::HashMap;
 
+use super::Done;
 use crate::api::{ConditionStatus, NodePoolApplicationStatus, PoolStatus, RolloutPhase, RolloutStatus};
-use crate::reconcile::apply::Done;
 
 /// The longest note the API server accepts in an Event (events.k8s.io/v1),
 /// in bytes; a longer one is refused and the Event is lost.

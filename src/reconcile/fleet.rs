@@ -1,0 +1,243 @@
+//! How one application's fleet stands, said once: each selected pool's
+//! row, the counts, the conditions and the bounded pool list, from the
+//! plan and what carrying it out did. The application's status
+//! ([`FleetReport::status`]), its Events ([`FleetReport::events`]), its
+//! metrics ([`FleetReport::counts`]) and `nodepool-fanout get` all read
+//! it here, so that they cannot disagree.
+//!
+//! - [`status`] rolls the pools up into conditions (kstatus), counts and
+//!   the bounded pool list;
+//! - [`events`] says which changes are worth an Event.
+//!
+//! Pure: nothing here touches the network.
+
+pub mod events;
+pub mod status;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+use crate::api::conditions;
+use crate::api::{naming, NodePoolApplication, NodePoolApplicationStatus, RolloutStatus};
+use crate::pools::nodes::NodeCount;
+use crate::reconcile::release_state::{ReleaseState, ReleaseStatus};
+
+pub use events::Transition;
+pub use status::{PoolReport, RollupInput};
+
+/// How one application's fleet stands: what its status, Events, metrics
+/// and `get` are computed from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FleetReport {
+    /// One per selected pool, sorted by pool name.
+    pub pools: Vec<PoolReport>,
+    /// Pools named in the spec that do not exist.
+    pub missing: Vec<String>,
+    /// A problem that stopped all planning, a person must act: (reason, message).
+    pub blocker: Option<(String, String)>,
+    /// What every write waits on, that is expected to pass without a
+    /// person (the chart's source not ready yet): (reason, message).
+    pub held: Option<(String, String)>,
+    pub generation: Option<i64>,
+    /// The conditions before, whose transition times are kept.
+    pub previous: Vec<Condition>,
+    pub now: Time,
+    /// The rollout of the current revision, when planning got that far.
+    pub rollout: Option<RolloutStatus>,
+    /// `spec.suspend`, with the plan carried through.
+    pub suspended: bool,
+    /// Flux's request annotations handled.
+    pub handled: Handled,
+}
+
+/// The Flux requests (`reconcile.fluxcd.io/requestedAt`, `forceAt`,
+/// `resetAt`) a reconcile handled, as Flux records them in the status.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Handled {
+    pub reconcile_at: Option<String>,
+    pub force_at: Option<String>,
+    pub reset_at: Option<String>,
+}
+
+impl Handled {
+    /// Whatever the plan made of them, as Flux records a request.
+    pub fn of(app: &NodePoolApplication) -> Self {
+        let annotation = |key| app.metadata.annotations.as_ref().and_then(|a| a.get(key)).cloned();
+        Self {
+            reconcile_at: annotation(naming::ANNOTATION_REQUESTED_AT),
+            force_at: annotation(naming::ANNOTATION_FORCE_AT),
+            reset_at: annotation(naming::ANNOTATION_RESET_AT),
+        }
+    }
+}
+
+/// The pools counted as the metrics publish them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FleetCounts {
+    pub selected: usize,
+    pub ready: usize,
+    pub offline: usize,
+}
+
+/// A pool whose release the API server refused to write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteRefused {
+    pub pool: String,
+    pub reason: String,
+    pub message: String,
+    /// Whether a retry may succeed (a conflict, a timeout, the server
+    /// busy), rather than needing a person (invalid, forbidden, over quota).
+    pub retriable: bool,
+}
+
+/// One thing carrying out a plan did, or failed to do, to one release.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Done {
+    /// Suspended with the application, or resumed with it.
+    Suspended {
+        release: String,
+        suspended: bool,
+    },
+    /// Written: created, or updated; `drift` names the first field a hand
+    /// edit had changed, when the write put it back.
+    Written {
+        pool: String,
+        release: String,
+        existed: bool,
+        drift: Option<String>,
+    },
+    /// The API server refused the write (see [`WriteRefused`]).
+    WriteFailed {
+        pool: String,
+        release: String,
+        reason: &'static str,
+        message: String,
+    },
+    Pruned {
+        pool: String,
+        release: String,
+    },
+    Orphaned {
+        pool: String,
+        release: String,
+    },
+}
+
+/// Empty, until a plan rolls its pools up.
+impl Default for FleetReport {
+    fn default() -> Self {
+        Self {
+            pools: Vec::new(),
+            missing: Vec::new(),
+            blocker: None,
+            held: None,
+            generation: None,
+            previous: Vec::new(),
+            now: Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+            rollout: None,
+            suspended: false,
+            handled: Handled::default(),
+        }
+    }
+}
+
+impl FleetReport {
+    /// The application's status: conditions, counts, the bounded pool
+    /// list, the rollout, suspension said where kstatus looks, and the
+    /// requests handled.
+    pub fn status(&self) -> NodePoolApplicationStatus {
+        let mut status = status::rollup(&RollupInput {
+            pools: &self.pools,
+            missing: &self.missing,
+            blocker: self.blocker.clone(),
+            held: self.held.clone(),
+            generation: self.generation,
+            previous: &self.previous,
+            now: &self.now,
+            rollout: self.rollout.clone(),
+        });
+        if self.suspended {
+            report_suspended(&mut status);
+        }
+        status.last_handled_reconcile_at = self.handled.reconcile_at.clone();
+        status.last_handled_force_at = self.handled.force_at.clone();
+        status.last_handled_reset_at = self.handled.reset_at.clone();
+        status
+    }
+
+    /// The report once the writes are done: `refused` are the pools whose
+    /// write the API server refused. Their state reaches the conditions
+    /// and the counts, so a refusal no retry mends reads Stalled to
+    /// kstatus rather than InProgress.
+    pub fn after_writes(&self, refused: &[WriteRefused]) -> Self {
+        let mut report = self.clone();
+        for r in refused {
+            report.write_failed(&r.pool, &r.reason, &r.message, !r.retriable);
+        }
+        report
+    }
+
+    /// The pool's write was refused: Stalled when no retry can succeed (a
+    /// person must act), Failed while retries may.
+    fn write_failed(&mut self, pool: &str, reason: &str, message: &str, permanent: bool) {
+        if let Some(p) = self.pools.iter_mut().find(|p| p.pool == pool) {
+            p.status.state = match permanent {
+                true => ReleaseState::Stalled,
+                false => ReleaseState::Failed,
+            };
+            p.status.reason = reason.to_string();
+            p.status.message = message.to_string();
+        }
+    }
+
+    /// The pools selected, Ready and offline, counted as the status counts them.
+    pub fn counts(&self) -> FleetCounts {
+        let with = |state| self.pools.iter().filter(|p| p.status.state == state).count();
+        FleetCounts {
+            selected: self.pools.len(),
+            ready: with(ReleaseState::Ready),
+            offline: with(ReleaseState::Offline),
+        }
+    }
+
+    /// The Events to publish, from the status `before` to this report and
+    /// what carrying out the plan did: each write, then each pool whose
+    /// state changed, with frequent reasons folded into one Event each.
+    pub fn events(&self, before: &NodePoolApplicationStatus, done: &[Done]) -> Vec<Transition> {
+        let mut happened: Vec<Transition> = done.iter().map(Transition::of).collect();
+        happened.extend(events::between(before, &self.status()));
+        events::condense(happened)
+    }
+}
+
+/// A suspended application says so where `kubectl get npa` and kstatus
+/// look: Ready's reason and message; nothing is in progress.
+fn report_suspended(status: &mut NodePoolApplicationStatus) {
+    status.conditions.retain(|c| c.type_ != conditions::RECONCILING);
+    if let Some(ready) = status.conditions.iter_mut().find(|c| c.type_ == conditions::READY) {
+        ready.reason = conditions::reason::SUSPENDED.to_string();
+        ready.message = format!(
+            "suspended (spec.suspend): no release is written, created or pruned, and every release is \
+             suspended; {}",
+            ready.message
+        );
+    }
+}
+
+/// An offline pool, skipped by the rollout: whatever Flux last said of its
+/// release (a timed-out upgrade, most likely) is no verdict on the chart.
+pub fn offline_status(mut status: ReleaseStatus, nodes: NodeCount, has_release: bool) -> ReleaseStatus {
+    status.state = ReleaseState::Offline;
+    status.reason = conditions::pool_reason::POOL_OFFLINE.to_string();
+    let since = nodes.changed.map(|t| format!(" since {t}")).unwrap_or_default();
+    status.message = match has_release {
+        true => format!(
+            "no node of the pool is Ready ({nodes}){since}: its release is left as it is until one \
+             is, then brought to the current revision"
+        ),
+        false => format!("no node of the pool is Ready ({nodes}){since}: installed once one is"),
+    };
+    status
+}
+
+#[cfg(test)]
+mod tests;
