@@ -24,7 +24,7 @@ use crate::reconcile::observe::CachedPool;
 /// What planning reads of one kind of watched object, by object name.
 pub trait Planned: Clone + PartialEq {
     /// The object as its watch cache holds it.
-    type Object: Resource<DynamicType = ()> + Clone + 'static;
+    type Object: Resource<DynamicType: Clone + Eq + std::hash::Hash> + Clone + 'static;
     fn read(object: &Self::Object) -> (String, Self);
 }
 
@@ -117,6 +117,8 @@ pub type NodeChanges = Changes<NodeView>;
 /// cache before the event is applied to it, so no second copy of every
 /// object is kept: at ten thousand pools that copy was megabytes.
 pub struct Changes<V: Planned> {
+    /// What the objects' cache keys say they are.
+    api: <V::Object as Resource>::DynamicType,
     writer: Writer<V::Object>,
     cache: Store<V::Object>,
     /// The objects seen since a re-list began, to find those deleted while
@@ -125,18 +127,28 @@ pub struct Changes<V: Planned> {
     relisting: Option<HashSet<String>>,
 }
 
-impl<V: Planned> Default for Changes<V> {
+impl<V: Planned> Default for Changes<V>
+where
+    <V::Object as Resource>::DynamicType: Default,
+{
     fn default() -> Self {
-        let writer = Writer::default();
+        Self::new(Default::default())
+    }
+}
+
+impl<V: Planned> Changes<V> {
+    /// The changes of objects of one API (`api`: what their cache keys say
+    /// they are).
+    pub fn new(api: <V::Object as Resource>::DynamicType) -> Self {
+        let writer = Writer::new(api.clone());
         Self {
+            api,
             cache: writer.as_reader(),
             writer,
             relisting: None,
         }
     }
-}
 
-impl<V: Planned> Changes<V> {
     /// The cache this tracker fills: what reconciles read.
     pub fn cache(&self) -> Store<V::Object> {
         self.cache.clone()
@@ -186,7 +198,9 @@ impl<V: Planned> Changes<V> {
     }
 
     fn before(&self, object: &V::Object) -> Option<V> {
-        self.cache.get(&ObjectRef::from_obj(object)).map(|cached| V::read(&cached).1)
+        self.cache
+            .get(&ObjectRef::from_obj_with(object, self.api.clone()))
+            .map(|cached| V::read(&cached).1)
     }
 
     fn change(&self, object: &V::Object, view: V) -> Option<Change<V>> {
@@ -207,6 +221,16 @@ mod tests {
     use serde_json::json;
 
     /// As the pool watch delivers it: a NodePool cut down as it enters.
+    fn nodepools() -> kube::api::ApiResource {
+        kube::api::ApiResource {
+            group: "apps.openyurt.io".into(),
+            version: "v1beta2".into(),
+            api_version: "apps.openyurt.io/v1beta2".into(),
+            kind: "NodePool".into(),
+            plural: "nodepools".into(),
+        }
+    }
+
     fn nodepool(name: &str, labels: serde_json::Value, ready_nodes: u32) -> CachedPool {
         CachedPool::from_object(
             &crate::pools::kind::OPENYURT,
@@ -232,7 +256,7 @@ mod tests {
 
     #[test]
     fn status_churn_is_no_change_and_a_label_is() {
-        let mut pools = PoolChanges::default();
+        let mut pools = PoolChanges::new(nodepools());
         assert_eq!(
             names(&pools.observe(watcher::Event::Apply(nodepool("hz", json!({ "r": "east" }), 1)))),
             ["hz"]
@@ -247,7 +271,7 @@ mod tests {
 
     #[test]
     fn a_deletion_is_a_change_even_unseen_before() {
-        let mut pools = PoolChanges::default();
+        let mut pools = PoolChanges::new(nodepools());
         let gone = pools.observe(watcher::Event::Delete(nodepool("hz", json!({ "r": "east" }), 1)));
         assert_eq!(
             gone,
@@ -260,7 +284,7 @@ mod tests {
 
     #[test]
     fn a_relist_reports_what_changed_and_what_vanished_meanwhile() {
-        let mut pools = PoolChanges::default();
+        let mut pools = PoolChanges::new(nodepools());
         for event in [
             watcher::Event::Init,
             watcher::Event::InitApply(nodepool("a", json!({}), 1)),
@@ -294,7 +318,7 @@ mod tests {
 
     #[test]
     fn a_change_concerns_the_applications_the_pool_enters_leaves_or_is_in() {
-        let mut pools = PoolChanges::default();
+        let mut pools = PoolChanges::new(nodepools());
         pools.observe(watcher::Event::Apply(nodepool("hz", json!({ "r": "east" }), 1)));
         let moved = pools
             .observe(watcher::Event::Apply(nodepool("hz", json!({ "r": "west" }), 1)))

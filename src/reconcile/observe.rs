@@ -89,7 +89,7 @@ pub struct Observed {
 #[derive(Clone)]
 pub struct Caches {
     /// By kind; a kind the cluster does not serve has none.
-    pub pools: BTreeMap<PoolKind, Store<CachedPool>>,
+    pub pools: BTreeMap<PoolKind, PoolCache>,
     /// Why each kind of pool object that has no cache has none, as the
     /// conditions of its applications say it.
     pub unserved: BTreeMap<PoolKind, String>,
@@ -105,7 +105,7 @@ impl Caches {
     pub async fn ready(&self) -> Result<(), ObserveError> {
         for (kind, pools) in &self.pools {
             let what = pools::kind::objects(*kind).map_or("pools", |o| o.kind());
-            pools.wait_until_ready().await.map_err(|_| ObserveError::CacheStopped(what))?;
+            pools.store.wait_until_ready().await.map_err(|_| ObserveError::CacheStopped(what))?;
         }
         self.nodes
             .wait_until_ready()
@@ -136,8 +136,30 @@ impl Caches {
                     .collect(),
             );
         }
-        let store = self.pools.get(&kind)?;
-        Some(store.state().into_iter().filter(|p| picks(&p.pool.name, &p.pool.labels)).collect())
+        let cache = self.pools.get(&kind)?;
+        Some(
+            cache
+                .store
+                .state()
+                .into_iter()
+                .filter(|p| picks(&p.pool.name, &p.pool.labels))
+                .collect(),
+        )
+    }
+}
+
+/// The watch cache of one kind of pool object, with the API the cluster
+/// serves it in: the cache's keys name it.
+#[derive(Clone)]
+pub struct PoolCache {
+    pub api: ApiResource,
+    pub store: Store<CachedPool>,
+}
+
+impl PoolCache {
+    /// The pool of that name, if the cache holds one.
+    pub fn get(&self, name: &str) -> Option<Arc<CachedPool>> {
+        self.store.get(&ObjectRef::new_with(name, self.api.clone()))
     }
 }
 
@@ -276,25 +298,28 @@ impl CachedPool {
     }
 }
 
-/// Only a cache key: the pools are read through the API the cluster serves
-/// for their kind (the controller asks which one at its start), and every kind has the
-/// metadata this
-/// keeps. One cache per kind.
+/// A pool is of the API the cluster serves for its kind (the controller
+/// asks which version at its start): the cache of each kind is made with
+/// that API ([`crate::reconcile::changes::Changes::new`]), and its keys
+/// say which it is.
 impl Resource for CachedPool {
-    type DynamicType = ();
+    type DynamicType = ApiResource;
     type Scope = k8s_openapi::ClusterResourceScope;
 
-    fn kind(_: &()) -> Cow<'_, str> {
-        "NodePool".into()
+    fn kind(api: &ApiResource) -> Cow<'_, str> {
+        api.kind.as_str().into()
     }
-    fn group(_: &()) -> Cow<'_, str> {
-        "apps.openyurt.io".into()
+    fn group(api: &ApiResource) -> Cow<'_, str> {
+        api.group.as_str().into()
     }
-    fn version(_: &()) -> Cow<'_, str> {
-        "v1beta2".into()
+    fn version(api: &ApiResource) -> Cow<'_, str> {
+        api.version.as_str().into()
     }
-    fn plural(_: &()) -> Cow<'_, str> {
-        "nodepools".into()
+    fn api_version(api: &ApiResource) -> Cow<'_, str> {
+        api.api_version.as_str().into()
+    }
+    fn plural(api: &ApiResource) -> Cow<'_, str> {
+        api.plural.as_str().into()
     }
     fn meta(&self) -> &ObjectMeta {
         &self.metadata

@@ -136,7 +136,7 @@ pub(super) fn nodes<S>(
     mut changes: NodeChanges,
     served: Store<AppMeta>,
     index: Arc<AppIndex>,
-    pools: std::collections::BTreeMap<PoolKind, Store<CachedPool>>,
+    pools: std::collections::BTreeMap<PoolKind, observe::PoolCache>,
 ) -> Wakes
 where
     S: Stream<Item = Result<watcher::Event<Node>, watcher::Error>> + Send + 'static,
@@ -161,10 +161,10 @@ where
 fn node_change_concerns(
     interest: &Interest,
     changed: &[Change<NodeView>],
-    pools: &std::collections::BTreeMap<PoolKind, Store<CachedPool>>,
+    pools: &std::collections::BTreeMap<PoolKind, observe::PoolCache>,
 ) -> bool {
     let pool = |name: &str| match pools.get(&interest.kind) {
-        Some(pools) => pools.get(&ObjectRef::new(name)).map(|p| p.pool.clone()),
+        Some(pools) => pools.get(name).map(|p| p.pool.clone()),
         // A node label's value: a pool as soon as one node carries it;
         // its labels are not known here, so a selector takes it as
         // matching.

@@ -262,7 +262,9 @@ impl Watches {
             pinned: charts(ocirepository_resource()),
             nodes: NodeChanges::default(),
             pools: pools
-                .map(|(kind, objects, resource)| (kind, objects, resource, PoolChanges::default()))
+                .map(|(kind, objects, resource)| {
+                    (kind, objects, resource.clone(), PoolChanges::new(resource))
+                })
                 .collect(),
         }
     }
@@ -271,7 +273,17 @@ impl Watches {
     /// pool not watched are not.
     pub(super) fn caches(&self, unserved: BTreeMap<PoolKind, String>) -> Caches {
         Caches {
-            pools: self.pools.iter().map(|(kind, _, _, changes)| (*kind, changes.cache())).collect(),
+            pools: self
+                .pools
+                .iter()
+                .map(|(kind, _, api, changes)| {
+                    let cache = observe::PoolCache {
+                        api: api.clone(),
+                        store: changes.cache(),
+                    };
+                    (*kind, cache)
+                })
+                .collect(),
             nodes: self.nodes.cache(),
             unserved,
             releases: self.release_store.clone(),

@@ -56,13 +56,52 @@ fn release(name: &str, namespace: &str, owner_uid: Option<&str>) -> DynamicObjec
 }
 
 fn store<K: Resource<DynamicType = ()> + Clone + 'static>(objects: Vec<K>) -> Store<K> {
-    let mut writer = Writer::default();
+    store_of(objects, ())
+}
+
+fn store_of<K>(objects: Vec<K>, api: K::DynamicType) -> Store<K>
+where
+    K: Resource<DynamicType: Clone + Eq + std::hash::Hash> + Clone + 'static,
+{
+    let mut writer = Writer::new(api);
     writer.apply_watcher_event(&watcher::Event::Init);
     for o in objects {
         writer.apply_watcher_event(&watcher::Event::InitApply(o));
     }
     writer.apply_watcher_event(&watcher::Event::InitDone);
     writer.as_reader()
+}
+
+/// OpenYurt's NodePools, cached as the controller caches them.
+fn nodepools(pools: Vec<CachedPool>) -> PoolCache {
+    let api = ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("apps.openyurt.io", "v1beta2", "NodePool"),
+        "nodepools",
+    );
+    PoolCache {
+        store: store_of(pools, api.clone()),
+        api,
+    }
+}
+
+#[test]
+fn a_pool_cache_is_keyed_by_the_api_it_was_read_from() {
+    let pool = CachedPool::from_object(
+        &OPENYURT,
+        object(json!({ "apiVersion": "apps.openyurt.io/v1beta2", "kind": "NodePool",
+                       "metadata": { "name": "hz" } })),
+    );
+    let cache = nodepools(vec![pool]);
+    assert_eq!(cache.get("hz").map(|p| p.pool.name.clone()).as_deref(), Some("hz"));
+    assert!(cache.get("sh").is_none());
+    let key = ObjectRef::from_obj_with(cache.get("hz").unwrap().as_ref(), cache.api.clone());
+    assert_eq!((key.dyntype.kind.as_str(), key.dyntype.group.as_str()), ("NodePool", "apps.openyurt.io"));
+    // A NodeGroup of the same name is another object, in another cache.
+    let groups = ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("apps.kubeedge.io", "v1alpha1", "NodeGroup"),
+        "nodegroups",
+    );
+    assert!(cache.store.get(&ObjectRef::new_with("hz", groups)).is_none());
 }
 
 #[test]
@@ -132,7 +171,7 @@ fn of_two_others_driving_one_helm_release_the_older_is_named() {
         CachedRelease::from_object(release)
     };
     let caches = Caches {
-        pools: BTreeMap::from([(PoolKind::OpenYurt, store(Vec::new()))]),
+        pools: BTreeMap::from([(PoolKind::OpenYurt, nodepools(Vec::new()))]),
         nodes: store(Vec::new()),
         unserved: BTreeMap::new(),
         releases: store(vec![
@@ -170,7 +209,7 @@ fn observes_from_the_caches_split_by_owner_and_namespace() {
     let caches = Caches {
         pools: BTreeMap::from([(
             PoolKind::OpenYurt,
-            store(vec![
+            nodepools(vec![
                 pool("hz", json!({})),
                 pool("sh", json!({ "tier": "edge" })),
                 pool("bj", json!({ "tier": "core" })),
