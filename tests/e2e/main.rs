@@ -18,6 +18,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod apply;
 mod bad_input;
 mod bucket;
 mod chart_ownership;
