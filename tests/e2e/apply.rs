@@ -115,6 +115,18 @@ async fn carry_out(
     apply::carry_out(&target, plan.take_writes(), owned).await
 }
 
+/// A HelmRelease someone else made, of a chart of theirs.
+fn theirs(env: &TestEnv, name: &str) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+        "metadata": { "name": name, "namespace": env.namespace },
+        "spec": { "interval": "5m", "suspend": true,
+                  "chart": { "spec": { "chart": "theirs",
+                      "sourceRef": { "kind": "HelmRepository", "name": "elsewhere" } } } }
+    }))
+    .unwrap()
+}
+
 fn written(applied: &Applied) -> Vec<(String, bool)> {
     let mut written: Vec<(String, bool)> = applied
         .done
@@ -203,14 +215,7 @@ async fn a_release_someone_else_made_under_our_name_is_left_as_it_is() {
     let app = application(&env).await;
     let mut planned = plan_over(&app, &pools(&["east"]), Vec::new());
     let name = planned.apply[0].name.clone();
-    let theirs: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
-        "metadata": { "name": name, "namespace": env.namespace },
-        "spec": { "interval": "5m", "suspend": true,
-                  "chart": { "spec": { "chart": "theirs",
-                      "sourceRef": { "kind": "HelmRepository", "name": "elsewhere" } } } }
-    }))
-    .unwrap();
+    let theirs = theirs(&env, &name);
     let api: Api<DynamicObject> =
         Api::namespaced_with(env.client.clone(), &env.namespace, &helmrelease_resource());
     api.create(&PostParams::default(), &theirs).await.expect("their release is made");
@@ -238,14 +243,7 @@ async fn a_prune_deletes_only_the_object_observe_saw() {
         Api::namespaced_with(env.client.clone(), &env.namespace, &helmrelease_resource());
     let east = owned.iter().find(|o| o.pool.as_deref() == Some("east")).unwrap().name.clone();
     api.delete(&east, &DeleteParams::default()).await.expect("east's release is deleted");
-    let replacement: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
-        "metadata": { "name": east, "namespace": env.namespace },
-        "spec": { "interval": "5m", "suspend": true,
-                  "chart": { "spec": { "chart": "theirs",
-                      "sourceRef": { "kind": "HelmRepository", "name": "elsewhere" } } } }
-    }))
-    .unwrap();
+    let replacement = theirs(&env, &east);
     crate::support::wait_for("east's release to go", std::time::Duration::from_secs(30), || async {
         match api.get_opt(&east).await {
             Ok(None) => Ok(()),
