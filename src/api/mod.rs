@@ -4,6 +4,7 @@
 //! so that users who know Flux can read and write this resource without a
 //! second vocabulary.
 
+mod chart;
 pub mod conditions;
 pub mod naming;
 
@@ -13,6 +14,7 @@ mod status;
 
 use kube::CustomResourceExt;
 
+pub use chart::*;
 pub use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 pub use spec::*;
 pub use status::*;

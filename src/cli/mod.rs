@@ -1,5 +1,5 @@
 //! The command line: print the CRD, preview the HelmReleases an application
-//! would get ([`render`]), show an application's pools ([`get`]) or what it
+//! would get ([`render`](mod@render)), show an application's pools ([`get`]) or what it
 //! made ([`tree`]) from the cluster, or run the controller
 //! ([`crate::runtime::controller`], its flags in [`crate::runtime::options`]);
 //! `render --check-isolation` also renders every pool through Helm

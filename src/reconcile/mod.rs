@@ -17,7 +17,7 @@
 //! - [`apply`] carries the plan out ([`apply::carry_out`]) with
 //!   server-side apply, prunes or orphans ([`orphan`]) only what the
 //!   application owns ([`managed_fields`]), claims a Helm release
-//!   ([`claim`]) before a HelmRelease first drives it, and returns what
+//!   ([`apply::claim`]) before a HelmRelease first drives it, and returns what
 //!   happened.
 //! - [`fleet`] says, once, how the fleet stands from the plan and what
 //!   apply did: the status, the Events, the metrics' counts and `get`'s
@@ -29,7 +29,6 @@
 
 pub mod apply;
 pub mod changes;
-pub mod claim;
 pub mod drift;
 pub mod fleet;
 pub mod managed_fields;

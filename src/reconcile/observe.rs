@@ -3,16 +3,12 @@
 //! application's namespace split into those this application owns and the
 //! names of all others.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::NamespaceResourceScope;
-use kube::api::{ApiResource, DynamicObject, ObjectMeta};
+use kube::api::ApiResource;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
-use serde::{Deserialize, Deserializer};
-use serde_json::Value;
 
 use crate::api::naming;
 use crate::api::{NodePoolApplication, PoolKind};
@@ -24,7 +20,9 @@ use crate::reconcile::packed::PackedJson;
 use crate::reconcile::plan::{HelmReleaseKey, ObservedRelease, OtherReleases, TakenRelease};
 use k8s_openapi::api::core::v1::Node;
 
+mod cached;
 pub mod shallow;
+pub use cached::{CachedPool, CachedRelease};
 pub use shallow::Shallow;
 
 #[derive(Debug, thiserror::Error)]
@@ -258,244 +256,6 @@ impl OtherReleases for Others {
             application: owner_of::<NodePoolApplication>(release.as_ref()).map(|app| app.name),
             created: release.created(),
         })
-    }
-}
-
-/// A pool object as the cache holds it: the [`Pool`] planning reads (name,
-/// labels, annotations and the labels of its nodes), which reconciles
-/// borrow rather than copy. The frameworks keep each pool's node list in
-/// its spec or status, which grows with the pool. Its own type rather than a cut-down `DynamicObject`, whose cache
-/// key would carry the API's five names for every pool.
-#[derive(Debug, Clone, Default)]
-pub struct CachedPool {
-    /// Name, resource version and deletion: the cache key.
-    pub metadata: ObjectMeta,
-    pub pool: Pool,
-}
-
-impl CachedPool {
-    pub fn from_object(kind: &PoolObjects, mut pool: DynamicObject) -> Self {
-        strip_last_applied(&mut pool.metadata);
-        let read = Pool::from_object(kind, &pool);
-        let metadata = ObjectMeta {
-            name: pool.metadata.name,
-            resource_version: pool.metadata.resource_version,
-            deletion_timestamp: pool.metadata.deletion_timestamp,
-            ..ObjectMeta::default()
-        };
-        Self { metadata, pool: read }
-    }
-
-    /// A pool with no object of its own (a node label's value).
-    pub fn from_pool(pool: Pool) -> Self {
-        Self {
-            metadata: ObjectMeta {
-                name: Some(pool.name.clone()),
-                ..ObjectMeta::default()
-            },
-            pool,
-        }
-    }
-}
-
-/// A pool is of the API the cluster serves for its kind (the controller
-/// asks which version at its start): the cache of each kind is made with
-/// that API ([`crate::reconcile::changes::Changes::new`]), and its keys
-/// say which it is.
-impl Resource for CachedPool {
-    type DynamicType = ApiResource;
-    type Scope = k8s_openapi::ClusterResourceScope;
-
-    fn kind(api: &ApiResource) -> Cow<'_, str> {
-        api.kind.as_str().into()
-    }
-    fn group(api: &ApiResource) -> Cow<'_, str> {
-        api.group.as_str().into()
-    }
-    fn version(api: &ApiResource) -> Cow<'_, str> {
-        api.version.as_str().into()
-    }
-    fn api_version(api: &ApiResource) -> Cow<'_, str> {
-        api.api_version.as_str().into()
-    }
-    fn plural(api: &ApiResource) -> Cow<'_, str> {
-        api.plural.as_str().into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
-
-/// A HelmRelease as the cache holds it: who it is, and what planning reads
-/// of it as packed JSON text (`metadata`, `spec`, and of the `status` only
-/// the conditions, generations and chart version). Packed text, because
-/// parsed JSON takes several times the room, and at ten thousand pools the
-/// cache would be most of the controller's memory; a reconcile parses one
-/// release at a time.
-#[derive(Debug, Clone)]
-pub struct CachedRelease {
-    /// Name, namespace, uid, resource version and the controller owner
-    /// reference: what the cache and the triggers need.
-    pub metadata: ObjectMeta,
-    pub planned: PackedJson,
-    /// Our fields on it are recorded as an `Update` (it was created by
-    /// POST): they are made ours by apply before the next apply (see
-    /// [`crate::reconcile::managed_fields`]).
-    pub owned_by_update: bool,
-    /// The Helm release it drives: read once here, since every
-    /// application in the namespace looks it up at each reconcile.
-    pub drives: Option<HelmReleaseKey>,
-}
-
-impl CachedRelease {
-    /// When it was created, as the API server writes it (RFC 3339).
-    fn created(&self) -> Option<String> {
-        let created = serde_json::to_value(self.metadata.creation_timestamp.as_ref()?).ok()?;
-        created.as_str().map(str::to_string)
-    }
-}
-
-impl CachedRelease {
-    pub fn from_object(mut release: DynamicObject) -> Self {
-        let owned_by_update =
-            release.metadata.managed_fields.iter().flatten().any(managed_fields::is_our_update);
-        release.metadata.managed_fields = None;
-        strip_last_applied(&mut release.metadata);
-        // No application owns it, so planning reads of it only which Helm
-        // release it drives (to never drive the same one), not its spec
-        // or status. A cluster may hold thousands of such releases.
-        let anyones = owner_of::<NodePoolApplication>(&release).is_some();
-        // An inert release (see `naming::ANNOTATION_INERT`) drives nothing:
-        // the application that holds its Helm release is not refused for it.
-        let inert = release.annotations().contains_key(naming::ANNOTATION_INERT);
-        if !anyones {
-            release.metadata.labels = None;
-            release.metadata.annotations = None;
-        }
-        if let Some(map) = release.data.as_object_mut() {
-            map.retain(|key, _| key == "spec" || (anyones && key == "status"));
-            // The one part of a release with no bound but the API server's.
-            if let Some(values) = map.get_mut("spec").and_then(|s| s.get_mut("values")) {
-                *values = drift::kept_values(values.take());
-            }
-            if let Some(spec) = map.get_mut("spec").and_then(Value::as_object_mut).filter(|_| !anyones) {
-                spec.retain(|key, _| {
-                    matches!(key.as_str(), "releaseName" | "targetNamespace" | "storageNamespace")
-                });
-            }
-            if let Some(status) = map.get_mut("status").and_then(Value::as_object_mut) {
-                let version = status.get("history").and_then(|h| h.pointer("/0/chartVersion")).cloned();
-                // What the release applied, by id alone: two pools holding
-                // one object is how sharing shows (`reconcile::sharing`).
-                let inventory: Vec<Value> = status
-                    .get("inventory")
-                    .and_then(|i| i.get("entries"))
-                    .and_then(Value::as_array)
-                    .map(|entries| entries.iter().filter_map(|e| e.get("id")).cloned().collect())
-                    .unwrap_or_default();
-                status.retain(|key, _| {
-                    matches!(key.as_str(), "conditions" | "observedGeneration" | "lastAttemptedRevision")
-                });
-                if let Some(version) = version {
-                    status.insert("history".into(), serde_json::json!([{ "chartVersion": version }]));
-                }
-                if !inventory.is_empty() {
-                    status.insert("inventory".into(), Value::Array(inventory));
-                }
-            }
-        }
-        let metadata = ObjectMeta {
-            name: release.metadata.name.clone(),
-            namespace: release.metadata.namespace.clone(),
-            uid: release.metadata.uid.clone(),
-            resource_version: release.metadata.resource_version.clone(),
-            creation_timestamp: release.metadata.creation_timestamp.clone(),
-            owner_references: release
-                .metadata
-                .owner_references
-                .as_ref()
-                .map(|refs| refs.iter().filter(|r| r.controller == Some(true)).cloned().collect()),
-            ..ObjectMeta::default()
-        };
-        // What planning reads of the metadata, and nothing that changes
-        // without it mattering (the resource version, Flux's finalizer).
-        let read = ObjectMeta {
-            name: release.metadata.name,
-            namespace: release.metadata.namespace,
-            uid: release.metadata.uid,
-            generation: release.metadata.generation,
-            creation_timestamp: release.metadata.creation_timestamp,
-            labels: release.metadata.labels,
-            annotations: release.metadata.annotations,
-            owner_references: release.metadata.owner_references,
-            ..ObjectMeta::default()
-        };
-        let mut view = release.data;
-        if let Value::Object(map) = &mut view {
-            map.insert("metadata".into(), serde_json::to_value(&read).unwrap_or(Value::Null));
-        }
-        Self {
-            metadata,
-            drives: naming::helm_release_of(&view).filter(|_| !inert),
-            planned: PackedJson::from_value(&view),
-            owned_by_update,
-        }
-    }
-}
-
-/// Read field by field ([`Shallow`]): a HelmRelease nested past what
-/// serde_json reads (anyone who may create one in a watched namespace can
-/// make one) loses the fields too deep to keep, with a warning, instead of
-/// failing every list of HelmReleases and so every application. Of a
-/// release this controller owns, what is left out is put back by the next
-/// apply, as any hand edit is.
-impl<'de> Deserialize<'de> for CachedRelease {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let read = Shallow::<DynamicObject>::deserialize(deserializer)?;
-        if !read.dropped.is_empty() {
-            tracing::warn!(
-                release = %read.object.metadata.name.as_deref().unwrap_or_default(),
-                namespace = %read.object.metadata.namespace.as_deref().unwrap_or_default(),
-                dropped = %read.dropped.join(", "),
-                "HelmRelease nests deeper than {} levels: these fields are left out of what the controller reads",
-                shallow::MAX_KEPT_DEPTH
-            );
-        }
-        Ok(Self::from_object(read.object))
-    }
-}
-
-impl Resource for CachedRelease {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        "HelmRelease".into()
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        "helm.toolkit.fluxcd.io".into()
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        "v2".into()
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        "helmreleases".into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
-
-/// kubectl's copy of the whole object, which nothing here reads.
-fn strip_last_applied(metadata: &mut ObjectMeta) {
-    if let Some(annotations) = &mut metadata.annotations {
-        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
     }
 }
 

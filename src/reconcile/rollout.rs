@@ -29,111 +29,14 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 
 use crate::api::conditions;
-use crate::api::{IntOrString, OfflinePools, Rollout, RolloutPhase, RolloutStatus, RolloutStrategy};
-use crate::reconcile::release::FieldError;
+use crate::api::{RolloutPhase, RolloutStatus};
 use crate::reconcile::release_state::{ReleaseState, ReleaseStatus};
 
-/// Flux's own default wait for a Helm action is 5 minutes; an update gets
-/// twice that to be done before it counts as failed.
-pub const DEFAULT_PROGRESS_DEADLINE: Duration = Duration::from_secs(600);
-
-/// The rollout settings with defaults applied and percentages resolved.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Settings {
-    pub progressive: bool,
-    pub max_unavailable: usize,
-    pub max_failures: usize,
-    pub min_ready: Duration,
-    pub progress_deadline: Duration,
-    pub paused: bool,
-    pub skip_offline: bool,
-    /// Progress deadlines count from no earlier than this: see
-    /// `PlanInput::clock_since`. The offline rule still reads each write's
-    /// own stamp, which only orders it against the pool's nodes.
-    pub clock_since: Option<Timestamp>,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Self {
-            progressive: false,
-            max_unavailable: 1,
-            max_failures: 0,
-            min_ready: Duration::ZERO,
-            progress_deadline: DEFAULT_PROGRESS_DEADLINE,
-            paused: false,
-            skip_offline: true,
-            clock_since: None,
-        }
-    }
-}
-
-impl Settings {
-    /// `spec.rollout` over `selected` pools; a percentage is of those.
-    pub fn new(spec: Option<&Rollout>, selected: usize) -> Result<Self, FieldError> {
-        let Some(spec) = spec else {
-            return Ok(Self::default());
-        };
-        let defaults = Self::default();
-        let max_unavailable = match &spec.max_unavailable {
-            None => defaults.max_unavailable,
-            Some(v) => amount("rollout.maxUnavailable", v, selected)?.max(1),
-        };
-        let max_failures = match &spec.max_failures {
-            None => defaults.max_failures,
-            Some(v) => amount("rollout.maxFailures", v, selected)?,
-        };
-        let progress_deadline = match &spec.progress_deadline {
-            None => defaults.progress_deadline,
-            Some(text) => parse_duration(text).ok_or_else(|| FieldError {
-                field: "rollout.progressDeadline".into(),
-                message: format!("{text:?} is not a duration such as 10m or 1h30m"),
-            })?,
-        };
-        let min_ready = u64::try_from(spec.min_ready_seconds.unwrap_or(0)).map_err(|_| FieldError {
-            field: "rollout.minReadySeconds".into(),
-            message: "must not be negative".into(),
-        })?;
-        Ok(Self {
-            progressive: spec.strategy == RolloutStrategy::Progressive,
-            max_unavailable,
-            max_failures,
-            min_ready: Duration::from_secs(min_ready),
-            progress_deadline,
-            paused: spec.paused.unwrap_or(false),
-            skip_offline: spec.offline_pools.unwrap_or_default() == OfflinePools::Skip,
-            clock_since: None,
-        })
-    }
-}
-
-/// A count, or a percentage of `of` rounded down.
-fn amount(field: &str, value: &IntOrString, of: usize) -> Result<usize, FieldError> {
-    let invalid = || FieldError {
-        field: field.to_string(),
-        message: format!("{value:?} is neither a whole number nor a percentage such as \"25%\""),
-    };
-    match value {
-        IntOrString::Int(n) => usize::try_from(*n).map_err(|_| invalid()),
-        IntOrString::String(text) => match text.strip_suffix('%') {
-            Some(percent) => {
-                let percent: usize = percent.parse().map_err(|_| invalid())?;
-                Ok(of * percent.min(100) / 100)
-            }
-            // "3" reads as 3, as a person means it.
-            None => text.parse().map_err(|_| invalid()),
-        },
-    }
-}
-
-/// A Go duration as Flux writes them (`10m`, `1h30m`, `1.5h`, `500ms`).
-pub fn parse_duration(text: &str) -> Option<Duration> {
-    let parsed: SignedDuration = text.parse().ok()?;
-    Duration::try_from(parsed).ok()
-}
+mod settings;
+pub use settings::{parse_duration, Settings, DEFAULT_PROGRESS_DEADLINE};
 
 /// A selected pool's release, measured against the current revision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,7 +1,9 @@
 //! Unit tests of `source`.
 
+use super::download::Verifier;
 use super::*;
 use serde_json::json;
+use sha2::{Digest, Sha256, Sha384, Sha512};
 
 #[test]
 fn index_versions_by_chart() {

@@ -13,7 +13,7 @@ use kube::{Api, ResourceExt};
 use tracing::warn;
 
 use crate::api::NodePoolApplication;
-use crate::reconcile::claim::{self, Claim, ClaimApis};
+use crate::reconcile::apply::claim::{self, Claim, ClaimApis};
 use crate::reconcile::fleet::{Done, WriteRefused};
 use crate::reconcile::observe::CachedRelease;
 use crate::reconcile::plan::{DesiredRelease, ObservedRelease, Writes};

@@ -6,6 +6,8 @@
 //!   as data so one pool's refusal never stops the others;
 //! - `release`: the writes of one HelmRelease;
 //! - `orphaning`: releases left in place under `deletionPolicy: Orphan`;
+//! - [`claim`]: the Lease that claims a Helm release before a HelmRelease
+//!   first drives it;
 //! - `chart`: the shared charts an application makes and prunes;
 //! - `application`: the application's own status and finalizers.
 //!
@@ -13,6 +15,7 @@
 
 mod application;
 mod chart;
+pub mod claim;
 mod execute;
 mod orphaning;
 mod release;

@@ -4,9 +4,10 @@ use std::collections::BTreeMap;
 
 use super::*;
 use crate::pools::kind::OPENYURT;
+use kube::api::DynamicObject;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher;
-use serde_json::json;
+use serde_json::{json, Value};
 
 fn object(value: Value) -> DynamicObject {
     serde_json::from_value(value).unwrap()

@@ -31,7 +31,7 @@ pub struct DesiredRelease {
     /// application, which is resumed: written again whole, as it was, not
     /// as a step of the rollout.
     pub resumed: bool,
-    /// The Helm release to claim before the write ([`crate::reconcile::claim`]):
+    /// The Helm release to claim before the write ([`crate::reconcile::apply::claim`]):
     /// set when the write makes the release drive a Helm release it did
     /// not drive (a new release, a new releaseName), or when the release
     /// was made inert because another application held it.
@@ -77,7 +77,7 @@ pub enum Outcome {
     /// drive is driven by an older HelmRelease this application does not
     /// own: two HelmReleases would overwrite each other's installs.
     HelmReleaseTaken { helm_release: String, by: TakenRelease },
-    /// Would be applied, but the chart is not usable yet (see [`Hold`]).
+    /// Would be applied, but the chart is not usable yet (see [`super::Hold`]).
     Held,
     /// Would be applied, but the application is suspended: nothing is
     /// written, created or pruned until it is resumed.

@@ -3,6 +3,7 @@
 mod properties;
 
 use super::*;
+use crate::api::Rollout;
 use std::collections::BTreeMap;
 
 fn ts(secs: i64) -> Timestamp {

@@ -16,8 +16,8 @@ use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostPa
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 
+use super::{ApplyError, FIELD_MANAGER};
 use crate::api::{naming, NodePoolApplication};
-use crate::reconcile::apply::{ApplyError, FIELD_MANAGER};
 use crate::reconcile::plan::HelmReleaseKey;
 
 /// How long a claim whose HelmRelease does not exist is kept: its holder
