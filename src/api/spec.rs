@@ -24,6 +24,16 @@ use super::status::NodePoolApplicationStatus;
     validation = Rule::new("has(self.chart) != has(self.chartRef)").message(
         "set exactly one of spec.chart (a chart in a HelmRepository, GitRepository or Bucket) and \
          spec.chartRef (an OCIRepository holding the chart), as in a HelmRelease"
+    ),
+    validation = Rule::new(
+        "!has(self.pools.kind) || self.pools.kind != 'ClusterProfile' || !has(self.placement) || \
+         (!has(self.placement.nodeLabel) && !has(self.placement.tolerations) && \
+          !has(self.placement.valuesPaths) && !has(self.placement.workloads))"
+    )
+    .message(
+        "placement pins a release's pods to its pool's nodes in this cluster; a site of kind \
+         ClusterProfile is a cluster of its own, where the release's pods may run on any node: remove \
+         spec.placement, or put node selectors in the values"
     )
 )]
 #[kube(
@@ -218,14 +228,18 @@ pub struct RolloutStep {
     validation = Rule::new("has(self.selector) || (has(self.names) && size(self.names) > 0)")
         .message("give pool names, a selector, or both"),
     validation = Rule::new("(has(self.kind) && self.kind == 'NodeLabel') == has(self.nodeLabel)")
-        .message("nodeLabel is set with kind NodeLabel, and only then: it names the node label whose values are the pools")
+        .message("nodeLabel is set with kind NodeLabel, and only then: it names the node label whose values are the pools"),
+    validation = Rule::new("!has(self.kubeConfig) || (has(self.kind) && self.kind == 'ClusterProfile')")
+        .message("kubeConfig is set with kind ClusterProfile, and only then: it names each site cluster's kubeconfig Secret")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct Pools {
     /// What a pool is: an OpenYurt NodePool (the default), a KubeEdge
-    /// NodeGroup, a SuperEdge NodeUnit, or each value of a node label
-    /// (`NodeLabel`, with `nodeLabel`). Fixed once set: the pools of another
-    /// kind are other pools, so create another application for them.
+    /// NodeGroup, a SuperEdge NodeUnit, each value of a node label
+    /// (`NodeLabel`, with `nodeLabel`), or a cluster of its own described
+    /// by a ClusterProfile in the application's namespace (`ClusterProfile`,
+    /// see `kubeConfig`). Fixed once set: the pools of another kind are
+    /// other pools, so create another application for them.
     #[serde(default)]
     #[x_kube(validation = Rule::new("self == oldSelf").message(
         "spec.pools.kind cannot change: the pools of another kind are other pools; create another \
@@ -243,6 +257,14 @@ pub struct Pools {
          a letter or digit, e.g. topology.kubernetes.io/zone"
     ))]
     pub node_label: Option<String>,
+
+    /// With kind `ClusterProfile`: the Secret in the application's
+    /// namespace holding each site cluster's kubeconfig, which its release
+    /// names in `spec.kubeConfig.secretRef` for helm-controller to install
+    /// with. This controller never reads it. By default
+    /// `{{pool.name}}-kubeconfig`, key `value` (Cluster API's convention).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kube_config: Option<KubeConfigTemplate>,
 
     /// Pools whose labels match: a pool object's metadata labels, or for
     /// kind `NodeLabel` the labels every node of the pool carries.
@@ -280,6 +302,37 @@ pub enum PoolKind {
     SuperEdge,
     /// Every value of the node label `spec.pools.nodeLabel`.
     NodeLabel,
+    /// A cluster of its own, described by a SIG-Multicluster ClusterProfile
+    /// (`clusterprofiles.multicluster.x-k8s.io`) in the application's
+    /// namespace; helm-controller installs into it with its kubeconfig.
+    ClusterProfile,
+}
+
+/// Where each site cluster's kubeconfig is, as a HelmRelease's
+/// `spec.kubeConfig`.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeConfigTemplate {
+    pub secret_ref: SecretKeyTemplate,
+}
+
+/// A Secret of the application's namespace, and the key holding the
+/// kubeconfig.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[x_kube(cel)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKeyTemplate {
+    /// The Secret's name; may use templates, e.g. `{{pool.name}}-kubeconfig`.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// The key holding the kubeconfig; by default Flux reads `value`, then
+    /// `value.yaml`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    #[x_kube(validation = Rule::new("self.matches('^[-._a-zA-Z0-9]+$')").message(
+        "must be a Secret key: letters, digits, '-', '_' and '.'"
+    ))]
+    pub key: Option<String>,
 }
 
 impl PoolKind {
@@ -290,6 +343,7 @@ impl PoolKind {
             Self::KubeEdge => "NodeGroup",
             Self::SuperEdge => "NodeUnit",
             Self::NodeLabel => "value of spec.pools.nodeLabel",
+            Self::ClusterProfile => "ClusterProfile",
         }
     }
 }
@@ -301,6 +355,7 @@ impl std::fmt::Display for PoolKind {
             Self::KubeEdge => "KubeEdge",
             Self::SuperEdge => "SuperEdge",
             Self::NodeLabel => "NodeLabel",
+            Self::ClusterProfile => "ClusterProfile",
         })
     }
 }
@@ -329,7 +384,14 @@ pub struct PoolSelection {
 /// settings are kept opaque so that new Flux fields need no new version of
 /// this controller.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-#[x_kube(cel)]
+#[x_kube(
+    cel,
+    validation = Rule::new("!has(self.kubeConfig)").message(
+        "kubeConfig is not copied into releases: with spec.pools.kind ClusterProfile each site's \
+         release gets its own cluster's kubeconfig from spec.pools.kubeConfig; one kubeConfig for \
+         every release would send them all to one cluster"
+    )
+)]
 #[serde(rename_all = "camelCase")]
 pub struct HelmReleaseOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -372,6 +434,11 @@ pub struct HelmReleaseOptions {
     pub persistent_client: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suspend: Option<bool>,
+    /// Refused (see the rule above): declared so that admission says why,
+    /// rather than dropping it silently as an unknown field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "opaque_object_schema")]
+    pub kube_config: Option<Value>,
 }
 
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]

@@ -113,7 +113,11 @@ fn pools_default_to_openyurt_and_placement_to_the_kinds_own_label() {
     let node_label = &spec_schema()["properties"]["placement"]["properties"]["nodeLabel"];
     assert!(node_label.get("default").is_none(), "{node_label}");
     let kind = &spec_schema()["properties"]["pools"]["properties"]["kind"];
-    assert_eq!(kind["enum"], json!(["OpenYurt", "KubeEdge", "SuperEdge", "NodeLabel"]), "{kind}");
+    assert_eq!(
+        kind["enum"],
+        json!(["OpenYurt", "KubeEdge", "SuperEdge", "NodeLabel", "ClusterProfile"]),
+        "{kind}"
+    );
 }
 
 #[test]
@@ -319,4 +323,57 @@ fn a_workloads_pod_template_path_may_not_lead_into_its_identity() {
         assert!(err.to_string().contains("must lead below"), "{path}: {err}");
     }
     assert!(WorkloadKind::validate_cel(&json!({ "apiVersion": "v1", "kind": "Edge" }), None).is_ok());
+}
+
+/// An application over site clusters, as `minimal_app` is over pools.
+fn cluster_app(pools: Value) -> Value {
+    let mut app = minimal_app();
+    app["spec"]["pools"] = pools;
+    app
+}
+
+#[test]
+fn a_kubeconfig_is_given_with_kind_cluster_profile_and_only_then() {
+    let check = |pools: Value| Pools::validate_cel(&pools, None);
+    let secret = json!({ "secretRef": { "name": "{{pool.name}}-admin", "key": "value.yaml" } });
+    assert!(check(json!({ "kind": "ClusterProfile", "selector": {} })).is_ok(), "the default Secret");
+    assert!(check(json!({ "kind": "ClusterProfile", "names": ["store-1"], "kubeConfig": secret })).is_ok());
+    for kind in ["OpenYurt", "NodeLabel"] {
+        let err = check(json!({ "kind": kind, "names": ["a"], "kubeConfig": secret, "nodeLabel": "x" }))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("kubeConfig is set with kind ClusterProfile"), "{kind}: {err}");
+    }
+    let err = SecretKeyTemplate::validate_cel(&json!({ "name": "s", "key": "a/b" }), None).unwrap_err();
+    assert!(err.to_string().contains("must be a Secret key"), "{err}");
+}
+
+#[test]
+fn a_kubeconfig_through_helm_release_is_refused_saying_why() {
+    let err =
+        HelmReleaseOptions::validate_cel(&json!({ "kubeConfig": { "secretRef": { "name": "hub" } } }), None)
+            .unwrap_err()
+            .to_string();
+    assert!(err.contains("spec.pools.kubeConfig"), "{err}");
+    // Declared in the schema, so that it is refused rather than pruned.
+    let field = &spec_schema()["properties"]["helmRelease"]["properties"]["kubeConfig"];
+    assert!(field.is_object(), "{field}");
+}
+
+#[test]
+fn a_placement_is_refused_for_sites_that_are_clusters() {
+    let check = |app: Value| {
+        let app: NodePoolApplication = serde_json::from_value(app).unwrap();
+        kube::core::cel::validate_cel(&app)
+    };
+    let sites = json!({ "kind": "ClusterProfile", "selector": {} });
+    assert!(check(cluster_app(sites.clone())).is_ok());
+    let mut placed = cluster_app(sites);
+    placed["spec"]["placement"] = json!({ "valuesPaths": ["nodeSelector"] });
+    let err = check(placed).unwrap_err().to_string();
+    assert!(err.contains("a cluster of its own"), "{err}");
+    // Pools of this cluster keep their placement.
+    let mut pools = minimal_app();
+    pools["spec"]["placement"] = json!({ "valuesPaths": ["nodeSelector"] });
+    assert!(check(pools).is_ok());
 }

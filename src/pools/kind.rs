@@ -25,6 +25,9 @@ pub struct PoolObjects {
     pub provider: &'static str,
     /// How the framework's own controller marks the nodes of a pool.
     pub marks: NodeMark,
+    /// Whether the pool objects live in namespaces: an application then
+    /// selects only those of its own namespace.
+    pub namespaced: bool,
 }
 
 /// How a framework marks the nodes of a pool (see
@@ -35,6 +38,8 @@ pub enum NodeMark {
     Label(&'static str),
     /// The label named after the pool has this value.
     Marker(&'static str),
+    /// No node of this cluster: the site is a cluster of its own.
+    OwnCluster,
 }
 
 /// The node label OpenYurt's yurt-manager puts on every node of a pool.
@@ -55,6 +60,7 @@ pub static OPENYURT: PoolObjects = PoolObjects {
     crd: "nodepools.apps.openyurt.io",
     provider: "OpenYurt",
     marks: NodeMark::Label(OPENYURT_NODE_LABEL),
+    namespaced: false,
 };
 
 /// KubeEdge's `NodeGroup` (`nodegroups.apps.kubeedge.io`, v1alpha1): its
@@ -67,6 +73,7 @@ pub static KUBEEDGE: PoolObjects = PoolObjects {
     crd: "nodegroups.apps.kubeedge.io",
     provider: "KubeEdge",
     marks: NodeMark::Label(KUBEEDGE_NODE_LABEL),
+    namespaced: false,
 };
 
 /// SuperEdge's `NodeUnit` (`nodeunits.site.superedge.io`, v1alpha2): its
@@ -81,6 +88,20 @@ pub static SUPEREDGE: PoolObjects = PoolObjects {
     crd: "nodeunits.site.superedge.io",
     provider: "SuperEdge",
     marks: NodeMark::Marker(SUPEREDGE_NODE_LABEL_VALUE),
+    namespaced: false,
+};
+
+/// SIG-Multicluster's `ClusterProfile` (`clusterprofiles.multicluster.x-k8s.io`),
+/// the cluster inventory API: each profile describes a cluster of its own,
+/// in the namespace of the cluster manager that publishes it (OCM, Fleet,
+/// Karmada, Clusternet…). Its health is its `ControlPlaneHealthy` condition.
+pub static CLUSTER_PROFILE: PoolObjects = PoolObjects {
+    group: "multicluster.x-k8s.io",
+    kind: "ClusterProfile",
+    crd: "clusterprofiles.multicluster.x-k8s.io",
+    provider: "the cluster inventory API (sigs.k8s.io/cluster-inventory-api), or a cluster manager that publishes it",
+    marks: NodeMark::OwnCluster,
+    namespaced: true,
 };
 
 impl PoolObjects {
@@ -104,12 +125,18 @@ pub fn objects(kind: PoolKind) -> Option<&'static PoolObjects> {
         PoolKind::OpenYurt => Some(&OPENYURT),
         PoolKind::KubeEdge => Some(&KUBEEDGE),
         PoolKind::SuperEdge => Some(&SUPEREDGE),
+        PoolKind::ClusterProfile => Some(&CLUSTER_PROFILE),
         PoolKind::NodeLabel => None,
     }
 }
 
 /// The kinds whose pools are objects, in a fixed order.
-pub const OBJECT_KINDS: [PoolKind; 3] = [PoolKind::OpenYurt, PoolKind::KubeEdge, PoolKind::SuperEdge];
+pub const OBJECT_KINDS: [PoolKind; 4] = [
+    PoolKind::OpenYurt,
+    PoolKind::KubeEdge,
+    PoolKind::SuperEdge,
+    PoolKind::ClusterProfile,
+];
 
 /// Which kind a manifest is, from its `apiVersion` group and `kind`.
 pub fn kind_of(object: &Value) -> Option<PoolKind> {

@@ -28,6 +28,9 @@ use kind::PoolObjects;
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Pool {
     pub name: String,
+    /// The namespace of a pool of a namespaced kind (a ClusterProfile):
+    /// an application selects only those of its own.
+    pub namespace: Option<String>,
     pub labels: BTreeMap<String, String>,
     pub annotations: BTreeMap<String, String>,
     /// The labels every node of the pool carries: the nodeSelector its
@@ -86,6 +89,7 @@ impl Pool {
         let (name, labels, annotations) = kind::read_meta(&object.metadata);
         Self {
             node_selector: kind.membership().selector(&name),
+            namespace: object.metadata.namespace.clone().filter(|_| kind.namespaced),
             name,
             labels,
             annotations,
@@ -102,8 +106,10 @@ impl Pool {
             .to_string();
         let labels = string_map(kind, object, &name, "labels")?;
         let annotations = string_map(kind, object, &name, "annotations")?;
+        let namespace = object.pointer("/metadata/namespace").and_then(Value::as_str);
         Ok(Self {
             node_selector: kind.membership().selector(&name),
+            namespace: namespace.filter(|_| kind.namespaced).map(str::to_string),
             name,
             labels,
             annotations,
@@ -266,6 +272,7 @@ mod tests {
             labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             annotations: BTreeMap::new(),
             node_selector: BTreeMap::new(),
+            namespace: None,
         }
     }
 

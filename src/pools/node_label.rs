@@ -32,6 +32,7 @@ pub fn pools<'a>(nodes: impl IntoIterator<Item = &'a Node>, key: &str) -> Vec<Po
         .into_iter()
         .map(|(value, labels)| Pool {
             name: value.to_string(),
+            namespace: None,
             labels,
             annotations: BTreeMap::new(),
             node_selector: Membership::Label(key.to_string()).selector(value),

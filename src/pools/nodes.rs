@@ -57,6 +57,8 @@ pub enum Membership {
     /// Every label with this value is named after a pool: SuperEdge marks a
     /// unit's nodes `<unit>: nodeunits.superedge.io`.
     Marker(&'static str),
+    /// The site is a cluster of its own: no node here belongs to it.
+    OwnCluster,
 }
 
 impl kind::PoolObjects {
@@ -65,6 +67,7 @@ impl kind::PoolObjects {
         match self.marks {
             kind::NodeMark::Label(label) => Membership::Label(label.to_string()),
             kind::NodeMark::Marker(value) => Membership::Marker(value),
+            kind::NodeMark::OwnCluster => Membership::OwnCluster,
         }
     }
 }
@@ -85,6 +88,7 @@ impl Membership {
         match self {
             Self::Label(label) => BTreeMap::from([(label.clone(), name.to_string())]),
             Self::Marker(value) => BTreeMap::from([(name.to_string(), value.to_string())]),
+            Self::OwnCluster => BTreeMap::new(),
         }
     }
 
@@ -99,6 +103,7 @@ impl Membership {
                 let value: &'static str = value;
                 Box::new(labels.iter().filter(move |(_, v)| v.as_str() == value).map(|(k, _)| k.as_str()))
             }
+            Self::OwnCluster => Box::new(std::iter::empty()),
         }
     }
 }

@@ -30,8 +30,14 @@ pub trait Planned: Clone + PartialEq {
 
 impl Planned for Pool {
     type Object = CachedPool;
+    /// Keyed `<namespace>/<name>` for a namespaced kind, where two
+    /// namespaces may each have a pool of one name.
     fn read(object: &CachedPool) -> (String, Self) {
-        (object.pool.name.clone(), object.pool.clone())
+        let key = match &object.pool.namespace {
+            Some(namespace) => format!("{namespace}/{}", object.pool.name),
+            None => object.pool.name.clone(),
+        };
+        (key, object.pool.clone())
     }
 }
 
@@ -70,6 +76,15 @@ impl Change<Pool> {
             .into_iter()
             .flatten()
             .any(|pool| pools::contains(selection, pool).unwrap_or(true))
+    }
+
+    /// Whether an application of `namespace` can see the pool at all: a
+    /// pool of a namespaced kind is only its own namespace's.
+    pub fn within(&self, namespace: &str) -> bool {
+        [&self.before, &self.after]
+            .into_iter()
+            .flatten()
+            .any(|pool| pool.namespace.as_deref().is_none_or(|ns| ns == namespace))
     }
 }
 
@@ -267,6 +282,37 @@ mod tests {
         let changed = pools.observe(watcher::Event::Apply(nodepool("hz", json!({ "r": "west" }), 0)));
         assert_eq!(changed[0].before.as_ref().unwrap().labels["r"], "east");
         assert_eq!(changed[0].after.as_ref().unwrap().labels["r"], "west");
+    }
+
+    #[test]
+    fn a_cluster_profile_concerns_only_its_own_namespace() {
+        let profiles = kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk("multicluster.x-k8s.io", "v1alpha1", "ClusterProfile"),
+            "clusterprofiles",
+        );
+        let profile = |namespace: &str| {
+            CachedPool::from_object(
+                &crate::pools::kind::CLUSTER_PROFILE,
+                serde_json::from_value(json!({
+                    "apiVersion": "multicluster.x-k8s.io/v1alpha1", "kind": "ClusterProfile",
+                    "metadata": { "name": "store-1", "namespace": namespace, "labels": { "tier": "store" } }
+                }))
+                .unwrap(),
+            )
+        };
+        let mut pools = PoolChanges::new(profiles);
+        // Two namespaces' profiles of one name are two objects.
+        assert_eq!(names(&pools.observe(watcher::Event::Apply(profile("edge")))), ["store-1"]);
+        let other = pools.observe(watcher::Event::Apply(profile("other")));
+        assert_eq!(other.len(), 1);
+        assert!(other[0].before.is_none(), "not mistaken for edge's: {other:?}");
+        assert!(other[0].within("other") && !other[0].within("edge"));
+        // A node pool is every namespace's.
+        let pool = Change {
+            before: None,
+            after: Some(nodepool("hz", json!({}), 1).pool),
+        };
+        assert!(pool.within("edge") && pool.within("other"));
     }
 
     #[test]

@@ -115,11 +115,14 @@ impl Caches {
             .map_err(|_| ObserveError::CacheStopped("HelmReleases"))
     }
 
-    /// The pools of `kind` that `picks` chooses, shared with the cache;
-    /// `None` when the cluster serves no such kind.
+    /// The pools of `kind` that `picks` chooses, shared with the cache
+    /// (of a namespaced kind, only those in `namespace`: an application
+    /// never reaches another namespace's clusters); `None` when the
+    /// cluster serves no such kind.
     fn pools(
         &self,
         kind: PoolKind,
+        namespace: &str,
         node_label: Option<&str>,
         picks: impl Fn(&str, &BTreeMap<String, String>) -> bool,
     ) -> Option<Vec<Arc<CachedPool>>> {
@@ -135,12 +138,13 @@ impl Caches {
             );
         }
         let cache = self.pools.get(&kind)?;
+        let reachable = |p: &Pool| p.namespace.as_deref().is_none_or(|ns| ns == namespace);
         Some(
             cache
                 .store
                 .state()
                 .into_iter()
-                .filter(|p| picks(&p.pool.name, &p.pool.labels))
+                .filter(|p| reachable(&p.pool) && picks(&p.pool.name, &p.pool.labels))
                 .collect(),
         )
     }
@@ -172,7 +176,7 @@ pub fn observe(caches: &Caches, app: &NodePoolApplication) -> Observed {
     let selection = app.spec.pools.selection();
     let kind = app.spec.pools.kind;
     let (pools, unserved) = match pools::picker(&selection) {
-        Ok(picks) => match caches.pools(kind, app.spec.pools.node_label.as_deref(), picks) {
+        Ok(picks) => match caches.pools(kind, &namespace, app.spec.pools.node_label.as_deref(), picks) {
             Some(pools) => (pools, None),
             None => {
                 let why = caches.unserved.get(&kind).cloned();

@@ -7,7 +7,7 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::api::naming;
-use crate::api::{NodePoolApplicationSpec, ValuesReference};
+use crate::api::{NodePoolApplicationSpec, PoolKind, ValuesReference};
 use crate::chart::schema::Chart;
 use crate::chart::shared::ChartRef;
 use crate::pools::{self, Pool};
@@ -242,8 +242,42 @@ fn spec(app: &AppInfo, pool: &Pool, scope: &Scope, release_name: &str) -> Result
     if !layers.values_from.is_empty() {
         spec.insert("valuesFrom".into(), to_json("valuesFrom", &layers.values_from)?);
     }
-    spec.insert("postRenderers".into(), post_renderers(&app.spec.placement, pool)?);
+    match app.spec.pools.kind {
+        // A cluster of its own: helm-controller installs there with its
+        // kubeconfig, and its pods may run on any of its nodes.
+        PoolKind::ClusterProfile => spec.insert("kubeConfig".into(), kube_config(app, scope)?),
+        _ => spec.insert("postRenderers".into(), post_renderers(&app.spec.placement, pool)?),
+    };
     Ok(Value::Object(spec))
+}
+
+/// The Secret name that `{{pool.name}}-kubeconfig` renders to unless the
+/// application names another: Cluster API's convention, under the key
+/// `value` that Flux reads by default.
+pub const DEFAULT_KUBECONFIG_SECRET: &str = "{{pool.name}}-kubeconfig";
+
+/// A site cluster's `spec.kubeConfig`: the Secret of the application's
+/// namespace that holds its kubeconfig. The Secret is Flux's to read; a
+/// missing one is the site's failure, which helm-controller reports.
+fn kube_config(app: &AppInfo, scope: &Scope) -> Result<Value, FieldError> {
+    let field = "pools.kubeConfig.secretRef.name";
+    let reference = app.spec.pools.kube_config.as_ref().map(|k| &k.secret_ref);
+    let template = reference.map_or(DEFAULT_KUBECONFIG_SECRET, |r| r.name.as_str());
+    let name = scope.render_str(field, template)?;
+    if !naming::is_dns1123_subdomain(&name, 253) {
+        return Err(FieldError::new(
+            field,
+            format!(
+                "renders to {name:?}, which is not a Secret name: use lowercase letters, digits, '-' \
+                 and '.', at most 253 characters"
+            ),
+        ));
+    }
+    let mut secret_ref = json!({ "name": name });
+    if let Some(key) = reference.and_then(|r| r.key.as_ref()) {
+        secret_ref["key"] = json!(key);
+    }
+    Ok(json!({ "secretRef": secret_ref }))
 }
 
 fn chart_spec(spec: &NodePoolApplicationSpec) -> Result<Value, FieldError> {
@@ -271,8 +305,10 @@ fn passthrough(
     let Value::Object(mut fields) = to_json("helmRelease", options)? else {
         return Ok(());
     };
-    // Suspension is decided per pool, with the overrides.
+    // Suspension is decided per pool, with the overrides; a site's
+    // kubeconfig per site (see `kube_config`), never one for all.
     fields.remove("suspend");
+    fields.remove("kubeConfig");
     if let Some(depends_on) = fields.get("dependsOn") {
         let rendered = scope.render_value("helmRelease.dependsOn", depends_on)?;
         fields.insert("dependsOn".into(), rendered);
@@ -340,7 +376,13 @@ fn values_for(spec: &NodePoolApplicationSpec, pool: &Pool, scope: &Scope) -> Res
         .into_iter()
         .map(|(k, v)| (k, Value::String(v)))
         .collect();
-    for (i, path) in spec.placement.values_paths.iter().enumerate() {
+    // A site cluster's pods run anywhere in it (admission refuses a
+    // placement for one).
+    let paths = match spec.pools.kind {
+        PoolKind::ClusterProfile => &[][..],
+        _ => spec.placement.values_paths.as_slice(),
+    };
+    for (i, path) in paths.iter().enumerate() {
         let field = format!("placement.valuesPaths[{i}]");
         values::set_path(&mut layers.values, path, &selector).map_err(|e| FieldError::new(&field, e))?;
         // Each value added is checked too: what is written must read back.

@@ -20,6 +20,8 @@ use super::context::{wake_window, AppMeta};
 pub(super) struct Interest {
     /// The kind of its pools: events of other kinds' pools are not its.
     pub(super) kind: PoolKind,
+    /// Its namespace: a pool of a namespaced kind elsewhere is not its.
+    pub(super) namespace: String,
     pub(super) selection: PoolSelection,
     /// How a node names its pools, for this application.
     pub(super) membership: Membership,
@@ -33,6 +35,7 @@ impl Interest {
     pub(super) fn of(app: &NodePoolApplication, namespace: &str) -> Self {
         Interest {
             kind: app.spec.pools.kind,
+            namespace: namespace.to_string(),
             selection: app.spec.pools.selection(),
             membership: Membership::of(&app.spec.pools, app.spec.placement.node_label.as_deref()),
             chart_source: app.spec.chart_ref.as_ref().map(|r| {
@@ -139,6 +142,7 @@ mod tests {
     fn interest(kind: PoolKind) -> Interest {
         Interest {
             kind,
+            namespace: "edge".into(),
             selection: PoolSelection::default(),
             membership: Membership::Label("pool".into()),
             chart_source: None,

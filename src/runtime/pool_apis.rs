@@ -45,8 +45,12 @@ async fn pool_resource(client: &Client, objects: &PoolObjects) -> Result<ApiReso
     let (resource, caps) = group
         .recommended_kind(objects.kind())
         .ok_or_else(|| missing(format!("the group has no {}", objects.kind())))?;
-    if caps.scope != Scope::Cluster {
-        return Err(missing(format!("its {} is namespaced", objects.kind())));
+    let scope = match objects.namespaced {
+        true => Scope::Namespaced,
+        false => Scope::Cluster,
+    };
+    if caps.scope != scope {
+        return Err(missing(format!("its {} is not {scope:?}-scoped", objects.kind())));
     }
     // Served, but perhaps not to us: a watch refused for want of RBAC would
     // retry forever, and every reconcile would wait for its first list.

@@ -64,7 +64,8 @@ where
             let apps = match quiet {
                 true => Vec::new(),
                 false => index.concerned(&served, |i| {
-                    i.kind == kind && changed.iter().any(|c| c.concerns(&i.selection))
+                    i.kind == kind
+                        && changed.iter().any(|c| c.within(&i.namespace) && c.concerns(&i.selection))
                 }),
             };
             futures::stream::iter(apps)

@@ -75,6 +75,7 @@ fn context() -> impl Strategy<Value = TemplateContext> {
                     labels,
                     annotations,
                     node_selector: BTreeMap::new(),
+                    namespace: None,
                 },
             )
         },
@@ -223,6 +224,7 @@ fn fixed_context() -> TemplateContext {
         ]),
         annotations: BTreeMap::from([("owner".into(), "team-a".into())]),
         node_selector: BTreeMap::new(),
+        namespace: None,
     };
     TemplateContext::new("gateway", "edge", &pool)
 }

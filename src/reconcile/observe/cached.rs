@@ -29,6 +29,7 @@ impl CachedPool {
         let read = Pool::from_object(kind, &pool);
         let metadata = ObjectMeta {
             name: pool.metadata.name,
+            namespace: pool.metadata.namespace,
             resource_version: pool.metadata.resource_version,
             deletion_timestamp: pool.metadata.deletion_timestamp,
             ..ObjectMeta::default()

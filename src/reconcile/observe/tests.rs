@@ -254,3 +254,63 @@ fn observes_from_the_caches_split_by_owner_and_namespace() {
     );
     assert_eq!(owner_of::<NodePoolApplication>(&release("theirs", "edge", None)), None);
 }
+
+#[test]
+fn an_application_sees_only_the_cluster_profiles_of_its_own_namespace() {
+    use crate::pools::kind::CLUSTER_PROFILE;
+    let profile = |namespace: &str, name: &str| {
+        CachedPool::from_object(
+            &CLUSTER_PROFILE,
+            object(json!({
+                "apiVersion": "multicluster.x-k8s.io/v1alpha1", "kind": "ClusterProfile",
+                "metadata": { "name": name, "namespace": namespace, "labels": { "tier": "store" } }
+            })),
+        )
+    };
+    let api = ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("multicluster.x-k8s.io", "v1alpha1", "ClusterProfile"),
+        "clusterprofiles",
+    );
+    let profiles = vec![
+        profile("edge", "store-1"),
+        profile("edge", "store-2"),
+        // Another tenant's clusters, one of them of the same name.
+        profile("other", "store-1"),
+        profile("other", "store-9"),
+    ];
+    let caches = Caches {
+        pools: BTreeMap::from([(
+            PoolKind::ClusterProfile,
+            PoolCache {
+                store: store_of(profiles, api.clone()),
+                api,
+            },
+        )]),
+        nodes: store(Vec::new()),
+        unserved: BTreeMap::new(),
+        releases: store(Vec::new()),
+    };
+    let mut sites = app("u1");
+    sites.spec.pools.kind = PoolKind::ClusterProfile;
+    sites.spec.pools.names = Vec::new();
+    sites.spec.pools.selector =
+        Some(serde_json::from_value(json!({ "matchLabels": { "tier": "store" } })).unwrap());
+    let mut seen: Vec<(Option<String>, String)> = observe(&caches, &sites)
+        .pools
+        .iter()
+        .map(|p| (p.pool.namespace.clone(), p.pool.name.clone()))
+        .collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            (Some("edge".into()), "store-1".into()),
+            (Some("edge".into()), "store-2".into())
+        ],
+        "both namespaces' store-1 are cached, each under its own key; only its own are selected"
+    );
+    let mut named = sites.clone();
+    named.spec.pools.selector = None;
+    named.spec.pools.names = vec!["store-9".into()];
+    assert!(observe(&caches, &named).pools.is_empty(), "a name in another namespace is not reached");
+}

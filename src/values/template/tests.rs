@@ -12,6 +12,7 @@ fn ctx() -> TemplateContext {
         ]),
         annotations: BTreeMap::from([("owner".into(), "team-a".into())]),
         node_selector: BTreeMap::new(),
+        namespace: None,
     };
     TemplateContext::new("gateway", "edge", &pool)
 }

@@ -1,5 +1,6 @@
 //! Unit tests of `plan`.
 
+mod clusters;
 mod drift;
 mod isolation;
 mod releases;
