@@ -99,7 +99,7 @@ pub static CLUSTER_PROFILE: PoolObjects = PoolObjects {
     group: "multicluster.x-k8s.io",
     kind: "ClusterProfile",
     crd: "clusterprofiles.multicluster.x-k8s.io",
-    provider: "the cluster inventory API (sigs.k8s.io/cluster-inventory-api), or a cluster manager that publishes it",
+    provider: "SIG-Multicluster",
     marks: NodeMark::OwnCluster,
     namespaced: true,
 };
