@@ -13,7 +13,7 @@ use kube::{Api, Client, ResourceExt};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::api::{naming, NodePoolApplication};
+use crate::api::{naming, NodePoolApplication, PoolKind};
 use crate::pools::nodes::{self, Membership, NodeCount};
 use crate::reconcile::fleet::{self, FleetReport, PoolReport};
 use crate::reconcile::observe::helmrelease_resource;
@@ -78,11 +78,26 @@ impl PoolRow {
 /// a row per pool, with the Helm revision and suspension read from each
 /// pool's HelmRelease.
 pub fn rows(app: &NodePoolApplication, releases: &[Value], node_list: &[Node]) -> Vec<PoolRow> {
+    rows_counted(app, releases, &node_counts(app, node_list))
+}
+
+/// As [`rows`], with each site's nodes (or control plane) counted already.
+pub fn rows_counted(
+    app: &NodePoolApplication,
+    releases: &[Value],
+    counts: &BTreeMap<String, NodeCount>,
+) -> Vec<PoolRow> {
     let helm: BTreeMap<&str, Helm> = releases
         .iter()
         .filter_map(|r| Some((r.pointer("/metadata/name")?.as_str()?, Helm::of(r))))
         .collect();
-    rows_of(app, &observed_report(app, releases, node_list), &helm)
+    rows_of(app, &observed_report(app, releases, counts), &helm)
+}
+
+/// Each pool's nodes, as the controller counts them.
+fn node_counts(app: &NodePoolApplication, node_list: &[Node]) -> BTreeMap<String, NodeCount> {
+    let membership = Membership::of(&app.spec.pools, app.spec.placement.node_label.as_deref());
+    nodes::count(node_list, &membership)
 }
 
 /// What `get` reads of a HelmRelease itself, beside its row of the report.
@@ -153,9 +168,11 @@ pub fn rows_of(app: &NodePoolApplication, report: &FleetReport, helm: &BTreeMap<
 /// offline), and each pool the application's status lists without a
 /// release, in the status's words. The application's status lists at
 /// most 40 pools; the HelmReleases and Nodes hold the rest.
-pub fn observed_report(app: &NodePoolApplication, releases: &[Value], node_list: &[Node]) -> FleetReport {
-    let membership = Membership::of(&app.spec.pools, app.spec.placement.node_label.as_deref());
-    let counts = nodes::count(node_list, &membership);
+pub fn observed_report(
+    app: &NodePoolApplication,
+    releases: &[Value],
+    counts: &BTreeMap<String, NodeCount>,
+) -> FleetReport {
     let nodes_of = |pool: &str| counts.get(pool).copied().unwrap_or_default();
     let observed: Vec<ObservedRelease> = releases.iter().filter_map(ObservedRelease::from_value).collect();
     let isolation: BTreeMap<String, ReleaseStatus> =
@@ -319,9 +336,30 @@ pub async fn fetch(client: &Client, args: &GetArgs) -> Result<Vec<PoolRow>, kube
             .filter(|r| r.owner_references().iter().any(|o| Some(&o.uid) == uid.as_ref()))
             .filter_map(|r| serde_json::to_value(r).ok())
             .collect();
-        by_app.insert((app_namespace, app.name_any()), rows(app, &values, &node_list));
+        let counts = match app.spec.pools.kind {
+            PoolKind::ClusterProfile => site_counts(client, &app_namespace).await?,
+            _ => node_counts(app, &node_list),
+        };
+        by_app.insert((app_namespace, app.name_any()), rows_counted(app, &values, &counts));
     }
     Ok(by_app.into_values().flatten().collect())
+}
+
+/// The health of the site clusters of `namespace`, from their
+/// ClusterProfiles; none when the cluster serves no ClusterProfile API.
+async fn site_counts(client: &Client, namespace: &str) -> Result<BTreeMap<String, NodeCount>, kube::Error> {
+    let objects = &crate::pools::kind::CLUSTER_PROFILE;
+    let Ok(group) = kube::discovery::group(client, objects.group()).await else {
+        return Ok(BTreeMap::new());
+    };
+    let Some((resource, _)) = group.recommended_kind(objects.kind()) else {
+        return Ok(BTreeMap::new());
+    };
+    let profiles: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
+    let listed = profiles.list(&ListParams::default()).await?.items;
+    let sites: Vec<crate::pools::Pool> =
+        listed.iter().map(|p| crate::pools::Pool::from_object(objects, p)).collect();
+    Ok(nodes::count_sites(&sites))
 }
 
 #[cfg(test)]

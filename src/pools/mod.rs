@@ -36,6 +36,9 @@ pub struct Pool {
     /// The labels every node of the pool carries: the nodeSelector its
     /// release gets, and how its nodes are counted.
     pub node_selector: BTreeMap<String, String>,
+    /// A site cluster's health, as its ClusterProfile says it; `None` for
+    /// a pool of this cluster, or a profile that says nothing of it.
+    pub health: Option<nodes::SiteHealth>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -90,6 +93,7 @@ impl Pool {
         Self {
             node_selector: kind.membership().selector(&name),
             namespace: object.metadata.namespace.clone().filter(|_| kind.namespaced),
+            health: nodes::SiteHealth::of_profile(&object.data),
             name,
             labels,
             annotations,
@@ -110,6 +114,7 @@ impl Pool {
         Ok(Self {
             node_selector: kind.membership().selector(&name),
             namespace: namespace.filter(|_| kind.namespaced).map(str::to_string),
+            health: nodes::SiteHealth::of_profile(object),
             name,
             labels,
             annotations,
@@ -273,6 +278,7 @@ mod tests {
             annotations: BTreeMap::new(),
             node_selector: BTreeMap::new(),
             namespace: None,
+            health: None,
         }
     }
 

@@ -33,6 +33,7 @@ pub fn pools<'a>(nodes: impl IntoIterator<Item = &'a Node>, key: &str) -> Vec<Po
         .map(|(value, labels)| Pool {
             name: value.to_string(),
             namespace: None,
+            health: None,
             labels,
             annotations: BTreeMap::new(),
             node_selector: Membership::Label(key.to_string()).selector(value),

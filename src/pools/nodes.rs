@@ -13,7 +13,7 @@ use kube::api::ObjectMeta;
 use crate::api::Pools;
 use crate::pools::kind;
 
-/// A pool's nodes.
+/// A pool's nodes; for a site that is a cluster, its control plane.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct NodeCount {
     pub ready: u32,
@@ -21,6 +21,47 @@ pub struct NodeCount {
     /// The latest Ready transition of any of its nodes: for an offline
     /// pool, when its last node stopped being Ready.
     pub changed: Option<Timestamp>,
+    /// Counts a site cluster's control plane, as its ClusterProfile's
+    /// `ControlPlaneHealthy` condition says it ([`SiteHealth`]), rather
+    /// than nodes of this cluster.
+    pub site_cluster: bool,
+}
+
+/// The condition of a ClusterProfile that says whether the cluster's
+/// control plane is healthy (SIG-Multicluster's cluster inventory API).
+pub const CONTROL_PLANE_HEALTHY: &str = "ControlPlaneHealthy";
+
+/// A site cluster's health as its ClusterProfile says it. Only whether it
+/// is healthy and since when: a cluster manager may rewrite the message
+/// every few seconds, and that is no change to plan on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SiteHealth {
+    /// `ControlPlaneHealthy` is True; False and Unknown are not healthy.
+    pub healthy: bool,
+    pub since: Option<Timestamp>,
+}
+
+impl SiteHealth {
+    /// From a ClusterProfile's `status.conditions`; `None` when it has no
+    /// `ControlPlaneHealthy` condition (its manager does not say).
+    pub fn of_profile(object: &serde_json::Value) -> Option<Self> {
+        let conditions = object.pointer("/status/conditions")?.as_array()?;
+        let condition = conditions.iter().find(|c| c["type"] == CONTROL_PLANE_HEALTHY)?;
+        Some(Self {
+            healthy: condition["status"] == "True",
+            since: condition["lastTransitionTime"].as_str().and_then(|t| t.parse().ok()),
+        })
+    }
+
+    /// The site counted as one control plane, Ready when healthy.
+    pub fn count(self) -> NodeCount {
+        NodeCount {
+            ready: u32::from(self.healthy),
+            total: 1,
+            changed: self.since,
+            site_cluster: true,
+        }
+    }
 }
 
 impl NodeCount {
@@ -33,8 +74,21 @@ impl NodeCount {
 
 impl std::fmt::Display for NodeCount {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.ready, self.total)
+        match (self.site_cluster, self.ready > 0) {
+            (true, true) => f.write_str("control plane healthy"),
+            (true, false) => f.write_str("control plane not healthy"),
+            (false, _) => write!(f, "{}/{}", self.ready, self.total),
+        }
     }
+}
+
+/// The site clusters' health by name, counted as [`count`] counts pools'
+/// nodes: a site whose profile says nothing of its health is left out
+/// (never offline by the profile's word).
+pub fn count_sites<'a>(
+    sites: impl IntoIterator<Item = &'a crate::pools::Pool>,
+) -> BTreeMap<String, NodeCount> {
+    sites.into_iter().filter_map(|p| Some((p.name.clone(), p.health?.count()))).collect()
 }
 
 /// Whether a node's Ready condition is True. A node the node controller
@@ -265,5 +319,29 @@ mod tests {
             assert!(conditions[0].last_transition_time.is_some(), "since when is kept");
             assert!(conditions[0].message.is_none());
         }
+    }
+
+    #[test]
+    fn a_cluster_profile_says_whether_its_control_plane_is_healthy() {
+        let profile = |status: &str| {
+            serde_json::json!({ "status": { "conditions": [
+                { "type": "Joined", "status": "True" },
+                { "type": "ControlPlaneHealthy", "status": status, "lastTransitionTime": "2030-01-01T00:00:00Z" }
+            ] } })
+        };
+        let healthy = SiteHealth::of_profile(&profile("True")).unwrap();
+        assert!(healthy.healthy);
+        assert_eq!(healthy.since, Some("2030-01-01T00:00:00Z".parse().unwrap()));
+        for not in ["False", "Unknown"] {
+            let health = SiteHealth::of_profile(&profile(not)).unwrap();
+            assert!(!health.healthy, "{not}");
+            assert!(health.count().offline(), "{not}");
+            assert_eq!(health.count().to_string(), "control plane not healthy");
+        }
+        assert!(!healthy.count().offline());
+        assert_eq!(healthy.count().to_string(), "control plane healthy");
+        // A manager that says nothing of health: never offline by its word.
+        assert_eq!(SiteHealth::of_profile(&serde_json::json!({ "status": {} })), None);
+        assert_eq!(SiteHealth::of_profile(&serde_json::json!({})), None);
     }
 }

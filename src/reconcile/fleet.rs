@@ -229,12 +229,23 @@ pub fn offline_status(mut status: ReleaseStatus, nodes: NodeCount, has_release: 
     status.state = ReleaseState::Offline;
     status.reason = conditions::pool_reason::POOL_OFFLINE.to_string();
     let since = nodes.changed.map(|t| format!(" since {t}")).unwrap_or_default();
-    status.message = match has_release {
-        true => format!(
+    status.message = match (nodes.site_cluster, has_release) {
+        (true, true) => format!(
+            "the site cluster's ClusterProfile says its control plane is not healthy \
+             ({}){since}: its release is left as it is until it is, then brought to the current \
+             revision",
+            crate::pools::nodes::CONTROL_PLANE_HEALTHY
+        ),
+        (true, false) => format!(
+            "the site cluster's ClusterProfile says its control plane is not healthy ({}){since}: \
+             installed once it is",
+            crate::pools::nodes::CONTROL_PLANE_HEALTHY
+        ),
+        (false, true) => format!(
             "no node of the pool is Ready ({nodes}){since}: its release is left as it is until one \
              is, then brought to the current revision"
         ),
-        false => format!("no node of the pool is Ready ({nodes}){since}: installed once one is"),
+        (false, false) => format!("no node of the pool is Ready ({nodes}){since}: installed once one is"),
     };
     status
 }

@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::conditions;
-use crate::api::{DeletionPolicy, NodePoolApplication};
+use crate::api::{DeletionPolicy, NodePoolApplication, PoolKind};
 use crate::chart::shared::ChartRef;
 use crate::pools::nodes::{self, Membership};
 use crate::reconcile::apply;
@@ -144,8 +144,15 @@ fn plan_observed(
         Some(Err(hold)) => (None, None, Some(hold.clone())),
         None => (None, None, None),
     };
-    let membership = Membership::of(&app.spec.pools, app.spec.placement.node_label.as_deref());
-    let node_counts = nodes::count(ctx.nodes.state().iter().map(|n| n.as_ref()), &membership);
+    // A site that is a cluster is offline when its ClusterProfile says
+    // so; a pool of this cluster, when none of its nodes is Ready.
+    let node_counts = match app.spec.pools.kind {
+        PoolKind::ClusterProfile => nodes::count_sites(observed.pools.iter().map(|p| &p.pool)),
+        _ => {
+            let membership = Membership::of(&app.spec.pools, app.spec.placement.node_label.as_deref());
+            nodes::count(ctx.nodes.state().iter().map(|n| n.as_ref()), &membership)
+        }
+    };
     let input = PlanInput {
         app,
         pools: &observed.pools.iter().map(|p| &p.pool).collect::<Vec<_>>(),

@@ -76,6 +76,7 @@ fn context() -> impl Strategy<Value = TemplateContext> {
                     annotations,
                     node_selector: BTreeMap::new(),
                     namespace: None,
+                    health: None,
                 },
             )
         },
@@ -225,6 +226,7 @@ fn fixed_context() -> TemplateContext {
         annotations: BTreeMap::from([("owner".into(), "team-a".into())]),
         node_selector: BTreeMap::new(),
         namespace: None,
+        health: None,
     };
     TemplateContext::new("gateway", "edge", &pool)
 }

@@ -49,6 +49,7 @@ fn plan_over(app: &NodePoolApplication, owned: Vec<ObservedRelease>, offline: bo
                     ready,
                     total: 1,
                     changed: None,
+                    site_cluster: false,
                 },
             )
         })
@@ -205,7 +206,9 @@ fn get_reads_the_report_from_the_cluster_as_the_controller_does() {
             .unwrap()
         })
         .collect();
-    let observed = get::observed_report(&app, &releases, &nodes);
+    let membership = crate::pools::nodes::Membership::of(&app.spec.pools, None);
+    let counts = crate::pools::nodes::count(&nodes, &membership);
+    let observed = get::observed_report(&app, &releases, &counts);
     // Releases the reconcile left as they were read the same from the cluster.
     for pool in ["ready", "failing", "offline"] {
         let from_cluster = observed.pools.iter().find(|p| p.pool == pool).unwrap();

@@ -13,6 +13,7 @@ fn ctx() -> TemplateContext {
         annotations: BTreeMap::from([("owner".into(), "team-a".into())]),
         node_selector: BTreeMap::new(),
         namespace: None,
+        health: None,
     };
     TemplateContext::new("gateway", "edge", &pool)
 }

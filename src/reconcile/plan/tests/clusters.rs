@@ -85,3 +85,39 @@ fn a_pool_applications_releases_keep_their_placement_and_no_kubeconfig() {
     assert!(release["spec"].get("kubeConfig").is_none(), "{release:#}");
     assert!(release["spec"]["postRenderers"].is_array(), "{release:#}");
 }
+
+/// The sites' health as observe counts it from their ClusterProfiles:
+/// `down` says its control plane is not healthy, since 23:00.
+fn health(down: &str) -> BTreeMap<String, NodeCount> {
+    let sites: Vec<Pool> = clusters()
+        .into_iter()
+        .map(|p| {
+            let status = if p.name == down { "False" } else { "True" };
+            let profile = json!({ "status": { "conditions": [{ "type": "ControlPlaneHealthy",
+                "status": status, "lastTransitionTime": "2029-12-31T23:00:00Z" }] } });
+            Pool {
+                health: crate::pools::nodes::SiteHealth::of_profile(&profile),
+                ..p
+            }
+        })
+        .collect();
+    crate::pools::nodes::count_sites(&sites)
+}
+
+#[test]
+fn a_site_whose_control_plane_is_not_healthy_is_offline_not_failed() {
+    let a = sites(json!({}));
+    let counts = health("shanghai");
+    let plan = Scenario::of(&a).over(&clusters()).with_nodes(&counts).plan();
+    // Not installed there until it is healthy; the other site goes on.
+    assert_eq!(applied_pools(&plan), ["hangzhou"]);
+    assert_eq!(outcome(&plan, "shanghai"), &Outcome::Deferred(PoolRollout::Offline));
+    let status = plan.status();
+    let shanghai = status.pools.iter().find(|p| p.pool == "shanghai").unwrap();
+    assert!(shanghai.offline && shanghai.reason == "PoolOffline", "{shanghai:?}");
+    assert!(shanghai.message.contains("control plane is not healthy"), "{}", shanghai.message);
+    assert_eq!(shanghai.offline_since.as_deref(), Some("2029-12-31T23:00:00Z"));
+    assert_eq!(shanghai.nodes.as_deref(), Some("control plane not healthy"));
+    assert_eq!(status.offline_pools, 1);
+    assert!(status.pools.iter().all(|p| p.reason != "InstallFailed"));
+}

@@ -197,6 +197,7 @@ fn an_offline_pool_is_left_alone_reported_apart_and_waited_for_by_nobody() {
                 ready: 0,
                 total: 2,
                 changed: Some("2029-12-31T23:00:00Z".parse().unwrap()),
+                site_cluster: false,
             },
         ),
         (
@@ -205,6 +206,7 @@ fn an_offline_pool_is_left_alone_reported_apart_and_waited_for_by_nobody() {
                 ready: 2,
                 total: 3,
                 changed: None,
+                site_cluster: false,
             },
         ),
     ]
@@ -235,6 +237,7 @@ fn an_offline_pool_is_left_alone_reported_apart_and_waited_for_by_nobody() {
             ready: 1,
             total: 2,
             changed: None,
+            site_cluster: false,
         },
     )]
     .into();
@@ -251,6 +254,7 @@ fn an_offline_pools_failed_upgrade_is_not_the_charts_failure() {
             ready: 0,
             total: 1,
             changed: None,
+            site_cluster: false,
         },
     )]
     .into();
@@ -288,11 +292,13 @@ fn a_pool_the_change_took_offline_halts_the_rollout() {
         ready: 0,
         total: 2,
         changed: Some("2029-12-31T23:55:00Z".parse().unwrap()),
+        site_cluster: false,
     };
     let up = NodeCount {
         ready: 1,
         total: 1,
         changed: None,
+        site_cluster: false,
     };
     let nodes: BTreeMap<String, NodeCount> = pools
         .iter()
