@@ -21,10 +21,22 @@ pub struct NodeCount {
     /// The latest Ready transition of any of its nodes: for an offline
     /// pool, when its last node stopped being Ready.
     pub changed: Option<Timestamp>,
-    /// Counts a site cluster's control plane, as its ClusterProfile's
-    /// `ControlPlaneHealthy` condition says it ([`SiteHealth`]), rather
-    /// than nodes of this cluster.
-    pub site_cluster: bool,
+    /// What was counted.
+    pub of: Counted,
+}
+
+/// What a [`NodeCount`] counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Counted {
+    /// The pool's nodes in this cluster.
+    #[default]
+    Nodes,
+    /// A site cluster's control plane, one, Ready when its ClusterProfile's
+    /// `ControlPlaneHealthy` condition says so ([`SiteHealth`]).
+    ControlPlane,
+    /// A site cluster helm-controller cannot reach (connection refused, a
+    /// timeout), as its release's Ready condition says: none Ready.
+    Connection,
 }
 
 /// The condition of a ClusterProfile that says whether the cluster's
@@ -59,7 +71,7 @@ impl SiteHealth {
             ready: u32::from(self.healthy),
             total: 1,
             changed: self.since,
-            site_cluster: true,
+            of: Counted::ControlPlane,
         }
     }
 }
@@ -74,10 +86,11 @@ impl NodeCount {
 
 impl std::fmt::Display for NodeCount {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match (self.site_cluster, self.ready > 0) {
-            (true, true) => f.write_str("control plane healthy"),
-            (true, false) => f.write_str("control plane not healthy"),
-            (false, _) => write!(f, "{}/{}", self.ready, self.total),
+        match (self.of, self.ready > 0) {
+            (Counted::ControlPlane, true) => f.write_str("control plane healthy"),
+            (Counted::ControlPlane, false) => f.write_str("control plane not healthy"),
+            (Counted::Connection, _) => f.write_str("unreachable"),
+            (Counted::Nodes, _) => write!(f, "{}/{}", self.ready, self.total),
         }
     }
 }

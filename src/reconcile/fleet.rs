@@ -18,7 +18,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use crate::api::conditions;
 use crate::api::{naming, NodePoolApplication, NodePoolApplicationStatus, RolloutStatus};
-use crate::pools::nodes::NodeCount;
+use crate::pools::nodes::{Counted, NodeCount};
 use crate::reconcile::release_state::{ReleaseState, ReleaseStatus};
 
 pub use events::Transition;
@@ -229,23 +229,29 @@ pub fn offline_status(mut status: ReleaseStatus, nodes: NodeCount, has_release: 
     status.state = ReleaseState::Offline;
     status.reason = conditions::pool_reason::POOL_OFFLINE.to_string();
     let since = nodes.changed.map(|t| format!(" since {t}")).unwrap_or_default();
-    status.message = match (nodes.site_cluster, has_release) {
-        (true, true) => format!(
+    let healthy = crate::pools::nodes::CONTROL_PLANE_HEALTHY;
+    status.message = match (nodes.of, has_release) {
+        (Counted::ControlPlane, true) => format!(
             "the site cluster's ClusterProfile says its control plane is not healthy \
-             ({}){since}: its release is left as it is until it is, then brought to the current \
-             revision",
-            crate::pools::nodes::CONTROL_PLANE_HEALTHY
+             ({healthy}){since}: its release is left as it is until it is, then brought to the \
+             current revision"
         ),
-        (true, false) => format!(
-            "the site cluster's ClusterProfile says its control plane is not healthy ({}){since}: \
-             installed once it is",
-            crate::pools::nodes::CONTROL_PLANE_HEALTHY
+        (Counted::ControlPlane, false) => format!(
+            "the site cluster's ClusterProfile says its control plane is not healthy \
+             ({healthy}){since}: installed once it is"
         ),
-        (false, true) => format!(
+        (Counted::Connection, _) => format!(
+            "helm-controller cannot reach the site cluster{since} ({}): its release is left as it \
+             is until it can, then brought to the current revision",
+            status.message
+        ),
+        (Counted::Nodes, true) => format!(
             "no node of the pool is Ready ({nodes}){since}: its release is left as it is until one \
              is, then brought to the current revision"
         ),
-        (false, false) => format!("no node of the pool is Ready ({nodes}){since}: installed once one is"),
+        (Counted::Nodes, false) => {
+            format!("no node of the pool is Ready ({nodes}){since}: installed once one is")
+        }
     };
     status
 }

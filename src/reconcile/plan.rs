@@ -140,7 +140,9 @@ fn plan_releases(input: &PlanInput) -> Plan {
             return blocked(input, conditions::reason::APPLICATION_TOO_LARGE.to_string(), message)
         }
     };
-    let decision = schedule::decide(input, &owned, &settings, &selected.pools, &candidates.pools);
+    let reach = reach(input, &owned);
+    let reach = reach.as_ref().or(input.nodes);
+    let decision = schedule::decide(input, &owned, &settings, &selected.pools, &candidates.pools, reach);
     let suspended = input.app.spec.suspend == Some(true);
     let mut plan = Plan::new(selected.missing.clone());
     plan.inert = candidates.inert;
@@ -188,9 +190,42 @@ fn plan_releases(input: &PlanInput) -> Plan {
     };
     plan.report = FleetReport {
         suspended,
-        ..roll_up(input, &plan, &owned, blocker, Some(rollout))
+        ..roll_up(input, &plan, &owned, blocker, Some(rollout), reach)
     };
     plan
+}
+
+/// Whether each pool is reached: its nodes as observe counted them and,
+/// for a site that is a cluster, helm-controller's word that it cannot
+/// reach it (its release's Ready message, see
+/// [`release_state::unreachable_since`]) where its ClusterProfile does not
+/// already say it is down. `None` when there is nothing to add to what
+/// observe counted.
+fn reach(input: &PlanInput, owned: &BTreeMap<&str, &ObservedRelease>) -> Option<BTreeMap<String, NodeCount>> {
+    if input.app.spec.pools.kind != crate::api::PoolKind::ClusterProfile {
+        return None;
+    }
+    let cut_off: Vec<(&str, k8s_openapi::jiff::Timestamp)> = owned
+        .values()
+        .filter_map(|o| Some((o.pool.as_deref()?, o.unreachable_since?)))
+        .collect();
+    if cut_off.is_empty() {
+        return None;
+    }
+    let mut reach = input.nodes.cloned().unwrap_or_default();
+    for (pool, since) in cut_off {
+        let known = reach.get(pool).copied();
+        if known.is_none_or(|n| !n.offline()) {
+            let unreachable = NodeCount {
+                ready: 0,
+                total: 1,
+                changed: Some(since),
+                of: crate::pools::nodes::Counted::Connection,
+            };
+            reach.insert(pool.to_string(), unreachable);
+        }
+    }
+    Some(reach)
 }
 
 /// The rollout's verdict and its status, for the roll-up.

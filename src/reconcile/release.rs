@@ -244,9 +244,20 @@ fn spec(app: &AppInfo, pool: &Pool, scope: &Scope, release_name: &str) -> Result
     }
     match app.spec.pools.kind {
         // A cluster of its own: helm-controller installs there with its
-        // kubeconfig, and its pods may run on any of its nodes.
-        PoolKind::ClusterProfile => spec.insert("kubeConfig".into(), kube_config(app, scope)?),
-        _ => spec.insert("postRenderers".into(), post_renderers(&app.spec.placement, pool)?),
+        // kubeconfig, and its pods may run on any of its nodes. Helm keeps
+        // its release records in the site, by default in the
+        // HelmRelease's namespace, which the site need not have: in the
+        // target namespace instead, as `helm install -n` does, unless the
+        // application says where.
+        PoolKind::ClusterProfile => {
+            spec.insert("kubeConfig".into(), kube_config(app, scope)?);
+            if let Some(target) = spec.get("targetNamespace").cloned() {
+                spec.entry("storageNamespace").or_insert(target);
+            }
+        }
+        _ => {
+            spec.insert("postRenderers".into(), post_renderers(&app.spec.placement, pool)?);
+        }
     };
     Ok(Value::Object(spec))
 }

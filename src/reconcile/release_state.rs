@@ -159,6 +159,37 @@ pub fn classify(release: &Value) -> ReleaseStatus {
     }
 }
 
+/// What helm-controller's Ready message holds when the cluster a release
+/// installs into (its `spec.kubeConfig`) does not answer: Go's network
+/// errors, as helm-controller reports them (reason `StateError`, "Could
+/// not determine release state: … Get \"https://…\": <error>"). A wrong
+/// CA (`x509: …`) or refused credentials are not here: they are the
+/// kubeconfig's fault, which no waiting mends, so the site fails.
+const UNREACHABLE: &[&str] = &[
+    "connect: connection refused",
+    "net/http: TLS handshake timeout",
+    "Client.Timeout exceeded",
+    "i/o timeout",
+    "connect: no route to host",
+    "connect: network is unreachable",
+    "connection reset by peer",
+    "context deadline exceeded",
+];
+
+/// Since when the site cluster a release installs into has not answered,
+/// as its Ready condition says; `None` for a release of this cluster (no
+/// `spec.kubeConfig`), or one whose site answers.
+pub fn unreachable_since(release: &Value) -> Option<k8s_openapi::jiff::Timestamp> {
+    release.pointer("/spec/kubeConfig")?;
+    let conditions = release.pointer("/status/conditions")?.as_array()?;
+    let ready = conditions.iter().find(|c| c["type"] == "Ready")?;
+    let message = ready["message"].as_str()?;
+    if ready["status"] == "True" || !UNREACHABLE.iter().any(|m| message.contains(m)) {
+        return None;
+    }
+    ready["lastTransitionTime"].as_str()?.parse().ok()
+}
+
 /// The chart version of the latest release Helm made, else the one Flux last tried.
 fn chart_version(release: &Value) -> Option<String> {
     release
@@ -380,5 +411,65 @@ mod tests {
         let release =
             json!({ "metadata": { "generation": 1 }, "status": { "lastAttemptedRevision": "2.0.0" } });
         assert_eq!(classify(&release).chart_version.as_deref(), Some("2.0.0"));
+    }
+
+    /// A release into a site cluster, with helm-controller's Ready
+    /// condition as it wrote it.
+    fn remote(status: &str, reason: &str, message: &str) -> Value {
+        json!({
+            "metadata": { "generation": 2 },
+            "spec": { "kubeConfig": { "secretRef": { "name": "site-1-kubeconfig" } } },
+            "status": { "observedGeneration": 2, "conditions": [{ "type": "Ready", "status": status,
+                "reason": reason, "message": message, "observedGeneration": 2,
+                "lastTransitionTime": "2030-01-01T00:00:00Z" }] }
+        })
+    }
+
+    /// What helm-controller said, word for word, of a site cluster it
+    /// could not reach: its API server stopped, frozen, and a listener
+    /// that never accepts.
+    const STATE_ERROR: &str = "Could not determine release state: failed to retrieve last release from \
+        storage: query: failed to query with labels: Get \"https://127.0.0.1:17743/api/v1/namespaces/apps/\
+        secrets?labelSelector=name%3Dapps-strict%2Cowner%3Dhelm\": ";
+
+    #[test]
+    fn a_site_cluster_that_does_not_answer_is_unreachable_since_then() {
+        for error in [
+            "dial tcp 127.0.0.1:17743: connect: connection refused",
+            "net/http: TLS handshake timeout",
+            "net/http: request canceled while waiting for connection (Client.Timeout exceeded while awaiting headers)",
+        ] {
+            let release = remote("False", "StateError", &format!("{STATE_ERROR}{error}"));
+            assert_eq!(
+                unreachable_since(&release),
+                Some("2030-01-01T00:00:00Z".parse().unwrap()),
+                "{error}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_site_cluster_that_answers_wrongly_or_a_broken_chart_is_not_unreachable() {
+        let wrong_ca = format!(
+            "{STATE_ERROR}tls: failed to verify certificate: x509: certificate signed by unknown authority"
+        );
+        let schema = "Helm install failed for release apps-bad/apps-bad-badvalues with chart \
+            strict-schema@2.0.0: values don't meet the specifications of the schema(s) in the following \
+            chart(s):\nstrict-schema:\n- at '/mode': value must be one of 'edge', 'cloud'";
+        for (status, reason, message) in [
+            ("False", "StateError", wrong_ca.as_str()),
+            ("False", "InstallFailed", schema),
+            (
+                "True",
+                "InstallSucceeded",
+                "Helm install succeeded for release apps/apps-strict.v1 with chart strict-schema@2.0.0",
+            ),
+        ] {
+            assert_eq!(unreachable_since(&remote(status, reason, message)), None, "{reason}");
+        }
+        // A release of this cluster: its API server is this controller's own.
+        let mut local = remote("False", "StateError", &format!("{STATE_ERROR}connect: connection refused"));
+        local["spec"].as_object_mut().unwrap().remove("kubeConfig");
+        assert_eq!(unreachable_since(&local), None);
     }
 }

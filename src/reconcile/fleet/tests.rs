@@ -49,7 +49,7 @@ fn plan_over(app: &NodePoolApplication, owned: Vec<ObservedRelease>, offline: bo
                     ready,
                     total: 1,
                     changed: None,
-                    site_cluster: false,
+                    of: Default::default(),
                 },
             )
         })

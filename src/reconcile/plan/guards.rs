@@ -37,7 +37,7 @@ pub(super) fn blocked(input: &PlanInput, reason: String, message: String) -> Pla
         blocked: Some(message.clone()),
         ..Plan::new(Vec::new())
     };
-    plan.report = roll_up(input, &plan, &BTreeMap::new(), Some((reason, message)), None);
+    plan.report = roll_up(input, &plan, &BTreeMap::new(), Some((reason, message)), None, input.nodes);
     plan
 }
 
@@ -118,6 +118,7 @@ pub(super) fn nothing_selected(input: &PlanInput, app: &AppInfo) -> Plan {
         &owned,
         Some((conditions::reason::NO_POOLS_SELECTED.to_string(), message)),
         None,
+        input.nodes,
     );
     plan
 }

@@ -89,6 +89,9 @@ pub struct ObservedRelease {
     /// The ids of the objects helm-controller applied for it
     /// (`status.inventory`), to find objects two pools share.
     pub inventory: Vec<String>,
+    /// Since when helm-controller cannot reach the site cluster it
+    /// installs into (see [`release_state::unreachable_since`]).
+    pub unreachable_since: Option<k8s_openapi::jiff::Timestamp>,
 }
 
 impl ObservedRelease {
@@ -116,6 +119,7 @@ impl ObservedRelease {
             suspended_with_app: text("annotations", naming::ANNOTATION_SUSPENDED_WITH_APPLICATION).is_some(),
             inert: text("annotations", naming::ANNOTATION_INERT).is_some(),
             inventory: inventory_of(object),
+            unreachable_since: release_state::unreachable_since(object),
         })
     }
 }

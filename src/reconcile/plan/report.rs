@@ -12,6 +12,7 @@ pub(super) fn roll_up(
     owned: &BTreeMap<&str, &ObservedRelease>,
     blocker: Option<(String, String)>,
     rollout: Option<Scheduled>,
+    reach: Option<&BTreeMap<String, NodeCount>>,
 ) -> FleetReport {
     let decision = rollout.as_ref().map(|r| r.decision);
     let reports: Vec<PoolReport> = plan
@@ -31,7 +32,7 @@ pub(super) fn roll_up(
                 status.reason = failure.reason.to_string();
                 status.message = failure.message.clone();
             }
-            let nodes = input.nodes.and_then(|n| n.get(&p.pool)).copied();
+            let nodes = reach.and_then(|n| n.get(&p.pool)).copied();
             if rollout == Some(PoolRollout::Offline) {
                 status = fleet::offline_status(
                     status,

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::pools::nodes::NodeCount;
 use crate::pools::{self, Pool};
 use crate::reconcile::rollout::{self, PoolRollout};
 
@@ -18,6 +19,7 @@ pub(super) fn decide(
     settings: &rollout::Settings,
     selected: &[&Pool],
     candidates: &[Candidate],
+    reach: Option<&BTreeMap<String, NodeCount>>,
 ) -> rollout::Decision {
     let steps = input.app.spec.rollout.as_ref().map(|r| r.steps.as_slice()).unwrap_or_default();
     // A step's selector was checked with the others: an error matches nothing.
@@ -38,7 +40,7 @@ pub(super) fn decide(
         .filter_map(|c| {
             let pool = by_name.get(c.pool.as_str())?;
             let observed = owned.get(c.release.as_str());
-            let nodes = input.nodes.and_then(|n| n.get(&c.pool)).copied();
+            let nodes = reach.and_then(|n| n.get(&c.pool)).copied();
             let release = match (observed, &c.kind) {
                 (_, Kind::Refused(_)) => return None,
                 (None, _) => rollout::Release::Missing,

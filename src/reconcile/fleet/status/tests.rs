@@ -165,7 +165,7 @@ fn the_status_of_ten_thousand_pools_stays_under_64_kib() {
                 ready: 2,
                 total: 3,
                 changed: None,
-                site_cluster: false,
+                of: Default::default(),
             });
             r
         })

@@ -121,3 +121,66 @@ fn a_site_whose_control_plane_is_not_healthy_is_offline_not_failed() {
     assert_eq!(status.offline_pools, 1);
     assert!(status.pools.iter().all(|p| p.reason != "InstallFailed"));
 }
+
+#[test]
+fn a_site_helm_controller_cannot_reach_is_offline_and_the_others_go_on() {
+    let a = sites(json!({}));
+    let first = Scenario::of(&a).over(&clusters()).plan();
+    // Both installed once; then shanghai's API server stops answering and
+    // a change comes.
+    let mut owned: Vec<ObservedRelease> = first
+        .apply
+        .iter()
+        .map(|d| {
+            let mut live = d.object();
+            live["status"] = json!({ "observedGeneration": 1, "conditions": [{ "type": "Ready",
+                "status": "True", "reason": "InstallSucceeded", "message": "ok", "observedGeneration": 1,
+                "lastTransitionTime": "2029-12-31T22:00:00Z" }] });
+            live["metadata"]["generation"] = json!(1);
+            ObservedRelease::from_value(&live).unwrap()
+        })
+        .collect();
+    let refused = "Could not determine release state: failed to retrieve last release from storage: \
+                   query: failed to query with labels: Get \"https://127.0.0.1:16753/api/v1/namespaces/\
+                   edge/secrets\": dial tcp 127.0.0.1:16753: connect: connection refused";
+    for o in owned.iter_mut().filter(|o| o.pool.as_deref() == Some("shanghai")) {
+        o.status.state = ReleaseState::Failed;
+        o.status.reason = "StateError".into();
+        o.status.message = refused.into();
+        o.unreachable_since = Some("2029-12-31T23:30:00Z".parse().unwrap());
+    }
+    let mut changed = a.clone();
+    changed.spec.values = Some(json!({ "controller": { "replicas": 2 } }));
+    let plan = Scenario::of(&changed).over(&clusters()).owning(owned).plan();
+    assert_eq!(applied_pools(&plan), ["hangzhou"], "the reachable site gets the change");
+    assert_eq!(outcome(&plan, "shanghai"), &Outcome::Deferred(PoolRollout::Offline));
+    let status = plan.status();
+    let shanghai = status.pools.iter().find(|p| p.pool == "shanghai").unwrap();
+    assert!(shanghai.offline, "offline, not failed: {shanghai:?}");
+    assert_eq!(shanghai.reason, "PoolOffline");
+    assert!(shanghai.message.contains("cannot reach the site cluster"), "{}", shanghai.message);
+    assert!(shanghai.message.contains("connection refused"), "Flux's words kept: {}", shanghai.message);
+    assert_eq!(shanghai.nodes.as_deref(), Some("unreachable"));
+    assert_eq!(shanghai.offline_since.as_deref(), Some("2029-12-31T23:30:00Z"));
+    assert!(condition(&plan, "Stalled").is_none(), "nobody must act: {:?}", status.conditions);
+}
+
+#[test]
+fn a_site_release_keeps_its_helm_records_in_its_target_namespace_unless_told() {
+    let mut a = sites(json!({}));
+    a.spec.target_namespace = Some("ingress-{{pool.name}}".into());
+    let plan = Scenario::of(&a).over(&clusters()).plan();
+    let spec = &desired(&plan, "hangzhou")["spec"];
+    assert_eq!(
+        (&spec["targetNamespace"], &spec["storageNamespace"]),
+        (&json!("ingress-hangzhou"), &json!("ingress-hangzhou"))
+    );
+    a.spec.helm_release = Some(serde_json::from_value(json!({ "storageNamespace": "helm" })).unwrap());
+    let plan = Scenario::of(&a).over(&clusters()).plan();
+    assert_eq!(desired(&plan, "hangzhou")["spec"]["storageNamespace"], "helm", "the application's own");
+    // A pool of this cluster keeps Flux's default.
+    let mut pools_app = app(json!({}));
+    pools_app.spec.target_namespace = Some("ingress".into());
+    let plan = Scenario::of(&pools_app).over(&pools()).plan();
+    assert!(desired(&plan, "hangzhou")["spec"].get("storageNamespace").is_none());
+}

@@ -193,5 +193,6 @@ fn ready_release(name: &str, pool: &str, hash: &str) -> ObservedRelease {
         suspended_with_app: false,
         inert: false,
         inventory: Vec::new(),
+        unreachable_since: None,
     }
 }

@@ -197,7 +197,7 @@ fn an_offline_pool_is_left_alone_reported_apart_and_waited_for_by_nobody() {
                 ready: 0,
                 total: 2,
                 changed: Some("2029-12-31T23:00:00Z".parse().unwrap()),
-                site_cluster: false,
+                of: Default::default(),
             },
         ),
         (
@@ -206,7 +206,7 @@ fn an_offline_pool_is_left_alone_reported_apart_and_waited_for_by_nobody() {
                 ready: 2,
                 total: 3,
                 changed: None,
-                site_cluster: false,
+                of: Default::default(),
             },
         ),
     ]
@@ -237,7 +237,7 @@ fn an_offline_pool_is_left_alone_reported_apart_and_waited_for_by_nobody() {
             ready: 1,
             total: 2,
             changed: None,
-            site_cluster: false,
+            of: Default::default(),
         },
     )]
     .into();
@@ -254,7 +254,7 @@ fn an_offline_pools_failed_upgrade_is_not_the_charts_failure() {
             ready: 0,
             total: 1,
             changed: None,
-            site_cluster: false,
+            of: Default::default(),
         },
     )]
     .into();
@@ -292,13 +292,13 @@ fn a_pool_the_change_took_offline_halts_the_rollout() {
         ready: 0,
         total: 2,
         changed: Some("2029-12-31T23:55:00Z".parse().unwrap()),
-        site_cluster: false,
+        of: Default::default(),
     };
     let up = NodeCount {
         ready: 1,
         total: 1,
         changed: None,
-        site_cluster: false,
+        of: Default::default(),
     };
     let nodes: BTreeMap<String, NodeCount> = pools
         .iter()
