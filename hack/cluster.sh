@@ -6,7 +6,7 @@
 # (under <state dir>/git, at http://127.0.0.1:<port>/<name>.git) and an
 # S3-compatible server whose buckets are the folders under <state dir>/s3
 # (for Flux Buckets: endpoint 127.0.0.1:<port>, plain HTTP, no credentials),
-# all on 127.0.0.1.
+# all on 127.0.0.1; beside it, site clusters for Flux to install into.
 #
 #   hack/cluster.sh up      start it (a no-op when it already runs)
 #   hack/cluster.sh down    stop it and forget its state
@@ -20,10 +20,30 @@
 # work tree). State, the admin kubeconfig and every component's log live
 # under target/local-cluster/.
 #
+# Site clusters: small Kubernetes clusters of their own beside this one (the
+# hub), which a HelmRelease reaches through spec.kubeConfig.secretRef. Site N
+# is named site-N and is its own etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler and kwok, with two kwok nodes
+# (site-N-node-1 and -2, labelled site=site-N and type=kwok, no taints), so
+# that its Deployments make pods that turn Ready. Its components are named
+# after it (etcd-site-N, kube-apiserver-site-N, kube-controller-manager-site-N,
+# kube-scheduler-site-N, kwok-site-N): `stop kube-apiserver-site-1` cuts site-1
+# off. Its state is under <state dir>/sites/site-N/, and its admin kubeconfig,
+# certificates embedded so that it fits a Secret's `value` key, is
+# <state dir>/sites/site-N/kubeconfig: the sites of a running plane are the
+# directories there that hold a kubeconfig (`down` removes them all). Nothing
+# on the hub names the sites; whoever needs one creates its Secret.
+#
 # Environment:
 #   LOCAL_CLUSTER_DIR        state directory (default: <repo>/target/local-cluster)
 #   LOCAL_CLUSTER_PORT_BASE  the loopback ports it uses are base+1 to base+17 (default
 #                            base: 16440); keep bases 20 apart, as the tests do
+#   LOCAL_CLUSTER_SITES      how many site clusters (default 2; 0 for none, as the
+#                            tests' private control planes have)
+#   LOCAL_CLUSTER_SITE_PORT_BASE
+#                            site N uses the ports site base + 10*(N-1) + 1 to +6
+#                            (default site base: base + 300, clear of the hub's and
+#                            of the private control planes' bases 16500 to 16540)
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -54,6 +74,9 @@ s3_port=$((base + 17))
 # talk to, and etcd last.
 components=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok source-controller helm-controller
   kustomize-controller chart-repository git-server oci-registry s3-server)
+# Each site's, in start order; every site's follow the hub's in
+# `components`, so `down` stops the sites first.
+site_components=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 
 kubeconfig=$dir/kubeconfig
 pki=$dir/pki
@@ -65,6 +88,42 @@ log() { printf '[cluster] %s\n' "$*" >&2; }
 die() {
   log "$*"
   exit 1
+}
+
+site_count=${LOCAL_CLUSTER_SITES:-2}
+[[ $site_count =~ ^[0-9]+$ ]] || die "LOCAL_CLUSTER_SITES must be a number of sites, not '$site_count'"
+site_base=${LOCAL_CLUSTER_SITE_PORT_BASE:-$((base + 300))}
+sites=()
+for ((i = 1; i <= site_count; i++)); do
+  sites+=("site-$i")
+  for c in "${site_components[@]}"; do components+=("$c-site-$i"); done
+done
+unset i c
+
+# A site's ports: site N has ten from site base + 10*(N-1) + 1, of which it
+# uses six. $1: the site, $2: etcd, etcd-peer, kube-apiserver,
+# kube-controller-manager, kube-scheduler or kwok.
+site_port() {
+  local n=${1#site-} offset
+  case $2 in
+  etcd) offset=1 ;;
+  etcd-peer) offset=2 ;;
+  kube-apiserver) offset=3 ;;
+  kube-controller-manager) offset=4 ;;
+  kube-scheduler) offset=5 ;;
+  kwok) offset=6 ;;
+  *) die "a site has no port for $2" ;;
+  esac
+  echo $((site_base + 10 * (n - 1) + offset))
+}
+
+# The sites whose state is here, a different LOCAL_CLUSTER_SITES's too.
+found_sites() {
+  local d
+  for d in "$dir"/sites/site-*/; do
+    [[ -d $d ]] && basename "$d"
+  done
+  return 0
 }
 
 # The last lines of a component's log, so a failure explains itself.
@@ -83,14 +142,16 @@ running() {
 }
 
 all_running() {
-  local c
+  local c s
   for c in "${components[@]}"; do running "$c" || return 1; done
-  apiserver_ready
+  apiserver_ready || return 1
+  for s in "${sites[@]}"; do apiserver_ready "$(site_port "$s" kube-apiserver)" || return 1; done
 }
 
+# $1: the port of a site's API server; the hub's by default.
 apiserver_ready() {
   curl -sf --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" \
-    "https://$host:$apiserver_port/readyz" >/dev/null
+    "https://$host:${1:-$apiserver_port}/readyz" >/dev/null
 }
 
 # Starts a component in its own session, so that it outlives this script and
@@ -170,6 +231,60 @@ current-context: local
 EOF
 }
 
+# A site's admin kubeconfig. The sites share the hub's CA, API server
+# certificate (its SAN is 127.0.0.1, where they all serve) and admin
+# identity: one trust root for the whole plane. The data is embedded, not
+# referred to by path, so that the file works as it is in a Secret for
+# helm-controller.
+write_site_kubeconfig() {
+  local s=$1
+  cat >"$dir/sites/$s/kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: $s
+  cluster:
+    server: https://$host:$(site_port "$s" kube-apiserver)
+    certificate-authority-data: $(base64 -w0 "$pki/ca.crt")
+users:
+- name: admin
+  user:
+    client-certificate-data: $(base64 -w0 "$pki/admin.crt")
+    client-key-data: $(base64 -w0 "$pki/admin.key")
+contexts:
+- name: $s
+  context:
+    cluster: $s
+    user: admin
+current-context: $s
+EOF
+}
+
+# A site's two kwok nodes, shaped like the tests' (tests/support/mod.rs):
+# kwok manages the nodes annotated kwok.x-k8s.io/node=fake.
+create_site_nodes() {
+  local s=$1 i node
+  for i in 1 2; do
+    node=$s-node-$i
+    cat <<EOF
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: $node
+  annotations:
+    kwok.x-k8s.io/node: fake
+    node.alpha.kubernetes.io/ttl: "0"
+  labels:
+    kubernetes.io/hostname: $node
+    kubernetes.io/os: linux
+    kubernetes.io/arch: amd64
+    type: kwok
+    site: $s
+EOF
+  done | kubectl --kubeconfig="$dir/sites/$s/kubeconfig" apply --server-side -f - >/dev/null
+}
+
 # Module directories, for CRDs and kwok's stages: read from the module cache
 # that the build filled, never from copies in this repo.
 module_dir() {
@@ -179,20 +294,23 @@ module_dir() {
 
 # $1: the directory of generated CRDs that generate-crds.sh printed.
 install_crds() {
-  local generated=$1 sc hc kc oy ke
+  local generated=$1 sc hc kc oy ke ci
   sc=$(module_dir source-controller github.com/fluxcd/source-controller)
   hc=$(module_dir helm-controller github.com/fluxcd/helm-controller)
   kc=$(module_dir kustomize-controller github.com/fluxcd/kustomize-controller)
   oy=$(module_dir crds github.com/openyurtio/openyurt)
   ke=$(module_dir crds github.com/kubeedge/kubeedge)
-  [[ -n $sc && -n $hc && -n $kc && -n $oy && -n $ke ]] || die "could not locate the Flux, OpenYurt and KubeEdge modules for their CRDs"
-  log "installing the CRDs of Flux (source-, helm- and kustomize-controller), OpenYurt (NodePool), KubeEdge (NodeGroup) and SuperEdge (NodeUnit)"
+  ci=$(module_dir crds sigs.k8s.io/cluster-inventory-api)
+  [[ -n $sc && -n $hc && -n $kc && -n $oy && -n $ke && -n $ci ]] ||
+    die "could not locate the Flux, OpenYurt, KubeEdge and cluster inventory API modules for their CRDs"
+  log "installing the CRDs of Flux (source-, helm- and kustomize-controller), OpenYurt (NodePool), KubeEdge (NodeGroup), SuperEdge (NodeUnit) and SIG-Multicluster (ClusterProfile)"
   # SuperEdge's NodeUnit is generated from its Go types (see
   # generate-crds.sh): the module's YAML has only v1alpha1.
   kubectl apply --server-side -f "$sc/config/crd/bases/" -f "$hc/config/crd/bases/" -f "$kc/config/crd/bases/" \
     -f "$oy/charts/yurt-manager/crds/apps.openyurt.io_nodepools.yaml" \
     -f "$ke/build/crds/apps/apps_v1alpha1_nodegroup.yaml" \
-    -f "$generated/site.superedge.io_nodeunits.yaml" >/dev/null
+    -f "$generated/site.superedge.io_nodeunits.yaml" \
+    -f "$ci/config/crd/bases/multicluster.x-k8s.io_clusterprofiles.yaml" >/dev/null
   # OpenYurt's CRD converts between versions through yurt-manager's webhook,
   # which this cluster does not run: without it every request in a
   # non-storage version fails. The versions share their core fields, so
@@ -205,7 +323,8 @@ install_crds() {
     crd/helmcharts.source.toolkit.fluxcd.io crd/gitrepositories.source.toolkit.fluxcd.io \
     crd/ocirepositories.source.toolkit.fluxcd.io crd/kustomizations.kustomize.toolkit.fluxcd.io \
     crd/nodepools.apps.openyurt.io \
-    crd/nodegroups.apps.kubeedge.io crd/nodeunits.site.superedge.io >/dev/null
+    crd/nodegroups.apps.kubeedge.io crd/nodeunits.site.superedge.io \
+    crd/clusterprofiles.multicluster.x-k8s.io >/dev/null
 }
 
 kwok_stages() {
@@ -289,6 +408,63 @@ spec:
   insecure: true
   interval: 1m
 EOF
+}
+
+# Starts one component of a site ($1: etcd, kube-apiserver, …; $2: the
+# site) without waiting for it: `up` starts the sites' while the hub's start,
+# and waits for them afterwards. The same flags as the hub's, on the site's
+# ports and state directory; the service-account key is the hub's too.
+start_site() {
+  local c=$1 s=$2 sd=$dir/sites/$2
+  local kc=$sd/kubeconfig port
+  port=$(site_port "$s" "$c")
+  case $c in
+  etcd)
+    local peer
+    peer=$(site_port "$s" etcd-peer)
+    start "etcd-$s" etcd --name="$s" --data-dir="$sd/etcd" --unsafe-no-fsync \
+      --listen-client-urls="http://$host:$port" --advertise-client-urls="http://$host:$port" \
+      --listen-peer-urls="http://$host:$peer" --initial-advertise-peer-urls="http://$host:$peer" \
+      --initial-cluster="$s=http://$host:$peer" --listen-metrics-urls="" --log-level=warn
+    ;;
+  kube-apiserver)
+    start "kube-apiserver-$s" kube-apiserver \
+      --etcd-servers="http://$host:$(site_port "$s" etcd)" \
+      --bind-address=$host --advertise-address=$host --secure-port="$port" \
+      --cert-dir="$sd/cert-dir" \
+      --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
+      --client-ca-file="$pki/ca.crt" \
+      --authorization-mode=RBAC \
+      --service-account-issuer=https://kubernetes.default.svc \
+      --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
+      --service-cluster-ip-range=10.96.0.0/16 \
+      --disable-admission-plugins=ServiceAccount \
+      --allow-privileged=true \
+      --endpoint-reconciler-type=none
+    ;;
+  kube-controller-manager)
+    start "kube-controller-manager-$s" kube-controller-manager \
+      --kubeconfig="$kc" --authentication-kubeconfig="$kc" --authorization-kubeconfig="$kc" \
+      --leader-elect=false --bind-address=$host --secure-port="$port" \
+      --service-account-private-key-file="$pki/sa.key" --root-ca-file="$pki/ca.crt" \
+      --cluster-signing-cert-file="$pki/ca.crt" --cluster-signing-key-file="$pki/ca.key" \
+      --controllers='*'
+    ;;
+  kube-scheduler)
+    start "kube-scheduler-$s" kube-scheduler \
+      --kubeconfig="$kc" --authentication-kubeconfig="$kc" --authorization-kubeconfig="$kc" \
+      --leader-elect=false --bind-address=$host --secure-port="$port"
+    ;;
+  kwok)
+    # shellcheck disable=SC2046 # one word per flag
+    start "kwok-$s" kwok --kubeconfig="$kc" \
+      --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+      --node-lease-duration-seconds=40 --server-address="$host:$port" \
+      --cidr=10.244.0.0/16 --node-ip=$host \
+      $(kwok_stages)
+    ;;
+  *) die "no site component $c; a site's components are: ${site_components[*]}" ;;
+  esac
 }
 
 # Starts one component and, for etcd and kube-apiserver, which the rest
@@ -388,6 +564,15 @@ launch() {
       --enable-leader-election=false --watch-all-namespaces=true \
       --metrics-addr="$host:$kc_metrics_port" --health-addr="$host:$kc_health_port" --log-level=info
     ;;
+  # A site's: etcd-site-1 is etcd of site-1.
+  *-site-[0-9]*)
+    local c=${1%-site-*} s=site-${1##*-site-}
+    start_site "$c" "$s"
+    case $c in
+    etcd) wait_for "$1" 60 component_ready "$1" ;;
+    kube-apiserver) wait_for "$1" 120 component_ready "$1" ;;
+    esac
+    ;;
   *) die "no component $1; the components are: ${components[*]}" ;;
   esac
 }
@@ -408,6 +593,16 @@ component_ready() {
   oci-registry) curl -sf "http://$host:$registry_port/v2/" ;;
   # S3's ListBuckets: it answers once the server can read its root.
   s3-server) curl -sf "http://$host:$s3_port/" ;;
+  *-site-[0-9]*)
+    local c=${1%-site-*} s=site-${1##*-site-} port
+    port=$(site_port "$s" "$c")
+    case $c in
+    etcd) curl -sf "http://$host:$port/health" ;;
+    kube-apiserver) apiserver_ready "$port" ;;
+    kube-controller-manager | kube-scheduler) curl -skf "https://$host:$port/healthz" ;;
+    kwok) curl -sf "http://$host:$port/healthz" ;;
+    esac
+    ;;
   esac
 }
 
@@ -430,14 +625,26 @@ up() {
   # controller-gen, a warm one only checks its cache.
   local generated
   generated=$("$repo/hack/controlplane/generate-crds.sh")
-  local start_time=$SECONDS
+  local start_time=$SECONDS s c
   mkdir -p "$logs" "$pids" "$dir/etcd" "$dir/storage" "$dir/cert-dir"
   rm -f "$logs"/*.log
   make_pki
   write_kubeconfig
+  for s in "${sites[@]}"; do
+    mkdir -p "$dir/sites/$s/etcd" "$dir/sites/$s/cert-dir"
+    write_site_kubeconfig "$s"
+  done
 
+  # The sites' etcd and API servers start while the hub's do, and the rest
+  # of each site once the hub's components have started: an API server
+  # takes longest to serve, and waiting for each in turn would add theirs up.
   launch etcd
+  for s in "${sites[@]}"; do start_site etcd "$s"; done
   launch kube-apiserver
+  for s in "${sites[@]}"; do
+    wait_for "etcd-$s" 60 component_ready "etcd-$s"
+    start_site kube-apiserver "$s"
+  done
   launch kube-controller-manager
   launch kube-scheduler
   launch kwok
@@ -451,13 +658,22 @@ up() {
   launch source-controller
   launch helm-controller
   launch kustomize-controller
+  for s in "${sites[@]}"; do
+    wait_for "kube-apiserver-$s" 120 component_ready "kube-apiserver-$s"
+    for c in kube-controller-manager kube-scheduler kwok; do start_site "$c" "$s"; done
+    create_site_nodes "$s"
+  done
 
-  local c
   for c in chart-repository git-server s3-server kube-controller-manager kube-scheduler source-controller helm-controller \
     kustomize-controller kwok; do
     wait_for "$c" 60 component_ready "$c"
   done
   wait_for source-controller 120 kubectl -n flux-system wait --for=condition=Ready --timeout=5s helmrepository/fixtures
+  for s in "${sites[@]}"; do
+    for c in kube-controller-manager kube-scheduler kwok; do wait_for "$c-$s" 60 component_ready "$c-$s"; done
+    wait_for "kwok-$s" 120 kubectl --kubeconfig="$dir/sites/$s/kubeconfig" wait --for=condition=Ready --timeout=5s \
+      node -l "site=$s"
+  done
 
   log "up in $((SECONDS - start_time))s; logs in $logs"
   echo "export KUBECONFIG=$kubeconfig"
@@ -479,7 +695,14 @@ stop_component() {
 }
 
 down() {
-  local i pidfile
+  local i pidfile s
+  # The sites first, every one whose state is here: a plane started with
+  # another LOCAL_CLUSTER_SITES stops whole too.
+  for s in $(found_sites); do
+    for ((i = ${#site_components[@]} - 1; i >= 0; i--)); do
+      stop_component "${site_components[i]}-$s"
+    done
+  done
   for ((i = ${#components[@]} - 1; i >= 0; i--)); do
     # Each component leads its own process group (setsid): stop it whole.
     stop_component "${components[i]}"
@@ -491,7 +714,8 @@ down() {
     rm -f "$pidfile"
   done
   # Disposable state goes; certificates stay so a kubeconfig stays valid.
-  rm -rf "$dir/etcd" "$dir/storage" "$dir/charts" "$dir/git" "$dir/s3"
+  # The sites go whole, kubeconfigs too: a site's kubeconfig says it runs.
+  rm -rf "$dir/etcd" "$dir/storage" "$dir/charts" "$dir/git" "$dir/s3" "$dir/sites"
   log "stopped"
 }
 

@@ -144,6 +144,9 @@ fn is_label_value(value: &str) -> bool {
 /// `<targetNamespace>-<name>`, or `<name>`, shortened past 53 characters as
 /// Flux shortens it; stored in `spec.storageNamespace`, or the HelmRelease's
 /// own namespace. Two HelmReleases with the same pair drive one release.
+/// A release into another cluster (`spec.kubeConfig`) is stored there: its
+/// storage namespace is prefixed `<kubeconfig Secret>:`, so that releases
+/// of one name in two site clusters are two releases.
 pub fn helm_release_of(object: &serde_json::Value) -> Option<(String, String)> {
     let text =
         |pointer: &str| object.pointer(pointer).and_then(serde_json::Value::as_str).filter(|s| !s.is_empty());
@@ -155,7 +158,22 @@ pub fn helm_release_of(object: &serde_json::Value) -> Option<(String, String)> {
         (None, None) => name.to_string(),
     };
     let storage = text("/spec/storageNamespace").unwrap_or(namespace);
-    Some((storage.to_string(), shorten_release_name(&release)))
+    let storage = match cluster_of(object) {
+        Some(cluster) => format!("{cluster}:{storage}"),
+        None => storage.to_string(),
+    };
+    Some((storage, shorten_release_name(&release)))
+}
+
+/// The cluster a HelmRelease installs into, when it is not this one: the
+/// kubeconfig Secret (and key) its `spec.kubeConfig` names.
+pub fn cluster_of(object: &serde_json::Value) -> Option<String> {
+    let secret = object.pointer("/spec/kubeConfig/secretRef")?;
+    let name = secret.get("name")?.as_str()?;
+    Some(match secret.get("key").and_then(serde_json::Value::as_str) {
+        Some(key) => format!("{name}.{key}"),
+        None => name.to_string(),
+    })
 }
 
 /// Flux's `ShortenName`: names past 53 characters become their first 40

@@ -42,6 +42,7 @@ mod requests;
 mod rollout;
 mod sharding;
 mod shared_chart;
+mod sites;
 mod smoke;
 mod suspend;
 mod upstream_charts;

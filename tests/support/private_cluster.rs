@@ -51,6 +51,8 @@ impl PrivateCluster {
             .args(args)
             .env("LOCAL_CLUSTER_DIR", &self.dir)
             .env("LOCAL_CLUSTER_PORT_BASE", self.port_base.to_string())
+            // No site clusters: these tests stop the hub's parts, and sites would slow their start.
+            .env("LOCAL_CLUSTER_SITES", "0")
             .env_remove("KUBECONFIG");
         command
     }

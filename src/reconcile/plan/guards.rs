@@ -136,15 +136,17 @@ pub(super) fn describe_selection(selection: &crate::api::PoolSelection) -> Strin
     parts.join(", ")
 }
 
-/// Two pools installing the same Helm release would overwrite each other.
+/// Two pools installing the same Helm release (one name, stored in one
+/// namespace of one cluster) would overwrite each other.
 pub(super) fn fail_duplicate_release_names(built: &mut BTreeMap<String, Result<Built, FieldError>>) {
-    let mut by_name: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut by_name: BTreeMap<(String, Option<HelmReleaseKey>), Vec<String>> = BTreeMap::new();
     for (pool, result) in built.iter() {
         if let Ok(release) = result {
-            by_name.entry(release.release_name.clone()).or_default().push(pool.clone());
+            let key = (release.release_name.clone(), release.helm_release.clone());
+            by_name.entry(key).or_default().push(pool.clone());
         }
     }
-    for (release_name, pools) in by_name.into_iter().filter(|(_, pools)| pools.len() > 1) {
+    for ((release_name, _), pools) in by_name.into_iter().filter(|(_, pools)| pools.len() > 1) {
         let message = format!(
             "renders to {release_name:?} for pools {}; include {{{{pool.name}}}} so each pool's release is unique",
             pools.join(", ")

@@ -92,6 +92,9 @@ pub struct ObservedRelease {
     /// Since when helm-controller cannot reach the site cluster it
     /// installs into (see [`release_state::unreachable_since`]).
     pub unreachable_since: Option<k8s_openapi::jiff::Timestamp>,
+    /// The cluster it installs into when not this one
+    /// ([`naming::cluster_of`]): objects in two clusters are two objects.
+    pub cluster: Option<String>,
 }
 
 impl ObservedRelease {
@@ -120,6 +123,7 @@ impl ObservedRelease {
             inert: text("annotations", naming::ANNOTATION_INERT).is_some(),
             inventory: inventory_of(object),
             unreachable_since: release_state::unreachable_since(object),
+            cluster: naming::cluster_of(object),
         })
     }
 }
@@ -132,6 +136,17 @@ impl ObservedRelease {
 /// current generation are judged: until then the inventory may be of a
 /// spec already replaced (a fix on its way).
 pub fn isolation_failures(owned: &[ObservedRelease]) -> Vec<ObservedRelease> {
+    // Only releases into one cluster can share an object: each site
+    // cluster has its own.
+    let mut by_cluster: BTreeMap<Option<&str>, Vec<&ObservedRelease>> = BTreeMap::new();
+    for o in owned {
+        by_cluster.entry(o.cluster.as_deref()).or_default().push(o);
+    }
+    by_cluster.into_values().flat_map(|releases| failures_within(&releases)).collect()
+}
+
+/// [`isolation_failures`] among releases into one cluster.
+fn failures_within(owned: &[&ObservedRelease]) -> Vec<ObservedRelease> {
     let shared = sharing::shared_objects(
         owned.iter().filter_map(|o| Some((o.pool.as_deref()?, o.inventory.as_slice()))),
     );
@@ -141,7 +156,7 @@ pub fn isolation_failures(owned: &[ObservedRelease]) -> Vec<ObservedRelease> {
         .filter_map(|o| Some((o.helm_release.as_ref()?.1.as_str(), o.pool.as_deref()?)))
         .collect();
     let pool_of = |release: &str| pools_by_release.get(release).map(|pool| pool.to_string());
-    let judged = owned.iter().filter(|o| o.status.observed_latest);
+    let judged = owned.iter().copied().filter(|o| o.status.observed_latest);
     judged
         .filter_map(|o| {
             let failing = matches!(o.status.state, ReleaseState::Failed | ReleaseState::Stalled);

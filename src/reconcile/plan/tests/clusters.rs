@@ -2,6 +2,7 @@
 //! through the kubeconfig Secret its site names, and nothing pins its pods.
 
 use super::*;
+use crate::api::naming;
 
 /// An application over the site clusters of `region: east`, without a
 /// placement (admission refuses one for sites that are clusters).
@@ -183,4 +184,39 @@ fn a_site_release_keeps_its_helm_records_in_its_target_namespace_unless_told() {
     pools_app.spec.target_namespace = Some("ingress".into());
     let plan = Scenario::of(&pools_app).over(&pools()).plan();
     assert!(desired(&plan, "hangzhou")["spec"].get("storageNamespace").is_none());
+}
+
+#[test]
+fn sites_are_each_their_own_cluster_for_names_and_objects() {
+    // One Helm release name at every site: each is its own cluster's.
+    let mut a = sites(json!({}));
+    a.spec.release_name = Some("gateway".into());
+    let first = Scenario::of(&a).over(&clusters()).plan();
+    assert_eq!(applied_pools(&first), ["hangzhou", "shanghai"], "no duplicate: {:?}", first.pools);
+    let keys: Vec<_> = first.apply.iter().map(|d| naming::helm_release_of(&d.object()).unwrap()).collect();
+    assert_eq!(keys[0].1, keys[1].1);
+    assert_ne!(keys[0], keys[1], "stored in two clusters");
+    // Both install their IngressClass `gateway`: two objects, in two clusters.
+    let owned: Vec<ObservedRelease> = first
+        .apply
+        .iter()
+        .map(|d| {
+            let mut live = d.object();
+            live["metadata"]["generation"] = json!(1);
+            live["status"] = json!({ "observedGeneration": 1,
+                "conditions": [{ "type": "Ready", "status": "True", "reason": "InstallSucceeded",
+                                 "message": "ok", "observedGeneration": 1 }],
+                "inventory": { "entries": [{ "id": "_gateway_networking.k8s.io_IngressClass", "v": "v1" }] } });
+            ObservedRelease::from_value(&live).unwrap()
+        })
+        .collect();
+    assert!(isolation_failures(&owned).is_empty(), "{:?}", isolation_failures(&owned));
+    let plan = Scenario::of(&a).over(&clusters()).owning(owned.clone()).plan();
+    assert_eq!(plan.status().ready, "2/2");
+    // Two pools of this cluster holding it do share it.
+    let mut here = owned;
+    for o in &mut here {
+        o.cluster = None;
+    }
+    assert_eq!(isolation_failures(&here).len(), 2);
 }

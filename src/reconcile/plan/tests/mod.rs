@@ -194,5 +194,6 @@ fn ready_release(name: &str, pool: &str, hash: &str) -> ObservedRelease {
         inert: false,
         inventory: Vec::new(),
         unreachable_since: None,
+        cluster: None,
     }
 }
