@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::pools::nodes::NodeCount;
+use crate::pools::nodes::{Counted, NodeCount};
 use crate::pools::{self, Pool};
 use crate::reconcile::rollout::{self, PoolRollout};
 
@@ -64,7 +64,10 @@ pub(super) fn decide(
                 pool: &c.pool,
                 wave: wave_of(pool),
                 offline: nodes.is_some_and(|n| n.offline()),
-                offline_since: nodes.and_then(|n| n.changed),
+                // helm-controller's word that it cannot reach a site
+                // dates from its first attempt after the write, and says
+                // the site never got the write: no update took it down.
+                offline_since: nodes.filter(|n| n.of != Counted::Connection).and_then(|n| n.changed),
                 release,
             })
         })

@@ -220,3 +220,36 @@ fn sites_are_each_their_own_cluster_for_names_and_objects() {
     }
     assert_eq!(isolation_failures(&here).len(), 2);
 }
+
+#[test]
+fn a_site_found_unreachable_after_its_write_never_got_it_and_is_not_failed() {
+    let a = sites(json!({}));
+    let first = Scenario::of(&a).over(&clusters()).plan();
+    // Written at 23:00; helm-controller then found shanghai unreachable at
+    // 23:01, trying that very write: Helm never ran, so no update took the
+    // site down.
+    let owned: Vec<ObservedRelease> = first
+        .apply
+        .iter()
+        .map(|d| {
+            let mut live = d.object();
+            live["metadata"]["annotations"]["apps.fanout.dev/written-at"] = json!("2029-12-31T23:00:00Z");
+            live["metadata"]["generation"] = json!(2);
+            let (status, reason, message) = match d.pool.as_str() {
+                "shanghai" => ("False", "StateError", "Could not determine release state: Get \"https://127.0.0.1:16753/api\": dial tcp 127.0.0.1:16753: connect: connection refused"),
+                _ => ("True", "UpgradeSucceeded", "ok"),
+            };
+            live["status"] = json!({ "observedGeneration": 2, "conditions": [{ "type": "Ready",
+                "status": status, "reason": reason, "message": message, "observedGeneration": 2,
+                "lastTransitionTime": "2029-12-31T23:01:00Z" }] });
+            ObservedRelease::from_value(&live).unwrap()
+        })
+        .collect();
+    let plan = Scenario::of(&a).over(&clusters()).owning(owned).plan();
+    let status = plan.status();
+    let shanghai = status.pools.iter().find(|p| p.pool == "shanghai").unwrap();
+    assert_eq!((shanghai.reason.as_str(), shanghai.offline), ("PoolOffline", true), "{shanghai:?}");
+    assert_eq!(shanghai.rollout, "Offline");
+    assert_eq!(status.ready, "1/2 (1 offline)");
+    assert!(condition(&plan, "Stalled").is_none());
+}
