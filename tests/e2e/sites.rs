@@ -260,6 +260,93 @@ async fn one_application_reaches_both_site_clusters_and_leaves_a_hub_pool_applic
 }
 
 #[tokio::test]
+async fn a_progressive_change_reaches_one_site_then_the_other_and_a_broken_one_halts_after_the_first(
+) -> TestResult {
+    let _sites = SITES.lock().await;
+    let env = TestEnv::new("sites-rollout").await;
+    ensure_crd(&env.client).await;
+    register(&env, "site-1", json!({ "e2e": env.prefix, "region": "north" })).await;
+    register(&env, "site-2", json!({ "e2e": env.prefix, "region": "south" })).await;
+    let controller = RunningController::start(&env.namespace);
+    let progressive = json!({ "rollout": { "strategy": "Progressive", "maxUnavailable": 1 } });
+    apply_app(&env, &sites_app(&env, progressive.clone())).await?;
+    wait_named(&env, &controller, "gw", "both sites installed", READY_TIMEOUT, ready_is("2/2")).await;
+    // A good change: site-1 first; site-2 written only once site-1 is
+    // Ready on it.
+    let started = std::time::Instant::now();
+    let mut good = progressive.clone();
+    good["values"] = gateway_values("{{pool.labels.region}}-v2");
+    apply_app(&env, &sites_app(&env, good.clone())).await?;
+    let both_at_once = std::cell::Cell::new(false);
+    let done = wait_named(&env, &controller, "gw", "the change on both sites", READY_TIMEOUT, |app| {
+        let updating = ["site-1", "site-2"]
+            .iter()
+            .filter_map(|s| pool_status(app, s))
+            .filter(|p| p["upToDate"] == true && p["rollout"] != "Done")
+            .count();
+        both_at_once.set(both_at_once.get() || updating > 1);
+        match app.pointer("/status/rollout/progress").and_then(Value::as_str) {
+            Some("Complete 2/2") => ready_is("2/2")(app),
+            other => Err(format!("rollout {other:?}")),
+        }
+    })
+    .await;
+    let took = started.elapsed();
+    assert!(!both_at_once.get(), "both sites were updating at once");
+    assert_eq!(done["status"]["rollout"]["updated"], 2);
+    let releases: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), &env.namespace, &helmrelease_resource());
+    let written = |release: &DynamicObject| {
+        release
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("apps.fanout.dev/written-at"))
+            .cloned()
+    };
+    let first = releases.get(&nodepool_fanout::api::naming::release_name("gw", "site-1")).await?;
+    let second = releases.get(&nodepool_fanout::api::naming::release_name("gw", "site-2")).await?;
+    assert!(
+        written(&first) < written(&second),
+        "site-1 first: {:?} {:?}",
+        written(&first),
+        written(&second)
+    );
+    wait_gateway(&env, "site-1", "north-v2").await;
+    wait_gateway(&env, "site-2", "south-v2").await;
+    eprintln!("a progressive change reached both sites in {took:?}");
+    // A broken change (a port no Service may have): site-1 fails, the
+    // rollout halts, site-2 keeps its release exactly.
+    let kept = written(&second);
+    let mut broken = good.clone();
+    broken["values"]["controller"]["service"] = json!({ "port": 70000 });
+    apply_app(&env, &sites_app(&env, broken)).await?;
+    let halted = wait_named(&env, &controller, "gw", "the halt", READY_TIMEOUT, |app| {
+        match app.pointer("/status/rollout/phase").and_then(Value::as_str) {
+            Some("Halted") => Ok(()),
+            other => Err(format!("phase {other:?}")),
+        }
+    })
+    .await;
+    let stalled = halted["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Stalled").cloned())
+        .unwrap_or_default();
+    let message = stalled["message"].as_str().unwrap_or_default();
+    assert!(message.contains("site-1") && message.contains("70000"), "{message}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let second = releases.get(&nodepool_fanout::api::naming::release_name("gw", "site-2")).await?;
+    assert_eq!(written(&second), kept, "site-2 was touched by a halted rollout");
+    wait_gateway(&env, "site-2", "south-v2").await;
+    let apps: Api<nodepool_fanout::api::NodePoolApplication> =
+        Api::namespaced(env.client.clone(), &env.namespace);
+    apps.delete("gw", &DeleteParams::default()).await?;
+    drop(controller);
+    env.cleanup().await;
+    Ok(())
+}
+
+#[tokio::test]
 async fn a_site_whose_control_plane_is_unhealthy_is_offline_and_caught_up_when_it_recovers() -> TestResult {
     let _sites = SITES.lock().await;
     let env = TestEnv::new("sites-health").await;
