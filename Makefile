@@ -14,8 +14,9 @@ test: ## Lint, then every unit and end-to-end test on the local control plane (s
 
 .PHONY: demo
 GITOPS ?=
-demo: ## Bring up the local control plane and fan an example out to three pools of kwok nodes (GITOPS=1: delivered by Flux from Git)
-	GITOPS=$(GITOPS) hack/demo.sh
+SITES ?=
+demo: ## Bring up the local control plane and fan an example out to three pools of kwok nodes (GITOPS=1: delivered by Flux from Git; SITES=1: then to two site clusters)
+	GITOPS=$(GITOPS) SITES=$(SITES) hack/demo.sh
 
 .PHONY: controlplane
 controlplane: ## Build the local control plane's binaries (cached; the first build takes 20-40 minutes)

@@ -4,6 +4,10 @@
 # every pool. The cluster and the controller keep running afterwards; `make
 # cluster-down` stops both.
 #
+# With SITES=1 it then fans examples/ingress-per-site.yaml out to the local
+# plane's two site clusters, each registered in namespace `stores` as a
+# cluster manager would: a kubeconfig Secret and a ClusterProfile.
+#
 # With GITOPS=1 the pools and the application are not applied by kubectl:
 # they are committed, in the layout of examples/gitops/, to a repository on
 # the local control plane's Git server, and Flux (a GitRepository and
@@ -108,6 +112,55 @@ if [[ $ready != 3/3 ]]; then
   echo "the application did not reach READY 3/3 (it shows '$ready'); see target/local-cluster/logs/" >&2
   exit 1
 fi
+if [[ ${SITES:-} == 1 ]]; then
+  say "Registering the site clusters site-1 and site-2 in namespace stores"
+  kubectl create namespace stores --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+  region=(north south)
+  for n in 1 2; do
+    site=site-$n
+    kubectl -n stores create secret generic "$site-kubeconfig" \
+      --from-file=value="target/local-cluster/sites/$site/kubeconfig" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+    kubectl apply --server-side -f - >/dev/null <<EOF
+apiVersion: multicluster.x-k8s.io/v1alpha1
+kind: ClusterProfile
+metadata:
+  name: $site
+  namespace: stores
+  labels: { fleet: stores, region: ${region[n - 1]} }
+spec:
+  displayName: $site
+  clusterManager: { name: local-plane }
+EOF
+    # What a cluster manager reports of the site's health.
+    now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+    kubectl -n stores patch clusterprofile "$site" --subresource=status --type=merge \
+      -p "{\"status\":{\"conditions\":[{\"type\":\"ControlPlaneHealthy\",\"status\":\"True\",\"reason\":\"Healthy\",\"message\":\"demo\",\"lastTransitionTime\":\"$now\"}]}}" >/dev/null
+  done
+  kubectl -n stores get clusterprofiles -L region
+
+  say "Applying examples/ingress-per-site.yaml in namespace stores"
+  kubectl -n stores apply -f examples/ingress-per-site.yaml
+  sites_ready=
+  for _ in $(seq 1 120); do
+    sites_ready=$(kubectl -n stores get npa ingress -o jsonpath='{.status.ready}' 2>/dev/null || true)
+    [[ $sites_ready == 2/2 ]] && break
+    sleep 2
+  done
+  kubectl -n stores get nodepoolapplications
+  target/debug/nodepool-fanout get -n stores ingress
+
+  say "Each site's gateway in its own cluster"
+  for n in 1 2; do
+    echo "site-$n:"
+    KUBECONFIG=target/local-cluster/sites/site-$n/kubeconfig kubectl -n ingress get pods \
+      -o custom-columns='POD:.metadata.name,NODE:.spec.nodeName,STATUS:.status.phase'
+  done
+  if [[ $sites_ready != 2/2 ]]; then
+    echo "the site application did not reach READY 2/2 (it shows '$sites_ready'); see target/local-cluster/logs/" >&2
+    exit 1
+  fi
+fi
+
 cat <<EOF
 
 The cluster and the controller keep running:
