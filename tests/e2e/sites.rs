@@ -480,6 +480,43 @@ async fn a_missing_kubeconfig_and_a_profile_elsewhere_are_named_and_disturb_noth
     Ok(())
 }
 
+#[tokio::test]
+async fn deleting_an_orphaning_application_leaves_its_release_running_on_the_site() -> TestResult {
+    let env = TestEnv::new("sites-orphan").await;
+    ensure_crd(&env.client).await;
+    register(&env, "site-1", json!({ "e2e": env.prefix, "region": "north" })).await;
+    let controller = RunningController::start(&env.namespace);
+    apply_app(&env, &sites_app(&env, json!({ "deletionPolicy": "Orphan" }))).await?;
+    wait_named(&env, &controller, "gw", "site-1 Ready", READY_TIMEOUT, ready_is("1/1")).await;
+    wait_gateway(&env, "site-1", "north").await;
+    let apps: Api<nodepool_fanout::api::NodePoolApplication> =
+        Api::namespaced(env.client.clone(), &env.namespace);
+    apps.delete("gw", &DeleteParams::default()).await?;
+    wait_for("the application gone", READY_TIMEOUT, || async {
+        match apps.get_opt("gw").await {
+            Ok(None) => Ok(()),
+            other => Err(format!("{:?}", other.map(|a| a.map(|a| a.metadata.finalizers)))),
+        }
+    })
+    .await;
+    // The release stays, a HelmRelease of its own, and the site keeps
+    // running what it installed.
+    let releases: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), &env.namespace, &helmrelease_resource());
+    let release = releases.get(&nodepool_fanout::api::naming::release_name("gw", "site-1")).await?;
+    assert!(release.metadata.owner_references.as_ref().is_none_or(|o| o.is_empty()), "orphaned");
+    assert_eq!(release.data["spec"]["kubeConfig"]["secretRef"]["name"], "site-1-kubeconfig");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(gateway_in(&env, "site-1").await?, (1, "north".to_string()));
+    drop(controller);
+    // The test's own leftovers: the orphan is the user's now.
+    releases
+        .delete(&nodepool_fanout::api::naming::release_name("gw", "site-1"), &DeleteParams::default())
+        .await?;
+    env.cleanup().await;
+    Ok(())
+}
+
 /// A site's API server stopped until dropped, as an outage cuts a site off.
 struct SiteStopped(&'static str);
 
