@@ -410,59 +410,79 @@ spec:
 EOF
 }
 
+# The five components of a Kubernetes cluster, hub and sites alike: the
+# same flags on each one's own ports, state directory and kubeconfig. The
+# service-account key, the CA and the API server's certificate are the
+# hub's for all. $1: the component's name as `start` records it, then its
+# ports and paths.
+
+# $2: client port, $3: peer port, $4: data directory, $5: member name (kept
+# across a restart of the same data). fsync off: etcd holds only disposable
+# test state.
+start_etcd() {
+  start "$1" etcd --name="$5" --data-dir="$4" --unsafe-no-fsync \
+    --listen-client-urls="http://$host:$2" --advertise-client-urls="http://$host:$2" \
+    --listen-peer-urls="http://$host:$3" --initial-advertise-peer-urls="http://$host:$3" \
+    --initial-cluster="$5=http://$host:$3" --listen-metrics-urls="" --log-level=warn
+}
+
+# $2: etcd's client port, $3: the secure port, $4: the cert directory.
+start_apiserver() {
+  start "$1" kube-apiserver \
+    --etcd-servers="http://$host:$2" \
+    --bind-address=$host --advertise-address=$host --secure-port="$3" \
+    --cert-dir="$4" \
+    --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
+    --client-ca-file="$pki/ca.crt" \
+    --authorization-mode=RBAC \
+    --service-account-issuer=https://kubernetes.default.svc \
+    --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
+    --service-cluster-ip-range=10.96.0.0/16 \
+    --disable-admission-plugins=ServiceAccount \
+    --allow-privileged=true \
+    --endpoint-reconciler-type=none
+}
+
+# $2: the kubeconfig, $3: the secure port.
+start_controller_manager() {
+  start "$1" kube-controller-manager \
+    --kubeconfig="$2" --authentication-kubeconfig="$2" --authorization-kubeconfig="$2" \
+    --leader-elect=false --bind-address=$host --secure-port="$3" \
+    --service-account-private-key-file="$pki/sa.key" --root-ca-file="$pki/ca.crt" \
+    --cluster-signing-cert-file="$pki/ca.crt" --cluster-signing-key-file="$pki/ca.key" \
+    --controllers='*'
+}
+
+# $2: the kubeconfig, $3: the secure port.
+start_scheduler() {
+  start "$1" kube-scheduler \
+    --kubeconfig="$2" --authentication-kubeconfig="$2" --authorization-kubeconfig="$2" \
+    --leader-elect=false --bind-address=$host --secure-port="$3"
+}
+
+# $2: the kubeconfig, $3: the health port.
+start_kwok() {
+  # shellcheck disable=SC2046 # one word per flag
+  start "$1" kwok --kubeconfig="$2" \
+    --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+    --node-lease-duration-seconds=40 --server-address="$host:$3" \
+    --cidr=10.244.0.0/16 --node-ip=$host \
+    $(kwok_stages)
+}
+
 # Starts one component of a site ($1: etcd, kube-apiserver, …; $2: the
 # site) without waiting for it: `up` starts the sites' while the hub's start,
-# and waits for them afterwards. The same flags as the hub's, on the site's
-# ports and state directory; the service-account key is the hub's too.
+# and waits for them afterwards.
 start_site() {
   local c=$1 s=$2 sd=$dir/sites/$2
   local kc=$sd/kubeconfig port
   port=$(site_port "$s" "$c")
   case $c in
-  etcd)
-    local peer
-    peer=$(site_port "$s" etcd-peer)
-    start "etcd-$s" etcd --name="$s" --data-dir="$sd/etcd" --unsafe-no-fsync \
-      --listen-client-urls="http://$host:$port" --advertise-client-urls="http://$host:$port" \
-      --listen-peer-urls="http://$host:$peer" --initial-advertise-peer-urls="http://$host:$peer" \
-      --initial-cluster="$s=http://$host:$peer" --listen-metrics-urls="" --log-level=warn
-    ;;
-  kube-apiserver)
-    start "kube-apiserver-$s" kube-apiserver \
-      --etcd-servers="http://$host:$(site_port "$s" etcd)" \
-      --bind-address=$host --advertise-address=$host --secure-port="$port" \
-      --cert-dir="$sd/cert-dir" \
-      --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
-      --client-ca-file="$pki/ca.crt" \
-      --authorization-mode=RBAC \
-      --service-account-issuer=https://kubernetes.default.svc \
-      --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
-      --service-cluster-ip-range=10.96.0.0/16 \
-      --disable-admission-plugins=ServiceAccount \
-      --allow-privileged=true \
-      --endpoint-reconciler-type=none
-    ;;
-  kube-controller-manager)
-    start "kube-controller-manager-$s" kube-controller-manager \
-      --kubeconfig="$kc" --authentication-kubeconfig="$kc" --authorization-kubeconfig="$kc" \
-      --leader-elect=false --bind-address=$host --secure-port="$port" \
-      --service-account-private-key-file="$pki/sa.key" --root-ca-file="$pki/ca.crt" \
-      --cluster-signing-cert-file="$pki/ca.crt" --cluster-signing-key-file="$pki/ca.key" \
-      --controllers='*'
-    ;;
-  kube-scheduler)
-    start "kube-scheduler-$s" kube-scheduler \
-      --kubeconfig="$kc" --authentication-kubeconfig="$kc" --authorization-kubeconfig="$kc" \
-      --leader-elect=false --bind-address=$host --secure-port="$port"
-    ;;
-  kwok)
-    # shellcheck disable=SC2046 # one word per flag
-    start "kwok-$s" kwok --kubeconfig="$kc" \
-      --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
-      --node-lease-duration-seconds=40 --server-address="$host:$port" \
-      --cidr=10.244.0.0/16 --node-ip=$host \
-      $(kwok_stages)
-    ;;
+  etcd) start_etcd "etcd-$s" "$port" "$(site_port "$s" etcd-peer)" "$sd/etcd" "$s" ;;
+  kube-apiserver) start_apiserver "kube-apiserver-$s" "$(site_port "$s" etcd)" "$port" "$sd/cert-dir" ;;
+  kube-controller-manager) start_controller_manager "kube-controller-manager-$s" "$kc" "$port" ;;
+  kube-scheduler) start_scheduler "kube-scheduler-$s" "$kc" "$port" ;;
+  kwok) start_kwok "kwok-$s" "$kc" "$port" ;;
   *) die "no site component $c; a site's components are: ${site_components[*]}" ;;
   esac
 }
@@ -473,50 +493,16 @@ start_site() {
 launch() {
   case $1 in
   etcd)
-    # fsync off: this etcd holds only disposable test state.
-    start etcd etcd --name=local --data-dir="$dir/etcd" --unsafe-no-fsync \
-      --listen-client-urls="http://$host:$etcd_port" --advertise-client-urls="http://$host:$etcd_port" \
-      --listen-peer-urls="http://$host:$etcd_peer_port" --initial-advertise-peer-urls="http://$host:$etcd_peer_port" \
-      --initial-cluster="local=http://$host:$etcd_peer_port" --listen-metrics-urls="" --log-level=warn
+    start_etcd etcd "$etcd_port" "$etcd_peer_port" "$dir/etcd" local
     wait_for etcd 60 curl -sf "http://$host:$etcd_port/health"
     ;;
   kube-apiserver)
-    start kube-apiserver kube-apiserver \
-      --etcd-servers="http://$host:$etcd_port" \
-      --bind-address=$host --advertise-address=$host --secure-port=$apiserver_port \
-      --cert-dir="$dir/cert-dir" \
-      --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
-      --client-ca-file="$pki/ca.crt" \
-      --authorization-mode=RBAC \
-      --service-account-issuer=https://kubernetes.default.svc \
-      --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
-      --service-cluster-ip-range=10.96.0.0/16 \
-      --disable-admission-plugins=ServiceAccount \
-      --allow-privileged=true \
-      --endpoint-reconciler-type=none
+    start_apiserver kube-apiserver "$etcd_port" "$apiserver_port" "$dir/cert-dir"
     wait_for kube-apiserver 120 apiserver_ready
     ;;
-  kube-controller-manager)
-    start kube-controller-manager kube-controller-manager \
-      --kubeconfig="$kubeconfig" --authentication-kubeconfig="$kubeconfig" --authorization-kubeconfig="$kubeconfig" \
-      --leader-elect=false --bind-address=$host --secure-port=$kcm_port \
-      --service-account-private-key-file="$pki/sa.key" --root-ca-file="$pki/ca.crt" \
-      --cluster-signing-cert-file="$pki/ca.crt" --cluster-signing-key-file="$pki/ca.key" \
-      --controllers='*'
-    ;;
-  kube-scheduler)
-    start kube-scheduler kube-scheduler \
-      --kubeconfig="$kubeconfig" --authentication-kubeconfig="$kubeconfig" --authorization-kubeconfig="$kubeconfig" \
-      --leader-elect=false --bind-address=$host --secure-port=$scheduler_port
-    ;;
-  kwok)
-    # shellcheck disable=SC2046 # one word per flag
-    start kwok kwok --kubeconfig="$kubeconfig" \
-      --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
-      --node-lease-duration-seconds=40 --server-address="$host:$kwok_port" \
-      --cidr=10.244.0.0/16 --node-ip=$host \
-      $(kwok_stages)
-    ;;
+  kube-controller-manager) start_controller_manager kube-controller-manager "$kubeconfig" "$kcm_port" ;;
+  kube-scheduler) start_scheduler kube-scheduler "$kubeconfig" "$scheduler_port" ;;
+  kwok) start_kwok kwok "$kubeconfig" "$kwok_port" ;;
   chart-repository)
     start chart-repository python3 -m http.server "$charts_port" --bind $host --directory "$dir/charts"
     ;;
