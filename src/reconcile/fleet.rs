@@ -1,9 +1,8 @@
 //! How one application's fleet stands, said once: each selected pool's
 //! row, the counts, the conditions and the bounded pool list, from the
-//! plan and what carrying it out did. The application's status
-//! ([`FleetReport::status`]), its Events ([`FleetReport::events`]), its
-//! metrics ([`FleetReport::counts`]) and `nodepool-fanout get` all read
-//! it here, so that they cannot disagree.
+//! plan and what carrying it out did. The application's status, its
+//! Events and its metrics ([`FleetReport::publish`]) and `nodepool-fanout
+//! get` all read it here, so that they cannot disagree.
 //!
 //! - [`status`] rolls the pools up into conditions (kstatus), counts and
 //!   the bounded pool list;
@@ -199,14 +198,29 @@ impl FleetReport {
         }
     }
 
-    /// The Events to publish, from the status `before` to this report and
-    /// what carrying out the plan did: each write, then each pool whose
-    /// state changed, with frequent reasons folded into one Event each.
-    pub fn events(&self, before: &NodePoolApplicationStatus, done: &[Done]) -> Vec<Transition> {
+    /// What a reconcile publishes of the report, the status rolled up once
+    /// for all of it: the status, the counts for the metrics, and the
+    /// Events from the status `before` and what carrying out the plan did
+    /// (each write, then each pool whose state changed, frequent reasons
+    /// folded into one Event each).
+    pub fn publish(&self, before: &NodePoolApplicationStatus, done: &[Done]) -> Published {
+        let status = self.status();
         let mut happened: Vec<Transition> = done.iter().map(Transition::of).collect();
-        happened.extend(events::between(before, &self.status()));
-        events::condense(happened)
+        happened.extend(events::between(before, &status));
+        Published {
+            events: events::condense(happened),
+            counts: self.counts(),
+            status,
+        }
     }
+}
+
+/// See [`FleetReport::publish`].
+#[derive(Debug, Clone)]
+pub struct Published {
+    pub status: NodePoolApplicationStatus,
+    pub counts: FleetCounts,
+    pub events: Vec<Transition>,
 }
 
 /// A suspended application says so where `kubectl get npa` and kstatus

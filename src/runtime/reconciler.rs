@@ -183,14 +183,14 @@ async fn report(
     applied: &apply::Applied,
 ) -> Result<(), Error> {
     let (namespace, name) = (app.namespace().unwrap_or_default(), app.name_any());
-    let fleet = planned.report.after_writes(&applied.refused);
-    let new_status = fleet.status();
     let old_status = app.status.clone().unwrap_or_default();
+    let published = planned.report.after_writes(&applied.refused).publish(&old_status, &applied.done);
+    let new_status = &published.status;
     let FleetCounts {
         selected,
         ready,
         offline,
-    } = fleet.counts();
+    } = published.counts;
     let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
     ctx.metrics.set_pools(
         &namespace,
@@ -208,10 +208,10 @@ async fn report(
         .map(|c| c.status.as_str());
     ctx.metrics
         .set_info(&namespace, &name, ready.unwrap_or("Unknown"), app.spec.suspend == Some(true));
-    if !transitions::same_ignoring_timestamps(&old_status, &new_status) {
-        apply::apply_status(apps, &name, &new_status).await?;
+    if !transitions::same_ignoring_timestamps(&old_status, new_status) {
+        apply::apply_status(apps, &name, new_status).await?;
     }
-    publish(ctx, app, &fleet.events(&old_status, &applied.done)).await;
+    publish(ctx, app, &published.events).await;
     Ok(())
 }
 

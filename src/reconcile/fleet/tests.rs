@@ -131,7 +131,8 @@ fn rows(app: &NodePoolApplication, releases: &[serde_json::Value], report: &Flee
 #[test]
 fn status_events_metrics_and_get_read_one_report() {
     let (app, releases, report) = fleet();
-    let status = report.status();
+    let published = report.publish(&NodePoolApplicationStatus::default(), &[]);
+    let status = &published.status;
     let rows = rows(&app, &releases, &report);
     let listed: BTreeMap<&str, &PoolStatus> = status.pools.iter().map(|p| (p.pool.as_str(), p)).collect();
     assert_eq!(rows.len(), 5);
@@ -166,14 +167,14 @@ fn status_events_metrics_and_get_read_one_report() {
         ]
     );
     // The metrics count what the status counts.
-    let counts = report.counts();
+    let counts = published.counts;
     assert_eq!((counts.selected, counts.ready, counts.offline), (5, 1, 1), "{counts:?}");
     assert_eq!((status.selected_pools, status.ready_pools, status.offline_pools), (5, 1, 1));
     assert_eq!(status.ready, "1/5 (1 offline)");
     // The Events name each pool whose state they report, with the
     // status's reason: the failed upgrade, the refused write, the offline
     // site and the Ready pool; the new pool is in progress, no news.
-    let events = report.events(&NodePoolApplicationStatus::default(), &[]);
+    let events = &published.events;
     let said: Vec<(&str, bool)> = events.iter().map(|e| (e.reason.as_str(), e.warning)).collect();
     for (pool, reason) in [
         ("failing", "UpgradeFailed"),
