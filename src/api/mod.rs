@@ -7,6 +7,7 @@
 mod chart;
 pub mod conditions;
 pub mod naming;
+mod pools;
 
 mod schema;
 mod spec;
@@ -16,6 +17,7 @@ use kube::CustomResourceExt;
 
 pub use chart::*;
 pub use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+pub use pools::*;
 pub use spec::*;
 pub use status::*;
 
