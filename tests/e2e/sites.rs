@@ -84,6 +84,21 @@ async fn register(env: &TestEnv, site: &str, labels: Value) {
     set_health(env, site, true).await;
 }
 
+/// A test's world with `sites` of the plane registered, each in its
+/// region: site-1 north, site-2 south.
+async fn with_sites(test: &str, sites: &[&str]) -> TestEnv {
+    let env = TestEnv::new(test).await;
+    ensure_crd(&env.client).await;
+    for site in sites {
+        let region = match *site {
+            "site-1" => "north",
+            _ => "south",
+        };
+        register(&env, site, json!({ "e2e": env.prefix, "region": region })).await;
+    }
+    env
+}
+
 /// What the cluster manager says of the site's control plane.
 async fn set_health(env: &TestEnv, site: &str, healthy: bool) {
     let profiles: Api<DynamicObject> =
@@ -179,10 +194,7 @@ fn sites_ready(app: &Value, sites: &[&str]) -> Result<(), String> {
 #[tokio::test]
 async fn one_application_reaches_both_site_clusters_and_leaves_a_hub_pool_application_alone() -> TestResult {
     let _sites = SITES.lock().await;
-    let mut env = TestEnv::new("sites").await;
-    ensure_crd(&env.client).await;
-    register(&env, "site-1", json!({ "e2e": env.prefix, "region": "north" })).await;
-    register(&env, "site-2", json!({ "e2e": env.prefix, "region": "south" })).await;
+    let mut env = with_sites("sites", &["site-1", "site-2"]).await;
     // A pool application on the hub beside it, over a pool of this cluster.
     env.create_region_pools(&["east"]).await;
     let controller = RunningController::start(&env.namespace);
@@ -263,10 +275,7 @@ async fn one_application_reaches_both_site_clusters_and_leaves_a_hub_pool_applic
 async fn a_progressive_change_reaches_one_site_then_the_other_and_a_broken_one_halts_after_the_first(
 ) -> TestResult {
     let _sites = SITES.lock().await;
-    let env = TestEnv::new("sites-rollout").await;
-    ensure_crd(&env.client).await;
-    register(&env, "site-1", json!({ "e2e": env.prefix, "region": "north" })).await;
-    register(&env, "site-2", json!({ "e2e": env.prefix, "region": "south" })).await;
+    let env = with_sites("sites-rollout", &["site-1", "site-2"]).await;
     let controller = RunningController::start(&env.namespace);
     let progressive = json!({ "rollout": { "strategy": "Progressive", "maxUnavailable": 1 } });
     apply_app(&env, &sites_app(&env, progressive.clone())).await?;
@@ -349,10 +358,7 @@ async fn a_progressive_change_reaches_one_site_then_the_other_and_a_broken_one_h
 #[tokio::test]
 async fn a_site_whose_control_plane_is_unhealthy_is_offline_and_caught_up_when_it_recovers() -> TestResult {
     let _sites = SITES.lock().await;
-    let env = TestEnv::new("sites-health").await;
-    ensure_crd(&env.client).await;
-    register(&env, "site-1", json!({ "e2e": env.prefix, "region": "north" })).await;
-    register(&env, "site-2", json!({ "e2e": env.prefix, "region": "south" })).await;
+    let env = with_sites("sites-health", &["site-1", "site-2"]).await;
     let controller = RunningController::start(&env.namespace);
     apply_app(&env, &sites_app(&env, json!({}))).await?;
     wait_named(&env, &controller, "gw", "both sites Ready", READY_TIMEOUT, ready_is("2/2")).await;
@@ -385,10 +391,7 @@ async fn a_site_whose_control_plane_is_unhealthy_is_offline_and_caught_up_when_i
 #[tokio::test]
 async fn a_site_whose_api_server_stops_is_offline_not_failed_and_caught_up_when_it_returns() -> TestResult {
     let _sites = SITES.lock().await;
-    let env = TestEnv::new("sites-outage").await;
-    ensure_crd(&env.client).await;
-    register(&env, "site-1", json!({ "e2e": env.prefix, "region": "north" })).await;
-    register(&env, "site-2", json!({ "e2e": env.prefix, "region": "south" })).await;
+    let env = with_sites("sites-outage", &["site-1", "site-2"]).await;
     let controller = RunningController::start(&env.namespace);
     // Flux retries a failed reconcile at its interval: short here.
     let fast = json!({ "interval": "15s" });
@@ -419,10 +422,8 @@ async fn a_site_whose_api_server_stops_is_offline_not_failed_and_caught_up_when_
 
 #[tokio::test]
 async fn a_missing_kubeconfig_and_a_profile_elsewhere_are_named_and_disturb_nothing() -> TestResult {
-    let env = TestEnv::new("sites-bad").await;
-    ensure_crd(&env.client).await;
     // site-1 is registered; "site-9" has a profile but no Secret.
-    register(&env, "site-1", json!({ "e2e": env.prefix, "region": "north" })).await;
+    let env = with_sites("sites-bad", &["site-1"]).await;
     let profiles: Api<DynamicObject> =
         Api::namespaced_with(env.client.clone(), &env.namespace, &clusterprofile_resource());
     let lonely: DynamicObject = serde_json::from_value(json!({
@@ -482,9 +483,7 @@ async fn a_missing_kubeconfig_and_a_profile_elsewhere_are_named_and_disturb_noth
 
 #[tokio::test]
 async fn deleting_an_orphaning_application_leaves_its_release_running_on_the_site() -> TestResult {
-    let env = TestEnv::new("sites-orphan").await;
-    ensure_crd(&env.client).await;
-    register(&env, "site-1", json!({ "e2e": env.prefix, "region": "north" })).await;
+    let env = with_sites("sites-orphan", &["site-1"]).await;
     let controller = RunningController::start(&env.namespace);
     apply_app(&env, &sites_app(&env, json!({ "deletionPolicy": "Orphan" }))).await?;
     wait_named(&env, &controller, "gw", "site-1 Ready", READY_TIMEOUT, ready_is("1/1")).await;
