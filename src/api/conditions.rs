@@ -31,6 +31,8 @@ pub mod reason {
     pub const CHART_NOT_READY: &str = "ChartNotReady";
     pub const ROLLOUT_HALTED: &str = "RolloutHalted";
     pub const ROLLOUT_PAUSED: &str = "RolloutPaused";
+    /// A wave with `requireApproval` waits for an operator's approval.
+    pub const AWAITING_APPROVAL: &str = "AwaitingApproval";
     pub const PROGRESS_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";
     /// Two pools' releases hold one object.
     pub const SHARED_OBJECT: &str = "SharedObject";
@@ -42,6 +44,9 @@ pub mod reason {
 pub mod pool_reason {
     /// No node of the pool is Ready.
     pub const POOL_OFFLINE: &str = "PoolOffline";
+    /// The pool is down, for less than `rollout.offlineAfter`: its update
+    /// waits for it.
+    pub const NOT_REACHED: &str = "PoolNotReached";
     /// The pool went offline after it took the current revision.
     pub const OFFLINE_AFTER_UPDATE: &str = "OfflineAfterUpdate";
     /// The pool's values or templates cannot be built.

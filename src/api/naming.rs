@@ -20,6 +20,12 @@ pub const ANNOTATION_SPEC_HASH: &str = "apps.fanout.dev/spec-hash";
 /// When the spec-hash above was written (RFC 3339): the start of a
 /// rollout's progress deadline for that pool.
 pub const ANNOTATION_WRITTEN_AT: &str = "apps.fanout.dev/written-at";
+/// On an application: `<revision>/<wave>`, an operator's approval of the
+/// waves up to `<wave>` (as `status.rollout.wave` counts them, from 1) of
+/// that revision only. An annotation, not a field of the spec, so that
+/// it is given beside GitOps: Flux applies the spec from Git and leaves
+/// an annotation it does not manage alone.
+pub const ANNOTATION_APPROVE: &str = "apps.fanout.dev/approve";
 /// Flux's sharding label: an application's value is put on everything made
 /// for it, so Flux's sharded controllers, and this controller's
 /// `--watch-label-selector`, serve them together.

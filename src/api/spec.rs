@@ -192,6 +192,15 @@ pub struct Rollout {
     /// Whether pools whose nodes are all NotReady are updated. Default Skip.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offline_pools: Option<OfflinePools>,
+
+    /// How long a pool's nodes (or a site's connection) must be down before
+    /// the pool counts as offline, e.g. `1m` (the default) or `0s`. Until
+    /// then it is treated as online: an update to it waits for it, and it
+    /// neither is skipped nor counts as failed, so a flapping link moves no
+    /// pool in or out of the rollout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "optional_duration_schema")]
+    pub offline_after: Option<String>,
 }
 
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -218,6 +227,13 @@ pub enum OfflinePools {
 #[serde(rename_all = "camelCase")]
 pub struct RolloutStep {
     pub pools: PoolSelection,
+
+    /// The wave waits, once the waves before it are done, until an operator
+    /// approves it for the revision under way: `nodepool-fanout approve`,
+    /// or the annotation `apps.fanout.dev/approve: <revision>/<wave>`. An
+    /// approval names the revision, so a later change waits again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require_approval: Option<bool>,
 }
 
 /// HelmRelease fields that every release gets unchanged. The action

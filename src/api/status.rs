@@ -116,6 +116,8 @@ pub enum RolloutPhase {
     #[default]
     Progressing,
     Paused,
+    /// A wave waits for an operator's approval.
+    AwaitingApproval,
     Halted,
     Complete,
 }
@@ -125,6 +127,7 @@ impl RolloutPhase {
         match self {
             Self::Progressing => "Progressing",
             Self::Paused => "Paused",
+            Self::AwaitingApproval => "AwaitingApproval",
             Self::Halted => "Halted",
             Self::Complete => "Complete",
         }

@@ -6,6 +6,7 @@
 //! ([`isolation`]).
 //! Commands only read and print; what they show is computed below them.
 
+pub mod approve;
 pub mod get;
 pub mod isolation;
 pub mod render;
@@ -45,6 +46,9 @@ pub enum Command {
     /// Print what an application made (as `flux tree`): its shared charts
     /// and the HelmReleases under each.
     Tree(tree::TreeArgs),
+    /// Let the wave that awaits approval go, for the revision under way
+    /// (writes the apps.fanout.dev/approve annotation).
+    Approve(approve::ApproveArgs),
     /// Run the controller against the cluster in KUBECONFIG or in-cluster config.
     Run(RunArgs),
 }
@@ -82,6 +86,8 @@ pub enum CliError {
     Json(#[from] serde_json::Error),
     #[error(transparent)]
     Check(#[from] isolation::CheckError),
+    #[error(transparent)]
+    Approve(#[from] approve::ApproveError),
 }
 
 /// Runs one command; returns whether it succeeded.
@@ -139,6 +145,11 @@ pub async fn execute(cli: Cli, out: &mut impl Write, err: &mut impl Write) -> Re
         Command::Tree(args) => {
             let client = kube::Client::try_default().await.map_err(CliError::Connect)?;
             out.write_all(tree::fetch(&client, &args).await.map_err(CliError::Cluster)?.as_bytes())?;
+            Ok(true)
+        }
+        Command::Approve(args) => {
+            let client = kube::Client::try_default().await.map_err(CliError::Connect)?;
+            writeln!(out, "{}", approve::approve(&client, &args).await?)?;
             Ok(true)
         }
         Command::Run(args) => {

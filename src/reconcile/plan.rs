@@ -142,7 +142,14 @@ fn plan_releases(input: &PlanInput) -> Plan {
     };
     let reach = reach(input, &owned);
     let reach = reach.as_ref().or(input.nodes);
-    let decision = schedule::decide(input, &owned, &settings, &selected.pools, &candidates.pools, reach);
+    let revision = revision(&app);
+    let scheduled = schedule::Scheduling {
+        settings: &settings,
+        revision: &revision,
+        selected: &selected.pools,
+        reach,
+    };
+    let decision = schedule::decide(input, &owned, &scheduled, &candidates.pools);
     let suspended = input.app.spec.suspend == Some(true);
     let mut plan = Plan::new(selected.missing.clone());
     plan.inert = candidates.inert;
@@ -186,7 +193,7 @@ fn plan_releases(input: &PlanInput) -> Plan {
         .map(|hold| (hold.reason.clone(), hold.message.clone()));
     let rollout = Scheduled {
         decision: &decision,
-        status: decision.status(&revision(&app), &settings),
+        status: decision.status(&revision, &settings),
     };
     plan.report = FleetReport {
         suspended,

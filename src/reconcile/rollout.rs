@@ -5,7 +5,12 @@
 //! time, so a restarted controller, a new revision or a halt needs no memory.
 //!
 //! The rules, in order:
-//! - An offline pool (nodes, none Ready) is skipped unless `offlinePools:
+//! - A pool down (nodes, none Ready; a site not reached) for less than
+//!   `offlineAfter` is not offline yet: the rollout waits for it. It is
+//!   neither written (a write would land on nodes that cannot run it) nor
+//!   skipped, and its wave is not done without it, so a flapping link
+//!   moves no pool in or out of the rollout.
+//! - An offline pool (down for `offlineAfter`) is skipped unless `offlinePools:
 //!   Include`: its release stays as it is and it counts for nothing. Unless
 //!   it went offline after the current revision was written to it, before
 //!   it was done with it (Ready for `minReadySeconds`): then the revision
@@ -24,7 +29,9 @@
 //!   a release Flux has not looked at since it was suspended or changed is
 //!   no such verdict), then the healthy ones of the earliest
 //!   unfinished wave in name order, never more than `maxUnavailable`
-//!   updated-but-not-done at once. `paused` stops any from starting.
+//!   updated-but-not-done at once. `paused` stops any from starting, and
+//!   so does a wave that requires approval until it is approved for the
+//!   revision.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -60,8 +67,13 @@ pub struct PoolInput<'a> {
     /// of steps when none does.
     pub wave: usize,
     pub offline: bool,
-    /// When an offline pool's last node stopped being Ready, when known.
+    /// When an offline pool's last node stopped being Ready, when known:
+    /// the moment an update may have taken it down.
     pub offline_since: Option<Timestamp>,
+    /// When an offline pool went down, whatever the cause (its nodes, its
+    /// site's control plane, the connection to it), for `offlineAfter`.
+    /// Unknown, the pool is offline at once.
+    pub down_since: Option<Timestamp>,
     pub release: Release<'a>,
 }
 
@@ -84,6 +96,11 @@ pub enum PoolRollout {
     Paused,
     /// Behind or new; held while the rollout is halted.
     Halted,
+    /// Behind or new; its turn may have come, but it waits for the pool
+    /// itself (see [`PoolDecision::note`]).
+    Waiting,
+    /// Behind; its wave waits for an operator's approval.
+    AwaitingApproval,
     /// Nodes, none Ready: left as it is.
     Offline,
 }
@@ -98,6 +115,8 @@ impl PoolRollout {
             Self::Pending => "Pending",
             Self::Paused => "Paused",
             Self::Halted => "Halted",
+            Self::Waiting => "Waiting",
+            Self::AwaitingApproval => "AwaitingApproval",
             Self::Offline => "Offline",
         }
     }
@@ -113,28 +132,33 @@ impl PoolRollout {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PoolDecision {
     pub state: PoolRollout,
-    /// Why it counts as failed when Flux does not say so itself.
-    pub failure: Option<Failure>,
+    /// Failed: why, when Flux does not say so itself. Waiting: what for.
+    pub note: Option<Note>,
 }
 
-/// A failure the rollout finds where Flux reports none.
+/// What the rollout says of a pool where Flux says nothing: why it
+/// failed, or what it waits for.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Failure {
-    /// `ProgressDeadlineExceeded` or `OfflineAfterUpdate`.
+pub struct Note {
+    /// `ProgressDeadlineExceeded`, `OfflineAfterUpdate` or `NodesNotReady`.
     pub reason: &'static str,
     pub message: String,
 }
 
 impl PoolDecision {
     fn of(state: PoolRollout) -> Self {
-        Self { state, failure: None }
+        Self { state, note: None }
+    }
+
+    fn noted(state: PoolRollout, reason: &'static str, message: String) -> Self {
+        Self {
+            state,
+            note: Some(Note { reason, message }),
+        }
     }
 
     fn failed(reason: &'static str, message: String) -> Self {
-        Self {
-            state: PoolRollout::Failed,
-            failure: Some(Failure { reason, message }),
-        }
+        Self::noted(PoolRollout::Failed, reason, message)
     }
 }
 
@@ -152,6 +176,8 @@ pub struct Decision {
     pub failed: Vec<String>,
     /// The wave under way and the number of waves, when there are steps.
     pub wave: Option<(usize, usize)>,
+    /// The wave (by index, from 0) whose updates wait for approval.
+    pub awaiting_approval: Option<usize>,
     /// When the decision changes by the clock alone: a soak ends or a
     /// deadline passes.
     pub requeue_after: Option<Duration>,
@@ -182,9 +208,28 @@ impl Decision {
                 "paused: {} of {} pools updated; set rollout.paused to false to go on",
                 self.updated, self.total
             ),
+            RolloutPhase::AwaitingApproval => {
+                let (wave, waves) = self
+                    .awaiting_approval
+                    .map(|w| (w + 1, self.wave.map_or(1, |(_, n)| n)))
+                    .unwrap_or((1, 1));
+                format!(
+                    "wave {wave}/{waves} awaits approval of revision {revision}: {} of {} pools done; \
+                     approve it with `nodepool-fanout approve` or the annotation \
+                     {}={revision}/{wave}",
+                    self.done,
+                    self.total,
+                    crate::api::naming::ANNOTATION_APPROVE
+                )
+            }
             RolloutPhase::Progressing => {
                 let wave = self.wave.map(|(w, n)| format!(", wave {w}/{n}")).unwrap_or_default();
-                format!("{} of {} pools done, {} updated{wave}", self.done, self.total, self.updated)
+                let waiting = self.pools.values().filter(|d| d.state == PoolRollout::Waiting).count();
+                let waiting = match waiting {
+                    0 => String::new(),
+                    n => format!(", {n} waiting"),
+                };
+                format!("{} of {} pools done, {} updated{waiting}{wave}", self.done, self.total, self.updated)
             }
         };
         RolloutStatus {
@@ -208,14 +253,24 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
     // Where each pool stands before anything is written, in the order of `pools`.
     let mut states: Vec<PoolDecision> = pools
         .iter()
-        .map(|p| match p.release {
-            _ if p.offline && settings.skip_offline => offline(settings, p),
-            Release::Missing => decided(PoolRollout::Write),
-            Release::Behind(_) if !settings.progressive => decided(PoolRollout::Write),
-            Release::Behind(_) => decided(PoolRollout::Pending),
-            Release::Current { status, written } => {
-                let counted_from = written.map(|w| settings.clock_since.map_or(w, |since| w.max(since)));
-                measure(settings, status, counted_from, now, &mut requeue)
+        .map(|p| {
+            let down = p.offline && settings.skip_offline;
+            let grace = grace_left(settings, p, now).filter(|_| down);
+            if let Some(left) = grace {
+                requeue.at(left);
+            }
+            match p.release {
+                Release::Missing | Release::Behind(_) if grace.is_some() => down_briefly(settings, p),
+                // Within the grace, a pool on the revision is measured as
+                // any other: neither skipped nor failed for being down.
+                _ if down && grace.is_none() => offline(settings, p),
+                Release::Missing => decided(PoolRollout::Write),
+                Release::Behind(_) if !settings.progressive => decided(PoolRollout::Write),
+                Release::Behind(_) => decided(PoolRollout::Pending),
+                Release::Current { status, written } => {
+                    let counted_from = written.map(|w| settings.clock_since.map_or(w, |since| w.max(since)));
+                    measure(settings, status, counted_from, now, &mut requeue)
+                }
             }
         })
         .collect();
@@ -232,17 +287,17 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
     if halted {
         for d in states
             .iter_mut()
-            .filter(|d| matches!(d.state, PoolRollout::Pending | PoolRollout::Write))
+            .filter(|d| matches!(d.state, PoolRollout::Pending | PoolRollout::Write | PoolRollout::Waiting))
         {
-            d.state = PoolRollout::Halted;
+            *d = PoolDecision::of(PoolRollout::Halted);
         }
     } else if settings.paused {
         for (p, d) in pools.iter().zip(states.iter_mut()) {
             // A new pool has nothing to break; only updates wait.
             let held = matches!(p.release, Release::Behind(_))
-                && matches!(d.state, PoolRollout::Pending | PoolRollout::Write);
+                && matches!(d.state, PoolRollout::Pending | PoolRollout::Write | PoolRollout::Waiting);
             if held {
-                d.state = PoolRollout::Paused;
+                *d = PoolDecision::of(PoolRollout::Paused);
             }
         }
     } else if settings.progressive {
@@ -264,7 +319,16 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
             (0..pools.len()).filter(|&i| states[i].state == PoolRollout::Pending).collect();
         waiting.sort_by_key(|&i| (pools[i].wave, pools[i].pool));
         let active = active_wave(pools, &states);
+        let gated = active.filter(|w| settings.awaiting_approval.contains(w));
         for i in waiting {
+            // The pools of the gated wave wait for the approval; every
+            // pool waiting after them is of a later wave.
+            if gated.is_some() {
+                if gated == Some(pools[i].wave) {
+                    states[i] = PoolDecision::of(PoolRollout::AwaitingApproval);
+                }
+                continue;
+            }
             if unavailable >= settings.max_unavailable || Some(pools[i].wave) != active {
                 break;
             }
@@ -275,12 +339,21 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
 
     let count = |wanted: &[PoolRollout]| states.iter().filter(|d| wanted.contains(&d.state)).count();
     let total = pools.len() - count(&[PoolRollout::Offline]);
-    let behind = count(&[PoolRollout::Pending, PoolRollout::Paused, PoolRollout::Halted]);
+    let awaiting = count(&[PoolRollout::AwaitingApproval]);
+    let behind = awaiting
+        + count(&[
+            PoolRollout::Pending,
+            PoolRollout::Paused,
+            PoolRollout::Halted,
+            PoolRollout::Waiting,
+        ]);
     let moving = count(&[PoolRollout::Write, PoolRollout::Updating, PoolRollout::Soaking]);
     let phase = if halted {
         RolloutPhase::Halted
     } else if behind > 0 && settings.paused {
         RolloutPhase::Paused
+    } else if awaiting > 0 {
+        RolloutPhase::AwaitingApproval
     } else if behind > 0 || moving > 0 {
         RolloutPhase::Progressing
     } else {
@@ -290,7 +363,13 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
         let current = active_wave(pools, &states).unwrap_or(waves - 1);
         (current + 1, waves)
     });
+    let awaiting_approval = pools
+        .iter()
+        .zip(&states)
+        .find(|(_, d)| d.state == PoolRollout::AwaitingApproval)
+        .map(|(p, _)| p.wave);
     Decision {
+        awaiting_approval,
         updated: states.iter().filter(|d| d.state.up_to_date()).count(),
         done: count(&[PoolRollout::Done]),
         pools: pools.iter().map(|p| p.pool.to_string()).zip(states).collect(),
@@ -341,6 +420,34 @@ fn offline(settings: &Settings, p: &PoolInput) -> PoolDecision {
     )
 }
 
+/// How much of `offlineAfter` a pool that is down has left, if any: none
+/// when it is up, or when since when it is down is not known.
+fn grace_left(settings: &Settings, p: &PoolInput, now: Timestamp) -> Option<Duration> {
+    let since = p.down_since.filter(|_| p.offline)?;
+    let down_for = Duration::try_from(now.duration_since(since)).unwrap_or(Duration::ZERO);
+    settings.offline_after.checked_sub(down_for).filter(|left| !left.is_zero())
+}
+
+/// A pool down for less than `offlineAfter`, with its update or install
+/// to come: it waits for the pool, which is not offline yet.
+fn down_briefly(settings: &Settings, p: &PoolInput) -> PoolDecision {
+    let since = p.down_since.map(stamp).unwrap_or_default();
+    let until = p
+        .down_since
+        .and_then(|s| s.checked_add(settings.offline_after).ok())
+        .map(stamp)
+        .unwrap_or_default();
+    PoolDecision::noted(
+        PoolRollout::Waiting,
+        conditions::pool_reason::NOT_REACHED,
+        format!(
+            "down since {since}: its update waits until it is back; it counts as offline from {until} \
+             (rollout.offlineAfter {})",
+            format_duration(settings.offline_after)
+        ),
+    )
+}
+
 fn stamp(t: Timestamp) -> String {
     t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
@@ -353,7 +460,12 @@ fn active_wave(pools: &[PoolInput], states: &[PoolDecision]) -> Option<usize> {
         .filter(|(_, d)| {
             matches!(
                 d.state,
-                PoolRollout::Pending | PoolRollout::Write | PoolRollout::Updating | PoolRollout::Soaking
+                PoolRollout::Pending
+                    | PoolRollout::Write
+                    | PoolRollout::Updating
+                    | PoolRollout::Soaking
+                    | PoolRollout::Waiting
+                    | PoolRollout::AwaitingApproval
             )
         })
         .map(|(p, _)| p.wave)

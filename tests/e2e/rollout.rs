@@ -198,7 +198,8 @@ async fn reconnect(env: &TestEnv, node: &str) -> TestResult {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_offline_pool_is_skipped_reported_apart_and_caught_up_when_back() -> TestResult {
     let (env, pools, controller) = three_pools("offline").await;
-    let mut app = ingress_app(&env, json!({ "rollout": { "strategy": "Progressive" } }));
+    let mut app =
+        ingress_app(&env, json!({ "rollout": { "strategy": "Progressive", "offlineAfter": "0s" } }));
     apply_app(&env, &app).await?;
     wait_app(&env, &controller, "the first install", READY_TIMEOUT, complete(3)).await;
 
@@ -250,9 +251,126 @@ async fn an_offline_pool_is_skipped_reported_apart_and_caught_up_when_back() -> 
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_node_flap_shorter_than_offline_after_neither_skips_nor_fails_its_pool() -> TestResult {
+    let (env, pools, controller) = three_pools("flap").await;
+    let rollout = json!({ "rollout": { "strategy": "Progressive", "offlineAfter": "5m" } });
+    let mut app = ingress_app(&env, rollout);
+    apply_app(&env, &app).await?;
+    wait_app(&env, &controller, "the first install", READY_TIMEOUT, complete(3)).await;
+    let before = hashes(&env).await;
+
+    // The first pool in the rollout's order loses its node; a change comes.
+    let flapping = pools[0].clone();
+    let node = env.nodes_of(&flapping).await.pop().expect("the pool has a node");
+    cut_off(&env, &node).await?;
+    with_log_level(&mut app, "debug");
+    apply_app(&env, &app).await?;
+    let waiting = wait_app(
+        &env,
+        &controller,
+        "the others updated, the flapping pool waited for",
+        ROLLOUT_TIMEOUT,
+        |app| {
+            let entry = support::apps::pool_status(app, &flapping).cloned().unwrap_or_default();
+            let done = app.pointer("/status/rollout/done").and_then(Value::as_i64);
+            match (entry["rollout"].as_str(), entry["reason"].as_str(), done) {
+                (Some("Waiting"), Some("PoolNotReached"), Some(2)) => Ok(()),
+                other => Err(format!("{flapping}: {other:?}")),
+            }
+        },
+    )
+    .await;
+    let rollout = &waiting["status"]["rollout"];
+    assert_eq!(rollout["phase"], "Progressing", "not complete without it: {rollout}");
+    assert_eq!(rollout["total"], 3, "not skipped: {rollout}");
+    assert!(condition(&waiting, "Stalled").is_none(), "not failed");
+    assert_eq!(waiting["status"]["ready"], "3/3", "Ready on its old revision, not offline");
+    assert_eq!(hashes(&env).await[&flapping], before[&flapping], "written to NotReady nodes");
+
+    // The link comes back within the grace: the pool gets the change.
+    reconnect(&env, &node).await?;
+    let done = wait_app(&env, &controller, "the flapping pool caught up", ROLLOUT_TIMEOUT, complete(3)).await;
+    assert_eq!(done["status"]["rollout"]["failed"], 0);
+    assert_ne!(hashes(&env).await[&flapping], before[&flapping]);
+    env.cleanup().await;
+    Ok(())
+}
+
+/// The rollout awaits approval of its second wave.
+fn awaiting_approval(app: &Value) -> Result<(), String> {
+    let rollout = &app["status"]["rollout"];
+    match (rollout["phase"].as_str(), rollout["wave"].as_str(), rollout["done"].as_i64()) {
+        (Some("AwaitingApproval"), Some("2/2"), Some(1)) => Ok(()),
+        other => Err(format!("rollout {other:?}")),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wave_that_requires_approval_waits_for_approve_and_a_later_revision_waits_again() -> TestResult {
+    let (env, pools, controller) = three_pools("approval").await;
+    let steps = json!([
+        { "pools": { "names": [pools[0]] } },
+        { "pools": { "names": [pools[1], pools[2]] }, "requireApproval": true }
+    ]);
+    let mut app = ingress_app(
+        &env,
+        json!({ "rollout": { "strategy": "Progressive", "maxUnavailable": 2, "steps": steps } }),
+    );
+    apply_app(&env, &app).await?;
+    // New pools are installed at once: nothing to approve yet.
+    wait_app(&env, &controller, "the first install", READY_TIMEOUT, complete(3)).await;
+    let before = hashes(&env).await;
+
+    with_log_level(&mut app, "debug");
+    apply_app(&env, &app).await?;
+    let waiting =
+        wait_app(&env, &controller, "the canary done, wave 2 awaiting", ROLLOUT_TIMEOUT, awaiting_approval)
+            .await;
+    let ready = condition(&waiting, "Ready").cloned().unwrap_or_default();
+    assert_eq!(ready["reason"], "AwaitingApproval", "{ready}");
+    assert!(condition(&waiting, "Stalled").is_none(), "an approval is no failure");
+    controller.quiet(Duration::from_secs(3)).await;
+    let during = hashes(&env).await;
+    assert_ne!(during[&pools[0]], before[&pools[0]], "the canary did not get the change");
+    for pool in &pools[1..] {
+        assert_eq!(during[pool], before[pool], "pool {pool} was written before the approval");
+    }
+
+    // `approve` lets the wave go.
+    let args = nodepool_fanout::cli::approve::ApproveArgs {
+        name: "ingress".into(),
+        namespace: Some(env.namespace.clone()),
+        wave: None,
+    };
+    let said = nodepool_fanout::cli::approve::approve(&env.client, &args).await?;
+    let revision = waiting["status"]["rollout"]["revision"].as_str().unwrap_or_default().to_string();
+    assert!(said.contains(&format!("approved wave 2 of revision {revision}")), "{said}");
+    wait_app(&env, &controller, "the approved wave", ROLLOUT_TIMEOUT, complete(3)).await;
+    let approved = hashes(&env).await;
+    for pool in &pools[1..] {
+        assert_ne!(approved[pool], before[pool], "pool {pool} did not get the approved change");
+    }
+
+    // The approval named that revision: the next change waits again.
+    with_log_level(&mut app, "warn");
+    apply_app(&env, &app).await?;
+    wait_app(&env, &controller, "the next revision awaiting", ROLLOUT_TIMEOUT, awaiting_approval).await;
+    controller.quiet(Duration::from_secs(3)).await;
+    let later = hashes(&env).await;
+    for pool in &pools[1..] {
+        assert_eq!(later[pool], approved[pool], "the old approval let pool {pool} through");
+    }
+    env.cleanup().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_change_that_takes_its_pool_offline_halts_the_rollout() -> TestResult {
     let (env, pools, controller) = three_pools("offline-after-update").await;
-    let mut app = ingress_app(&env, json!({ "rollout": { "strategy": "Progressive", "maxUnavailable": 1 } }));
+    let mut app = ingress_app(
+        &env,
+        json!({ "rollout": { "strategy": "Progressive", "maxUnavailable": 1, "offlineAfter": "0s" } }),
+    );
     apply_app(&env, &app).await?;
     wait_app(&env, &controller, "the first install", READY_TIMEOUT, complete(3)).await;
     let before = hashes(&env).await;

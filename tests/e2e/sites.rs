@@ -360,11 +360,14 @@ async fn a_site_whose_control_plane_is_unhealthy_is_offline_and_caught_up_when_i
     let _sites = SITES.lock().await;
     let env = with_sites("sites-health", &["site-1", "site-2"]).await;
     let controller = RunningController::start(&env.namespace);
-    apply_app(&env, &sites_app(&env, json!({}))).await?;
+    // Offline as soon as the manager says so: the grace has its own test.
+    let at_once = json!({ "rollout": { "offlineAfter": "0s" } });
+    apply_app(&env, &sites_app(&env, at_once)).await?;
     wait_named(&env, &controller, "gw", "both sites Ready", READY_TIMEOUT, ready_is("2/2")).await;
     // The manager says site-2 is down; a change comes.
     set_health(&env, "site-2", false).await;
-    let change = json!({ "values": gateway_values("{{pool.labels.region}}-v2") });
+    let change =
+        json!({ "rollout": { "offlineAfter": "0s" }, "values": gateway_values("{{pool.labels.region}}-v2") });
     apply_app(&env, &sites_app(&env, change.clone())).await?;
     let app = wait_named(&env, &controller, "gw", "site-1 changed, site-2 offline", READY_TIMEOUT, |app| {
         let offline = pool_status(app, "site-2").ok_or("no site-2")?;
@@ -394,7 +397,7 @@ async fn a_site_whose_api_server_stops_is_offline_not_failed_and_caught_up_when_
     let env = with_sites("sites-outage", &["site-1", "site-2"]).await;
     let controller = RunningController::start(&env.namespace);
     // Flux retries a failed reconcile at its interval: short here.
-    let fast = json!({ "interval": "15s" });
+    let fast = json!({ "interval": "15s", "rollout": { "offlineAfter": "0s" } });
     apply_app(&env, &sites_app(&env, fast.clone())).await?;
     wait_named(&env, &controller, "gw", "both sites Ready", READY_TIMEOUT, ready_is("2/2")).await;
     let stopped = SiteStopped::stop("site-2");

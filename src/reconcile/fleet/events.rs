@@ -260,11 +260,15 @@ fn rollout_transition(before: Option<&RolloutStatus>, now: &RolloutStatus) -> Op
         return match now.phase {
             RolloutPhase::Halted => Some(make(true, "RolloutHalted")),
             RolloutPhase::Paused => Some(make(false, "RolloutPaused")),
+            RolloutPhase::AwaitingApproval => Some(make(false, "RolloutAwaitingApproval")),
             // A revision with nothing to roll out (a new application, a
             // change no pool's release sees) is no news.
             RolloutPhase::Complete if before.is_none() => None,
             RolloutPhase::Complete => Some(make(false, "RolloutComplete")),
             RolloutPhase::Progressing if before.is_none() => Some(make(false, "RolloutStarted")),
+            RolloutPhase::Progressing if phase_before == Some(RolloutPhase::AwaitingApproval) => {
+                Some(make(false, "RolloutApproved"))
+            }
             RolloutPhase::Progressing => Some(make(false, "RolloutResumed")),
         };
     }

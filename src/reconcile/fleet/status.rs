@@ -237,6 +237,8 @@ fn ready_reason(input: &RollupInput, settled: bool) -> (ConditionStatus, String)
         reason.clone()
     } else if phase == Some(RolloutPhase::Paused) {
         conditions::reason::ROLLOUT_PAUSED.to_string()
+    } else if phase == Some(RolloutPhase::AwaitingApproval) {
+        conditions::reason::AWAITING_APPROVAL.to_string()
     } else if !settled {
         "Progressing".to_string()
     } else if input.pools.is_empty() {

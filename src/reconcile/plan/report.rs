@@ -27,10 +27,14 @@ pub(super) fn roll_up(
                 _ => v.state,
             });
             let mut status = pool_status(p, owned.get(p.release.as_str()).copied());
-            if let Some(failure) = verdict.and_then(|v| v.failure.as_ref()) {
-                status.state = ReleaseState::Failed;
-                status.reason = failure.reason.to_string();
-                status.message = failure.message.clone();
+            if let Some((state, note)) = verdict.and_then(|v| Some((v.state, v.note.as_ref()?))) {
+                // A failure the rollout finds is the pool's state; what a
+                // pool waits for is said beside its release's own state.
+                if state == PoolRollout::Failed {
+                    status.state = ReleaseState::Failed;
+                }
+                status.reason = note.reason.to_string();
+                status.message = note.message.clone();
             }
             let nodes = reach.and_then(|n| n.get(&p.pool)).copied();
             if rollout == Some(PoolRollout::Offline) {

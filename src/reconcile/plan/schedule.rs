@@ -11,16 +11,30 @@ use crate::reconcile::rollout::{self, PoolRollout};
 use super::build::{Candidate, Kind};
 use super::{ObservedRelease, Outcome, PlanInput};
 
+/// What the rollout is decided over, besides the candidates.
+pub(super) struct Scheduling<'a> {
+    pub settings: &'a rollout::Settings,
+    /// The revision under way, which an approval must name.
+    pub revision: &'a str,
+    pub selected: &'a [&'a Pool],
+    /// Each pool's nodes, or its site's reach.
+    pub reach: Option<&'a BTreeMap<String, NodeCount>>,
+}
+
 /// The rollout's decision over the candidates whose release is built:
 /// which of the changes go out now, and where each pool stands.
 pub(super) fn decide(
     input: &PlanInput,
     owned: &BTreeMap<&str, &ObservedRelease>,
-    settings: &rollout::Settings,
-    selected: &[&Pool],
+    scheduling: &Scheduling,
     candidates: &[Candidate],
-    reach: Option<&BTreeMap<String, NodeCount>>,
 ) -> rollout::Decision {
+    let Scheduling {
+        settings,
+        revision,
+        selected,
+        reach,
+    } = *scheduling;
     let steps = input.app.spec.rollout.as_ref().map(|r| r.steps.as_slice()).unwrap_or_default();
     // A step's selector was checked with the others: an error matches nothing.
     let step_of = |pool: &Pool| {
@@ -68,11 +82,36 @@ pub(super) fn decide(
                 // dates from its first attempt after the write, and says
                 // the site never got the write: no update took it down.
                 offline_since: nodes.filter(|n| n.of != Counted::Connection).and_then(|n| n.changed),
+                down_since: nodes.and_then(|n| n.changed),
                 release,
             })
         })
         .collect();
-    rollout::decide(settings, &inputs, waves.len(), input.now.0)
+    // Waves that require approval and have none for this revision.
+    let approved = approved_wave(input.app, revision);
+    let awaiting_approval = waves
+        .iter()
+        .enumerate()
+        .filter(|(_, step)| steps.get(**step).is_some_and(|s| s.require_approval == Some(true)))
+        .map(|(wave, _)| wave)
+        .filter(|wave| approved.is_none_or(|approved| *wave >= approved))
+        .collect();
+    let settings = rollout::Settings {
+        awaiting_approval,
+        ..settings.clone()
+    };
+    rollout::decide(&settings, &inputs, waves.len(), input.now.0)
+}
+
+/// How many waves of `revision` an operator approved: the `<wave>` of an
+/// approval `<revision>/<wave>` (waves counted from 1), which approves that
+/// wave and those before it. An approval of another revision, or one that
+/// does not read, approves nothing.
+pub(super) fn approved_wave(app: &crate::api::NodePoolApplication, revision: &str) -> Option<usize> {
+    let approval = app.metadata.annotations.as_ref()?.get(crate::api::naming::ANNOTATION_APPROVE)?;
+    let (approved, wave) = approval.trim().rsplit_once('/')?;
+    (approved == revision).then_some(())?;
+    wave.parse().ok()
 }
 
 /// What becomes of one candidate. A change the rollout holds back is

@@ -1,6 +1,7 @@
 //! The rollout's settings, read from `spec.rollout` with Flux's defaults
 //! applied and percentages resolved against the pools selected.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -12,6 +13,11 @@ use crate::reconcile::release::FieldError;
 /// twice that to be done before it counts as failed.
 pub const DEFAULT_PROGRESS_DEADLINE: Duration = Duration::from_secs(600);
 
+/// A node is marked NotReady 40 s after its last heartbeat
+/// (kube-controller-manager's default grace); another minute without a
+/// Ready node tells an outage from a flapping link.
+pub const DEFAULT_OFFLINE_AFTER: Duration = Duration::from_secs(60);
+
 /// The rollout settings with defaults applied and percentages resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
@@ -22,6 +28,11 @@ pub struct Settings {
     pub progress_deadline: Duration,
     pub paused: bool,
     pub skip_offline: bool,
+    /// How long a pool must be down before it counts as offline.
+    pub offline_after: Duration,
+    /// The waves (by index, from 0) that require approval and are not
+    /// approved for the revision under way: none of their updates starts.
+    pub awaiting_approval: BTreeSet<usize>,
     /// Progress deadlines count from no earlier than this: see
     /// `PlanInput::clock_since`. The offline rule still reads each write's
     /// own stamp, which only orders it against the pool's nodes.
@@ -38,6 +49,8 @@ impl Default for Settings {
             progress_deadline: DEFAULT_PROGRESS_DEADLINE,
             paused: false,
             skip_offline: true,
+            offline_after: DEFAULT_OFFLINE_AFTER,
+            awaiting_approval: BTreeSet::new(),
             clock_since: None,
         }
     }
@@ -58,13 +71,16 @@ impl Settings {
             None => defaults.max_failures,
             Some(v) => amount("rollout.maxFailures", v, selected)?,
         };
-        let progress_deadline = match &spec.progress_deadline {
-            None => defaults.progress_deadline,
+        let duration = |field: &str, text: &Option<String>, default: Duration| match text {
+            None => Ok(default),
             Some(text) => parse_duration(text).ok_or_else(|| FieldError {
-                field: "rollout.progressDeadline".into(),
+                field: format!("rollout.{field}"),
                 message: format!("{text:?} is not a duration such as 10m or 1h30m"),
-            })?,
+            }),
         };
+        let progress_deadline =
+            duration("progressDeadline", &spec.progress_deadline, defaults.progress_deadline)?;
+        let offline_after = duration("offlineAfter", &spec.offline_after, defaults.offline_after)?;
         let min_ready = u64::try_from(spec.min_ready_seconds.unwrap_or(0)).map_err(|_| FieldError {
             field: "rollout.minReadySeconds".into(),
             message: "must not be negative".into(),
@@ -77,6 +93,8 @@ impl Settings {
             progress_deadline,
             paused: spec.paused.unwrap_or(false),
             skip_offline: spec.offline_pools.unwrap_or_default() == OfflinePools::Skip,
+            offline_after,
+            awaiting_approval: BTreeSet::new(),
             clock_since: None,
         })
     }

@@ -361,3 +361,45 @@ fn a_refused_write_reaches_the_conditions_and_the_counts() {
     assert!(status.conditions.iter().all(|c| c.type_ != "Stalled"));
     assert_eq!(plan.report.after_writes(&[]).status(), plan.status(), "nothing refused, nothing changes");
 }
+
+#[test]
+fn a_wave_that_requires_approval_waits_for_an_approval_of_this_revision() {
+    let mut a = progressive(json!({ "maxUnavailable": 5, "steps": [
+        { "pools": { "names": ["p5"] } },
+        { "pools": { "names": ["p1", "p2", "p3", "p4"] }, "requireApproval": true }
+    ] }));
+    // The canary is done; the second wave waits.
+    let owned = releases_of(&a, &fleet(), &["p1", "p2", "p3", "p4"]);
+    let plan = Scenario::of(&a).over(&fleet()).owning(owned.clone()).plan();
+    assert!(plan.apply.is_empty(), "{:?}", applied_pools(&plan));
+    assert_eq!(outcome(&plan, "p1"), &Outcome::Deferred(PoolRollout::AwaitingApproval));
+    let rollout = plan.status().rollout.clone().unwrap();
+    assert_eq!((rollout.phase, rollout.wave.as_deref()), (RolloutPhase::AwaitingApproval, Some("2/2")));
+    let approval = format!("{}/2", rollout.revision);
+    assert!(
+        rollout.message.contains(&format!("apps.fanout.dev/approve={approval}")),
+        "{}",
+        rollout.message
+    );
+    let ready = condition(&plan, "Ready").unwrap();
+    assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("False", "AwaitingApproval"));
+    assert!(condition(&plan, "Stalled").is_none(), "a person is asked, nothing failed");
+    // An approval of another revision, or of the first wave only, is none.
+    for other in ["0123456789/2".to_string(), format!("{}/1", rollout.revision)] {
+        a.metadata.annotations = Some([("apps.fanout.dev/approve".to_string(), other.clone())].into());
+        let plan = Scenario::of(&a).over(&fleet()).owning(owned.clone()).plan();
+        assert!(plan.apply.is_empty(), "{other} approved the wave");
+    }
+    // Approved: the wave goes, and it is no new revision.
+    a.metadata.annotations = Some([("apps.fanout.dev/approve".to_string(), approval)].into());
+    let plan = Scenario::of(&a).over(&fleet()).owning(owned).plan();
+    assert_eq!(applied_pools(&plan), ["p1", "p2", "p3", "p4"]);
+    assert_eq!(plan.status().rollout.unwrap().revision, rollout.revision);
+    // A new pool installs whatever the approval.
+    let mut pools = fleet();
+    pools.push(pool("p6", "east"));
+    a.metadata.annotations = None;
+    let owned = releases_of(&a, &fleet(), &["p1", "p2", "p3", "p4"]);
+    let plan = Scenario::of(&a).over(&pools).owning(owned).plan();
+    assert_eq!(applied_pools(&plan), ["p6"]);
+}

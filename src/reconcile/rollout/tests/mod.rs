@@ -4,7 +4,7 @@ mod properties;
 
 use super::*;
 use crate::api::Rollout;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 fn ts(secs: i64) -> Timestamp {
     Timestamp::from_second(1_900_000_000 + secs).unwrap()
@@ -99,6 +99,7 @@ impl Fleet {
                 wave: *wave,
                 offline: *offline,
                 offline_since: self.offline_since.get(name).map(|s| ts(*s)),
+                down_since: self.offline_since.get(name).map(|s| ts(*s)),
                 release: match kind {
                     Kind::Missing => Release::Missing,
                     Kind::Behind(i) => Release::Behind(&self.statuses[*i]),
@@ -265,7 +266,7 @@ fn the_progress_deadline_fails_a_pool_and_says_why() {
         .behind("b", 0, ready())
         .decide(&progressive(), 1);
     assert_eq!(d.state("a"), Some(PoolRollout::Failed));
-    let failure = d.pools["a"].failure.as_ref().unwrap();
+    let failure = d.pools["a"].note.as_ref().unwrap();
     assert_eq!(failure.reason, "ProgressDeadlineExceeded");
     let why = failure.message.as_str();
     assert!(why.contains("progressDeadline (10m)"), "{why}");
@@ -499,7 +500,8 @@ fn the_status_names_failed_pools_and_the_wave() {
 fn settings_resolve_percentages_of_the_selected_pools() {
     let spec: Rollout = serde_json::from_value(serde_json::json!({
         "strategy": "Progressive", "maxUnavailable": "25%", "maxFailures": "10%",
-        "minReadySeconds": 30, "progressDeadline": "1h30m", "paused": true, "offlinePools": "Include"
+        "minReadySeconds": 30, "progressDeadline": "1h30m", "paused": true, "offlinePools": "Include",
+        "offlineAfter": "2m"
     }))
     .unwrap();
     let s = Settings::new(Some(&spec), 10).unwrap();
@@ -513,6 +515,8 @@ fn settings_resolve_percentages_of_the_selected_pools() {
             progress_deadline: Duration::from_secs(5400),
             paused: true,
             skip_offline: false,
+            offline_after: Duration::from_secs(120),
+            awaiting_approval: BTreeSet::new(),
             clock_since: None,
         }
     );
@@ -530,6 +534,7 @@ fn bad_settings_name_the_field() {
         (serde_json::json!({ "maxUnavailable": "lots" }), "rollout.maxUnavailable"),
         (serde_json::json!({ "maxFailures": -1 }), "rollout.maxFailures"),
         (serde_json::json!({ "progressDeadline": "soon" }), "rollout.progressDeadline"),
+        (serde_json::json!({ "offlineAfter": "a while" }), "rollout.offlineAfter"),
         (serde_json::json!({ "minReadySeconds": -5 }), "rollout.minReadySeconds"),
     ] {
         let spec: Rollout = serde_json::from_value(spec).unwrap();
@@ -559,7 +564,7 @@ fn a_pool_that_goes_offline_after_its_update_counts_as_failed() {
     assert_eq!(d.failed, ["down"]);
     assert_eq!(d.phase, RolloutPhase::Halted);
     assert_eq!(d.state("next"), Some(PoolRollout::Halted), "no further pool is touched");
-    let failure = d.pools["down"].failure.as_ref().unwrap();
+    let failure = d.pools["down"].note.as_ref().unwrap();
     assert_eq!(failure.reason, "OfflineAfterUpdate");
     // Ready only after it went down is no proof either (Helm's wait on
     // pods that were up a moment longer).
@@ -640,4 +645,120 @@ fn releases_flux_has_not_judged_since_a_resume_do_not_all_start_at_once() {
         .behind("c", 0, unjudged())
         .decide(&progressive(), 1);
     assert_eq!(written(&d), ["b"], "unavailable already, it starts at once and takes the slot");
+}
+
+#[test]
+fn a_pool_down_for_less_than_offline_after_is_waited_for_not_skipped_or_failed() {
+    // Down 30 s ago, of a minute's grace: its update waits, the others go.
+    let d = Fleet::new()
+        .behind("flapping", 0, ready())
+        .down_since("flapping", 9_970)
+        .behind("steady", 0, ready())
+        .decide(&Settings::default(), 1);
+    assert_eq!(d.state("flapping"), Some(PoolRollout::Waiting));
+    assert_eq!(written(&d), ["steady"]);
+    assert_eq!(d.total, 2, "still counted");
+    assert_eq!(d.phase, RolloutPhase::Progressing, "not complete without it");
+    assert_eq!(d.requeue_after, Some(Duration::from_secs(31)), "looks again when the grace ends");
+    let note = d.pools["flapping"].note.as_ref().unwrap();
+    assert_eq!(note.reason, "PoolNotReached");
+    assert!(note.message.contains("counts as offline from 2030-03-17T20:33:50Z"), "{}", note.message);
+    // Progressive: it holds its wave (the next does not start) without
+    // taking a slot of maxUnavailable.
+    let settings = Settings {
+        max_unavailable: 1,
+        ..progressive()
+    };
+    let d = Fleet::new()
+        .behind("a-flapping", 0, ready())
+        .down_since("a-flapping", 9_990)
+        .behind("b", 0, ready())
+        .behind("c-next-wave", 1, ready())
+        .decide(&settings, 2);
+    assert_eq!(written(&d), ["b"]);
+    assert_eq!(d.wave, Some((1, 2)));
+    let d = Fleet::new()
+        .behind("a-flapping", 0, ready())
+        .down_since("a-flapping", 9_990)
+        .current("b", 0, ready(), 0)
+        .behind("c-next-wave", 1, ready())
+        .decide(&settings, 2);
+    assert!(written(&d).is_empty(), "the next wave waits for it: {:?}", written(&d));
+    assert_eq!(d.wave, Some((1, 2)));
+    // Updated just before it went down: not failed within the grace.
+    let d = Fleet::new()
+        .current("down", 0, status(ReleaseState::Progressing, false, None), 9_950)
+        .down_since("down", 9_960)
+        .decide(&progressive(), 1);
+    assert_eq!(d.state("down"), Some(PoolRollout::Updating));
+    assert!(d.failed.is_empty());
+    // Past the grace: offline, and failed if the update took it down.
+    let late = Settings {
+        offline_after: Duration::from_secs(30),
+        ..progressive()
+    };
+    let d = Fleet::new()
+        .current("down", 0, status(ReleaseState::Progressing, false, None), 9_950)
+        .down_since("down", 9_960)
+        .decide(&late, 1);
+    assert_eq!(d.state("down"), Some(PoolRollout::Failed));
+    let d = Fleet::new().behind("down", 0, ready()).down_since("down", 9_960).decide(&late, 1);
+    assert_eq!(d.state("down"), Some(PoolRollout::Offline));
+    // offlineAfter 0s: offline at once, as before the grace existed.
+    let at_once = Settings {
+        offline_after: Duration::ZERO,
+        ..Settings::default()
+    };
+    let d = Fleet::new().behind("down", 0, ready()).down_since("down", 9_999).decide(&at_once, 1);
+    assert_eq!(d.state("down"), Some(PoolRollout::Offline));
+    // A new pool down briefly is not installed onto NotReady nodes yet.
+    let d = Fleet::new()
+        .add("new", 0, true, Kind::Missing, None)
+        .down_since("new", 9_990)
+        .decide(&Settings::default(), 1);
+    assert_eq!(d.state("new"), Some(PoolRollout::Waiting));
+}
+
+#[test]
+fn a_wave_awaiting_approval_starts_no_update_and_holds_the_waves_after_it() {
+    let settings = Settings {
+        max_unavailable: 3,
+        awaiting_approval: [1].into(),
+        ..progressive()
+    };
+    let fleet = || {
+        Fleet::new()
+            .current("a", 0, ready(), 0)
+            .behind("b", 1, ready())
+            .behind("c", 1, status(ReleaseState::Failed, true, None))
+            .behind("d", 2, ready())
+            .add("e", 2, false, Kind::Missing, None)
+    };
+    let d = fleet().decide(&settings, 3);
+    assert_eq!(d.state("b"), Some(PoolRollout::AwaitingApproval));
+    assert_eq!(d.state("d"), Some(PoolRollout::Pending), "a later wave is only pending");
+    // Unavailable already, and new: nothing to break, as always.
+    assert_eq!(written(&d), ["c", "e"]);
+    assert_eq!(
+        (d.phase, d.awaiting_approval, d.wave),
+        (RolloutPhase::AwaitingApproval, Some(1), Some((2, 3)))
+    );
+    assert!(d.status("r1", &settings).message.contains("wave 2/3 awaits approval of revision r1"));
+    // While an earlier wave is under way, a later gate changes nothing.
+    let d = Fleet::new().behind("a", 0, ready()).behind("b", 1, ready()).decide(&settings, 2);
+    assert_eq!(written(&d), ["a"]);
+    assert_eq!(d.phase, RolloutPhase::Progressing);
+    // Approved (no gate): the wave starts.
+    let open = Settings {
+        awaiting_approval: BTreeSet::new(),
+        ..settings.clone()
+    };
+    let d = fleet().decide(&open, 3);
+    assert_eq!(written(&d), ["b", "c", "e"]);
+    // Halted or paused comes first.
+    let paused = Settings {
+        paused: true,
+        ..settings
+    };
+    assert_eq!(fleet().decide(&paused, 3).phase, RolloutPhase::Paused);
 }

@@ -61,19 +61,34 @@ fn settings() -> impl Strategy<Value = Settings> {
         prop::sample::select(vec![0u64, 30]),
         any::<bool>(),
         any::<bool>(),
+        prop::sample::select(vec![0u64, 60, 600]),
+        prop::collection::btree_set(0..3usize, 0..3),
     )
-        .prop_map(|(progressive, max_unavailable, max_failures, min_ready, paused, skip_offline)| {
-            Settings {
+        .prop_map(
+            |(
                 progressive,
                 max_unavailable,
                 max_failures,
-                min_ready: Duration::from_secs(min_ready),
-                progress_deadline: Duration::from_secs(600),
+                min_ready,
                 paused,
                 skip_offline,
-                clock_since: None,
-            }
-        })
+                offline_after,
+                awaiting_approval,
+            )| {
+                Settings {
+                    progressive,
+                    max_unavailable,
+                    max_failures,
+                    min_ready: Duration::from_secs(min_ready),
+                    progress_deadline: Duration::from_secs(600),
+                    paused,
+                    skip_offline,
+                    offline_after: Duration::from_secs(offline_after),
+                    awaiting_approval,
+                    clock_since: None,
+                }
+            },
+        )
 }
 
 proptest! {
@@ -100,6 +115,7 @@ proptest! {
                 wave: d.wave,
                 offline: d.offline,
                 offline_since: Some(ts(10_000 - d.offline_ago)),
+                down_since: Some(ts(10_000 - d.offline_ago)),
                 release: match d.kind {
                     0 => Release::Missing,
                     1 => Release::Behind(&statuses[i]),
@@ -109,8 +125,11 @@ proptest! {
             .collect();
         let d = decide(&settings, &inputs, 3, now());
         let state = |i: usize| d.pools[&names[i]].state;
+        // Down for less than offlineAfter: not offline yet.
+        let flapping = |i: usize| fleet[i].offline && settings.skip_offline
+            && fleet[i].offline_ago < settings.offline_after.as_secs() as i64;
         // Offline and skipped; went down after its update and counted failed.
-        let offline = |i: usize| fleet[i].offline && settings.skip_offline;
+        let offline = |i: usize| fleet[i].offline && settings.skip_offline && !flapping(i);
         let down_after_update = |i: usize| {
             let d = &fleet[i];
             let proven = STATES[d.state] == ReleaseState::Ready && d.observed_latest
@@ -132,14 +151,32 @@ proptest! {
             if skipped(i) { prop_assert_eq!(s, PoolRollout::Offline); }
             // Down after its update: failed for this revision, whatever Flux says.
             if down_after_update(i) { prop_assert_eq!(s, PoolRollout::Failed); }
+            // Down briefly: waited for, never written, skipped or failed for being down.
+            if flapping(i) {
+                prop_assert!(s != PoolRollout::Write && s != PoolRollout::Offline);
+                if fleet[i].kind != 2 && !halted && !(settings.paused && fleet[i].kind == 1) {
+                    prop_assert_eq!(s, PoolRollout::Waiting);
+                }
+                if fleet[i].kind == 2 {
+                    prop_assert_eq!(d.pools[&names[i]].note.as_ref().map(|n| n.reason == conditions::pool_reason::OFFLINE_AFTER_UPDATE), d.pools[&names[i]].note.as_ref().map(|_| false));
+                }
+            }
             if fleet[i].kind == 2 { prop_assert!(s != PoolRollout::Write); }
+            // A wave awaiting approval starts no update of a healthy pool.
+            if settings.progressive && settings.awaiting_approval.contains(&fleet[i].wave) && fleet[i].kind == 1 && healthy(i) {
+                prop_assert!(s != PoolRollout::Write);
+            }
+            if s == PoolRollout::AwaitingApproval {
+                prop_assert!(settings.progressive && settings.awaiting_approval.contains(&fleet[i].wave));
+                prop_assert_eq!(d.phase, RolloutPhase::AwaitingApproval);
+            }
             // A halt writes nothing; a pause writes no update.
             if halted { prop_assert!(s != PoolRollout::Write); }
             if settings.paused && fleet[i].kind == 1 { prop_assert!(s != PoolRollout::Write); }
             // A new pool is installed unless it is offline or the revision is known bad.
-            if fleet[i].kind == 0 && !skipped(i) && !halted { prop_assert_eq!(s, PoolRollout::Write); }
+            if fleet[i].kind == 0 && !skipped(i) && !flapping(i) && !halted { prop_assert_eq!(s, PoolRollout::Write); }
             // All at once: every update goes, unless paused.
-            if !settings.progressive && !settings.paused && fleet[i].kind == 1 && !skipped(i) {
+            if !settings.progressive && !settings.paused && fleet[i].kind == 1 && !skipped(i) && !flapping(i) {
                 prop_assert_eq!(s, PoolRollout::Write);
             }
             if s == PoolRollout::Failed { prop_assert!(d.failed.contains(&names[i])); }
@@ -155,7 +192,7 @@ proptest! {
                 let wave = fleet[healthy_written[0]].wave;
                 prop_assert!(healthy_written.iter().all(|i| fleet[*i].wave == wave));
                 for i in 0..fleet.len() {
-                    let unfinished = matches!(state(i), PoolRollout::Pending | PoolRollout::Updating | PoolRollout::Soaking | PoolRollout::Write);
+                    let unfinished = matches!(state(i), PoolRollout::Pending | PoolRollout::Updating | PoolRollout::Soaking | PoolRollout::Write | PoolRollout::Waiting);
                     prop_assert!(!(unfinished && fleet[i].wave < wave), "pool {} of an earlier wave is not done", names[i]);
                     let skipped_over = state(i) == PoolRollout::Pending && healthy(i) && fleet[i].wave == wave;
                     prop_assert!(!(skipped_over && names[i] < names[*healthy_written.last().unwrap()]));
@@ -163,7 +200,7 @@ proptest! {
             }
         }
         let left = (0..fleet.len()).any(|i| matches!(state(i),
-            PoolRollout::Write | PoolRollout::Updating | PoolRollout::Soaking | PoolRollout::Pending | PoolRollout::Paused | PoolRollout::Halted));
+            PoolRollout::Write | PoolRollout::Updating | PoolRollout::Soaking | PoolRollout::Pending | PoolRollout::Paused | PoolRollout::Halted | PoolRollout::Waiting | PoolRollout::AwaitingApproval));
         prop_assert_eq!(d.phase == RolloutPhase::Complete, !left && !halted);
         prop_assert_eq!(d.done, (0..fleet.len()).filter(|i| state(*i) == PoolRollout::Done).count());
     }
