@@ -19,8 +19,8 @@ pub struct PrivateCluster {
 }
 
 impl PrivateCluster {
-    /// Starts it; `port_base` is the base of 17 ports (base+1 to base+17), clear of the
-    /// shared control plane's 16441–16457.
+    /// Starts it; `port_base` is the base of 20 ports (base+1 to base+20), clear of the
+    /// shared control plane's 16441–16460.
     pub fn up(name: &str, port_base: u16) -> Self {
         let cluster = PrivateCluster {
             dir: repo_root().join(format!("target/local-cluster-{name}")),
