@@ -47,6 +47,11 @@ pub mod pool_reason {
     /// The pool is down, for less than `rollout.offlineAfter`: its update
     /// waits for it.
     pub const NOT_REACHED: &str = "PoolNotReached";
+    /// Every maintenance window of the pool is closed: its update waits.
+    pub const OUTSIDE_WINDOW: &str = "OutsideMaintenanceWindow";
+    /// The pool's own maintenance window cannot be read: its update waits
+    /// until the annotation is fixed.
+    pub const INVALID_WINDOW: &str = "InvalidMaintenanceWindow";
     /// The pool went offline after it took the current revision.
     pub const OFFLINE_AFTER_UPDATE: &str = "OfflineAfterUpdate";
     /// The pool's values or templates cannot be built.

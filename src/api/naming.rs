@@ -26,6 +26,10 @@ pub const ANNOTATION_WRITTEN_AT: &str = "apps.fanout.dev/written-at";
 /// it is given beside GitOps: Flux applies the spec from Git and leaves
 /// an annotation it does not manage alone.
 pub const ANNOTATION_APPROVE: &str = "apps.fanout.dev/approve";
+/// On a pool (a NodePool, a ClusterProfile…): the pool's own maintenance
+/// window, as JSON (`{"schedule": "0 2 * * *", "duration": "3h",
+/// "timeZone": "America/Chicago"}`), for every application that updates it.
+pub const ANNOTATION_MAINTENANCE_WINDOW: &str = "apps.fanout.dev/maintenance-window";
 /// Flux's sharding label: an application's value is put on everything made
 /// for it, so Flux's sharded controllers, and this controller's
 /// `--watch-label-selector`, serve them together.

@@ -201,6 +201,55 @@ pub struct Rollout {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "optional_duration_schema")]
     pub offline_after: Option<String>,
+
+    /// When updates may reach the pools a window selects: only while one of
+    /// the windows that apply to a pool is open. A pool may also carry its
+    /// own window, as the annotation `apps.fanout.dev/maintenance-window`
+    /// (JSON: `{"schedule": "0 2 * * *", "duration": "3h", "timeZone":
+    /// "America/Chicago"}`), which applies to every application. A pool no
+    /// window applies to is updated whenever its turn comes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub windows: Vec<MaintenanceWindow>,
+}
+
+/// A maintenance window: open at each time `schedule` names, in
+/// `timeZone`, for `duration`.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct MaintenanceWindow {
+    /// When the window opens, as a cron schedule of five fields (minute,
+    /// hour, day of month, month, day of week), e.g. `0 22 * * 1-5`.
+    #[schemars(length(min = 1, max = 128))]
+    pub schedule: String,
+
+    /// How long it stays open, e.g. `4h`: at least a minute.
+    #[schemars(schema_with = "duration_schema")]
+    pub duration: String,
+
+    /// The IANA time zone the schedule is read in, e.g. `Europe/Berlin`.
+    /// Default UTC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub time_zone: Option<String>,
+
+    /// The pools it applies to; every selected pool when not given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pools: Option<PoolSelection>,
+
+    /// Whether a pool with no release yet waits for the window too, or is
+    /// installed at once (the default: it has nothing to break).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_pools: Option<NewPools>,
+}
+
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum NewPools {
+    /// Installed at once, whatever the window.
+    #[default]
+    Install,
+    /// Installed only while the window is open.
+    Wait,
 }
 
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]

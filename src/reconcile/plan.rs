@@ -142,12 +142,18 @@ fn plan_releases(input: &PlanInput) -> Plan {
     };
     let reach = reach(input, &owned);
     let reach = reach.as_ref().or(input.nodes);
+    let windows = app.spec.rollout.as_ref().map(|r| r.windows.as_slice()).unwrap_or_default();
+    let windows = match rollout::window::of_spec(windows) {
+        Ok(windows) => windows,
+        Err(e) => return blocked(input, conditions::reason::INVALID_ROLLOUT.to_string(), e.to_string()),
+    };
     let revision = revision(&app);
     let scheduled = schedule::Scheduling {
         settings: &settings,
         revision: &revision,
         selected: &selected.pools,
         reach,
+        windows: &windows,
     };
     let decision = schedule::decide(input, &owned, &scheduled, &candidates.pools);
     let suspended = input.app.spec.suspend == Some(true);

@@ -10,6 +10,10 @@
 //!   neither written (a write would land on nodes that cannot run it) nor
 //!   skipped, and its wave is not done without it, so a flapping link
 //!   moves no pool in or out of the rollout.
+//! - A pool whose maintenance windows are all closed waits for the next
+//!   to open (see [`window`]): its update is not written, it takes no
+//!   slot, and its wave is not done without it. A new pool is installed
+//!   at once unless a window says `newPools: Wait`.
 //! - An offline pool (down for `offlineAfter`) is skipped unless `offlinePools:
 //!   Include`: its release stays as it is and it counts for nothing. Unless
 //!   it went offline after the current revision was written to it, before
@@ -43,6 +47,7 @@ use crate::api::{RolloutPhase, RolloutStatus};
 use crate::reconcile::release_state::{ReleaseState, ReleaseStatus};
 
 mod settings;
+pub mod window;
 pub use settings::{parse_duration, Settings, DEFAULT_PROGRESS_DEADLINE};
 
 /// A selected pool's release, measured against the current revision.
@@ -74,7 +79,21 @@ pub struct PoolInput<'a> {
     /// site's control plane, the connection to it), for `offlineAfter`.
     /// Unknown, the pool is offline at once.
     pub down_since: Option<Timestamp>,
+    /// Set when no maintenance window of the pool is open.
+    pub closed: Option<Closed>,
     pub release: Release<'a>,
+}
+
+/// Every maintenance window of a pool is closed, or its own cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Closed {
+    /// When one next opens, if any ever does.
+    pub opens: Option<Timestamp>,
+    /// Whether a pool with no release waits too (`newPools: Wait`).
+    pub holds_installs: bool,
+    /// Why the pool's own window cannot be read: its updates wait until it
+    /// can, rather than go at a time the pool may have ruled out.
+    pub unreadable: Option<String>,
 }
 
 /// Where one pool stands, and whether its release is written now.
@@ -264,6 +283,9 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
                 // Within the grace, a pool on the revision is measured as
                 // any other: neither skipped nor failed for being down.
                 _ if down && grace.is_none() => offline(settings, p),
+                Release::Missing | Release::Behind(_) if held_by_window(p).is_some() => {
+                    outside_window(held_by_window(p), now, &mut requeue)
+                }
                 Release::Missing => decided(PoolRollout::Write),
                 Release::Behind(_) if !settings.progressive => decided(PoolRollout::Write),
                 Release::Behind(_) => decided(PoolRollout::Pending),
@@ -446,6 +468,42 @@ fn down_briefly(settings: &Settings, p: &PoolInput) -> PoolDecision {
             format_duration(settings.offline_after)
         ),
     )
+}
+
+/// The closed windows that hold a pool's update (or, with `newPools:
+/// Wait`, its install) back.
+fn held_by_window<'p>(p: &'p PoolInput) -> Option<&'p Closed> {
+    let closed = p.closed.as_ref()?;
+    match p.release {
+        Release::Behind(_) => Some(closed),
+        Release::Missing if closed.holds_installs => Some(closed),
+        _ => None,
+    }
+}
+
+/// A pool whose update waits for a maintenance window.
+fn outside_window(closed: Option<&Closed>, now: Timestamp, requeue: &mut Requeue) -> PoolDecision {
+    let opens = closed.and_then(|c| c.opens);
+    if let Some(left) = opens.and_then(|at| Duration::try_from(at.duration_since(now)).ok()) {
+        requeue.at(left);
+    }
+    if let Some(problem) = closed.and_then(|c| c.unreadable.as_deref()) {
+        return PoolDecision::noted(
+            PoolRollout::Waiting,
+            conditions::pool_reason::INVALID_WINDOW,
+            format!(
+                "its update waits: the pool's annotation {}: {problem}",
+                crate::api::naming::ANNOTATION_MAINTENANCE_WINDOW
+            ),
+        );
+    }
+    let message = match opens {
+        Some(at) => {
+            format!("outside its maintenance windows: its update waits for the next, at {}", stamp(at))
+        }
+        None => "outside its maintenance windows, and none of them opens again: its update waits".to_string(),
+    };
+    PoolDecision::noted(PoolRollout::Waiting, conditions::pool_reason::OUTSIDE_WINDOW, message)
 }
 
 fn stamp(t: Timestamp) -> String {

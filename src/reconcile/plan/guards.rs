@@ -29,6 +29,12 @@ pub(super) fn check_selectors<'a>(
             pools::Selector::new(selector).map_err(|e| invalid(format!("rollout.steps[{i}].pools"), e))?;
         }
     }
+    let windows = app.spec.rollout.as_ref().map(|r| r.windows.as_slice()).unwrap_or_default();
+    for (i, window) in windows.iter().enumerate() {
+        if let Some(selector) = window.pools.as_ref().and_then(|p| p.selector.as_ref()) {
+            pools::Selector::new(selector).map_err(|e| invalid(format!("rollout.windows[{i}].pools"), e))?;
+        }
+    }
     Ok(selected)
 }
 

@@ -35,6 +35,8 @@ struct Fleet {
     pools: Vec<(String, usize, bool, Kind)>,
     /// When each offline pool went offline, by pool name, when known.
     offline_since: BTreeMap<String, i64>,
+    /// Pools whose maintenance windows are closed.
+    closed: BTreeMap<String, Closed>,
 }
 
 #[derive(Clone, Copy)]
@@ -50,7 +52,19 @@ impl Fleet {
             statuses: Vec::new(),
             pools: Vec::new(),
             offline_since: BTreeMap::new(),
+            closed: BTreeMap::new(),
         }
+    }
+
+    /// The pool `name`'s windows are closed until `opens`.
+    fn window_closed(mut self, name: &str, opens: Option<i64>, holds_installs: bool) -> Self {
+        let closed = Closed {
+            opens: opens.map(ts),
+            holds_installs,
+            unreadable: None,
+        };
+        self.closed.insert(name.to_string(), closed);
+        self
     }
 
     /// The pool `name` is offline, since `secs`.
@@ -100,6 +114,7 @@ impl Fleet {
                 offline: *offline,
                 offline_since: self.offline_since.get(name).map(|s| ts(*s)),
                 down_since: self.offline_since.get(name).map(|s| ts(*s)),
+                closed: self.closed.get(name).cloned(),
                 release: match kind {
                     Kind::Missing => Release::Missing,
                     Kind::Behind(i) => Release::Behind(&self.statuses[*i]),
@@ -761,4 +776,50 @@ fn a_wave_awaiting_approval_starts_no_update_and_holds_the_waves_after_it() {
         ..settings
     };
     assert_eq!(fleet().decide(&paused, 3).phase, RolloutPhase::Paused);
+}
+
+#[test]
+fn a_pool_outside_its_windows_waits_for_the_next_and_the_rollout_looks_again_then() {
+    let d = Fleet::new()
+        .behind("closed", 0, ready())
+        .window_closed("closed", Some(10_600), false)
+        .behind("open", 0, ready())
+        .new_pool("new")
+        .window_closed("new", Some(10_600), false)
+        .decide(&Settings::default(), 1);
+    assert_eq!(d.state("closed"), Some(PoolRollout::Waiting));
+    assert_eq!(written(&d), ["new", "open"], "a new pool installs at once by default");
+    assert_eq!(d.requeue_after, Some(Duration::from_secs(601)));
+    let note = d.pools["closed"].note.as_ref().unwrap();
+    assert_eq!(note.reason, "OutsideMaintenanceWindow");
+    assert!(note.message.contains("the next, at 2030-03-17T20:43:20Z"), "{}", note.message);
+    assert_eq!(d.phase, RolloutPhase::Progressing);
+    // newPools: Wait holds the install too.
+    let d = Fleet::new()
+        .new_pool("new")
+        .window_closed("new", Some(10_600), true)
+        .decide(&Settings::default(), 1);
+    assert_eq!(d.state("new"), Some(PoolRollout::Waiting));
+    // Progressive: it takes no slot, the next pool of its wave goes, and
+    // the next wave waits for it.
+    let d = Fleet::new()
+        .behind("a", 0, ready())
+        .window_closed("a", Some(10_600), false)
+        .behind("b", 0, ready())
+        .behind("c", 1, ready())
+        .decide(&progressive(), 2);
+    assert_eq!(written(&d), ["b"]);
+    let d = Fleet::new()
+        .behind("a", 0, ready())
+        .window_closed("a", Some(10_600), false)
+        .current("b", 0, ready(), 0)
+        .behind("c", 1, ready())
+        .decide(&progressive(), 2);
+    assert!(written(&d).is_empty(), "{:?}", written(&d));
+    // Already on the revision: a window has nothing to hold.
+    let d = Fleet::new()
+        .current("a", 0, ready(), 0)
+        .window_closed("a", Some(10_600), true)
+        .decide(&progressive(), 1);
+    assert_eq!(d.phase, RolloutPhase::Complete);
 }

@@ -26,6 +26,9 @@ struct Drawn {
     written_ago: i64,
     /// When it went offline, as seconds before now.
     offline_ago: i64,
+    /// Its maintenance windows are closed (and hold installs too).
+    closed: bool,
+    holds_installs: bool,
 }
 
 fn drawn() -> impl Strategy<Value = Drawn> {
@@ -38,9 +41,22 @@ fn drawn() -> impl Strategy<Value = Drawn> {
         0..1200i64,
         0..900i64,
         0..1800i64,
+        (prop::bool::weighted(0.2), any::<bool>()),
     )
         .prop_map(
-            |(wave, offline, kind, state, observed_latest, ready_for, written_ago, offline_ago)| Drawn {
+            |(
+                wave,
+                offline,
+                kind,
+                state,
+                observed_latest,
+                ready_for,
+                written_ago,
+                offline_ago,
+                (closed, holds_installs),
+            )| Drawn {
+                closed,
+                holds_installs,
                 wave,
                 offline,
                 kind,
@@ -116,6 +132,7 @@ proptest! {
                 offline: d.offline,
                 offline_since: Some(ts(10_000 - d.offline_ago)),
                 down_since: Some(ts(10_000 - d.offline_ago)),
+                closed: d.closed.then(|| Closed { opens: Some(ts(10_600)), holds_installs: d.holds_installs, unreadable: None }),
                 release: match d.kind {
                     0 => Release::Missing,
                     1 => Release::Behind(&statuses[i]),
@@ -170,13 +187,20 @@ proptest! {
                 prop_assert!(settings.progressive && settings.awaiting_approval.contains(&fleet[i].wave));
                 prop_assert_eq!(d.phase, RolloutPhase::AwaitingApproval);
             }
+            // Outside its windows: no update, and no install if the window says so.
+            if fleet[i].closed && (fleet[i].kind == 1 || (fleet[i].kind == 0 && fleet[i].holds_installs)) {
+                prop_assert!(s != PoolRollout::Write);
+            }
             // A halt writes nothing; a pause writes no update.
             if halted { prop_assert!(s != PoolRollout::Write); }
             if settings.paused && fleet[i].kind == 1 { prop_assert!(s != PoolRollout::Write); }
             // A new pool is installed unless it is offline or the revision is known bad.
-            if fleet[i].kind == 0 && !skipped(i) && !flapping(i) && !halted { prop_assert_eq!(s, PoolRollout::Write); }
+            let held_by_window = fleet[i].closed && fleet[i].holds_installs;
+            if fleet[i].kind == 0 && !held_by_window && !skipped(i) && !flapping(i) && !halted {
+                prop_assert_eq!(s, PoolRollout::Write);
+            }
             // All at once: every update goes, unless paused.
-            if !settings.progressive && !settings.paused && fleet[i].kind == 1 && !skipped(i) && !flapping(i) {
+            if !settings.progressive && !settings.paused && fleet[i].kind == 1 && !skipped(i) && !flapping(i) && !fleet[i].closed {
                 prop_assert_eq!(s, PoolRollout::Write);
             }
             if s == PoolRollout::Failed { prop_assert!(d.failed.contains(&names[i])); }
