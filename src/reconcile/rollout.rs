@@ -42,12 +42,15 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 
-use crate::api::conditions;
 use crate::api::{RolloutPhase, RolloutStatus};
 use crate::reconcile::release_state::{ReleaseState, ReleaseStatus};
 
+mod held;
+mod measure;
 mod settings;
 pub mod window;
+use held::{down_briefly, grace_left, held_by_window, offline, outside_window};
+use measure::{format_duration, measure};
 pub use settings::{parse_duration, Settings, DEFAULT_PROGRESS_DEADLINE};
 
 /// A selected pool's release, measured against the current revision.
@@ -265,37 +268,80 @@ impl Decision {
     }
 }
 
+/// Where one pool stands before the rollout picks what starts: held by
+/// itself, new, behind, or measured on the revision.
+fn start(settings: &Settings, p: &PoolInput, now: Timestamp, requeue: &mut Requeue) -> PoolDecision {
+    let decided = PoolDecision::of;
+
+    let down = p.offline && settings.skip_offline;
+    let grace = grace_left(settings, p, now).filter(|_| down);
+    if let Some(left) = grace {
+        requeue.at(left);
+    }
+    match p.release {
+        Release::Missing | Release::Behind(_) if grace.is_some() => down_briefly(settings, p),
+        // Within the grace, a pool on the revision is measured as
+        // any other: neither skipped nor failed for being down.
+        _ if down && grace.is_none() => offline(settings, p),
+        Release::Missing | Release::Behind(_) if held_by_window(p).is_some() => {
+            outside_window(held_by_window(p), now, requeue)
+        }
+        Release::Missing => decided(PoolRollout::Write),
+        Release::Behind(_) if !settings.progressive => decided(PoolRollout::Write),
+        Release::Behind(_) => decided(PoolRollout::Pending),
+        Release::Current { status, written } => {
+            let counted_from = written.map(|w| settings.clock_since.map_or(w, |since| w.max(since)));
+            measure(settings, status, counted_from, now, requeue)
+        }
+    }
+}
+
+/// A progressive rollout's pick of the behind pools that start now:
+/// those Flux finds unavailable already, then the earliest unfinished
+/// wave's in name order within `maxUnavailable`, unless that wave awaits
+/// approval. `unavailable` counts the pools updated and not yet done.
+fn pick(settings: &Settings, pools: &[PoolInput], states: &mut [PoolDecision], mut unavailable: usize) {
+    // Pools Flux says are not Ready are unavailable already: they start
+    // at once. Not so a release Flux has not judged since its last
+    // change (a suspension, a resume): opening those would write every
+    // pool at once, past maxUnavailable and the waves.
+    for (p, d) in pools.iter().zip(states.iter_mut()) {
+        let Release::Behind(status) = p.release else {
+            continue;
+        };
+        let unavailable_already = status.observed_latest && status.state != ReleaseState::Ready;
+        if d.state == PoolRollout::Pending && unavailable_already {
+            d.state = PoolRollout::Write;
+            unavailable += 1;
+        }
+    }
+    let mut waiting: Vec<usize> =
+        (0..pools.len()).filter(|&i| states[i].state == PoolRollout::Pending).collect();
+    waiting.sort_by_key(|&i| (pools[i].wave, pools[i].pool));
+    let active = active_wave(pools, states);
+    let gated = active.filter(|w| settings.awaiting_approval.contains(w));
+    for i in waiting {
+        // The pools of the gated wave wait for the approval; every
+        // pool waiting after them is of a later wave.
+        if gated.is_some() {
+            if gated == Some(pools[i].wave) {
+                states[i] = PoolDecision::of(PoolRollout::AwaitingApproval);
+            }
+            continue;
+        }
+        if unavailable >= settings.max_unavailable || Some(pools[i].wave) != active {
+            break;
+        }
+        states[i].state = PoolRollout::Write;
+        unavailable += 1;
+    }
+}
+
 /// Decides every pool of `pools` (names unique) at `now`.
 pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Timestamp) -> Decision {
     let mut requeue = Requeue::default();
-    let decided = PoolDecision::of;
     // Where each pool stands before anything is written, in the order of `pools`.
-    let mut states: Vec<PoolDecision> = pools
-        .iter()
-        .map(|p| {
-            let down = p.offline && settings.skip_offline;
-            let grace = grace_left(settings, p, now).filter(|_| down);
-            if let Some(left) = grace {
-                requeue.at(left);
-            }
-            match p.release {
-                Release::Missing | Release::Behind(_) if grace.is_some() => down_briefly(settings, p),
-                // Within the grace, a pool on the revision is measured as
-                // any other: neither skipped nor failed for being down.
-                _ if down && grace.is_none() => offline(settings, p),
-                Release::Missing | Release::Behind(_) if held_by_window(p).is_some() => {
-                    outside_window(held_by_window(p), now, &mut requeue)
-                }
-                Release::Missing => decided(PoolRollout::Write),
-                Release::Behind(_) if !settings.progressive => decided(PoolRollout::Write),
-                Release::Behind(_) => decided(PoolRollout::Pending),
-                Release::Current { status, written } => {
-                    let counted_from = written.map(|w| settings.clock_since.map_or(w, |since| w.max(since)));
-                    measure(settings, status, counted_from, now, &mut requeue)
-                }
-            }
-        })
-        .collect();
+    let mut states: Vec<PoolDecision> = pools.iter().map(|p| start(settings, p, now, &mut requeue)).collect();
     let failed: Vec<String> = pools
         .iter()
         .zip(&states)
@@ -304,7 +350,7 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
         .collect();
     let halted = settings.progressive && failed.len() > settings.max_failures;
     let busy = |s: PoolRollout| matches!(s, PoolRollout::Updating | PoolRollout::Soaking);
-    let mut unavailable = states.iter().filter(|d| busy(d.state)).count();
+    let unavailable = states.iter().filter(|d| busy(d.state)).count();
 
     if halted {
         for d in states
@@ -323,40 +369,7 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
             }
         }
     } else if settings.progressive {
-        // Pools Flux says are not Ready are unavailable already: they start
-        // at once. Not so a release Flux has not judged since its last
-        // change (a suspension, a resume): opening those would write every
-        // pool at once, past maxUnavailable and the waves.
-        for (p, d) in pools.iter().zip(states.iter_mut()) {
-            let Release::Behind(status) = p.release else {
-                continue;
-            };
-            let unavailable_already = status.observed_latest && status.state != ReleaseState::Ready;
-            if d.state == PoolRollout::Pending && unavailable_already {
-                d.state = PoolRollout::Write;
-                unavailable += 1;
-            }
-        }
-        let mut waiting: Vec<usize> =
-            (0..pools.len()).filter(|&i| states[i].state == PoolRollout::Pending).collect();
-        waiting.sort_by_key(|&i| (pools[i].wave, pools[i].pool));
-        let active = active_wave(pools, &states);
-        let gated = active.filter(|w| settings.awaiting_approval.contains(w));
-        for i in waiting {
-            // The pools of the gated wave wait for the approval; every
-            // pool waiting after them is of a later wave.
-            if gated.is_some() {
-                if gated == Some(pools[i].wave) {
-                    states[i] = PoolDecision::of(PoolRollout::AwaitingApproval);
-                }
-                continue;
-            }
-            if unavailable >= settings.max_unavailable || Some(pools[i].wave) != active {
-                break;
-            }
-            states[i].state = PoolRollout::Write;
-            unavailable += 1;
-        }
+        pick(settings, pools, &mut states, unavailable);
     }
 
     let count = |wanted: &[PoolRollout]| states.iter().filter(|d| wanted.contains(&d.state)).count();
@@ -403,110 +416,7 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
     }
 }
 
-/// An offline pool, skipped by the rollout: unless the current revision
-/// reached it before it went down, and it was not done with it first
-/// (Ready on it for `minReadySeconds`, the proof the rollout asks of every
-/// pool). Then the revision may be what took it down, and it counts as
-/// failed, so that a chart that bricks its sites halts at the first one
-/// instead of walking the fleet pool by pool. Node conditions carry whole
-/// seconds: going down within the second of the write counts as after it.
-fn offline(settings: &Settings, p: &PoolInput) -> PoolDecision {
-    let skipped = PoolDecision::of(PoolRollout::Offline);
-    let Release::Current {
-        status,
-        written: Some(written),
-    } = p.release
-    else {
-        return skipped;
-    };
-    let Some(since) = p.offline_since.filter(|since| since.as_second() >= written.as_second()) else {
-        return skipped;
-    };
-    let ready_since = status.ready_since.as_deref().and_then(|t| t.parse::<Timestamp>().ok());
-    let ran_for = |from: Timestamp| Duration::try_from(since.duration_since(from)).unwrap_or(Duration::ZERO);
-    let proven = status.state == ReleaseState::Ready
-        && status.observed_latest
-        && ready_since
-            .is_some_and(|ready| ready <= since && ran_for(ready.max(written)) >= settings.min_ready);
-    if proven {
-        return skipped;
-    }
-    PoolDecision::failed(
-        conditions::pool_reason::OFFLINE_AFTER_UPDATE,
-        format!(
-            "went offline at {} after its update at {}: no node of the pool is Ready, and the update \
-             may be what took it down; the rollout counts it as failed until a node is Ready again",
-            stamp(since),
-            stamp(written)
-        ),
-    )
-}
-
-/// How much of `offlineAfter` a pool that is down has left, if any: none
-/// when it is up, or when since when it is down is not known.
-fn grace_left(settings: &Settings, p: &PoolInput, now: Timestamp) -> Option<Duration> {
-    let since = p.down_since.filter(|_| p.offline)?;
-    let down_for = Duration::try_from(now.duration_since(since)).unwrap_or(Duration::ZERO);
-    settings.offline_after.checked_sub(down_for).filter(|left| !left.is_zero())
-}
-
-/// A pool down for less than `offlineAfter`, with its update or install
-/// to come: it waits for the pool, which is not offline yet.
-fn down_briefly(settings: &Settings, p: &PoolInput) -> PoolDecision {
-    let since = p.down_since.map(stamp).unwrap_or_default();
-    let until = p
-        .down_since
-        .and_then(|s| s.checked_add(settings.offline_after).ok())
-        .map(stamp)
-        .unwrap_or_default();
-    PoolDecision::noted(
-        PoolRollout::Waiting,
-        conditions::pool_reason::NOT_REACHED,
-        format!(
-            "down since {since}: its update waits until it is back; it counts as offline from {until} \
-             (rollout.offlineAfter {})",
-            format_duration(settings.offline_after)
-        ),
-    )
-}
-
-/// The closed windows that hold a pool's update (or, with `newPools:
-/// Wait`, its install) back.
-fn held_by_window<'p>(p: &'p PoolInput) -> Option<&'p Closed> {
-    let closed = p.closed.as_ref()?;
-    match p.release {
-        Release::Behind(_) => Some(closed),
-        Release::Missing if closed.holds_installs => Some(closed),
-        _ => None,
-    }
-}
-
-/// A pool whose update waits for a maintenance window.
-fn outside_window(closed: Option<&Closed>, now: Timestamp, requeue: &mut Requeue) -> PoolDecision {
-    let opens = closed.and_then(|c| c.opens);
-    if let Some(left) = opens.and_then(|at| Duration::try_from(at.duration_since(now)).ok()) {
-        requeue.at(left);
-    }
-    if let Some(problem) = closed.and_then(|c| c.unreadable.as_deref()) {
-        return PoolDecision::noted(
-            PoolRollout::Waiting,
-            conditions::pool_reason::INVALID_WINDOW,
-            format!(
-                "its update waits: the pool's annotation {}: {problem}",
-                crate::api::naming::ANNOTATION_MAINTENANCE_WINDOW
-            ),
-        );
-    }
-    let message = match opens {
-        Some(at) => {
-            format!("outside its maintenance windows: its update waits for the next, at {}", stamp(at))
-        }
-        None => "outside its maintenance windows, and none of them opens again: its update waits".to_string(),
-    };
-    PoolDecision::noted(PoolRollout::Waiting, conditions::pool_reason::OUTSIDE_WINDOW, message)
-}
-
-fn stamp(t: Timestamp) -> String {
+pub(super) fn stamp(t: Timestamp) -> String {
     t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
@@ -540,58 +450,6 @@ impl Requeue {
         let after = after + Duration::from_secs(1);
         self.0 = Some(self.0.map_or(after, |d| d.min(after)));
     }
-}
-
-/// A pool whose release carries the revision: done, soaking, updating or failed.
-fn measure(
-    settings: &Settings,
-    status: &ReleaseStatus,
-    written: Option<Timestamp>,
-    now: Timestamp,
-    requeue: &mut Requeue,
-) -> PoolDecision {
-    let decided = PoolDecision::of;
-    let elapsed = |since: Timestamp| Duration::try_from(now.duration_since(since)).unwrap_or(Duration::ZERO);
-    match status.state {
-        ReleaseState::Ready if status.observed_latest => {
-            let since = status.ready_since.as_deref().and_then(|t| t.parse::<Timestamp>().ok());
-            match since.map(elapsed) {
-                Some(ready_for) if ready_for < settings.min_ready => {
-                    requeue.at(settings.min_ready - ready_for);
-                    decided(PoolRollout::Soaking)
-                }
-                // Ready with no time known: Flux always stamps one, so
-                // this is an old release; soaking could never end.
-                _ => decided(PoolRollout::Done),
-            }
-        }
-        ReleaseState::Failed | ReleaseState::Stalled if status.observed_latest => {
-            decided(PoolRollout::Failed)
-        }
-        _ => match written.map(|w| (w, elapsed(w))) {
-            // The message names the time of the update, not the time since:
-            // it is written into the status, which must not change while
-            // nothing else does.
-            Some((at, waited)) if waited >= settings.progress_deadline => PoolDecision::failed(
-                conditions::reason::PROGRESS_DEADLINE_EXCEEDED,
-                format!(
-                    "not Ready within its progressDeadline ({}) of its update at {}: {}",
-                    format_duration(settings.progress_deadline),
-                    stamp(at),
-                    status.message
-                ),
-            ),
-            Some((_, waited)) => {
-                requeue.at(settings.progress_deadline - waited);
-                decided(PoolRollout::Updating)
-            }
-            None => decided(PoolRollout::Updating),
-        },
-    }
-}
-
-fn format_duration(d: Duration) -> String {
-    humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
 }
 
 #[cfg(test)]

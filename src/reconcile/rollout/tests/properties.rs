@@ -175,7 +175,7 @@ proptest! {
                     prop_assert_eq!(s, PoolRollout::Waiting);
                 }
                 if fleet[i].kind == 2 {
-                    prop_assert_eq!(d.pools[&names[i]].note.as_ref().map(|n| n.reason == conditions::pool_reason::OFFLINE_AFTER_UPDATE), d.pools[&names[i]].note.as_ref().map(|_| false));
+                    prop_assert_eq!(d.pools[&names[i]].note.as_ref().map(|n| n.reason == crate::api::conditions::pool_reason::OFFLINE_AFTER_UPDATE), d.pools[&names[i]].note.as_ref().map(|_| false));
                 }
             }
             if fleet[i].kind == 2 { prop_assert!(s != PoolRollout::Write); }

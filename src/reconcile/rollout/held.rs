@@ -1,0 +1,117 @@
+//! What holds one pool back whatever the rollout's turn: the pool itself
+//! is offline, down for less than `offlineAfter`, or outside its
+//! maintenance windows.
+
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+
+use crate::api::conditions;
+use crate::reconcile::release_state::ReleaseState;
+
+use super::{
+    format_duration, stamp, Closed, PoolDecision, PoolInput, PoolRollout, Release, Requeue, Settings,
+};
+
+/// An offline pool, skipped by the rollout: unless the current revision
+/// reached it before it went down, and it was not done with it first
+/// (Ready on it for `minReadySeconds`, the proof the rollout asks of every
+/// pool). Then the revision may be what took it down, and it counts as
+/// failed, so that a chart that bricks its sites halts at the first one
+/// instead of walking the fleet pool by pool. Node conditions carry whole
+/// seconds: going down within the second of the write counts as after it.
+pub(super) fn offline(settings: &Settings, p: &PoolInput) -> PoolDecision {
+    let skipped = PoolDecision::of(PoolRollout::Offline);
+    let Release::Current {
+        status,
+        written: Some(written),
+    } = p.release
+    else {
+        return skipped;
+    };
+    let Some(since) = p.offline_since.filter(|since| since.as_second() >= written.as_second()) else {
+        return skipped;
+    };
+    let ready_since = status.ready_since.as_deref().and_then(|t| t.parse::<Timestamp>().ok());
+    let ran_for = |from: Timestamp| Duration::try_from(since.duration_since(from)).unwrap_or(Duration::ZERO);
+    let proven = status.state == ReleaseState::Ready
+        && status.observed_latest
+        && ready_since
+            .is_some_and(|ready| ready <= since && ran_for(ready.max(written)) >= settings.min_ready);
+    if proven {
+        return skipped;
+    }
+    PoolDecision::failed(
+        conditions::pool_reason::OFFLINE_AFTER_UPDATE,
+        format!(
+            "went offline at {} after its update at {}: no node of the pool is Ready, and the update \
+             may be what took it down; the rollout counts it as failed until a node is Ready again",
+            stamp(since),
+            stamp(written)
+        ),
+    )
+}
+
+/// How much of `offlineAfter` a pool that is down has left, if any: none
+/// when it is up, or when since when it is down is not known.
+pub(super) fn grace_left(settings: &Settings, p: &PoolInput, now: Timestamp) -> Option<Duration> {
+    let since = p.down_since.filter(|_| p.offline)?;
+    let down_for = Duration::try_from(now.duration_since(since)).unwrap_or(Duration::ZERO);
+    settings.offline_after.checked_sub(down_for).filter(|left| !left.is_zero())
+}
+
+/// A pool down for less than `offlineAfter`, with its update or install
+/// to come: it waits for the pool, which is not offline yet.
+pub(super) fn down_briefly(settings: &Settings, p: &PoolInput) -> PoolDecision {
+    let since = p.down_since.map(stamp).unwrap_or_default();
+    let until = p
+        .down_since
+        .and_then(|s| s.checked_add(settings.offline_after).ok())
+        .map(stamp)
+        .unwrap_or_default();
+    PoolDecision::noted(
+        PoolRollout::Waiting,
+        conditions::pool_reason::NOT_REACHED,
+        format!(
+            "down since {since}: its update waits until it is back; it counts as offline from {until} \
+             (rollout.offlineAfter {})",
+            format_duration(settings.offline_after)
+        ),
+    )
+}
+
+/// The closed windows that hold a pool's update (or, with `newPools:
+/// Wait`, its install) back.
+pub(super) fn held_by_window<'p>(p: &'p PoolInput) -> Option<&'p Closed> {
+    let closed = p.closed.as_ref()?;
+    match p.release {
+        Release::Behind(_) => Some(closed),
+        Release::Missing if closed.holds_installs => Some(closed),
+        _ => None,
+    }
+}
+
+/// A pool whose update waits for a maintenance window.
+pub(super) fn outside_window(closed: Option<&Closed>, now: Timestamp, requeue: &mut Requeue) -> PoolDecision {
+    let opens = closed.and_then(|c| c.opens);
+    if let Some(left) = opens.and_then(|at| Duration::try_from(at.duration_since(now)).ok()) {
+        requeue.at(left);
+    }
+    if let Some(problem) = closed.and_then(|c| c.unreadable.as_deref()) {
+        return PoolDecision::noted(
+            PoolRollout::Waiting,
+            conditions::pool_reason::INVALID_WINDOW,
+            format!(
+                "its update waits: the pool's annotation {}: {problem}",
+                crate::api::naming::ANNOTATION_MAINTENANCE_WINDOW
+            ),
+        );
+    }
+    let message = match opens {
+        Some(at) => {
+            format!("outside its maintenance windows: its update waits for the next, at {}", stamp(at))
+        }
+        None => "outside its maintenance windows, and none of them opens again: its update waits".to_string(),
+    };
+    PoolDecision::noted(PoolRollout::Waiting, conditions::pool_reason::OUTSIDE_WINDOW, message)
+}
