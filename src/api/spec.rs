@@ -211,6 +211,13 @@ pub struct Rollout {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 32))]
     pub windows: Vec<MaintenanceWindow>,
+
+    /// How many revisions the history keeps (ControllerRevisions owned by
+    /// the application, listed by `nodepool-fanout history`); the current
+    /// one and the last that completed are always kept. Default 10.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100))]
+    pub revision_history_limit: Option<i32>,
 }
 
 /// A maintenance window: open at each time `schedule` names, in

@@ -105,6 +105,10 @@ pub struct RolloutStatus {
     /// The wave under way, e.g. `2/3`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wave: Option<String>,
+    /// The last revision whose rollout completed: this one once it is
+    /// complete (`nodepool-fanout history` lists them all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_complete_revision: Option<String>,
     /// For the printer column: the phase and done out of total, e.g. `Progressing 3/10`.
     pub progress: String,
     #[serde(default)]

@@ -8,6 +8,7 @@
 
 pub mod approve;
 pub mod get;
+pub mod history;
 pub mod isolation;
 pub mod render;
 pub mod tree;
@@ -46,6 +47,9 @@ pub enum Command {
     /// Print what an application made (as `flux tree`): its shared charts
     /// and the HelmReleases under each.
     Tree(tree::TreeArgs),
+    /// List an application's recorded revisions (as `kubectl rollout
+    /// history`): number, revision, when, chart version, outcome.
+    History(history::HistoryArgs),
     /// Let the wave that awaits approval go, for the revision under way
     /// (writes the apps.fanout.dev/approve annotation).
     Approve(approve::ApproveArgs),
@@ -145,6 +149,15 @@ pub async fn execute(cli: Cli, out: &mut impl Write, err: &mut impl Write) -> Re
         Command::Tree(args) => {
             let client = kube::Client::try_default().await.map_err(CliError::Connect)?;
             out.write_all(tree::fetch(&client, &args).await.map_err(CliError::Cluster)?.as_bytes())?;
+            Ok(true)
+        }
+        Command::History(args) => {
+            let client = kube::Client::try_default().await.map_err(CliError::Connect)?;
+            let rows = history::fetch(&client, &args).await.map_err(CliError::Cluster)?;
+            match rows.is_empty() {
+                true => writeln!(err, "{}", history::empty_message(&args.name))?,
+                false => out.write_all(history::table(&rows).as_bytes())?,
+            }
             Ok(true)
         }
         Command::Approve(args) => {

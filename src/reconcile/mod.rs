@@ -31,6 +31,7 @@ pub mod apply;
 pub mod changes;
 pub mod drift;
 pub mod fleet;
+pub mod history;
 pub mod managed_fields;
 pub mod observe;
 pub mod orphan;

@@ -18,6 +18,7 @@ use crate::reconcile::drift;
 use crate::reconcile::managed_fields;
 use crate::reconcile::packed::PackedJson;
 use crate::reconcile::plan::{HelmReleaseKey, ObservedRelease, OtherReleases, TakenRelease};
+use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Node;
 
 mod cached;
@@ -93,6 +94,8 @@ pub struct Caches {
     pub unserved: BTreeMap<PoolKind, String>,
     pub nodes: Store<Node>,
     pub releases: Store<CachedRelease>,
+    /// The applications' revision records (see [`crate::reconcile::history`]).
+    pub history: Store<ControllerRevision>,
 }
 
 impl Caches {
@@ -112,7 +115,23 @@ impl Caches {
         self.releases
             .wait_until_ready()
             .await
-            .map_err(|_| ObserveError::CacheStopped("HelmReleases"))
+            .map_err(|_| ObserveError::CacheStopped("HelmReleases"))?;
+        self.history
+            .wait_until_ready()
+            .await
+            .map_err(|_| ObserveError::CacheStopped("ControllerRevisions"))
+    }
+
+    /// The revision records of `app`: those in its namespace it is the
+    /// controller owner of.
+    pub fn history_of(&self, app: &NodePoolApplication) -> Vec<crate::reconcile::history::Recorded> {
+        let (namespace, uid) = (app.namespace().unwrap_or_default(), app.uid().unwrap_or_default());
+        self.history
+            .state()
+            .iter()
+            .filter(|r| r.namespace().as_deref() == Some(namespace.as_str()))
+            .filter_map(|r| crate::reconcile::history::Recorded::of(r, &uid))
+            .collect()
     }
 
     /// The pools of `kind` that `picks` chooses, shared with the cache

@@ -262,6 +262,9 @@ impl Decision {
             failed: count(self.failed.len()),
             total: count(self.total),
             wave: self.wave.map(|(w, n)| format!("{w}/{n}")),
+            // What the history records says of earlier revisions is added
+            // by the reconcile that reads it.
+            last_complete_revision: (self.phase == RolloutPhase::Complete).then(|| revision.to_string()),
             progress,
             message,
         }

@@ -22,6 +22,7 @@ use crate::chart::shared::ChartRef;
 use crate::pools::nodes::{self, Membership};
 use crate::reconcile::apply;
 use crate::reconcile::fleet::{events as transitions, FleetCounts, Transition};
+use crate::reconcile::history;
 use crate::reconcile::observe::{self, helmrelease_resource, ObserveError};
 use crate::reconcile::plan::{self, Hold, ObservedRelease, Plan, PlanInput};
 use crate::reconcile::resolve::{self, SharedChart};
@@ -93,6 +94,7 @@ pub(super) async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) 
     let chart = resolve::resolve(&ctx.chart_step(), &app).await;
     let observed = observe::observe(&ctx.caches, &app);
     let (mut planned, owned) = plan_observed(ctx, &app, observed, chart.as_ref());
+    let history = plan_history(ctx, &app, &mut planned, chart.as_ref());
     let releases: Api<DynamicObject> =
         Api::namespaced_with(ctx.client.clone(), &namespace, &helmrelease_resource());
     let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), &namespace);
@@ -107,6 +109,10 @@ pub(super) async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) 
     };
     let mut applied = apply::carry_out(&target, planned.take_writes(), &owned).await;
     report(ctx, &apps, &app, &planned, &applied).await?;
+    if applied.first_error.is_none() && !history.is_empty() {
+        let records = Api::namespaced(ctx.client.clone(), &namespace);
+        applied.first_error = apply::write_history(&records, &app, &history).await.err();
+    }
     if applied.first_error.is_none() {
         applied.first_error = prune_unused_charts(ctx, &app, chart.as_ref(), &owned, &applied).await.err();
     }
@@ -169,6 +175,48 @@ fn plan_observed(
     let planned = plan::plan(&input);
     let PlanInput { owned, .. } = input;
     (planned, owned)
+}
+
+/// The history's writes for the revision the plan rolls out, and the last
+/// revision that completed, from its records, into the rollout's status.
+fn plan_history(
+    ctx: &Context,
+    app: &NodePoolApplication,
+    planned: &mut Plan,
+    chart: Option<&Result<SharedChart, Hold>>,
+) -> history::HistoryWrites {
+    let Some(rollout) = planned.report.rollout.as_mut() else {
+        return history::HistoryWrites::default();
+    };
+    // Until the chart resolves, the revision lacks its chart version: it
+    // is no revision anyone rolls out, and recording it would list one.
+    if matches!(chart, Some(Err(_))) {
+        return history::HistoryWrites::default();
+    }
+    let recorded = ctx.caches.history_of(app);
+    let shared = chart.and_then(|c| c.as_ref().ok());
+    let current = history::Current {
+        revision: &rollout.revision,
+        phase: rollout.phase,
+        chart_version: shared.map(|s| s.chart.version.as_str()),
+    };
+    let limit = app.spec.rollout.as_ref().and_then(|r| r.revision_history_limit);
+    let limit = limit
+        .and_then(|l| usize::try_from(l).ok())
+        .unwrap_or(history::DEFAULT_REVISION_HISTORY_LIMIT);
+    // What the revision is: the spec it hashes (the rollout settings aside)
+    // and the chart it resolved to.
+    let data = || {
+        let mut spec = app.spec.clone();
+        spec.rollout = None;
+        serde_json::json!({
+            "spec": spec,
+            "chart": shared.map(|s| serde_json::json!({ "kind": s.chart_ref.kind.as_str(), "name": s.chart_ref.name })),
+        })
+    };
+    let writes = history::plan(&app.name_any(), current, &recorded, limit, data);
+    rollout.last_complete_revision = history::last_complete(&recorded, current).map(String::from);
+    writes
 }
 
 /// Says how the fleet stands once the plan is carried out: the status

@@ -13,6 +13,7 @@ use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client, Resource};
 use tracing::{info, warn};
 
+use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Node;
 
 use crate::api::{naming, PoolKind};
@@ -21,6 +22,7 @@ use crate::pools::kind::PoolObjects;
 use crate::pools::nodes;
 use crate::reconcile::apply::SharedCharts;
 use crate::reconcile::changes::{NodeChanges, PoolChanges};
+use crate::reconcile::history;
 use crate::reconcile::observe::{self, CachedPool, Caches, ObserveError, Shallow};
 use crate::runtime::options::RunArgs;
 
@@ -229,6 +231,9 @@ pub(super) struct Watches {
     releases: Api<observe::CachedRelease>,
     release_writer: reflector::store::Writer<observe::CachedRelease>,
     release_store: reflector::Store<observe::CachedRelease>,
+    /// The applications' revision records, by our label.
+    history: (Api<ControllerRevision>, reflector::store::Writer<ControllerRevision>),
+    history_store: reflector::Store<ControllerRevision>,
     helmcharts: (Api<DynamicObject>, reflector::store::Writer<DynamicObject>),
     pinned: (Api<DynamicObject>, reflector::store::Writer<DynamicObject>),
     nodes: NodeChanges,
@@ -251,6 +256,11 @@ impl Watches {
             None => Api::all(client.clone()),
         };
         let (release_store, release_writer) = reflector::store();
+        let history_api = match &args.watch_namespace {
+            Some(ns) => Api::namespaced(client.clone(), ns),
+            None => Api::all(client.clone()),
+        };
+        let (history_store, history_writer) = reflector::store();
         let charts = |resource: ApiResource| {
             (Api::all_with(client.clone(), &resource), reflector::store::Writer::new(resource))
         };
@@ -258,6 +268,8 @@ impl Watches {
             releases,
             release_writer,
             release_store,
+            history: (history_api, history_writer),
+            history_store,
             helmcharts: charts(helmchart_resource()),
             pinned: charts(ocirepository_resource()),
             nodes: NodeChanges::default(),
@@ -287,6 +299,7 @@ impl Watches {
             nodes: self.nodes.cache(),
             unserved,
             releases: self.release_store.clone(),
+            history: self.history_store.clone(),
         }
     }
 
@@ -322,7 +335,14 @@ impl Watches {
         let nodes: Api<Node> = Api::all(client.clone());
         let node_events = watcher(nodes, paged()).modify(|node| *node = nodes::strip(std::mem::take(node)));
         let release_events = reflector(self.release_writer, watcher(self.releases, paged_releases()));
+        // Records wake nothing: the reconcile that writes one reads it back.
+        let (history, history_writer) = self.history;
+        let records = watcher(history, watcher::Config::default().labels(history::LABEL_REVISION));
+        let records = retrying("ControllerRevisions", reflector(history_writer, records))
+            .filter_map(|_| futures::future::ready(None))
+            .boxed();
         let mut wakes = vec![
+            records,
             triggers::releases(release_events, served.clone()),
             chart_wakes("HelmCharts", self.helmcharts),
             chart_wakes("OCIRepositories", self.pinned),

@@ -345,8 +345,22 @@ async fn a_wave_that_requires_approval_waits_for_approve_and_a_later_revision_wa
     let said = nodepool_fanout::cli::approve::approve(&env.client, &args).await?;
     let revision = waiting["status"]["rollout"]["revision"].as_str().unwrap_or_default().to_string();
     assert!(said.contains(&format!("approved wave 2 of revision {revision}")), "{said}");
-    wait_app(&env, &controller, "the approved wave", ROLLOUT_TIMEOUT, complete(3)).await;
+    let done = wait_app(&env, &controller, "the approved wave", ROLLOUT_TIMEOUT, complete(3)).await;
     let approved = hashes(&env).await;
+    // The history holds both revisions, each complete, and the status
+    // names the last that completed.
+    let history = nodepool_fanout::cli::history::HistoryArgs {
+        name: "ingress".into(),
+        namespace: Some(env.namespace.clone()),
+    };
+    let rows = nodepool_fanout::cli::history::fetch(&env.client, &history).await?;
+    let listed: Vec<(i64, &str, &str)> =
+        rows.iter().map(|r| (r.number, r.revision.as_str(), r.outcome.as_str())).collect();
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    assert_eq!((listed[1].0, listed[1].1, listed[1].2), (2, revision.as_str(), "Complete"), "{listed:?}");
+    assert_eq!((listed[0].0, listed[0].2), (1, "Complete"), "{listed:?}");
+    assert!(rows.iter().all(|r| r.chart_version == "1.0.0"), "{rows:?}");
+    assert_eq!(done["status"]["rollout"]["lastCompleteRevision"], revision.as_str());
     for pool in &pools[1..] {
         assert_ne!(approved[pool], before[pool], "pool {pool} did not get the approved change");
     }
@@ -354,7 +368,12 @@ async fn a_wave_that_requires_approval_waits_for_approve_and_a_later_revision_wa
     // The approval named that revision: the next change waits again.
     with_log_level(&mut app, "warn");
     apply_app(&env, &app).await?;
-    wait_app(&env, &controller, "the next revision awaiting", ROLLOUT_TIMEOUT, awaiting_approval).await;
+    let next =
+        wait_app(&env, &controller, "the next revision awaiting", ROLLOUT_TIMEOUT, awaiting_approval).await;
+    assert_eq!(next["status"]["rollout"]["lastCompleteRevision"], revision.as_str(), "the one before");
+    let rows = nodepool_fanout::cli::history::fetch(&env.client, &history).await?;
+    let outcomes: Vec<&str> = rows.iter().map(|r| r.outcome.as_str()).collect();
+    assert_eq!(outcomes, ["Complete", "Complete", "AwaitingApproval"]);
     controller.quiet(Duration::from_secs(3)).await;
     let later = hashes(&env).await;
     for pool in &pools[1..] {

@@ -9,7 +9,8 @@
 //! - [`claim`]: the Lease that claims a Helm release before a HelmRelease
 //!   first drives it;
 //! - `chart`: the shared charts an application makes and prunes;
-//! - `application`: the application's own status and finalizers.
+//! - `application`: the application's own status and finalizers;
+//! - `history`: the application's revision records.
 //!
 //! Nothing here decides: what to write comes from the plan.
 
@@ -17,12 +18,14 @@ mod application;
 mod chart;
 pub mod claim;
 mod execute;
+mod history;
 mod orphaning;
 mod release;
 
 pub use application::{apply_status, report_unreadable, set_finalizers, FINALIZER, ORPHAN_FINALIZER};
 pub use chart::{ensure_chart, prune_charts, SharedCharts};
 pub use execute::{carry_out, Applied, Target};
+pub use history::write_history;
 pub use orphaning::{orphan_all, orphan_release};
 pub use release::{delete_observed, set_inert, set_suspended, write_release};
 

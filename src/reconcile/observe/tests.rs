@@ -175,6 +175,7 @@ fn of_two_others_driving_one_helm_release_the_older_is_named() {
         pools: BTreeMap::from([(PoolKind::OpenYurt, nodepools(Vec::new()))]),
         nodes: store(Vec::new()),
         unserved: BTreeMap::new(),
+        history: store(Vec::new()),
         releases: store(vec![
             drives_gateway("b-new", "2026-02-01T00:00:00Z"),
             drives_gateway("a-newer", "2026-03-01T00:00:00Z"),
@@ -218,6 +219,7 @@ fn observes_from_the_caches_split_by_owner_and_namespace() {
         )]),
         nodes: store(Vec::new()),
         unserved: BTreeMap::new(),
+        history: store(Vec::new()),
         releases: store(releases),
     };
     let observed = observe(&caches, &app("u1"));
@@ -288,6 +290,7 @@ fn an_application_sees_only_the_cluster_profiles_of_its_own_namespace() {
         )]),
         nodes: store(Vec::new()),
         unserved: BTreeMap::new(),
+        history: store(Vec::new()),
         releases: store(Vec::new()),
     };
     let mut sites = app("u1");

@@ -1,0 +1,193 @@
+//! Revision history: each revision of an application (what
+//! `status.rollout.revision` names) is recorded the way Kubernetes records
+//! workload history, as a `ControllerRevision` owned by the application
+//! (as DaemonSets and StatefulSets keep theirs), numbered in the order the
+//! revisions were rolled out, with what became of it. Pure: which records
+//! to write, mark and forget, from the records as they are.
+//!
+//! - A revision with no record gets one, numbered after the newest; a
+//!   revision that comes back (a change undone) is renumbered as the
+//!   newest, as a DaemonSet renumbers a template it returns to.
+//! - A revision whose rollout completes is marked `Complete`; one that
+//!   halts, `Halted`. The last revision that completed is what status
+//!   names as `lastCompleteRevision`.
+//! - Past `revisionHistoryLimit`, the oldest records are forgotten, but
+//!   never the current revision's or the last complete one's.
+
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use kube::ResourceExt;
+use serde_json::Value;
+
+use crate::api::{naming, RolloutPhase};
+
+/// The revision a record is of (`status.rollout.revision`), as a label.
+pub const LABEL_REVISION: &str = "apps.fanout.dev/revision";
+/// What became of a revision's rollout: `Complete` or `Halted`.
+pub const ANNOTATION_OUTCOME: &str = "apps.fanout.dev/outcome";
+/// The chart version a revision resolved to, when known.
+pub const ANNOTATION_CHART_VERSION: &str = "apps.fanout.dev/chart-version";
+/// Records kept when `revisionHistoryLimit` is not given, as a Deployment keeps.
+pub const DEFAULT_REVISION_HISTORY_LIMIT: usize = 10;
+
+pub const COMPLETE: &str = "Complete";
+pub const HALTED: &str = "Halted";
+
+/// One recorded revision of an application.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recorded {
+    /// The ControllerRevision's name.
+    pub name: String,
+    pub revision: String,
+    /// Its place in the order of rollouts, from 1.
+    pub number: i64,
+    pub outcome: Option<String>,
+    pub chart_version: Option<String>,
+    /// When it was recorded.
+    pub created: Option<String>,
+}
+
+impl Recorded {
+    /// The record `object` is, when it is one of the application of `uid`'s:
+    /// its controller owner is the application, and it names a revision.
+    pub fn of(object: &ControllerRevision, uid: &str) -> Option<Self> {
+        let owned = object.owner_references().iter().any(|o| o.controller == Some(true) && o.uid == uid);
+        let revision = object.labels().get(LABEL_REVISION).filter(|_| owned)?;
+        Some(Self {
+            name: object.name_any(),
+            revision: revision.clone(),
+            number: object.revision,
+            outcome: object.annotations().get(ANNOTATION_OUTCOME).cloned(),
+            chart_version: object.annotations().get(ANNOTATION_CHART_VERSION).cloned(),
+            created: object.metadata.creation_timestamp.as_ref().map(|t| t.0.to_string()),
+        })
+    }
+}
+
+/// A record to write.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record {
+    pub name: String,
+    pub revision: String,
+    pub number: i64,
+    /// What the revision is, for a new record; `None` renumbers a record
+    /// that exists (its data cannot change).
+    pub data: Option<Value>,
+    pub chart_version: Option<String>,
+    /// Its outcome, when known as it is recorded.
+    pub outcome: Option<&'static str>,
+}
+
+/// What to write to the history in one reconcile.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HistoryWrites {
+    pub record: Option<Record>,
+    /// A record's outcome to set: (name, outcome).
+    pub mark: Option<(String, &'static str)>,
+    /// Records to delete, past the limit.
+    pub forget: Vec<String>,
+}
+
+impl HistoryWrites {
+    pub fn is_empty(&self) -> bool {
+        self.record.is_none() && self.mark.is_none() && self.forget.is_empty()
+    }
+}
+
+/// The revision under way, as the plan reports it.
+#[derive(Debug, Clone, Copy)]
+pub struct Current<'a> {
+    pub revision: &'a str,
+    pub phase: RolloutPhase,
+    pub chart_version: Option<&'a str>,
+}
+
+/// The name of the record of `app`'s `revision`, within the 253 characters
+/// of an object name.
+pub fn record_name(app: &str, revision: &str) -> String {
+    let room = 253 - revision.len() - 1;
+    let head = app.get(..room.min(app.len())).unwrap_or(app).trim_end_matches(['-', '.']);
+    format!("{head}-{revision}")
+}
+
+/// What to write, given the records of `app` and the revision under way;
+/// `data` says what the revision is, for its record.
+pub fn plan(
+    app: &str,
+    current: Current,
+    recorded: &[Recorded],
+    limit: usize,
+    data: impl FnOnce() -> Value,
+) -> HistoryWrites {
+    let newest = recorded.iter().map(|r| r.number).max().unwrap_or(0);
+    let existing = recorded.iter().find(|r| r.revision == current.revision);
+    let outcome = match current.phase {
+        RolloutPhase::Complete => Some(COMPLETE),
+        RolloutPhase::Halted => Some(HALTED),
+        _ => None,
+    };
+    let mut writes = HistoryWrites::default();
+    match existing {
+        None => {
+            writes.record = Some(Record {
+                name: record_name(app, current.revision),
+                revision: current.revision.to_string(),
+                number: newest + 1,
+                data: Some(data()),
+                chart_version: current.chart_version.map(String::from),
+                outcome,
+            })
+        }
+        Some(r) if r.number < newest => {
+            writes.record = Some(Record {
+                name: r.name.clone(),
+                revision: r.revision.clone(),
+                number: newest + 1,
+                data: None,
+                chart_version: None,
+                outcome,
+            })
+        }
+        Some(r) => {
+            if let Some(outcome) = outcome.filter(|o| r.outcome.as_deref() != Some(*o)) {
+                writes.mark = Some((r.name.clone(), outcome));
+            }
+        }
+    }
+    // The current revision and the last complete one are always kept, and
+    // count toward the limit with a new record; the newest others fill
+    // what room is left.
+    let last_complete = last_complete(recorded, current).map(String::from);
+    let kept_always =
+        |r: &Recorded| r.revision == current.revision || Some(&r.revision) == last_complete.as_ref();
+    let mut by_age: Vec<&Recorded> = recorded.iter().filter(|r| !kept_always(r)).collect();
+    by_age.sort_by_key(|r| std::cmp::Reverse(r.number));
+    let taken = usize::from(existing.is_none()) + recorded.iter().filter(|r| kept_always(r)).count();
+    let room = limit.max(1).saturating_sub(taken);
+    writes.forget = by_age.into_iter().skip(room).map(|r| r.name.clone()).collect();
+    writes
+}
+
+/// The last revision whose rollout completed: the current one once it is
+/// complete, or the newest record marked so.
+pub fn last_complete<'a>(recorded: &'a [Recorded], current: Current<'a>) -> Option<&'a str> {
+    if current.phase == RolloutPhase::Complete {
+        return Some(current.revision);
+    }
+    recorded
+        .iter()
+        .filter(|r| r.outcome.as_deref() == Some(COMPLETE) && r.revision != current.revision)
+        .max_by_key(|r| r.number)
+        .map(|r| r.revision.as_str())
+}
+
+/// The labels every record of `app` carries.
+pub fn labels(app: &str, revision: &str) -> serde_json::Map<String, Value> {
+    let mut labels = serde_json::Map::new();
+    labels.insert(naming::LABEL_APPLICATION.into(), Value::String(naming::label_value(app)));
+    labels.insert(LABEL_REVISION.into(), Value::String(revision.into()));
+    labels.insert(naming::LABEL_MANAGED_BY.into(), Value::String(naming::MANAGER.into()));
+    labels
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,97 @@
+//! The history's rules: records numbered in rollout order, outcomes marked
+//! once, a returning revision renumbered, and the limit kept without ever
+//! forgetting the current or the last complete revision.
+
+use super::*;
+use serde_json::json;
+
+fn recorded(revision: &str, number: i64, outcome: Option<&str>) -> Recorded {
+    Recorded {
+        name: record_name("shop", revision),
+        revision: revision.into(),
+        number,
+        outcome: outcome.map(String::from),
+        chart_version: None,
+        created: None,
+    }
+}
+
+fn current(revision: &str, phase: RolloutPhase) -> Current<'_> {
+    Current {
+        revision,
+        phase,
+        chart_version: Some("1.2.0"),
+    }
+}
+
+fn plan_of(cur: Current, records: &[Recorded], limit: usize) -> HistoryWrites {
+    plan("shop", cur, records, limit, || json!({ "spec": "as rolled out" }))
+}
+
+#[test]
+fn a_new_revision_is_recorded_after_the_newest_and_marked_when_it_ends() {
+    let records = [recorded("aaa", 1, Some(COMPLETE))];
+    let w = plan_of(current("bbb", RolloutPhase::Progressing), &records, 10);
+    let record = w.record.unwrap();
+    assert_eq!((record.name.as_str(), record.number), ("shop-bbb", 2));
+    assert_eq!(record.data, Some(json!({ "spec": "as rolled out" })));
+    assert_eq!((record.outcome, record.chart_version.as_deref()), (None, Some("1.2.0")));
+    assert_eq!(w.mark, None);
+    // Recorded, then complete: marked once.
+    let records = [recorded("aaa", 1, Some(COMPLETE)), recorded("bbb", 2, None)];
+    let w = plan_of(current("bbb", RolloutPhase::Complete), &records, 10);
+    assert_eq!(w.record, None);
+    assert_eq!(w.mark, Some(("shop-bbb".to_string(), COMPLETE)));
+    let records = [
+        recorded("aaa", 1, Some(COMPLETE)),
+        recorded("bbb", 2, Some(COMPLETE)),
+    ];
+    assert!(plan_of(current("bbb", RolloutPhase::Complete), &records, 10).is_empty());
+    // Halted: marked so, and the last complete revision is the one before.
+    let records = [recorded("aaa", 1, Some(COMPLETE)), recorded("bbb", 2, None)];
+    let w = plan_of(current("bbb", RolloutPhase::Halted), &records, 10);
+    assert_eq!(w.mark, Some(("shop-bbb".to_string(), HALTED)));
+    assert_eq!(last_complete(&records, current("bbb", RolloutPhase::Halted)), Some("aaa"));
+    assert_eq!(last_complete(&records, current("bbb", RolloutPhase::Complete)), Some("bbb"));
+    assert_eq!(last_complete(&[], current("bbb", RolloutPhase::Progressing)), None);
+}
+
+#[test]
+fn a_revision_that_comes_back_is_renumbered_as_the_newest_without_new_data() {
+    let records = [
+        recorded("aaa", 1, Some(COMPLETE)),
+        recorded("bbb", 2, Some(HALTED)),
+    ];
+    let w = plan_of(current("aaa", RolloutPhase::Progressing), &records, 10);
+    let record = w.record.unwrap();
+    assert_eq!((record.name.as_str(), record.number, record.data), ("shop-aaa", 3, None));
+}
+
+#[test]
+fn the_limit_forgets_the_oldest_but_never_the_current_or_the_last_complete() {
+    let records: Vec<Recorded> = (1..=5)
+        .map(|n| recorded(&format!("r{n}"), n, Some(if n == 1 { COMPLETE } else { HALTED })))
+        .collect();
+    // A sixth revision with a limit of 3: itself, r1 (the last complete)
+    // and the newest other, r5.
+    let w = plan_of(current("r6", RolloutPhase::Progressing), &records, 3);
+    assert_eq!(w.forget, ["shop-r4", "shop-r3", "shop-r2"]);
+    // A limit of 1 still keeps both the current and the last complete.
+    let w = plan_of(current("r5", RolloutPhase::Halted), &records, 1);
+    let mut forgotten = w.forget.clone();
+    forgotten.sort();
+    assert_eq!(forgotten, ["shop-r2", "shop-r3", "shop-r4"]);
+    // Within the limit: nothing forgotten.
+    assert!(plan_of(current("r5", RolloutPhase::Halted), &records, 10).forget.is_empty());
+}
+
+#[test]
+fn record_names_fit_an_object_name() {
+    assert_eq!(record_name("shop", "0123456789"), "shop-0123456789");
+    let long = "a".repeat(260);
+    assert_eq!(record_name(&long, "0123456789").len(), 253);
+    assert_eq!(
+        record_name(&format!("{}.-x", "b".repeat(240)), "0123456789"),
+        format!("{}-0123456789", "b".repeat(240))
+    );
+}
