@@ -18,6 +18,7 @@ use crate::reconcile::observe::{Caches, ObserveError};
 use crate::runtime::api_client;
 use crate::runtime::backoff::Backoff;
 use crate::runtime::metrics::Metrics;
+use crate::runtime::notify::{AddressError, Notifier};
 use crate::runtime::server::{Readyz, ServeError};
 
 use super::index::AppIndex;
@@ -61,6 +62,8 @@ pub enum Error {
     Apply(#[from] ApplyError),
     #[error(transparent)]
     Serve(#[from] ServeError),
+    #[error(transparent)]
+    EventsAddr(#[from] AddressError),
     #[error("leader election on Lease {namespace}/nodepool-fanout failed: {source}")]
     LeaderElection {
         namespace: String,
@@ -92,7 +95,7 @@ impl Error {
             Self::Serve(_) => "ServeFailed",
             Self::LeaderElection { .. } | Self::LostLeadership(_) => "LeaderElection",
             Self::PoolApiAppeared(_) => "PoolApiAppeared",
-            Self::WatchLabelSelector { .. } | Self::Pace(_) => "InvalidFlag",
+            Self::WatchLabelSelector { .. } | Self::Pace(_) | Self::EventsAddr(_) => "InvalidFlag",
         }
     }
 }
@@ -117,6 +120,9 @@ pub(super) struct Context {
     /// NodePools and HelmReleases, from their watches.
     pub(super) caches: Caches,
     pub(super) recorder: Recorder,
+    /// Sends each Event recorded to Flux's notification-controller too,
+    /// with `--events-addr`.
+    pub(super) notifier: Option<Notifier>,
     pub(super) resync: Duration,
     pub(super) shared_chart: bool,
     pub(super) no_cross_namespace_refs: bool,

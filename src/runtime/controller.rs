@@ -21,6 +21,7 @@ use crate::reconcile::observe::Shallow;
 use crate::runtime::api_client;
 use crate::runtime::backoff::Backoff;
 use crate::runtime::metrics::Metrics;
+use crate::runtime::notify::{self, Notifier};
 use crate::runtime::options::RunArgs;
 use crate::runtime::server::{self, Readyz};
 use crate::runtime::throttle;
@@ -33,13 +34,16 @@ use super::reconciler::*;
 use super::watches::*;
 
 pub async fn run(args: RunArgs) -> Result<(), Error> {
+    let events_addr = events_url(&args)?;
     let (metrics, readyz) = (Arc::new(Metrics::default()), Arc::new(Readyz::default()));
     server::serve(args.metrics_addr, metrics.clone(), readyz.clone()).await?;
     let client = connect(&args, metrics.clone()).await?;
     let pool_apis = PoolApis::discover(&client).await;
     let apps = application_api(&client, &args).await?;
     let watches = Watches::new(&client, &args, pool_apis.served.iter().cloned());
-    let context = Arc::new(context(&client, &args, &watches, pool_apis.unserved.clone(), metrics, readyz));
+    let notifier = events_addr.map(|url| Notifier::start(url, metrics.clone()));
+    let unserved = pool_apis.unserved.clone();
+    let context = Arc::new(context(&client, &args, &watches, unserved, metrics, readyz, notifier));
     let mut leadership = lead_when_elected(&client, &args, &context).await?;
 
     // Wakes from pools, nodes, releases and charts are throttled per
@@ -67,7 +71,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     let running = controller
         .reconcile_on(throttle::per_key(wakes, window))
         .graceful_shutdown_on(stop_requested(stopped.clone()))
-        .run(reconcile, error_policy, context)
+        .run(reconcile, error_policy, context.clone())
         .for_each(|result| async move {
             match result {
                 Ok((app, _)) => tracing::debug!(app = %app, "reconciled"),
@@ -83,6 +87,9 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         () = overdue => warn!(grace = ?SHUTDOWN_GRACE, "reconciles under way did not finish in time; stopping anyway"),
     }
     leadership.release().await;
+    if let Some(notifier) = &context.notifier {
+        notifier.drain(NOTIFY_GRACE).await;
+    }
     if let Some(crd) = appeared.get() {
         return Err(Error::PoolApiAppeared(crd));
     }
@@ -102,6 +109,17 @@ async fn connect(args: &RunArgs, metrics: Arc<Metrics>) -> Result<kube::Client, 
         api_client::ClientError::Pace(e) => Error::Pace(e),
         api_client::ClientError::Kube(e) => Error::Connect(e),
     })
+}
+
+/// Where to send notifications, when anywhere: an empty flag is none, as
+/// for Flux's controllers.
+fn events_url(args: &RunArgs) -> Result<Option<reqwest::Url>, Error> {
+    let Some(addr) = args.events_addr.as_deref().filter(|a| !a.trim().is_empty()) else {
+        return Ok(None);
+    };
+    let url = notify::parse_address(addr.trim())?;
+    info!(%url, "sending every Event to Flux's notification-controller too");
+    Ok(Some(url))
 }
 
 /// The applications served: in the watched namespace or all, read field
@@ -144,6 +162,7 @@ fn context(
     unserved: BTreeMap<PoolKind, String>,
     metrics: Arc<Metrics>,
     readyz: Arc<Readyz>,
+    notifier: Option<Notifier>,
 ) -> Context {
     let caches = watches.caches(unserved);
     let reporter = Reporter {
@@ -156,6 +175,7 @@ fn context(
         nodes: caches.nodes.clone(),
         caches,
         recorder: Recorder::new(client.clone(), reporter),
+        notifier,
         resync: args.resync,
         shared_chart: args.shared_chart,
         no_cross_namespace_refs: args.no_cross_namespace_refs,
@@ -209,6 +229,11 @@ async fn stop_requested(mut stopped: tokio::sync::watch::Receiver<bool>) {
 /// How long reconciles under way may take to finish once the controller
 /// is told to stop.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// How long the Events still queued for notification-controller may take
+/// to go out once the controller stops: with SHUTDOWN_GRACE, well inside a
+/// pod's 30 s grace period.
+const NOTIFY_GRACE: Duration = Duration::from_secs(5);
 
 /// SIGTERM (as the kubelet stops a pod) or SIGINT (Ctrl-C).
 async fn signalled() {

@@ -65,6 +65,13 @@ pub struct ResourceInfoLabels {
     pub suspended: String,
 }
 
+/// What became of one notification (see [`crate::runtime::notify::Outcome`]).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NotificationLabels {
+    /// `delivered`, `duplicate`, `refused`, `failed` or `dropped`.
+    pub result: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct LeaderLabels {
     pub name: String,
@@ -151,6 +158,8 @@ pub struct Metrics {
     /// 1 while this instance leads (or runs without leader election), as
     /// controller-runtime reports it for Flux's controllers.
     pub leader: Family<LeaderLabels, Gauge>,
+    /// Events sent to notification-controller (`--events-addr`), by result.
+    pub notifications: Family<NotificationLabels, Counter>,
 }
 
 /// The name under which leadership is reported: the Lease's.
@@ -213,6 +222,12 @@ impl Default for Metrics {
             "Kubernetes API requests sent, by verb and resource: what the controller costs the API server",
             api_requests.clone(),
         );
+        let notifications = Family::<NotificationLabels, Counter>::default();
+        registry.register(
+            "notifications",
+            "Events sent to Flux's notification-controller, by result",
+            notifications.clone(),
+        );
         Self {
             registry: root,
             reconciles,
@@ -226,6 +241,7 @@ impl Default for Metrics {
             resource_info,
             info_of: Default::default(),
             leader,
+            notifications,
         }
     }
 }
@@ -302,6 +318,15 @@ impl Metrics {
         self.resource_info.get_or_create(&info).set(1);
     }
 
+    /// What became of one notification.
+    pub fn observe_notification(&self, result: &str) {
+        self.notifications
+            .get_or_create(&NotificationLabels {
+                result: result.to_string(),
+            })
+            .inc();
+    }
+
     /// Whether this instance leads now.
     pub fn set_leader(&self, leading: bool) {
         self.leader
@@ -361,7 +386,9 @@ mod tests {
         m.set_info("edge", "ingress", "True", false);
         m.set_leader(true);
         m.observe_api_error("apply", "helmreleases.helm.toolkit.fluxcd.io", "409");
+        m.observe_notification("delivered");
         let text = m.encode().unwrap();
+        assert!(text.contains(r#"nodepool_fanout_notifications_total{result="delivered"} 1"#), "{text}");
         assert!(text.contains(r#"nodepool_fanout_reconciles_total{result="success"} 1"#), "{text}");
         assert!(text.contains(r#"nodepool_fanout_reconciles_total{result="ApiError"} 1"#), "{text}");
         assert!(

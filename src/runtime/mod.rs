@@ -9,7 +9,8 @@
 //!   client, paced and counted ([`api_client`]);
 //! - what operators read: [`metrics`], the HTTP endpoints ([`server`]),
 //!   and [`logs`]; the Events an application gets are published from what
-//!   [`crate::reconcile::fleet`] says of it.
+//!   [`crate::reconcile::fleet`] says of it, and also sent to Flux's
+//!   notification-controller ([`notify`]).
 
 pub mod api_client;
 pub mod backoff;
@@ -19,6 +20,7 @@ mod index;
 mod leader;
 pub mod logs;
 pub mod metrics;
+pub mod notify;
 pub mod options;
 mod pool_apis;
 mod reconciler;

@@ -58,6 +58,13 @@ pub struct RunArgs {
     /// `--kube-api-burst`.
     #[arg(long, env = "NODEPOOL_FANOUT_KUBE_API_BURST", default_value_t = 300)]
     pub kube_api_burst: u32,
+    /// Flux notification-controller's event server, as Flux's
+    /// `--events-addr`: every Event recorded on an application is also sent
+    /// there, for Flux Alerts to route. In a Flux install:
+    /// `http://notification-controller.flux-system.svc.cluster.local./`.
+    /// Not given: Events are recorded only.
+    #[arg(long, env = "NODEPOOL_FANOUT_EVENTS_ADDR")]
+    pub events_addr: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

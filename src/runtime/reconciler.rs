@@ -259,7 +259,8 @@ async fn report(
     if !transitions::same_ignoring_timestamps(&old_status, new_status) {
         apply::apply_status(apps, &name, new_status).await?;
     }
-    publish(ctx, app, &published.events).await;
+    let revision = new_status.rollout.as_ref().map(|r| r.revision.as_str());
+    publish(ctx, app, revision, &published.events).await;
     Ok(())
 }
 
@@ -363,15 +364,36 @@ pub(super) async fn unreadable(
         action: "Read".into(),
         secondary: None,
     };
-    if let Err(e) = ctx.recorder.publish(&event, &meta.object_ref(&())).await {
+    let reference = meta.object_ref(&());
+    let involved = with_resource_version(&reference, meta.resource_version());
+    if let Err(e) = ctx.recorder.publish(&event, &reference).await {
         warn!(error = %e, "cannot publish event");
+    }
+    if let Some(notifier) = &ctx.notifier {
+        let happened = Transition {
+            warning: true,
+            reason: event.reason,
+            action: "Read",
+            message: event.note.unwrap_or_default(),
+            release: None,
+            pool: None,
+        };
+        notifier.notify(&involved, &happened, None);
     }
     // A fix is a new generation, which the watch delivers.
     Ok(Action::await_change())
 }
 
-pub(super) async fn publish(ctx: &Context, app: &NodePoolApplication, happened: &[Transition]) {
+/// Records each Event on the application, and sends it to Flux's
+/// notification-controller when there is one, as Flux's own recorder does.
+pub(super) async fn publish(
+    ctx: &Context,
+    app: &NodePoolApplication,
+    revision: Option<&str>,
+    happened: &[Transition],
+) {
     let reference = app.object_ref(&());
+    let involved = with_resource_version(&reference, app.resource_version());
     for t in happened {
         let event = Event {
             type_: if t.warning {
@@ -393,6 +415,19 @@ pub(super) async fn publish(ctx: &Context, app: &NodePoolApplication, happened: 
         if let Err(e) = ctx.recorder.publish(&event, &reference).await {
             warn!(error = %e, reason = %t.reason, "cannot publish event");
         }
+        if let Some(notifier) = &ctx.notifier {
+            notifier.notify(&involved, t, revision);
+        }
+    }
+}
+
+/// The object a notification is about, with the version it was read at,
+/// as Flux's controllers name theirs. The Events keep kube's reference
+/// without it, which keeps each repeated Event one series.
+fn with_resource_version(reference: &ObjectReference, version: Option<String>) -> ObjectReference {
+    ObjectReference {
+        resource_version: version,
+        ..reference.clone()
     }
 }
 

@@ -495,8 +495,8 @@ fn env_value<'a>(container: &'a Value, name: &str) -> &'a Value {
         .unwrap_or(&Value::Null)
 }
 
-/// Shard, resources, scheduling, image, flags, a ServiceMonitor and no
-/// NetworkPolicy.
+/// Shard, resources, scheduling, image, flags (notifications among them),
+/// a ServiceMonitor and no NetworkPolicy.
 fn monitored_shard_values() -> Value {
     json!({
         "replicaCount": 3,
@@ -507,6 +507,7 @@ fn monitored_shard_values() -> Value {
         "logFormat": "text",
         "logLevel": "info,nodepool_fanout=debug",
         "noCrossNamespaceRefs": false,
+        "eventsAddr": "http://notification-controller.flux-system.svc.cluster.local./",
         "extraArgs": ["--kube-api-qps=100"],
         "extraEnv": [{ "name": "EXTRA", "value": "1" }],
         "resources": {
@@ -555,6 +556,7 @@ fn non_default_values_land() {
             "--watch-label-selector=sharding.fluxcd.io/key=shard1",
             "--concurrent=8",
             "--resync=10m",
+            "--events-addr=http://notification-controller.flux-system.svc.cluster.local./",
             "--kube-api-qps=100",
         ]
     );

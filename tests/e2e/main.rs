@@ -32,6 +32,7 @@ mod helm_chart;
 mod isolation;
 mod leader;
 mod monitoring;
+mod notifications;
 mod observability;
 mod oci;
 mod pool_events;

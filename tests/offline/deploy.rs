@@ -10,6 +10,9 @@
 //!   the controller selects Flux's source-controller pods (as Flux's own
 //!   manifests label them), the storage port (as they name it), and, as
 //!   the only peers, the controller's pods in the controller's namespace.
+//! - The notification-controller address that `deploy/` and the chart
+//!   document for `--events-addr` is, by Flux's own manifests, the Service
+//!   port that leads to its event server.
 use crate::support;
 
 use std::path::{Path, PathBuf};
@@ -59,17 +62,17 @@ fn module_dir(wrapper: &str, module: &str) -> PathBuf {
     PathBuf::from(info["Dir"].as_str().expect("a module directory"))
 }
 
-/// The default of source-controller's `--storage-addr`, from the pinned
-/// binary's own help.
-fn storage_addr_default() -> String {
-    let binary = support::controlplane_bin().join("source-controller");
-    let output = Command::new(&binary).arg("--help").output().expect("source-controller --help");
+/// The default of one of a pinned Flux controller's flags (such as
+/// source-controller's `--storage-addr`), from the binary's own help.
+fn flag_default(controller: &str, flag: &str) -> String {
+    let binary = support::controlplane_bin().join(controller);
+    let output = Command::new(&binary).arg("--help").output().expect("the controller's --help");
     let help =
         String::from_utf8_lossy(&output.stdout).into_owned() + &String::from_utf8_lossy(&output.stderr);
     let line = help
         .lines()
-        .find(|l| l.contains("--storage-addr "))
-        .expect("--storage-addr in its help");
+        .find(|l| l.contains(&format!("{flag} ")))
+        .unwrap_or_else(|| panic!("{flag} in the help of {controller}"));
     let default = line.split("(default \"").nth(1).and_then(|rest| rest.split('"').next());
     default.unwrap_or_else(|| panic!("no default in {line:?}")).to_string()
 }
@@ -122,7 +125,7 @@ fn the_network_policy_opens_source_controllers_storage_to_the_controller_only() 
         .collect();
     let storage_port: i64 = match args.iter().find_map(|a| a.strip_prefix("--storage-addr=")) {
         Some(addr) => port_of(addr),
-        None => port_of(&storage_addr_default()),
+        None => port_of(&flag_default("source-controller", "--storage-addr")),
     };
     let named = container["ports"]
         .as_array()
@@ -161,4 +164,62 @@ fn the_network_policy_opens_source_controllers_storage_to_the_controller_only() 
         !selects(&peers[0]["podSelector"], &sc_pod["metadata"]["labels"]),
         "the peer selector is not so wide that it admits others"
     );
+}
+
+/// What the deploy files and the chart give as `--events-addr` (to turn on,
+/// in a comment and a value's description).
+const EVENTS_ADDR: &str = "http://notification-controller.flux-system.svc.cluster.local./";
+
+#[test]
+fn the_documented_events_address_is_notification_controllers_event_server() {
+    for file in ["deploy/deployment.yaml", "charts/nodepool-fanout/values.yaml"] {
+        let text = std::fs::read_to_string(repo_root().join(file)).expect("read the file");
+        assert!(text.contains(EVENTS_ADDR), "{file} names {EVENTS_ADDR}");
+    }
+    let url = reqwest::Url::parse(EVENTS_ADDR).expect("a URL");
+    let host = url.host_str().expect("a host");
+    let (service_name, namespace) = host.split_once('.').expect("<service>.<namespace>.svc…");
+    assert_eq!(namespace.split('.').next(), Some("flux-system"), "Flux's namespace");
+    assert_eq!(url.port_or_known_default(), Some(80));
+
+    // Flux's own manifests, at the pinned version: the Service of that name
+    // on port 80 leads to the container port where the event server
+    // listens (--events-addr, left at its default).
+    let flux = module_dir("notification-controller", "github.com/fluxcd/notification-controller");
+    let service = documents(&flux.join("config/manager/service.yaml"))
+        .into_iter()
+        .find(|d| d["kind"] == "Service" && d["metadata"]["name"] == service_name)
+        .unwrap_or_else(|| panic!("notification-controller has no Service {service_name}"));
+    let port = service["spec"]["ports"]
+        .as_array()
+        .expect("ports")
+        .iter()
+        .find(|p| p["port"] == 80)
+        .expect("the Service serves port 80")
+        .clone();
+    let deployment = documents(&flux.join("config/manager/deployment.yaml"))
+        .into_iter()
+        .find(|d| d["kind"] == "Deployment")
+        .expect("notification-controller's Deployment");
+    let pod = &deployment["spec"]["template"];
+    assert!(selects(
+        &json!({ "matchLabels": service["spec"]["selector"] }),
+        &pod["metadata"]["labels"]
+    ));
+    let container = &pod["spec"]["containers"][0];
+    let target = container["ports"]
+        .as_array()
+        .expect("container ports")
+        .iter()
+        .find(|p| p["name"] == port["targetPort"] || p["containerPort"] == port["targetPort"])
+        .unwrap_or_else(|| panic!("no container port {}", port["targetPort"]));
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let events_port = match args.iter().find_map(|a| a.strip_prefix("--events-addr=")) {
+        Some(addr) => port_of(addr),
+        None => port_of(&flag_default("notification-controller", "--events-addr")),
+    };
+    assert_eq!(target["containerPort"], events_port, "port 80 leads to the event server, not {target}");
 }

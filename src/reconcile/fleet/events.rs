@@ -39,6 +39,9 @@ pub struct Transition {
     pub message: String,
     /// The HelmRelease it concerns; also keeps each pool's Events a series of their own.
     pub release: Option<String>,
+    /// The pool it concerns, when one: named in a notification's metadata
+    /// (an Event's note has it in words only).
+    pub pool: Option<String>,
 }
 
 impl Transition {
@@ -80,6 +83,7 @@ impl Transition {
             action: "Apply",
             message: fit_note(format!("pool {pool:?}: {verb} HelmRelease {release}")),
             release: Some(release.to_string()),
+            pool: Some(pool.to_string()),
         }
     }
 
@@ -94,6 +98,7 @@ impl Transition {
                  first); applied again as the application says. Change the application instead"
             )),
             release: Some(release.to_string()),
+            pool: Some(pool.to_string()),
         }
     }
 
@@ -104,6 +109,7 @@ impl Transition {
             action: "Prune",
             message: fit_note(format!("pool {pool:?} left the selection: deleted HelmRelease {release}")),
             release: Some(release.to_string()),
+            pool: Some(pool.to_string()),
         }
     }
 
@@ -119,6 +125,7 @@ impl Transition {
             action,
             message: fit_note(format!("HelmRelease {release} {what}")),
             release: Some(release.to_string()),
+            pool: None,
         }
     }
 
@@ -132,6 +139,7 @@ impl Transition {
                  managed by this application (deletionPolicy: Orphan)"
             )),
             release: Some(release.to_string()),
+            pool: Some(pool.to_string()),
         }
     }
 
@@ -142,6 +150,7 @@ impl Transition {
             action: "Apply",
             message: fit_note(format!("pool {pool:?}: {message}")),
             release: Some(release.to_string()),
+            pool: Some(pool.to_string()),
         }
     }
 }
@@ -177,7 +186,11 @@ pub fn condense(happened: Vec<Transition>) -> Vec<Transition> {
             Some((_, names)) => names.push(name),
             None => {
                 folded.insert(t.reason.clone(), (out.len(), vec![name]));
-                out.push(Transition { release: None, ..t });
+                out.push(Transition {
+                    release: None,
+                    pool: None,
+                    ..t
+                });
             }
         }
     }
@@ -238,6 +251,7 @@ pub fn between(old: &NodePoolApplicationStatus, new: &NodePoolApplicationStatus)
                         p.pool, rollout.done, rollout.total
                     )),
                     release: Some(p.helm_release.clone()),
+                    pool: Some(p.pool.clone()),
                 });
             }
         }
@@ -254,6 +268,7 @@ fn rollout_transition(before: Option<&RolloutStatus>, now: &RolloutStatus) -> Op
         action: "Rollout",
         message: fit_note(format!("revision {}: {}", now.revision, now.message)),
         release: None,
+        pool: None,
     };
     let phase_before = before.map(|b| b.phase);
     if phase_before != Some(now.phase) {
@@ -301,6 +316,7 @@ fn pool_transition(p: &PoolStatus) -> Option<Transition> {
         action: "Reconcile",
         message: fit_note(format!("pool {:?} ({}): {}: {}", p.pool, p.helm_release, p.reason, p.message)),
         release: Some(p.helm_release.clone()),
+        pool: Some(p.pool.clone()),
     })
 }
 

@@ -186,6 +186,7 @@ fn status_events_metrics_and_get_read_one_report() {
         let event = event.unwrap_or_else(|| panic!("no Event for {pool}: {said:?}"));
         assert_eq!(event.reason, reason, "{}", event.message);
         assert_eq!(event.release.as_deref(), Some(listed[pool].helm_release.as_str()));
+        assert_eq!(event.pool.as_deref(), Some(listed[pool].pool.as_str()));
     }
     assert!(!events.iter().any(|e| e.message.contains("pool \"new\"")), "{said:?}");
     // The conditions say a person must act, for the refused write.

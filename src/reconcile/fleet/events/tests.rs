@@ -207,6 +207,8 @@ fn apply_events_name_pool_and_release() {
     let created = Transition::applied("hz", "app-hz-1234", false);
     assert_eq!(created.reason, "ReleaseCreated");
     assert!(created.message.contains("app-hz-1234"));
+    assert_eq!(created.pool.as_deref(), Some("hz"));
+    assert_eq!(created.release.as_deref(), Some("app-hz-1234"));
     assert_eq!(Transition::applied("hz", "r", true).reason, "ReleaseUpdated");
     assert_eq!(Transition::pruned("hz", "r").reason, "ReleasePruned");
     assert!(Transition::apply_failed("hz", "r", "NameClash", "taken").warning);
@@ -250,7 +252,7 @@ fn many_events_of_one_reason_are_one_summary() {
         .unwrap();
     let listed = summary.message.matches("gw-p").count();
     assert_eq!(listed + more, 5000, "{}", summary.message);
-    assert_eq!(summary.release, None);
+    assert_eq!((&summary.release, &summary.pool), (&None, &None), "a summary is of many pools");
     assert_eq!(out[1].release.as_deref(), Some("gw-old"), "a few of a kind stay one each");
     // At the limit nothing is folded.
     let few: Vec<Transition> = (0..MAX_EVENTS_PER_REASON)
