@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use kube::api::{ApiResource, DynamicObject, PostParams};
 use kube::Api;
 use serde_json::{json, Value};
-use support::apps::{apply_app, ingress_app, releases_by_pool, stalled_because, wait_app};
+use support::apps::{apply_app, complete, ingress_app, releases_by_pool, stalled_because, wait_app};
 use support::gitops::service_address;
-use support::{condition, ensure_crd, wait_for, RunningController, TestEnv, TestResult};
+use support::{ensure_crd, wait_for, RunningController, TestEnv, TestResult};
 
 /// Each step is one or two Helm upgrades of one pool.
 const STEP_TIMEOUT: Duration = Duration::from_secs(120);
@@ -148,19 +148,6 @@ async fn wait_for_route(env: &TestEnv, webhook: &Webhook, events_addr: &str) {
         }
     })
     .await;
-}
-
-/// The rollout is complete and every one of `total` pools is Ready.
-fn complete(total: usize) -> impl Fn(&Value) -> Result<(), String> {
-    move |app| {
-        let progress = app.pointer("/status/rollout/progress").and_then(Value::as_str);
-        let ready = condition(app, "Ready").map(|c| c["status"].clone());
-        let want = format!("Complete {total}/{total}");
-        match (progress, ready) {
-            (Some(p), Some(r)) if p == want && r == "True" => Ok(()),
-            other => Err(format!("rollout and Ready are {other:?}, want {want} and True")),
-        }
-    }
 }
 
 fn revision(app: &Value) -> String {

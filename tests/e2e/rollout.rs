@@ -10,7 +10,9 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::Api;
 use serde_json::{json, Value};
-use support::apps::{apply_app, ingress_app, releases_by_pool, stalled_because, wait_app, READY_TIMEOUT};
+use support::apps::{
+    apply_app, complete, ingress_app, releases_by_pool, stalled_because, wait_app, READY_TIMEOUT,
+};
 use support::{condition, ensure_crd, RunningController, TestEnv, TestResult};
 
 /// A rollout of three pools takes a few Helm upgrades one after another.
@@ -30,19 +32,6 @@ async fn hashes(env: &TestEnv) -> BTreeMap<String, String> {
         .into_iter()
         .map(|(pool, hr)| (pool, annotation(&hr, SPEC_HASH).to_string()))
         .collect()
-}
-
-/// The rollout is complete and every one of `total` pools is Ready.
-fn complete(total: usize) -> impl Fn(&Value) -> Result<(), String> {
-    move |app| {
-        let progress = app.pointer("/status/rollout/progress").and_then(Value::as_str);
-        let ready = condition(app, "Ready").map(|c| c["status"].clone());
-        let want = format!("Complete {total}/{total}");
-        match (progress, ready) {
-            (Some(p), Some(r)) if p == want && r == "True" => Ok(()),
-            other => Err(format!("rollout and Ready are {other:?}, want {want} and True")),
-        }
-    }
 }
 
 /// The values change every test step makes: a new revision for every pool.

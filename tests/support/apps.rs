@@ -116,6 +116,19 @@ pub async fn wait_named(
     )
 }
 
+/// The rollout is complete and every one of `total` pools is Ready.
+pub fn complete(total: usize) -> impl Fn(&Value) -> Result<(), String> {
+    move |app| {
+        let progress = app.pointer("/status/rollout/progress").and_then(Value::as_str);
+        let ready = super::condition(app, "Ready").map(|c| c["status"].clone());
+        let want = format!("Complete {total}/{total}");
+        match (progress, ready) {
+            (Some(p), Some(r)) if p == want && r == "True" => Ok(()),
+            other => Err(format!("rollout and Ready are {other:?}, want {want} and True")),
+        }
+    }
+}
+
 pub fn ready_is(expected: impl Into<String>) -> impl Fn(&Value) -> Result<(), String> {
     let expected = expected.into();
     move |app| match app.pointer("/status/ready").and_then(Value::as_str) {
