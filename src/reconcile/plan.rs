@@ -241,6 +241,16 @@ fn reach(input: &PlanInput, owned: &BTreeMap<&str, &ObservedRelease>) -> Option<
     Some(reach)
 }
 
+/// The part of a spec a revision is made of: all of it but the rollout
+/// settings (pausing is no new revision). The revision's hash and its
+/// history record are both made from this.
+pub fn revision_spec(spec: &crate::api::NodePoolApplicationSpec) -> crate::api::NodePoolApplicationSpec {
+    crate::api::NodePoolApplicationSpec {
+        rollout: None,
+        ..spec.clone()
+    }
+}
+
 /// The rollout's verdict and its status, for the roll-up.
 struct Scheduled<'a> {
     decision: &'a rollout::Decision,
@@ -250,9 +260,7 @@ struct Scheduled<'a> {
 /// What every pool's release would be now: the spec (its rollout settings
 /// aside: pausing is no new revision) and the chart it resolved to.
 fn revision(app: &AppInfo) -> String {
-    let mut spec = app.spec.clone();
-    spec.rollout = None;
-    let text = serde_json::to_string(&spec).unwrap_or_default();
+    let text = serde_json::to_string(&revision_spec(app.spec)).unwrap_or_default();
     let chart = app.chart_ref.map(|c| c.name.as_str()).unwrap_or_default();
     // A Flux request passed on is a new revision too: after a halt, a
     // request (with `resetAt`, say) starts the rollout again, failed pools

@@ -207,10 +207,8 @@ fn plan_history(
     // What the revision is: the spec it hashes (the rollout settings aside)
     // and the chart it resolved to.
     let data = || {
-        let mut spec = app.spec.clone();
-        spec.rollout = None;
         serde_json::json!({
-            "spec": spec,
+            "spec": plan::revision_spec(&app.spec),
             "chart": shared.map(|s| serde_json::json!({ "kind": s.chart_ref.kind.as_str(), "name": s.chart_ref.name })),
         })
     };

@@ -114,16 +114,6 @@ impl Window {
         let zoned = now.to_zoned(self.zone.clone());
         Some(self.schedule.find_next_occurrence(&zoned, false).ok()?.timestamp())
     }
-
-    /// The schedule, duration and zone, for messages.
-    pub fn describe(&self) -> String {
-        format!(
-            "{:?} for {:#} in {}",
-            self.schedule.pattern.to_string(),
-            self.duration,
-            self.zone.iana_name().unwrap_or("UTC")
-        )
-    }
 }
 
 /// A window of the application, with the pools it applies to.
