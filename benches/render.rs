@@ -340,6 +340,7 @@ fn input<'a>(
     owned: Vec<ObservedRelease>,
 ) -> PlanInput<'a> {
     PlanInput {
+        history: None,
         nodes: None,
         app,
         pools,

@@ -31,6 +31,9 @@ pub mod reason {
     pub const CHART_NOT_READY: &str = "ChartNotReady";
     pub const ROLLOUT_HALTED: &str = "RolloutHalted";
     pub const ROLLOUT_PAUSED: &str = "RolloutPaused";
+    /// The rollout halted under `onFailure: Rollback`: the pools that took
+    /// the revision go back, or are back, to the last that completed.
+    pub const ROLLED_BACK: &str = "RolledBack";
     /// A wave with `requireApproval` waits for an operator's approval.
     pub const AWAITING_APPROVAL: &str = "AwaitingApproval";
     pub const PROGRESS_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";

@@ -20,6 +20,16 @@ pub const ANNOTATION_SPEC_HASH: &str = "apps.fanout.dev/spec-hash";
 /// When the spec-hash above was written (RFC 3339): the start of a
 /// rollout's progress deadline for that pool.
 pub const ANNOTATION_WRITTEN_AT: &str = "apps.fanout.dev/written-at";
+/// The application's revision (`status.rollout.revision`) a release was
+/// written at. Not part of the spec hash: a revision that leaves a pool's
+/// release as it is does not touch it.
+pub const ANNOTATION_REVISION: &str = "apps.fanout.dev/revision";
+/// The revision a release goes back to if the one it was written at
+/// halts under `onFailure: Rollback`: the last that completed on it. Not
+/// set on a release whose pool no revision completed on yet.
+pub const ANNOTATION_ROLLBACK_REVISION: &str = "apps.fanout.dev/rollback-revision";
+/// On a release taken back by a rollback: the failed revision it left.
+pub const ANNOTATION_ROLLED_BACK_FROM: &str = "apps.fanout.dev/rolled-back-from";
 /// On an application: `<revision>/<wave>`, an operator's approval of the
 /// waves up to `<wave>` (as `status.rollout.wave` counts them, from 1) of
 /// that revision only. An annotation, not a field of the spec, so that

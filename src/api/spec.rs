@@ -151,6 +151,10 @@ pub enum DeletionPolicy {
         "!has(self.maxFailures) || string(self.maxFailures).matches('^([0-9]{1,6}|[0-9]{1,3}%)$')"
     )
     .message("maxFailures must be a whole number of at least 0, or a percentage such as \"10%\""),
+    validation = Rule::new(
+        "!has(self.onFailure) || self.onFailure != 'Rollback' || (has(self.strategy) && self.strategy == 'Progressive')"
+    )
+    .message("onFailure: Rollback needs strategy: Progressive (a rollout of every pool at once never halts)"),
 )]
 #[serde(rename_all = "camelCase")]
 pub struct Rollout {
@@ -188,6 +192,14 @@ pub struct Rollout {
     /// No further pool starts updating; pools already updating finish.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<bool>,
+
+    /// What a halt does: `Halt` (the default) leaves every pool as it is;
+    /// `Rollback` also takes the pools that took the failed revision back
+    /// to the last revision that completed on them, last wave first,
+    /// within `maxUnavailable`. The application then stays `RolledBack`
+    /// (kstatus: Stalled) until its spec changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_failure: Option<OnFailure>,
 
     /// Whether pools whose nodes are all NotReady are updated. Default Skip.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -267,6 +279,16 @@ pub enum RolloutStrategy {
     /// Pools are updated wave by wave, at most `maxUnavailable` at once,
     /// halting past `maxFailures`.
     Progressive,
+}
+
+/// What a halted rollout does with the pools that took the failed revision.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OnFailure {
+    /// They stay as they are, until a new revision.
+    #[default]
+    Halt,
+    /// They go back to the last revision that completed on them.
+    Rollback,
 }
 
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]

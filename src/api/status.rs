@@ -109,6 +109,10 @@ pub struct RolloutStatus {
     /// complete (`nodepool-fanout history` lists them all).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_complete_revision: Option<String>,
+    /// Under `onFailure: Rollback`, once this revision halted: the revision
+    /// its pools went back to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolled_back_to: Option<String>,
     /// For the printer column: the phase and done out of total, e.g. `Progressing 3/10`.
     pub progress: String,
     #[serde(default)]
@@ -123,6 +127,12 @@ pub enum RolloutPhase {
     /// A wave waits for an operator's approval.
     AwaitingApproval,
     Halted,
+    /// Halted under `onFailure: Rollback`: the pools that took this
+    /// revision go back to the last one that completed on them.
+    RollingBack,
+    /// Halted under `onFailure: Rollback`, and every pool that took this
+    /// revision is back; it stays so until the spec changes.
+    RolledBack,
     Complete,
 }
 
@@ -133,6 +143,8 @@ impl RolloutPhase {
             Self::Paused => "Paused",
             Self::AwaitingApproval => "AwaitingApproval",
             Self::Halted => "Halted",
+            Self::RollingBack => "RollingBack",
+            Self::RolledBack => "RolledBack",
             Self::Complete => "Complete",
         }
     }
@@ -158,7 +170,9 @@ pub struct PoolStatus {
     #[serde(default)]
     pub up_to_date: bool,
     /// Where the pool stands in the rollout: Done, Soaking, Updating,
-    /// Failed, Pending (its turn has not come), Paused, Halted or Offline.
+    /// Failed, Pending (its turn has not come), Paused, Halted, Offline,
+    /// or, under `onFailure: Rollback`, RollbackPending, RollingBack and
+    /// RolledBack.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub rollout: String,
     /// Ready nodes out of the pool's nodes, e.g. `2/3`.

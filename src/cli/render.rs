@@ -90,6 +90,7 @@ pub fn render(
     let app_namespace = app.metadata.namespace.clone().unwrap_or_else(|| namespace.to_string());
     let chart_ref = version.map(|v| shared_chart::chart_ref(&app.spec, &app_name, &app_namespace, &v));
     let plan = plan::plan(&PlanInput {
+        history: None,
         nodes: None,
         app: &app,
         pools: &pools.iter().collect::<Vec<_>>(),

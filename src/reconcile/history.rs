@@ -9,7 +9,7 @@
 //!   revision that comes back (a change undone) is renumbered as the
 //!   newest, as a DaemonSet renumbers a template it returns to.
 //! - A revision whose rollout completes is marked `Complete`; one that
-//!   halts, `Halted`. The last revision that completed is what status
+//!   halts, `Halted`, or `RolledBack` when its pools went back. The last revision that completed is what status
 //!   names as `lastCompleteRevision`.
 //! - Past `revisionHistoryLimit`, the oldest records are forgotten, but
 //!   never the current revision's or the last complete one's.
@@ -18,7 +18,8 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use kube::ResourceExt;
 use serde_json::Value;
 
-use crate::api::{naming, RolloutPhase};
+use crate::api::{naming, NodePoolApplicationSpec, RolloutPhase};
+use crate::chart::shared::{ChartKind, ChartRef};
 
 /// The revision a record is of (`status.rollout.revision`), as a label.
 pub const LABEL_REVISION: &str = "apps.fanout.dev/revision";
@@ -31,6 +32,9 @@ pub const DEFAULT_REVISION_HISTORY_LIMIT: usize = 10;
 
 pub const COMPLETE: &str = "Complete";
 pub const HALTED: &str = "Halted";
+/// Halted under `onFailure: Rollback`, its pools taken back: it stays so
+/// until the spec changes.
+pub const ROLLED_BACK: &str = "RolledBack";
 
 /// One recorded revision of an application.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,6 +63,84 @@ impl Recorded {
             outcome: object.annotations().get(ANNOTATION_OUTCOME).cloned(),
             chart_version: object.annotations().get(ANNOTATION_CHART_VERSION).cloned(),
             created: object.metadata.creation_timestamp.as_ref().map(|t| t.0.to_string()),
+        })
+    }
+}
+
+/// The application's revision history, as planning reads it.
+#[derive(Debug, Clone, Default)]
+pub struct History {
+    pub recorded: Vec<Recorded>,
+    /// The two newest revisions that completed, newest first, rebuilt from
+    /// their records: the last that completed before the one under way is
+    /// one of them.
+    pub complete: Vec<PastRevision>,
+}
+
+impl History {
+    /// The records of `records` that are the application of `uid`'s, with
+    /// its newest complete revisions rebuilt; its shared charts are in
+    /// `namespace`.
+    pub fn of<'a>(
+        records: impl IntoIterator<Item = &'a ControllerRevision>,
+        uid: &str,
+        namespace: &str,
+    ) -> Self {
+        let mut ours: Vec<(&ControllerRevision, Recorded)> =
+            records.into_iter().filter_map(|r| Some((r, Recorded::of(r, uid)?))).collect();
+        ours.sort_by_key(|(_, r)| std::cmp::Reverse(r.number));
+        let complete = ours
+            .iter()
+            .filter(|(_, r)| r.outcome.as_deref() == Some(COMPLETE))
+            .filter_map(|(object, r)| PastRevision::of(object, &r.revision, namespace))
+            .take(2)
+            .collect();
+        Self {
+            recorded: ours.into_iter().map(|(_, r)| r).collect(),
+            complete,
+        }
+    }
+
+    /// The last revision that completed before `current`.
+    pub fn last_complete(&self, current: &str) -> Option<&PastRevision> {
+        self.complete.iter().find(|p| p.revision != current)
+    }
+
+    /// Whether the history says `revision` was rolled back.
+    pub fn rolled_back(&self, revision: &str) -> bool {
+        self.recorded
+            .iter()
+            .any(|r| r.revision == revision && r.outcome.as_deref() == Some(ROLLED_BACK))
+    }
+}
+
+/// An earlier revision, rebuilt from its history record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PastRevision {
+    pub revision: String,
+    /// The spec it hashed (its rollout settings aside).
+    pub spec: NodePoolApplicationSpec,
+    /// The shared chart its releases pointed at, if any.
+    pub chart_ref: Option<ChartRef>,
+}
+
+impl PastRevision {
+    /// What `record` says `revision` was; `None` when its data does not
+    /// read as a spec (a record of a version that wrote another shape).
+    fn of(record: &ControllerRevision, revision: &str, namespace: &str) -> Option<Self> {
+        let data = &record.data.as_ref()?.0;
+        let spec = serde_json::from_value(data.get("spec")?.clone()).ok()?;
+        let chart_ref = data.get("chart").filter(|c| !c.is_null()).and_then(|chart| {
+            Some(ChartRef {
+                kind: ChartKind::of(chart.get("kind")?.as_str()?)?,
+                name: chart.get("name")?.as_str()?.to_string(),
+                namespace: namespace.to_string(),
+            })
+        });
+        Some(Self {
+            revision: revision.to_string(),
+            spec,
+            chart_ref,
         })
     }
 }
@@ -123,6 +205,7 @@ pub fn plan(
     let outcome = match current.phase {
         RolloutPhase::Complete => Some(COMPLETE),
         RolloutPhase::Halted => Some(HALTED),
+        RolloutPhase::RollingBack | RolloutPhase::RolledBack => Some(ROLLED_BACK),
         _ => None,
     };
     let mut writes = HistoryWrites::default();

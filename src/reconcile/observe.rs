@@ -124,14 +124,14 @@ impl Caches {
 
     /// The revision records of `app`: those in its namespace it is the
     /// controller owner of.
-    pub fn history_of(&self, app: &NodePoolApplication) -> Vec<crate::reconcile::history::Recorded> {
+    pub fn history_of(&self, app: &NodePoolApplication) -> crate::reconcile::history::History {
         let (namespace, uid) = (app.namespace().unwrap_or_default(), app.uid().unwrap_or_default());
-        self.history
-            .state()
+        let records = self.history.state();
+        let in_namespace = records
             .iter()
             .filter(|r| r.namespace().as_deref() == Some(namespace.as_str()))
-            .filter_map(|r| crate::reconcile::history::Recorded::of(r, &uid))
-            .collect()
+            .map(|r| r.as_ref());
+        crate::reconcile::history::History::of(in_namespace, &uid, &namespace)
     }
 
     /// The pools of `kind` that `picks` chooses, shared with the cache

@@ -19,6 +19,7 @@ use crate::chart::shared::{ChartKind, ChartRef};
 use crate::pools::nodes::NodeCount;
 use crate::pools::{self, Pool};
 use crate::reconcile::fleet::{self, FleetReport, Handled, PoolReport};
+pub use crate::reconcile::history::{History, PastRevision};
 use crate::reconcile::packed::PackedJson;
 use crate::reconcile::release::{AppInfo, FieldError};
 use crate::reconcile::release_state::{self, ReleaseState, ReleaseStatus};
@@ -58,6 +59,9 @@ pub struct PlanInput<'a> {
     /// a replica whose clock runs ahead cannot fail updating pools early,
     /// and at worst a deadline runs longer by the failover's time.
     pub clock_since: Option<Time>,
+    /// The application's revision history, for a rollback; `None` when
+    /// it was not read (then nothing is rolled back).
+    pub history: Option<&'a History>,
 }
 
 /// A chart problem that holds every write back: an unresolvable version, a
@@ -75,7 +79,9 @@ mod guards;
 mod observed;
 mod outcome;
 mod report;
+mod rollback;
 mod schedule;
+mod stamps;
 
 pub use crate::reconcile::fleet::WriteRefused;
 use build::{app_info, Built, Candidate, Kind};
@@ -86,6 +92,7 @@ pub use observed::{
 };
 pub use outcome::{DesiredRelease, Outcome, Plan, PoolOutcome, Writes};
 use report::roll_up;
+pub use stamps::Stamps;
 
 /// Flux's request annotations the application carries, in a fixed order.
 fn requests(app: &NodePoolApplication) -> Vec<(&str, &str)> {
@@ -122,9 +129,13 @@ fn plan_releases(input: &PlanInput) -> Plan {
     if selected.pools.is_empty() && !input.owned.is_empty() {
         return nothing_selected(input, &app);
     }
+    let revision = revision(&app);
+    let last_complete = input.history.and_then(|h| h.last_complete(&revision));
     let settings = match rollout::Settings::new(app.spec.rollout.as_ref(), selected.pools.len()) {
         Ok(settings) => rollout::Settings {
             clock_since: input.clock_since.as_ref().map(|t| t.0),
+            last_complete: last_complete.map(|l| l.revision.clone()),
+            rolled_back: input.history.is_some_and(|h| h.rolled_back(&revision)),
             ..settings
         },
         Err(e) => return blocked(input, conditions::reason::INVALID_ROLLOUT.to_string(), e.to_string()),
@@ -147,7 +158,6 @@ fn plan_releases(input: &PlanInput) -> Plan {
         Ok(windows) => windows,
         Err(e) => return blocked(input, conditions::reason::INVALID_ROLLOUT.to_string(), e.to_string()),
     };
-    let revision = revision(&app);
     let scheduled = schedule::Scheduling {
         settings: &settings,
         revision: &revision,
@@ -159,8 +169,29 @@ fn plan_releases(input: &PlanInput) -> Plan {
     let suspended = input.app.spec.suspend == Some(true);
     let mut plan = Plan::new(selected.missing.clone());
     plan.inert = candidates.inert;
+    let recorded = input.history.map(|h| h.recorded.as_slice()).unwrap_or_default();
+    let by_name: BTreeMap<&str, &Pool> = selected.pools.iter().map(|p| (p.name.as_str(), *p)).collect();
     for Candidate { pool, release, kind } in candidates.pools {
-        let outcome = schedule::outcome(&kind, decision.state(&pool), input.hold.is_some(), suspended);
+        let state = decision.state(&pool);
+        let observed = owned.get(release.as_str()).copied();
+        if let (Some(PoolRollout::RollBack), Some(past), Some(p)) =
+            (state, last_complete, by_name.get(pool.as_str()))
+        {
+            let back = rollback::Back {
+                input,
+                app: &app,
+                past,
+                failed: &revision,
+            };
+            let outcome = back.outcome(p, observed, &mut plan.apply);
+            plan.pools.push(PoolOutcome {
+                pool,
+                release,
+                outcome,
+            });
+            continue;
+        }
+        let outcome = schedule::outcome(&kind, state, input.hold.is_some(), suspended);
         match kind {
             Kind::Unchanged => plan.unchanged.push(release.clone()),
             Kind::Differs(change) if outcome == Outcome::Planned => {
@@ -169,7 +200,18 @@ fn plan_releases(input: &PlanInput) -> Plan {
                     false => None,
                 };
                 let written_at = written_at.unwrap_or_else(|| input.now.0.to_string());
-                plan.apply.push(change.into_write(pool.clone(), written_at));
+                // A write that puts back what the release holds keeps its
+                // stamps; one that moves it to this revision stamps it so.
+                let stamps = match (change.restores(), observed) {
+                    (true, Some(o)) => o.stamps.clone(),
+                    _ => Stamps::next(
+                        observed.map(|o| &o.stamps),
+                        &revision,
+                        recorded,
+                        last_complete.map(|l| l.revision.as_str()),
+                    ),
+                };
+                plan.apply.push(change.into_write(pool.clone(), written_at, stamps));
             }
             Kind::Differs(_) | Kind::Refused(_) => {}
         }

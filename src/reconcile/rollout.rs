@@ -36,6 +36,8 @@
 //!   updated-but-not-done at once. `paused` stops any from starting, and
 //!   so does a wave that requires approval until it is approved for the
 //!   revision.
+//! - Under `onFailure: Rollback`, a halt takes the pools that took the
+//!   revision back instead (see [`rollback`]).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -47,10 +49,12 @@ use crate::reconcile::release_state::{ReleaseState, ReleaseStatus};
 
 mod held;
 mod measure;
+mod rollback;
 mod settings;
 pub mod window;
 use held::{down_briefly, grace_left, held_by_window, offline, outside_window};
 use measure::{format_duration, measure};
+pub use rollback::{RollingBack, Stamp};
 pub use settings::{parse_duration, Settings, DEFAULT_PROGRESS_DEADLINE};
 
 /// A selected pool's release, measured against the current revision.
@@ -85,6 +89,8 @@ pub struct PoolInput<'a> {
     /// Set when no maintenance window of the pool is open.
     pub closed: Option<Closed>,
     pub release: Release<'a>,
+    /// What its release was written at, for a rollback.
+    pub stamp: Stamp,
 }
 
 /// Every maintenance window of a pool is closed, or its own cannot be read.
@@ -125,6 +131,15 @@ pub enum PoolRollout {
     AwaitingApproval,
     /// Nodes, none Ready: left as it is.
     Offline,
+    /// Took the failed revision; its release goes back now.
+    RollBack,
+    /// Took the failed revision; it goes back when a slot frees, or when
+    /// it is reached again.
+    RollbackPending,
+    /// Gone back, not yet Ready.
+    RollingBack,
+    /// Gone back, and Ready.
+    RolledBack,
 }
 
 impl PoolRollout {
@@ -140,7 +155,16 @@ impl PoolRollout {
             Self::Waiting => "Waiting",
             Self::AwaitingApproval => "AwaitingApproval",
             Self::Offline => "Offline",
+            Self::RollBack | Self::RollingBack => "RollingBack",
+            Self::RollbackPending => "RollbackPending",
+            Self::RolledBack => "RolledBack",
         }
+    }
+
+    /// Whether the pool's release went back from the current revision,
+    /// or will once this reconcile writes it.
+    pub fn written_back(self) -> bool {
+        matches!(self, Self::RollBack | Self::RollingBack | Self::RolledBack)
     }
 
     /// Whether the pool's release carries the current revision, or will
@@ -200,6 +224,9 @@ pub struct Decision {
     pub wave: Option<(usize, usize)>,
     /// The wave (by index, from 0) whose updates wait for approval.
     pub awaiting_approval: Option<usize>,
+    /// Under `onFailure: Rollback`, once the revision halted: the pools
+    /// that go back.
+    pub rolling_back: Option<RollingBack>,
     /// When the decision changes by the clock alone: a soak ends or a
     /// deadline passes.
     pub requeue_after: Option<Duration>,
@@ -226,6 +253,7 @@ impl Decision {
                 self.failed.join(", "),
                 settings.max_failures
             ),
+            RolloutPhase::RollingBack | RolloutPhase::RolledBack => self.rollback_message(settings),
             RolloutPhase::Paused => format!(
                 "paused: {} of {} pools updated; set rollout.paused to false to go on",
                 self.updated, self.total
@@ -254,13 +282,25 @@ impl Decision {
                 format!("{} of {} pools done, {} updated{waiting}{wave}", self.done, self.total, self.updated)
             }
         };
+        // A rollback counts the pools going back.
+        let (updated, done, total) = match &self.rolling_back {
+            Some(back) => {
+                let written = self.pools.values().filter(|d| d.state.written_back()).count();
+                (written, back.back, back.pools.len())
+            }
+            None => (self.updated, self.done, self.total),
+        };
+        if self.rolling_back.is_some() {
+            progress = format!("{} {done}/{total}", self.phase.as_str());
+        }
         RolloutStatus {
             revision: revision.to_string(),
             phase: self.phase,
-            updated: count(self.updated),
-            done: count(self.done),
+            updated: count(updated),
+            done: count(done),
             failed: count(self.failed.len()),
-            total: count(self.total),
+            total: count(total),
+            rolled_back_to: self.rolling_back.as_ref().and(settings.last_complete.clone()),
             wave: self.wave.map(|(w, n)| format!("{w}/{n}")),
             // What the history records says of earlier revisions is added
             // by the reconcile that reads it.
@@ -268,6 +308,59 @@ impl Decision {
             progress,
             message,
         }
+    }
+}
+
+/// A few names of a list, and how many more.
+fn some_of(names: &[String]) -> String {
+    match names.len() {
+        n if n <= 3 => names.join(", "),
+        n => format!("{}, and {} more", names[..3].join(", "), n - 3),
+    }
+}
+
+impl Decision {
+    /// What a rollback has done, and what the operator does next.
+    fn rollback_message(&self, settings: &Settings) -> String {
+        let Some(back) = &self.rolling_back else {
+            return String::new();
+        };
+        let to = settings.last_complete.as_deref().unwrap_or_default();
+        let mut parts = Vec::new();
+        if !self.failed.is_empty() {
+            parts.push(format!(
+                "halted: {} failed pool(s) ({}), more than maxFailures {}",
+                self.failed.len(),
+                some_of(&self.failed),
+                settings.max_failures
+            ));
+        }
+        let verb = match self.phase {
+            RolloutPhase::RolledBack => "rolled back",
+            _ => "rolling back",
+        };
+        parts.push(format!(
+            "{verb} to revision {to}: {} of {} pool(s) back ({})",
+            back.back,
+            back.pools.len(),
+            some_of(&back.pools)
+        ));
+        if back.unreached > 0 {
+            parts.push(format!("{} go back once they are reached again", back.unreached));
+        }
+        if !back.stranded.is_empty() {
+            parts.push(format!(
+                "{} pool(s) this revision installed have nothing to go back to and stay as they are ({})",
+                back.stranded.len(),
+                some_of(&back.stranded)
+            ));
+        }
+        parts.push(
+            "no pool takes this revision again; fix the change in the spec (a new revision rolls out \
+             from here)"
+                .to_string(),
+        );
+        parts.join("; ")
     }
 }
 
@@ -355,7 +448,11 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
     let busy = |s: PoolRollout| matches!(s, PoolRollout::Updating | PoolRollout::Soaking);
     let unavailable = states.iter().filter(|d| busy(d.state)).count();
 
-    if halted {
+    let rolling_back =
+        rollback::applies(settings, pools, halted).then(|| rollback::roll_back(settings, pools, &mut states));
+    if rolling_back.is_some() {
+        // Decided already.
+    } else if halted {
         for d in states
             .iter_mut()
             .filter(|d| matches!(d.state, PoolRollout::Pending | PoolRollout::Write | PoolRollout::Waiting))
@@ -386,7 +483,12 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
             PoolRollout::Waiting,
         ]);
     let moving = count(&[PoolRollout::Write, PoolRollout::Updating, PoolRollout::Soaking]);
-    let phase = if halted {
+    let phase = if let Some(back) = &rolling_back {
+        match back.done() {
+            true => RolloutPhase::RolledBack,
+            false => RolloutPhase::RollingBack,
+        }
+    } else if halted {
         RolloutPhase::Halted
     } else if behind > 0 && settings.paused {
         RolloutPhase::Paused
@@ -408,6 +510,7 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
         .map(|(p, _)| p.wave);
     Decision {
         awaiting_approval,
+        rolling_back,
         updated: states.iter().filter(|d| d.state.up_to_date()).count(),
         done: count(&[PoolRollout::Done]),
         pools: pools.iter().map(|p| p.pool.to_string()).zip(states).collect(),

@@ -93,8 +93,9 @@ pub(super) async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) 
     apply::set_finalizers(&apps, app.as_ref(), &finalizers(ctx, &app)).await?;
     let chart = resolve::resolve(&ctx.chart_step(), &app).await;
     let observed = observe::observe(&ctx.caches, &app);
-    let (mut planned, owned) = plan_observed(ctx, &app, observed, chart.as_ref());
-    let history = plan_history(ctx, &app, &mut planned, chart.as_ref());
+    let recorded = ctx.caches.history_of(&app);
+    let (mut planned, owned) = plan_observed(ctx, &app, observed, chart.as_ref(), &recorded);
+    let history = plan_history(&app, &mut planned, chart.as_ref(), &recorded);
     let releases: Api<DynamicObject> =
         Api::namespaced_with(ctx.client.clone(), &namespace, &helmrelease_resource());
     let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), &namespace);
@@ -114,7 +115,10 @@ pub(super) async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) 
         applied.first_error = apply::write_history(&records, &app, &history).await.err();
     }
     if applied.first_error.is_none() {
-        applied.first_error = prune_unused_charts(ctx, &app, chart.as_ref(), &owned, &applied).await.err();
+        let past = planned.report.rollout.as_ref().and_then(|r| recorded.last_complete(&r.revision));
+        let kept = past.and_then(|p| p.chart_ref.as_ref());
+        applied.first_error =
+            prune_unused_charts(ctx, &app, chart.as_ref(), &owned, &applied, kept).await.err();
     }
     if let Some(e) = applied.first_error {
         return Err(e.into());
@@ -144,6 +148,7 @@ fn plan_observed(
     app: &NodePoolApplication,
     observed: observe::Observed,
     chart: Option<&Result<SharedChart, Hold>>,
+    history: &history::History,
 ) -> (Plan, Vec<ObservedRelease>) {
     let (chart_ref, chart, hold) = match chart {
         Some(Ok(shared)) => (Some(&shared.chart_ref), Some(shared.chart.as_ref()), None),
@@ -171,6 +176,7 @@ fn plan_observed(
         hold,
         unserved: observed.unserved.as_deref(),
         clock_since: ctx.leading_since.get().map(|t| Time(*t)),
+        history: Some(history),
     };
     let planned = plan::plan(&input);
     let PlanInput { owned, .. } = input;
@@ -180,10 +186,10 @@ fn plan_observed(
 /// The history's writes for the revision the plan rolls out, and the last
 /// revision that completed, from its records, into the rollout's status.
 fn plan_history(
-    ctx: &Context,
     app: &NodePoolApplication,
     planned: &mut Plan,
     chart: Option<&Result<SharedChart, Hold>>,
+    history: &history::History,
 ) -> history::HistoryWrites {
     let Some(rollout) = planned.report.rollout.as_mut() else {
         return history::HistoryWrites::default();
@@ -193,7 +199,7 @@ fn plan_history(
     if matches!(chart, Some(Err(_))) {
         return history::HistoryWrites::default();
     }
-    let recorded = ctx.caches.history_of(app);
+    let recorded = &history.recorded;
     let shared = chart.and_then(|c| c.as_ref().ok());
     let current = history::Current {
         revision: &rollout.revision,
@@ -212,8 +218,8 @@ fn plan_history(
             "chart": shared.map(|s| serde_json::json!({ "kind": s.chart_ref.kind.as_str(), "name": s.chart_ref.name })),
         })
     };
-    let writes = history::plan(&app.name_any(), current, &recorded, limit, data);
-    rollout.last_complete_revision = history::last_complete(&recorded, current).map(String::from);
+    let writes = history::plan(&app.name_any(), current, recorded, limit, data);
+    rollout.last_complete_revision = history::last_complete(recorded, current).map(String::from);
     writes
 }
 
@@ -265,13 +271,15 @@ async fn report(
 /// Deletes the application's shared charts no release uses any more. Still
 /// in use: the current one (and the chart that resolves its version), and
 /// those of releases this reconcile left as they were (pools whose config
-/// fails, pools the rollout has not reached).
+/// fails, pools the rollout has not reached), and the last complete
+/// revision's, which a rollback goes back to.
 async fn prune_unused_charts(
     ctx: &Context,
     app: &NodePoolApplication,
     chart: Option<&Result<SharedChart, Hold>>,
     owned: &[ObservedRelease],
     applied: &apply::Applied,
+    rollback: Option<&ChartRef>,
 ) -> Result<(), apply::ApplyError> {
     let Some(Ok(current)) = chart else {
         return Ok(());
@@ -282,6 +290,7 @@ async fn prune_unused_charts(
         .filter_map(|o| o.chart_ref.as_ref())
         .chain([&current.chart_ref])
         .chain(current.resolver.as_ref())
+        .chain(rollback)
         .collect();
     apply::prune_charts(&ctx.client, &ctx.charts, app, &kept).await
 }

@@ -52,6 +52,7 @@ fn pools(names: &[&str]) -> Vec<Pool> {
 
 fn plan_over(app: &NodePoolApplication, pools: &[Pool], owned: Vec<ObservedRelease>) -> Plan {
     plan::plan(&PlanInput {
+        history: None,
         app,
         pools: &pools.iter().collect::<Vec<_>>(),
         nodes: None,

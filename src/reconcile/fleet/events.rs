@@ -260,8 +260,8 @@ pub fn between(old: &NodePoolApplicationStatus, new: &NodePoolApplicationStatus)
     events
 }
 
-/// A wave started, or the rollout halted, paused or completed.
-fn rollout_transition(before: Option<&RolloutStatus>, now: &RolloutStatus) -> Option<Transition> {
+/// A wave started, or the rollout halted, rolled back, paused or completed.
+fn rollout_transition(before: Option<&RolloutStatus>, now: &RolloutStatus) -> Vec<Transition> {
     let make = |warning, reason: &str| Transition {
         warning,
         reason: reason.to_string(),
@@ -273,25 +273,33 @@ fn rollout_transition(before: Option<&RolloutStatus>, now: &RolloutStatus) -> Op
     let phase_before = before.map(|b| b.phase);
     if phase_before != Some(now.phase) {
         return match now.phase {
-            RolloutPhase::Halted => Some(make(true, "RolloutHalted")),
-            RolloutPhase::Paused => Some(make(false, "RolloutPaused")),
-            RolloutPhase::AwaitingApproval => Some(make(false, "RolloutAwaitingApproval")),
+            RolloutPhase::Halted => vec![make(true, "RolloutHalted")],
+            // A rollback starts with the halt; a pool reached again after
+            // the rollback was done goes back without another halt.
+            RolloutPhase::RollingBack if phase_before == Some(RolloutPhase::RolledBack) => vec![],
+            RolloutPhase::RollingBack => vec![make(true, "RolloutHalted")],
+            RolloutPhase::RolledBack if phase_before == Some(RolloutPhase::RollingBack) => {
+                vec![make(true, "RolloutRolledBack")]
+            }
+            RolloutPhase::RolledBack => vec![make(true, "RolloutHalted"), make(true, "RolloutRolledBack")],
+            RolloutPhase::Paused => vec![make(false, "RolloutPaused")],
+            RolloutPhase::AwaitingApproval => vec![make(false, "RolloutAwaitingApproval")],
             // A revision with nothing to roll out (a new application, a
             // change no pool's release sees) is no news.
-            RolloutPhase::Complete if before.is_none() => None,
-            RolloutPhase::Complete => Some(make(false, "RolloutComplete")),
-            RolloutPhase::Progressing if before.is_none() => Some(make(false, "RolloutStarted")),
+            RolloutPhase::Complete if before.is_none() => vec![],
+            RolloutPhase::Complete => vec![make(false, "RolloutComplete")],
+            RolloutPhase::Progressing if before.is_none() => vec![make(false, "RolloutStarted")],
             RolloutPhase::Progressing if phase_before == Some(RolloutPhase::AwaitingApproval) => {
-                Some(make(false, "RolloutApproved"))
+                vec![make(false, "RolloutApproved")]
             }
-            RolloutPhase::Progressing => Some(make(false, "RolloutResumed")),
+            RolloutPhase::Progressing => vec![make(false, "RolloutResumed")],
         };
     }
     match (before.and_then(|b| b.wave.as_ref()), now.wave.as_ref()) {
         (Some(b), Some(n)) if b != n && now.phase == RolloutPhase::Progressing => {
-            Some(make(false, "RolloutWaveStarted"))
+            vec![make(false, "RolloutWaveStarted")]
         }
-        _ => None,
+        _ => vec![],
     }
 }
 

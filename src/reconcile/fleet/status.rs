@@ -179,8 +179,17 @@ fn stalled(input: &RollupInput) -> Option<(String, String)> {
     if let Some(blocker) = &input.blocker {
         return Some(blocker.clone());
     }
-    if let Some(r) = input.rollout.as_ref().filter(|r| r.phase == RolloutPhase::Halted) {
-        return Some((conditions::reason::ROLLOUT_HALTED.to_string(), halt_message(input, r)));
+    if let Some(r) = input.rollout.as_ref() {
+        match r.phase {
+            RolloutPhase::Halted => {
+                return Some((conditions::reason::ROLLOUT_HALTED.to_string(), halt_message(input, r)))
+            }
+            // The spec still names the revision that failed: a person fixes it.
+            RolloutPhase::RollingBack | RolloutPhase::RolledBack => {
+                return Some((conditions::reason::ROLLED_BACK.to_string(), rollout_message(r)))
+            }
+            _ => {}
+        }
     }
     let stalled: Vec<&PoolReport> =
         input.pools.iter().filter(|p| p.status.state == ReleaseState::Stalled).collect();
@@ -227,6 +236,8 @@ fn ready_reason(input: &RollupInput, settled: bool) -> (ConditionStatus, String)
         reason.clone()
     } else if phase == Some(RolloutPhase::Halted) {
         conditions::reason::ROLLOUT_HALTED.to_string()
+    } else if matches!(phase, Some(RolloutPhase::RollingBack | RolloutPhase::RolledBack)) {
+        conditions::reason::ROLLED_BACK.to_string()
     } else if let Some(reason) = worst(&[ReleaseState::Stalled]) {
         reason
     } else if let Some(reason) = worst(&[ReleaseState::Failed]) {

@@ -55,6 +55,7 @@ fn plan_over(app: &NodePoolApplication, owned: Vec<ObservedRelease>, offline: bo
         })
         .collect();
     plan::plan(&PlanInput {
+        history: None,
         app,
         pools: &pools.iter().collect::<Vec<_>>(),
         nodes: Some(&nodes),

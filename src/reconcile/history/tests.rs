@@ -95,3 +95,53 @@ fn record_names_fit_an_object_name() {
         format!("{}-0123456789", "b".repeat(240))
     );
 }
+
+#[test]
+fn a_rolled_back_revision_is_marked_so_and_the_complete_ones_are_rebuilt() {
+    let records = [recorded("aaa", 1, Some(COMPLETE)), recorded("bbb", 2, None)];
+    for phase in [RolloutPhase::RollingBack, RolloutPhase::RolledBack] {
+        let w = plan_of(current("bbb", phase), &records, 10);
+        assert_eq!(w.mark, Some(("shop-bbb".to_string(), ROLLED_BACK)));
+    }
+    let spec = json!({
+        "pools": { "names": ["a"] }, "interval": "10m",
+        "chart": { "spec": { "chart": "c", "sourceRef": { "kind": "HelmRepository", "name": "r" } } }
+    });
+    let record =
+        |revision: &str, number: i64, outcome: &str, chart: serde_json::Value| -> ControllerRevision {
+            serde_json::from_value(json!({
+            "metadata": {
+                "name": record_name("shop", revision), "namespace": "edge",
+                "labels": { LABEL_REVISION: revision },
+                "annotations": { ANNOTATION_OUTCOME: outcome },
+                "ownerReferences": [{ "apiVersion": "apps.fanout.dev/v1alpha1", "kind": "NodePoolApplication",
+                    "name": "shop", "uid": "u1", "controller": true }]
+            },
+            "revision": number,
+            "data": { "spec": spec, "chart": chart }
+        }))
+        .unwrap()
+        };
+    let objects = [
+        record("aaa", 1, COMPLETE, json!({ "kind": "HelmChart", "name": "edge-shop-1" })),
+        record("bbb", 2, HALTED, json!(null)),
+        record("ccc", 3, COMPLETE, json!(null)),
+        record("ddd", 4, ROLLED_BACK, json!(null)),
+    ];
+    let history = History::of(&objects, "u1", "edge");
+    assert_eq!(history.recorded.len(), 4);
+    let complete: Vec<&str> = history.complete.iter().map(|p| p.revision.as_str()).collect();
+    assert_eq!(complete, ["ccc", "aaa"], "newest first");
+    assert_eq!(history.last_complete("ddd").map(|p| p.revision.as_str()), Some("ccc"));
+    // A complete revision that fails later goes back to the one before.
+    assert_eq!(history.last_complete("ccc").map(|p| p.revision.as_str()), Some("aaa"));
+    let aaa = history.last_complete("ccc").unwrap();
+    assert_eq!(
+        aaa.chart_ref.as_ref().map(|c| (c.name.as_str(), c.namespace.as_str())),
+        Some(("edge-shop-1", "edge"))
+    );
+    assert_eq!(aaa.spec.pools.names, ["a"]);
+    assert!(history.rolled_back("ddd") && !history.rolled_back("bbb"));
+    // Another application's records are not its history.
+    assert!(History::of(&objects, "u2", "edge").recorded.is_empty());
+}

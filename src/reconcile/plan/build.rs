@@ -66,8 +66,14 @@ impl Change {
         self.drift.is_some() || self.lift_inert
     }
 
-    pub(super) fn into_write(self, pool: String, written_at: String) -> DesiredRelease {
+    pub(super) fn into_write(
+        self,
+        pool: String,
+        written_at: String,
+        stamps: super::Stamps,
+    ) -> DesiredRelease {
         DesiredRelease {
+            stamps,
             name: self.name,
             pool,
             manifest: self.manifest,
@@ -178,7 +184,7 @@ pub(super) struct Built {
 
 impl Built {
     /// Unchanged when the release holds it already, else the change.
-    fn kind(self) -> Kind {
+    pub(super) fn kind(self) -> Kind {
         match self.object {
             None => Kind::Unchanged,
             Some(manifest) => Kind::Differs(Change {

@@ -76,6 +76,8 @@ pub struct ObservedRelease {
     pub created: Option<String>,
     /// When this controller last wrote it (RFC 3339).
     pub written_at: Option<String>,
+    /// What it was written at, for a rollback.
+    pub stamps: Stamps,
     /// What it holds now as packed JSON text (at least its labels,
     /// annotations and spec), to find hand edits; `None` when not read
     /// (then only the spec hash is compared). Shared with the watch
@@ -117,6 +119,7 @@ impl ObservedRelease {
             helm_release: naming::helm_release_of(object),
             created: created_of(object),
             written_at: text("annotations", naming::ANNOTATION_WRITTEN_AT),
+            stamps: Stamps::read(metadata),
             // The caller adds the text it read the release from.
             live: None,
             suspended_with_app: text("annotations", naming::ANNOTATION_SUSPENDED_WITH_APPLICATION).is_some(),

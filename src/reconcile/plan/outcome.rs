@@ -10,7 +10,7 @@ use crate::reconcile::fleet::FleetReport;
 use crate::reconcile::rollout::PoolRollout;
 
 use super::guards::helm_release_taken_message;
-use super::{HelmReleaseKey, Manifest, TakenRelease};
+use super::{HelmReleaseKey, Manifest, Stamps, TakenRelease};
 
 /// A HelmRelease to create or update (server-side apply of [`DesiredRelease::object`]).
 #[derive(Debug, Clone, PartialEq)]
@@ -24,6 +24,8 @@ pub struct DesiredRelease {
     /// back as it was, the time of its real write.
     pub written_at: String,
     pub spec_hash: String,
+    /// The revision it is written at, and where it would go back to.
+    pub stamps: Stamps,
     /// Set when the release already carries this spec hash but no longer
     /// holds what we wrote (a hand edit): the first field found changed.
     pub drift: Option<String>,
@@ -50,6 +52,7 @@ impl DesiredRelease {
         let mut object = self.manifest.value();
         object["metadata"]["annotations"][naming::ANNOTATION_WRITTEN_AT] =
             Value::String(self.written_at.clone());
+        self.stamps.write(&mut object);
         object
     }
 

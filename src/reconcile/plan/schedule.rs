@@ -80,7 +80,9 @@ pub(super) fn decide(
                     written: written_at(o),
                 },
             };
+            let stamp = stamp_of(observed.copied(), &release, revision, settings.last_complete.as_deref());
             Some(rollout::PoolInput {
+                stamp,
                 pool: &c.pool,
                 wave: wave_of(pool),
                 offline: nodes.is_some_and(|n| n.offline()),
@@ -108,6 +110,30 @@ pub(super) fn decide(
         ..settings.clone()
     };
     rollout::decide(&settings, &inputs, waves.len(), input.now.0)
+}
+
+/// How a pool's release stands to `revision`, by its stamps: rolled back
+/// from it, or written at it (and whether it can go back to
+/// `last_complete`), or neither.
+fn stamp_of(
+    observed: Option<&ObservedRelease>,
+    release: &rollout::Release,
+    revision: &str,
+    last_complete: Option<&str>,
+) -> rollout::Stamp {
+    let Some(stamps) = observed.map(|o| &o.stamps) else {
+        return rollout::Stamp::Earlier;
+    };
+    if stamps.rolled_back_from.as_deref() == Some(revision) {
+        return rollout::Stamp::RolledBack;
+    }
+    let current = matches!(release, rollout::Release::Current { .. });
+    match stamps.revision.as_deref() == Some(revision) && current {
+        true => rollout::Stamp::Took {
+            can_go_back: last_complete.is_some() && stamps.rollback_revision.as_deref() == last_complete,
+        },
+        false => rollout::Stamp::Earlier,
+    }
 }
 
 /// The windows that apply to `pool` (the application's that select it,

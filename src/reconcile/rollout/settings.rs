@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-use crate::api::{IntOrString, OfflinePools, Rollout, RolloutStrategy};
+use crate::api::{IntOrString, OfflinePools, OnFailure, Rollout, RolloutStrategy};
 use crate::reconcile::release::FieldError;
 
 /// Flux's own default wait for a Helm action is 5 minutes; an update gets
@@ -37,6 +37,14 @@ pub struct Settings {
     /// `PlanInput::clock_since`. The offline rule still reads each write's
     /// own stamp, which only orders it against the pool's nodes.
     pub clock_since: Option<Timestamp>,
+    /// `onFailure: Rollback`: a halt takes the pools that took the revision
+    /// back to the last revision that completed on them.
+    pub rollback: bool,
+    /// The last revision that completed, which a rollback goes back to.
+    pub last_complete: Option<String>,
+    /// The history records the revision under way as rolled back: it stays
+    /// so whatever its pools say now (see [`super::rollback`]).
+    pub rolled_back: bool,
 }
 
 impl Default for Settings {
@@ -52,6 +60,9 @@ impl Default for Settings {
             offline_after: DEFAULT_OFFLINE_AFTER,
             awaiting_approval: BTreeSet::new(),
             clock_since: None,
+            rollback: false,
+            last_complete: None,
+            rolled_back: false,
         }
     }
 }
@@ -94,8 +105,8 @@ impl Settings {
             paused: spec.paused.unwrap_or(false),
             skip_offline: spec.offline_pools.unwrap_or_default() == OfflinePools::Skip,
             offline_after,
-            awaiting_approval: BTreeSet::new(),
-            clock_since: None,
+            rollback: spec.on_failure.unwrap_or_default() == OnFailure::Rollback,
+            ..defaults
         })
     }
 }

@@ -260,3 +260,21 @@ fn many_events_of_one_reason_are_one_summary() {
         .collect();
     assert_eq!(condense(few.clone()), few);
 }
+
+#[test]
+fn a_rollback_reports_the_halt_then_the_pools_back() {
+    let progressing = rolling(RolloutPhase::Progressing, None, vec![]);
+    let going = rolling(RolloutPhase::RollingBack, None, vec![]);
+    let back = rolling(RolloutPhase::RolledBack, None, vec![]);
+    let events = between(&progressing, &going);
+    assert_eq!(reasons(&events), ["RolloutHalted"]);
+    assert!(events[0].warning);
+    let events = between(&going, &back);
+    assert_eq!(reasons(&events), ["RolloutRolledBack"]);
+    assert!(events[0].warning);
+    assert_eq!(reasons(&between(&back, &back)), Vec::<&str>::new(), "nothing twice");
+    // Back at once (every pool that took it is down): both.
+    assert_eq!(reasons(&between(&progressing, &back)), ["RolloutHalted", "RolloutRolledBack"]);
+    // A pool reached again goes back with no second halt.
+    assert_eq!(reasons(&between(&back, &going)), Vec::<&str>::new());
+}

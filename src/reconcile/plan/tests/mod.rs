@@ -5,6 +5,7 @@ mod drift;
 mod isolation;
 mod releases;
 mod requests;
+mod rollback;
 mod rollout;
 mod safety;
 mod suspend;
@@ -68,6 +69,7 @@ struct Scenario<'a> {
     nodes: Option<&'a BTreeMap<String, NodeCount>>,
     hold: Option<Hold>,
     unserved: Option<&'a str>,
+    history: Option<&'a History>,
 }
 
 impl<'a> Scenario<'a> {
@@ -80,7 +82,14 @@ impl<'a> Scenario<'a> {
             nodes: None,
             hold: None,
             unserved: None,
+            history: None,
         }
+    }
+
+    /// The application's revision history.
+    fn recorded(mut self, history: &'a History) -> Self {
+        self.history = Some(history);
+        self
     }
 
     fn over(mut self, pools: &'a [Pool]) -> Self {
@@ -134,6 +143,7 @@ impl<'a> Scenario<'a> {
 
     fn plan(self) -> Plan {
         plan(&PlanInput {
+            history: self.history,
             nodes: self.nodes,
             app: self.app,
             pools: &self.pools.iter().collect::<Vec<_>>(),
@@ -189,6 +199,7 @@ fn ready_release(name: &str, pool: &str, hash: &str) -> ObservedRelease {
         helm_release: None,
         created: None,
         written_at: None,
+        stamps: Default::default(),
         live: None,
         suspended_with_app: false,
         inert: false,

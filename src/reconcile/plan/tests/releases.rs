@@ -300,6 +300,7 @@ fn matching_hashes_are_a_no_op() {
 
 pub(super) fn with_chart(a: &NodePoolApplication, owned: Vec<ObservedRelease>, chart: &Chart) -> Plan {
     plan(&PlanInput {
+        history: None,
         nodes: None,
         app: a,
         pools: &pools().iter().collect::<Vec<_>>(),
@@ -442,6 +443,7 @@ fn releases_of_an_oci_chart_name_its_pinned_ocirepository() {
     let a = oci_app();
     let pinned = crate::chart::shared::chart_ref(&a.spec, "gw", "edge", "6.1.0@sha256:abc");
     let planned = plan(&PlanInput {
+        history: None,
         nodes: None,
         app: &a,
         pools: &pools().iter().collect::<Vec<_>>(),

@@ -1,6 +1,7 @@
 //! Unit tests of `rollout`.
 
 mod properties;
+mod rollback;
 
 use super::*;
 use crate::api::Rollout;
@@ -37,6 +38,8 @@ struct Fleet {
     offline_since: BTreeMap<String, i64>,
     /// Pools whose maintenance windows are closed.
     closed: BTreeMap<String, Closed>,
+    /// What each pool's release was written at, when not earlier.
+    stamps: BTreeMap<String, Stamp>,
 }
 
 #[derive(Clone, Copy)]
@@ -53,7 +56,14 @@ impl Fleet {
             pools: Vec::new(),
             offline_since: BTreeMap::new(),
             closed: BTreeMap::new(),
+            stamps: BTreeMap::new(),
         }
+    }
+
+    /// The pool `name`'s release was written with `stamp`.
+    fn stamped(mut self, name: &str, stamp: Stamp) -> Self {
+        self.stamps.insert(name.to_string(), stamp);
+        self
     }
 
     /// The pool `name`'s windows are closed until `opens`.
@@ -123,6 +133,7 @@ impl Fleet {
                         written: written.map(ts),
                     },
                 },
+                stamp: self.stamps.get(name).copied().unwrap_or_default(),
             })
             .collect();
         decide(settings, &inputs, waves, now())
@@ -533,6 +544,9 @@ fn settings_resolve_percentages_of_the_selected_pools() {
             offline_after: Duration::from_secs(120),
             awaiting_approval: BTreeSet::new(),
             clock_since: None,
+            rollback: false,
+            last_complete: None,
+            rolled_back: false,
         }
     );
     // Rounded down, yet at least one pool may update.

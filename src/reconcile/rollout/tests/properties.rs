@@ -101,7 +101,7 @@ fn settings() -> impl Strategy<Value = Settings> {
                     skip_offline,
                     offline_after: Duration::from_secs(offline_after),
                     awaiting_approval,
-                    clock_since: None,
+                    ..Settings::default()
                 }
             },
         )
@@ -138,6 +138,7 @@ proptest! {
                     1 => Release::Behind(&statuses[i]),
                     _ => Release::Current { status: &statuses[i], written: Some(ts(10_000 - d.written_ago)) },
                 },
+                stamp: Stamp::Earlier,
             })
             .collect();
         let d = decide(&settings, &inputs, 3, now());

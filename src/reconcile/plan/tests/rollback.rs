@@ -1,0 +1,151 @@
+//! Plan: `onFailure: Rollback`, from the history and the releases' stamps
+//! to the writes that take pools back.
+
+use super::rollout::{fleet, progressive};
+use super::*;
+use crate::reconcile::history::{Recorded, COMPLETE};
+
+/// The application with `replicas` controller replicas, rolled back on failure.
+fn with_replicas(replicas: i64) -> NodePoolApplication {
+    let mut a = progressive(json!({ "onFailure": "Rollback" }));
+    a.spec.values =
+        Some(json!({ "controller": { "replicas": replicas, "ingressClass": { "name": "{{pool.name}}" } } }));
+    a
+}
+
+fn revision_of(a: &NodePoolApplication) -> String {
+    Scenario::of(a).over(&fleet()).plan().status().rollout.unwrap().revision
+}
+
+/// Each pool's release as `a` builds it, Ready, stamped with `stamps`.
+fn built(a: &NodePoolApplication, stamps: &Stamps) -> Vec<ObservedRelease> {
+    Scenario::of(a)
+        .over(&fleet())
+        .plan()
+        .apply
+        .iter()
+        .map(|d| ObservedRelease {
+            stamps: stamps.clone(),
+            ..ready_release(&d.name, &d.pool, &d.spec_hash)
+        })
+        .collect()
+}
+
+/// `good` recorded as complete, then `bad` under way.
+fn history(good: &NodePoolApplication, bad: &NodePoolApplication) -> History {
+    let record = |a: &NodePoolApplication, number, outcome: Option<&str>| Recorded {
+        name: format!("gw-{}", revision_of(a)),
+        revision: revision_of(a),
+        number,
+        outcome: outcome.map(String::from),
+        chart_version: Some("1.0.0".into()),
+        created: None,
+    };
+    History {
+        recorded: vec![record(good, 1, Some(COMPLETE)), record(bad, 2, None)],
+        complete: vec![PastRevision {
+            revision: revision_of(good),
+            spec: revision_spec(&good.spec),
+            chart_ref: None,
+        }],
+    }
+}
+
+fn written(revision: &str) -> Stamps {
+    Stamps {
+        revision: Some(revision.into()),
+        ..Stamps::default()
+    }
+}
+
+#[test]
+fn a_write_stamps_the_revision_and_where_the_release_would_go_back_to() {
+    let (good, bad) = (with_replicas(1), with_replicas(2));
+    let history = history(&good, &bad);
+    let owned = built(&good, &written(&revision_of(&good)));
+    let plan = Scenario::of(&bad).over(&fleet()).owning(owned).recorded(&history).plan();
+    let write = plan.apply[0].object();
+    let annotations = &write["metadata"]["annotations"];
+    assert_eq!(annotations[naming::ANNOTATION_REVISION], json!(revision_of(&bad)));
+    assert_eq!(annotations[naming::ANNOTATION_ROLLBACK_REVISION], json!(revision_of(&good)));
+    assert!(annotations.get(naming::ANNOTATION_ROLLED_BACK_FROM).is_none());
+}
+
+#[test]
+fn a_failed_pool_goes_back_to_the_last_complete_revision_and_stays_there() {
+    let (good, bad) = (with_replicas(1), with_replicas(2));
+    let (good_rev, bad_rev) = (revision_of(&good), revision_of(&bad));
+    let history = history(&good, &bad);
+    let mut owned = built(&good, &written(&good_rev));
+    // p1 took the bad revision, and failed.
+    let took = Stamps {
+        revision: Some(bad_rev.clone()),
+        rollback_revision: Some(good_rev.clone()),
+        rolled_back_from: None,
+    };
+    let p1 = built(&bad, &took).remove(0);
+    owned[0] = ObservedRelease {
+        status: ReleaseStatus {
+            state: ReleaseState::Failed,
+            reason: "UpgradeFailed".into(),
+            ..p1.status.clone()
+        },
+        ..p1
+    };
+    let plan = Scenario::of(&bad).over(&fleet()).owning(owned.clone()).recorded(&history).plan();
+    assert_eq!(applied_pools(&plan), ["p1"]);
+    let write = plan.apply[0].object();
+    assert_eq!(write["spec"]["values"]["controller"]["replicas"], json!(1));
+    let annotations = &write["metadata"]["annotations"];
+    assert_eq!(annotations[naming::ANNOTATION_REVISION], json!(good_rev));
+    assert_eq!(annotations[naming::ANNOTATION_ROLLED_BACK_FROM], json!(bad_rev));
+    assert_eq!(outcome(&plan, "p2"), &Outcome::Deferred(PoolRollout::Halted));
+    let rollout = plan.status().rollout.unwrap();
+    assert_eq!(
+        (rollout.phase, rollout.rolled_back_to.as_deref()),
+        (RolloutPhase::RollingBack, Some(good_rev.as_str()))
+    );
+    let stalled = condition(&plan, "Stalled").unwrap();
+    assert_eq!(stalled.reason, "RolledBack");
+    assert!(stalled.message.contains("rolling back to revision"), "{}", stalled.message);
+    assert_eq!(condition(&plan, "Ready").unwrap().reason, "RolledBack");
+
+    // Back and Ready: rolled back, and nothing is written again.
+    let back = ObservedRelease {
+        stamps: Stamps::rolled_back(&bad_rev, &good_rev),
+        ..ready_release(&plan.apply[0].name, "p1", &plan.apply[0].spec_hash)
+    };
+    owned[0] = back;
+    let plan = Scenario::of(&bad).over(&fleet()).owning(owned).recorded(&history).plan();
+    assert!(plan.apply.is_empty(), "{:?}", applied_pools(&plan));
+    let rollout = plan.status().rollout.unwrap();
+    assert_eq!((rollout.phase, rollout.progress.as_str()), (RolloutPhase::RolledBack, "RolledBack 1/1"));
+    assert!(condition(&plan, "Stalled").is_some());
+    let p1 = plan.status().pools.iter().find(|p| p.pool == "p1").unwrap().clone();
+    assert_eq!((p1.ready, p1.rollout.as_str()), (ConditionStatus::True, "RolledBack"));
+}
+
+#[test]
+fn under_halt_nothing_goes_back() {
+    let good = with_replicas(1);
+    let mut bad = with_replicas(2);
+    bad.spec.rollout.as_mut().unwrap().on_failure = Some(crate::api::OnFailure::Halt);
+    let history = history(&good, &bad);
+    let mut owned = built(&good, &written(&revision_of(&good)));
+    let took = Stamps {
+        revision: Some(revision_of(&bad)),
+        rollback_revision: Some(revision_of(&good)),
+        rolled_back_from: None,
+    };
+    let p1 = built(&bad, &took).remove(0);
+    owned[0] = ObservedRelease {
+        status: ReleaseStatus {
+            state: ReleaseState::Failed,
+            ..p1.status.clone()
+        },
+        ..p1
+    };
+    let plan = Scenario::of(&bad).over(&fleet()).owning(owned).recorded(&history).plan();
+    assert!(plan.apply.is_empty());
+    assert_eq!(plan.status().rollout.unwrap().phase, RolloutPhase::Halted);
+}
