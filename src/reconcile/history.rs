@@ -127,14 +127,21 @@ pub struct PastRevision {
 impl PastRevision {
     /// What `record` says `revision` was; `None` when its data does not
     /// read as a spec (a record of a version that wrote another shape).
+    /// A shared chart lives beside the chart's source: in the namespace the
+    /// record names, or else the one the spec's source is in.
     fn of(record: &ControllerRevision, revision: &str, namespace: &str) -> Option<Self> {
         let data = &record.data.as_ref()?.0;
-        let spec = serde_json::from_value(data.get("spec")?.clone()).ok()?;
+        let spec: NodePoolApplicationSpec = serde_json::from_value(data.get("spec")?.clone()).ok()?;
         let chart_ref = data.get("chart").filter(|c| !c.is_null()).and_then(|chart| {
+            let beside_source = crate::chart::shared::source_namespace(&spec, namespace);
             Some(ChartRef {
                 kind: ChartKind::of(chart.get("kind")?.as_str()?)?,
                 name: chart.get("name")?.as_str()?.to_string(),
-                namespace: namespace.to_string(),
+                namespace: chart
+                    .get("namespace")
+                    .and_then(Value::as_str)
+                    .unwrap_or(beside_source)
+                    .to_string(),
             })
         });
         Some(Self {

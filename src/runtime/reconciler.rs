@@ -215,7 +215,11 @@ fn plan_history(
     let data = || {
         serde_json::json!({
             "spec": plan::revision_spec(&app.spec),
-            "chart": shared.map(|s| serde_json::json!({ "kind": s.chart_ref.kind.as_str(), "name": s.chart_ref.name })),
+            "chart": shared.map(|s| serde_json::json!({
+                "kind": s.chart_ref.kind.as_str(),
+                "name": s.chart_ref.name,
+                "namespace": s.chart_ref.namespace,
+            })),
         })
     };
     let writes = history::plan(&app.name_any(), current, recorded, limit, data);

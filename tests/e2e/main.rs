@@ -40,6 +40,7 @@ mod pool_kinds;
 mod rbac;
 mod release_claims;
 mod requests;
+mod rollback;
 mod rollout;
 mod sharding;
 mod shared_chart;

@@ -24,21 +24,21 @@ const DELIVERY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// One POST the webhook received.
 #[derive(Debug, Clone)]
-struct Received {
+pub(crate) struct Received {
     /// The `Gotk-Component` header: who sent the event.
-    component: Option<String>,
-    body: Value,
+    pub component: Option<String>,
+    pub body: Value,
 }
 
 /// A webhook on the loopback, where notification-controller (also on the
 /// loopback) POSTs what an Alert selects.
-struct Webhook {
+pub(crate) struct Webhook {
     url: String,
     received: Arc<Mutex<Vec<Received>>>,
 }
 
 impl Webhook {
-    async fn start() -> Self {
+    pub async fn start() -> Self {
         let received: Arc<Mutex<Vec<Received>>> = Arc::default();
         let kept = received.clone();
         let record = move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
@@ -62,7 +62,13 @@ impl Webhook {
 
     /// Waits for the first event about `name` in `namespace` that `pick`
     /// accepts.
-    async fn wait(&self, what: &str, namespace: &str, name: &str, pick: impl Fn(&Value) -> bool) -> Received {
+    pub async fn wait(
+        &self,
+        what: &str,
+        namespace: &str,
+        name: &str,
+        pick: impl Fn(&Value) -> bool,
+    ) -> Received {
         wait_for(what, DELIVERY_TIMEOUT, || async {
             let all = self.all();
             let about = |r: &&Received| {
@@ -93,7 +99,7 @@ fn notification_resource(kind: &str) -> ApiResource {
 
 /// A generic Provider for the webhook, and an Alert sending it every event
 /// of every application of the namespace.
-async fn route_to(env: &TestEnv, webhook: &Webhook) -> TestResult {
+pub(crate) async fn route_to(env: &TestEnv, webhook: &Webhook) -> TestResult {
     let objects = [
         ("Provider", json!({ "spec": { "type": "generic", "address": webhook.url } })),
         (
@@ -123,7 +129,7 @@ async fn route_to(env: &TestEnv, webhook: &Webhook) -> TestResult {
 /// it finds none. So a probe event, each with a new message (the event
 /// server drops a repeat within 5 min as a duplicate), is sent until one
 /// arrives.
-async fn wait_for_route(env: &TestEnv, webhook: &Webhook, events_addr: &str) {
+pub(crate) async fn wait_for_route(env: &TestEnv, webhook: &Webhook, events_addr: &str) {
     let http = reqwest::Client::new();
     let sent = std::sync::atomic::AtomicUsize::new(0);
     wait_for("notification-controller to route a probe event", Duration::from_secs(60), || async {
@@ -150,7 +156,7 @@ async fn wait_for_route(env: &TestEnv, webhook: &Webhook, events_addr: &str) {
     .await;
 }
 
-fn revision(app: &Value) -> String {
+pub(crate) fn revision(app: &Value) -> String {
     let revision = app.pointer("/status/rollout/revision").and_then(Value::as_str);
     revision.expect("the application has a rollout revision").to_string()
 }

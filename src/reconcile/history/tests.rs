@@ -125,7 +125,12 @@ fn a_rolled_back_revision_is_marked_so_and_the_complete_ones_are_rebuilt() {
     let objects = [
         record("aaa", 1, COMPLETE, json!({ "kind": "HelmChart", "name": "edge-shop-1" })),
         record("bbb", 2, HALTED, json!(null)),
-        record("ccc", 3, COMPLETE, json!(null)),
+        record(
+            "ccc",
+            3,
+            COMPLETE,
+            json!({ "kind": "HelmChart", "name": "c3", "namespace": "flux-system" }),
+        ),
         record("ddd", 4, ROLLED_BACK, json!(null)),
     ];
     let history = History::of(&objects, "u1", "edge");
@@ -133,12 +138,15 @@ fn a_rolled_back_revision_is_marked_so_and_the_complete_ones_are_rebuilt() {
     let complete: Vec<&str> = history.complete.iter().map(|p| p.revision.as_str()).collect();
     assert_eq!(complete, ["ccc", "aaa"], "newest first");
     assert_eq!(history.last_complete("ddd").map(|p| p.revision.as_str()), Some("ccc"));
+    let ccc = history.last_complete("ddd").and_then(|p| p.chart_ref.as_ref());
+    assert_eq!(ccc.map(|c| c.namespace.as_str()), Some("flux-system"), "as recorded");
     // A complete revision that fails later goes back to the one before.
     assert_eq!(history.last_complete("ccc").map(|p| p.revision.as_str()), Some("aaa"));
     let aaa = history.last_complete("ccc").unwrap();
     assert_eq!(
         aaa.chart_ref.as_ref().map(|c| (c.name.as_str(), c.namespace.as_str())),
-        Some(("edge-shop-1", "edge"))
+        Some(("edge-shop-1", "edge")),
+        "beside the source, when the record does not say"
     );
     assert_eq!(aaa.spec.pools.names, ["a"]);
     assert!(history.rolled_back("ddd") && !history.rolled_back("bbb"));
