@@ -43,7 +43,7 @@ bench-fanout: ## Time the fan-out to POOLS pools: shared chart vs a chart per re
 # 10 pools unless POOLS is given on the command line (its default above is
 # the fan-out's).
 .PHONY: bench-rollout
-bench-rollout: ## Time one change reaching POOLS (10) pools all at once vs progressively (starts the local control plane)
+bench-rollout: ## Time one change reaching POOLS (10) pools all at once vs progressively, and a broken one rolled back (starts the local control plane)
 	hack/cluster.sh up >/dev/null
 	POOLS=$(if $(filter command line,$(origin POOLS)),$(POOLS),10) KUBECONFIG=$(KUBECONFIG_LOCAL) \
 	  cargo bench --locked --bench rollout

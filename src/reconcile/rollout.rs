@@ -448,8 +448,8 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
     let busy = |s: PoolRollout| matches!(s, PoolRollout::Updating | PoolRollout::Soaking);
     let unavailable = states.iter().filter(|d| busy(d.state)).count();
 
-    let rolling_back =
-        rollback::applies(settings, pools, halted).then(|| rollback::roll_back(settings, pools, &mut states));
+    let rolling_back = rollback::applies(settings, pools, halted)
+        .then(|| rollback::roll_back(settings, pools, &mut states, now, &mut requeue));
     if rolling_back.is_some() {
         // Decided already.
     } else if halted {

@@ -14,7 +14,10 @@
 //! - Pools unavailable already (failed, not Ready) go back at once; the
 //!   others last wave first, then by name, never more than
 //!   `maxUnavailable` going back and not yet Ready at once.
-//! - A pool that is down goes back once it is reached again.
+//! - A pool that is down goes back once it is reached again, and a
+//!   healthy one outside its maintenance windows once one opens: it took
+//!   the revision inside one, and works. A failed pool goes back at once,
+//!   whatever its windows: it is broken now.
 //! - The pools that never took the revision (behind, new) are held, as
 //!   under a halt: the revision is known bad.
 //! - Once one release says it was rolled back from the revision, or the
@@ -22,7 +25,10 @@
 //!   longer carry it, and without this the rollout would start it again,
 //!   back and forth.
 
-use super::{PoolDecision, PoolInput, PoolRollout, Release, Settings};
+use k8s_openapi::jiff::Timestamp;
+
+use super::held::outside_window;
+use super::{PoolDecision, PoolInput, PoolRollout, Release, Requeue, Settings};
 use crate::api::conditions;
 use crate::reconcile::release_state::{ReleaseState, ReleaseStatus};
 
@@ -74,6 +80,8 @@ pub(super) fn roll_back(
     settings: &Settings,
     pools: &[PoolInput],
     states: &mut [PoolDecision],
+    now: Timestamp,
+    requeue: &mut Requeue,
 ) -> RollingBack {
     let mut going = RollingBack::default();
     let mut candidates = Vec::new();
@@ -106,6 +114,13 @@ pub(super) fn roll_back(
                 }
                 // Failed or not Ready yet on the revision: unavailable already.
                 let unavailable = matches!(d.state, PoolRollout::Failed | PoolRollout::Updating);
+                if p.closed.is_some() && !unavailable {
+                    *d = PoolDecision {
+                        state: PoolRollout::RollbackPending,
+                        ..outside_window(p.closed.as_ref(), now, requeue)
+                    };
+                    continue;
+                }
                 candidates.push((i, unavailable));
                 *d = PoolDecision::of(PoolRollout::RollbackPending);
             }

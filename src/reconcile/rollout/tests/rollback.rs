@@ -133,18 +133,39 @@ fn an_offline_pool_goes_back_once_reached_and_one_with_nowhere_to_go_stays() {
         ..rolling_back()
     };
     let d = fleet.decide(&settings, 1);
-    assert_eq!(d.state("a"), Some(PoolRollout::RollBack));
-    assert_eq!(d.state("b"), Some(PoolRollout::RollbackPending));
-    assert_eq!(
-        d.pools["b"].note.as_ref().map(|n| n.reason),
-        Some(crate::api::conditions::pool_reason::NOT_REACHED)
-    );
+    assert_back_and_pending(&d, crate::api::conditions::pool_reason::NOT_REACHED);
     assert_eq!(d.state("c"), Some(PoolRollout::Failed));
     let back = d.rolling_back.as_ref().unwrap();
     assert_eq!((back.pools.len(), back.unreached, back.stranded.clone()), (2, 1, vec!["c".to_string()]));
     let message = d.status("bad", &settings).message;
     assert!(message.contains("1 go back once they are reached again"), "{message}");
     assert!(message.contains("have nothing to go back to and stay as they are (c)"), "{message}");
+}
+
+#[test]
+fn a_healthy_pool_goes_back_inside_its_windows_a_failed_one_at_once() {
+    let fleet = Fleet::new()
+        .current("a", 0, failed(), 9_000)
+        .stamped("a", TOOK)
+        .window_closed("a", Some(10_600), false)
+        .current("b", 0, ready(), 1_000)
+        .stamped("b", TOOK)
+        .window_closed("b", Some(10_600), false);
+    let settings = Settings {
+        max_unavailable: 2,
+        ..rolling_back()
+    };
+    let d = fleet.decide(&settings, 1);
+    assert_back_and_pending(&d, crate::api::conditions::pool_reason::OUTSIDE_WINDOW);
+    assert_eq!(d.phase, RolloutPhase::RollingBack);
+    assert_eq!(d.requeue_after, Some(Duration::from_secs(601)), "looks again when the window opens");
+}
+
+/// `a` goes back now; `b` waits, for `reason`.
+fn assert_back_and_pending(d: &Decision, reason: &str) {
+    assert_eq!(d.state("a"), Some(PoolRollout::RollBack));
+    assert_eq!(d.state("b"), Some(PoolRollout::RollbackPending));
+    assert_eq!(d.pools["b"].note.as_ref().map(|n| n.reason), Some(reason));
 }
 
 /// 0 earlier, 1 took (can go back), 2 took (nowhere to go), 3 rolled back.
