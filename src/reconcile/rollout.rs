@@ -301,7 +301,8 @@ impl Decision {
             failed: count(self.failed.len()),
             total: count(total),
             rolled_back_to: self.rolling_back.as_ref().and(settings.last_complete.clone()),
-            wave: self.wave.map(|(w, n)| format!("{w}/{n}")),
+            // Waves are of the way forward; a rollback has none.
+            wave: self.wave.filter(|_| self.rolling_back.is_none()).map(|(w, n)| format!("{w}/{n}")),
             // What the history records says of earlier revisions is added
             // by the reconcile that reads it.
             last_complete_revision: (self.phase == RolloutPhase::Complete).then(|| revision.to_string()),

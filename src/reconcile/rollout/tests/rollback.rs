@@ -35,6 +35,7 @@ fn a_halt_takes_the_pools_that_took_the_revision_back_and_holds_the_rest() {
     let status = d.status("bad", &rolling_back());
     assert_eq!(status.rolled_back_to.as_deref(), Some("good"));
     assert_eq!(status.progress, "RollingBack 0/1");
+    assert_eq!(status.wave, None, "waves are of the way forward");
     assert!(status.message.contains("halted: 1 failed pool(s) (a)"), "{}", status.message);
     assert!(
         status.message.contains("rolling back to revision good: 0 of 1 pool(s) back (a)"),
