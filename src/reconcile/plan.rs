@@ -84,7 +84,7 @@ mod schedule;
 mod stamps;
 
 pub use crate::reconcile::fleet::WriteRefused;
-use build::{app_info, Built, Candidate, Kind};
+use build::{app_info, Built};
 use guards::{blocked, check_selectors, helm_release_taken_message, nothing_selected};
 pub use observed::{
     isolation_failures, HelmReleaseKey, ListedReleases, Manifest, ObservedRelease, OtherReleases,
@@ -169,58 +169,16 @@ fn plan_releases(input: &PlanInput) -> Plan {
     let suspended = input.app.spec.suspend == Some(true);
     let mut plan = Plan::new(selected.missing.clone());
     plan.inert = candidates.inert;
-    let recorded = input.history.map(|h| h.recorded.as_slice()).unwrap_or_default();
-    let by_name: BTreeMap<&str, &Pool> = selected.pools.iter().map(|p| (p.name.as_str(), *p)).collect();
-    for Candidate { pool, release, kind } in candidates.pools {
-        let state = decision.state(&pool);
-        let observed = owned.get(release.as_str()).copied();
-        if let (Some(PoolRollout::RollBack), Some(past), Some(p)) =
-            (state, last_complete, by_name.get(pool.as_str()))
-        {
-            let back = rollback::Back {
-                input,
-                app: &app,
-                past,
-                failed: &revision,
-            };
-            let outcome = back.outcome(p, observed, &mut plan.apply);
-            plan.pools.push(PoolOutcome {
-                pool,
-                release,
-                outcome,
-            });
-            continue;
-        }
-        let outcome = schedule::outcome(&kind, state, input.hold.is_some(), suspended);
-        match kind {
-            Kind::Unchanged => plan.unchanged.push(release.clone()),
-            Kind::Differs(change) if outcome == Outcome::Planned => {
-                let written_at = match change.keeps_its_time() {
-                    true => owned.get(release.as_str()).and_then(|o| o.written_at.clone()),
-                    false => None,
-                };
-                let written_at = written_at.unwrap_or_else(|| input.now.0.to_string());
-                // A write that puts back what the release holds keeps its
-                // stamps; one that moves it to this revision stamps it so.
-                let stamps = match (change.restores(), observed) {
-                    (true, Some(o)) => o.stamps.clone(),
-                    _ => Stamps::next(
-                        observed.map(|o| &o.stamps),
-                        &revision,
-                        recorded,
-                        last_complete.map(|l| l.revision.as_str()),
-                    ),
-                };
-                plan.apply.push(change.into_write(pool.clone(), written_at, stamps));
-            }
-            Kind::Differs(_) | Kind::Refused(_) => {}
-        }
-        plan.pools.push(PoolOutcome {
-            pool,
-            release,
-            outcome,
-        });
-    }
+    let deciding = schedule::Deciding {
+        input,
+        app: &app,
+        owned: &owned,
+        decision: &decision,
+        revision: &revision,
+        last_complete,
+        selected: &selected.pools,
+    };
+    deciding.outcomes(candidates.pools, &mut plan);
     // Nothing is pruned while the chart holds the writes or the
     // application is suspended (see `Outcome::Suspended`).
     if input.hold.is_none() && !suspended {

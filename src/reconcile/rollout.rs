@@ -44,13 +44,14 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 
-use crate::api::{RolloutPhase, RolloutStatus};
+use crate::api::RolloutPhase;
 use crate::reconcile::release_state::{ReleaseState, ReleaseStatus};
 
 mod held;
 mod measure;
 mod rollback;
 mod settings;
+mod status;
 pub mod window;
 use held::{down_briefly, grace_left, held_by_window, offline, outside_window};
 use measure::{format_duration, measure};
@@ -235,133 +236,6 @@ pub struct Decision {
 impl Decision {
     pub fn state(&self, pool: &str) -> Option<PoolRollout> {
         self.pools.get(pool).map(|d| d.state)
-    }
-
-    /// The rollout's status; `revision` names what is rolled out.
-    pub fn status(&self, revision: &str, settings: &Settings) -> RolloutStatus {
-        let count = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
-        let mut progress = format!("{} {}/{}", self.phase.as_str(), self.done, self.total);
-        if !self.failed.is_empty() {
-            progress.push_str(&format!(" ({} failed)", self.failed.len()));
-        }
-        let message = match self.phase {
-            RolloutPhase::Complete => format!("every pool is on revision {revision}"),
-            RolloutPhase::Halted => format!(
-                "halted: {} failed pool(s) ({}), more than maxFailures {}; no further pool is \
-                 updated until a new revision (fix the change) or a higher maxFailures",
-                self.failed.len(),
-                self.failed.join(", "),
-                settings.max_failures
-            ),
-            RolloutPhase::RollingBack | RolloutPhase::RolledBack => self.rollback_message(settings),
-            RolloutPhase::Paused => format!(
-                "paused: {} of {} pools updated; set rollout.paused to false to go on",
-                self.updated, self.total
-            ),
-            RolloutPhase::AwaitingApproval => {
-                let (wave, waves) = self
-                    .awaiting_approval
-                    .map(|w| (w + 1, self.wave.map_or(1, |(_, n)| n)))
-                    .unwrap_or((1, 1));
-                format!(
-                    "wave {wave}/{waves} awaits approval of revision {revision}: {} of {} pools done; \
-                     approve it with `nodepool-fanout approve` or the annotation \
-                     {}={revision}/{wave}",
-                    self.done,
-                    self.total,
-                    crate::api::naming::ANNOTATION_APPROVE
-                )
-            }
-            RolloutPhase::Progressing => {
-                let wave = self.wave.map(|(w, n)| format!(", wave {w}/{n}")).unwrap_or_default();
-                let waiting = self.pools.values().filter(|d| d.state == PoolRollout::Waiting).count();
-                let waiting = match waiting {
-                    0 => String::new(),
-                    n => format!(", {n} waiting"),
-                };
-                format!("{} of {} pools done, {} updated{waiting}{wave}", self.done, self.total, self.updated)
-            }
-        };
-        // A rollback counts the pools going back.
-        let (updated, done, total) = match &self.rolling_back {
-            Some(back) => {
-                let written = self.pools.values().filter(|d| d.state.written_back()).count();
-                (written, back.back, back.pools.len())
-            }
-            None => (self.updated, self.done, self.total),
-        };
-        if self.rolling_back.is_some() {
-            progress = format!("{} {done}/{total}", self.phase.as_str());
-        }
-        RolloutStatus {
-            revision: revision.to_string(),
-            phase: self.phase,
-            updated: count(updated),
-            done: count(done),
-            failed: count(self.failed.len()),
-            total: count(total),
-            rolled_back_to: self.rolling_back.as_ref().and(settings.last_complete.clone()),
-            // Waves are of the way forward; a rollback has none.
-            wave: self.wave.filter(|_| self.rolling_back.is_none()).map(|(w, n)| format!("{w}/{n}")),
-            // What the history records says of earlier revisions is added
-            // by the reconcile that reads it.
-            last_complete_revision: (self.phase == RolloutPhase::Complete).then(|| revision.to_string()),
-            progress,
-            message,
-        }
-    }
-}
-
-/// A few names of a list, and how many more.
-fn some_of(names: &[String]) -> String {
-    match names.len() {
-        n if n <= 3 => names.join(", "),
-        n => format!("{}, and {} more", names[..3].join(", "), n - 3),
-    }
-}
-
-impl Decision {
-    /// What a rollback has done, and what the operator does next.
-    fn rollback_message(&self, settings: &Settings) -> String {
-        let Some(back) = &self.rolling_back else {
-            return String::new();
-        };
-        let to = settings.last_complete.as_deref().unwrap_or_default();
-        let mut parts = Vec::new();
-        if !self.failed.is_empty() {
-            parts.push(format!(
-                "halted: {} failed pool(s) ({}), more than maxFailures {}",
-                self.failed.len(),
-                some_of(&self.failed),
-                settings.max_failures
-            ));
-        }
-        let verb = match self.phase {
-            RolloutPhase::RolledBack => "rolled back",
-            _ => "rolling back",
-        };
-        parts.push(format!(
-            "{verb} to revision {to}: {} of {} pool(s) back ({})",
-            back.back,
-            back.pools.len(),
-            some_of(&back.pools)
-        ));
-        if back.unreached > 0 {
-            parts.push(format!("{} go back once they are reached again", back.unreached));
-        }
-        if !back.stranded.is_empty() {
-            parts.push(format!(
-                "{} pool(s) this revision installed have nothing to go back to and stay as they are ({})",
-                back.stranded.len(),
-                some_of(&back.stranded)
-            ));
-        }
-        parts.push(
-            "no pool takes this revision again; fix the change in the spec (a new revision rolls out \
-             from here)"
-                .to_string(),
-        );
-        parts.join("; ")
     }
 }
 

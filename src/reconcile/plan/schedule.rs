@@ -11,8 +11,10 @@ use crate::reconcile::rollout::window::{self, AppWindow, Gate, Window};
 use crate::reconcile::rollout::{self, PoolRollout};
 use k8s_openapi::jiff::Timestamp;
 
-use super::build::{Candidate, Kind};
-use super::{ObservedRelease, Outcome, PlanInput};
+use super::build::{Candidate, Change, Kind};
+use super::rollback;
+use super::{DesiredRelease, ObservedRelease, Outcome, PastRevision, Plan, PlanInput, PoolOutcome, Stamps};
+use crate::reconcile::release::AppInfo;
 
 /// What the rollout is decided over, besides the candidates.
 pub(super) struct Scheduling<'a> {
@@ -201,5 +203,78 @@ pub(super) fn outcome(kind: &Kind, rollout: Option<PoolRollout>, held: bool, sus
         _ if suspended => Outcome::Suspended,
         Some(state) => Outcome::Deferred(state),
         None => Outcome::Planned,
+    }
+}
+
+/// What each candidate's outcome is decided with, once the rollout has
+/// decided.
+pub(super) struct Deciding<'a> {
+    pub input: &'a PlanInput<'a>,
+    pub app: &'a AppInfo<'a>,
+    pub owned: &'a BTreeMap<&'a str, &'a ObservedRelease>,
+    pub decision: &'a rollout::Decision,
+    /// The revision under way.
+    pub revision: &'a str,
+    /// What a rollback goes back to.
+    pub last_complete: Option<&'a PastRevision>,
+    pub selected: &'a [&'a Pool],
+}
+
+impl Deciding<'_> {
+    /// Each candidate's outcome into `plan`, with the writes that carry it
+    /// out: a pool going back is rebuilt from the revision it goes back to.
+    pub(super) fn outcomes(&self, candidates: Vec<Candidate>, plan: &mut Plan) {
+        let suspended = self.input.app.spec.suspend == Some(true);
+        let by_name: BTreeMap<&str, &Pool> = self.selected.iter().map(|p| (p.name.as_str(), *p)).collect();
+        for Candidate { pool, release, kind } in candidates {
+            let state = self.decision.state(&pool);
+            let observed = self.owned.get(release.as_str()).copied();
+            let going_back = (state, self.last_complete, by_name.get(pool.as_str()));
+            let outcome = if let (Some(PoolRollout::RollBack), Some(past), Some(p)) = going_back {
+                let back = rollback::Back {
+                    input: self.input,
+                    app: self.app,
+                    past,
+                    failed: self.revision,
+                };
+                back.outcome(p, observed, &mut plan.apply)
+            } else {
+                let outcome = outcome(&kind, state, self.input.hold.is_some(), suspended);
+                match kind {
+                    Kind::Unchanged => plan.unchanged.push(release.clone()),
+                    Kind::Differs(change) if outcome == Outcome::Planned => {
+                        plan.apply.push(self.write(change, pool.clone(), observed))
+                    }
+                    Kind::Differs(_) | Kind::Refused(_) => {}
+                }
+                outcome
+            };
+            plan.pools.push(PoolOutcome {
+                pool,
+                release,
+                outcome,
+            });
+        }
+    }
+
+    /// The write of a change, stamped. A write that puts back what the
+    /// release holds keeps its time and its stamps; one that moves it to
+    /// this revision is stamped so, and with where it would go back to.
+    fn write(&self, change: Change, pool: String, observed: Option<&ObservedRelease>) -> DesiredRelease {
+        let written_at = match change.keeps_its_time() {
+            true => observed.and_then(|o| o.written_at.clone()),
+            false => None,
+        };
+        let written_at = written_at.unwrap_or_else(|| self.input.now.0.to_string());
+        let stamps = match (change.restores(), observed) {
+            (true, Some(o)) => o.stamps.clone(),
+            _ => Stamps::next(
+                observed.map(|o| &o.stamps),
+                self.revision,
+                self.input.history.map(|h| h.recorded.as_slice()).unwrap_or_default(),
+                self.last_complete.map(|l| l.revision.as_str()),
+            ),
+        };
+        change.into_write(pool, written_at, stamps)
     }
 }
