@@ -43,9 +43,9 @@ impl Back<'_> {
             }
             Ok(None) => Outcome::Unchanged,
             Err(FieldError { field, message }) => Outcome::Failed {
-                field: field.clone(),
+                field,
                 message: format!(
-                    "cannot go back to revision {}: {field}: {message}; the pool stays as it is",
+                    "cannot go back to revision {}: {message}; the pool stays as it is",
                     self.past.revision
                 ),
             },

@@ -51,6 +51,26 @@ fn history(good: &NodePoolApplication, bad: &NodePoolApplication) -> History {
     }
 }
 
+/// Every pool on `good`, but p1, which took `bad` and failed.
+fn first_failed(good: &NodePoolApplication, bad: &NodePoolApplication) -> Vec<ObservedRelease> {
+    let mut owned = built(good, &written(&revision_of(good)));
+    let took = Stamps {
+        revision: Some(revision_of(bad)),
+        rollback_revision: Some(revision_of(good)),
+        rolled_back_from: None,
+    };
+    let p1 = built(bad, &took).remove(0);
+    owned[0] = ObservedRelease {
+        status: ReleaseStatus {
+            state: ReleaseState::Failed,
+            reason: "UpgradeFailed".into(),
+            ..p1.status.clone()
+        },
+        ..p1
+    };
+    owned
+}
+
 fn written(revision: &str) -> Stamps {
     Stamps {
         revision: Some(revision.into()),
@@ -76,22 +96,8 @@ fn a_failed_pool_goes_back_to_the_last_complete_revision_and_stays_there() {
     let (good, bad) = (with_replicas(1), with_replicas(2));
     let (good_rev, bad_rev) = (revision_of(&good), revision_of(&bad));
     let history = history(&good, &bad);
-    let mut owned = built(&good, &written(&good_rev));
     // p1 took the bad revision, and failed.
-    let took = Stamps {
-        revision: Some(bad_rev.clone()),
-        rollback_revision: Some(good_rev.clone()),
-        rolled_back_from: None,
-    };
-    let p1 = built(&bad, &took).remove(0);
-    owned[0] = ObservedRelease {
-        status: ReleaseStatus {
-            state: ReleaseState::Failed,
-            reason: "UpgradeFailed".into(),
-            ..p1.status.clone()
-        },
-        ..p1
-    };
+    let mut owned = first_failed(&good, &bad);
     let plan = Scenario::of(&bad).over(&fleet()).owning(owned.clone()).recorded(&history).plan();
     assert_eq!(applied_pools(&plan), ["p1"]);
     let write = plan.apply[0].object();
@@ -131,21 +137,28 @@ fn under_halt_nothing_goes_back() {
     let mut bad = with_replicas(2);
     bad.spec.rollout.as_mut().unwrap().on_failure = Some(crate::api::OnFailure::Halt);
     let history = history(&good, &bad);
-    let mut owned = built(&good, &written(&revision_of(&good)));
-    let took = Stamps {
-        revision: Some(revision_of(&bad)),
-        rollback_revision: Some(revision_of(&good)),
-        rolled_back_from: None,
-    };
-    let p1 = built(&bad, &took).remove(0);
-    owned[0] = ObservedRelease {
-        status: ReleaseStatus {
-            state: ReleaseState::Failed,
-            ..p1.status.clone()
-        },
-        ..p1
-    };
+    let owned = first_failed(&good, &bad);
     let plan = Scenario::of(&bad).over(&fleet()).owning(owned).recorded(&history).plan();
     assert!(plan.apply.is_empty());
     assert_eq!(plan.status().rollout.unwrap().phase, RolloutPhase::Halted);
+}
+
+#[test]
+fn a_pool_the_past_revision_cannot_be_built_for_stays_as_it_is() {
+    let (good, bad) = (with_replicas(1), with_replicas(2));
+    let mut history = history(&good, &bad);
+    // The revision read a label the pool no longer has.
+    let mut past = good.clone();
+    past.spec.values = Some(json!({ "controller": { "image": "{{pool.labels.zone}}" } }));
+    history.complete[0].spec = revision_spec(&past.spec);
+    let owned = first_failed(&good, &bad);
+    let plan = Scenario::of(&bad).over(&fleet()).owning(owned).recorded(&history).plan();
+    assert!(plan.apply.is_empty(), "{:?}", applied_pools(&plan));
+    let Outcome::Failed { field, message } = outcome(&plan, "p1") else {
+        panic!("{:?}", outcome(&plan, "p1"))
+    };
+    assert!(field.starts_with("values"), "{field}");
+    assert!(message.starts_with("cannot go back to revision") && message.contains("zone"), "{message}");
+    let p1 = plan.status().pools.iter().find(|p| p.pool == "p1").unwrap().clone();
+    assert!(p1.message.contains("the pool stays as it is"), "{}", p1.message);
 }
