@@ -69,7 +69,7 @@ async fn main() {
     let mut rollbacks = Vec::new();
     for run in &broken {
         let (halt, back, pools_back) = measure_rollback(pools, &run.rollout).await;
-        println!("{}: halt {}, {pools_back} pools back {}", run.label, secs(halt), secs(back));
+        println!("{}: halt {}, {pools_back} pool(s) back {}", run.label, secs(halt), secs(back));
         rollbacks.push((run.label, halt, back, pools_back));
     }
     println!();
