@@ -13,10 +13,13 @@
 //! - [`runtime`]: the running controller: watches, leader election,
 //!   metrics, logs and Events.
 //! - [`cli`]: the commands.
+//! - [`console`]: the web console (`nodepool-fanout ui`), over what `get`
+//!   reads.
 
 pub mod api;
 pub mod chart;
 pub mod cli;
+pub mod console;
 pub mod pools;
 pub mod reconcile;
 pub mod runtime;

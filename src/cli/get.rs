@@ -318,31 +318,43 @@ pub async fn fetch(client: &Client, args: &GetArgs) -> Result<Vec<PoolRow>, kube
     let node_list = Api::<Node>::all(client.clone()).list(&ListParams::default()).await?.items;
     let mut by_app: BTreeMap<(String, String), Vec<PoolRow>> = BTreeMap::new();
     for app in &selected {
-        let app_namespace = app.namespace().unwrap_or_default();
-        let releases: Api<DynamicObject> =
-            Api::namespaced_with(client.clone(), &app_namespace, &helmrelease_resource());
-        let owned = releases
-            .list(&ListParams::default().labels(&format!(
-                "{}={}",
-                naming::LABEL_APPLICATION,
-                naming::label_value(&app.name_any())
-            )))
-            .await?;
-        let uid = app.uid();
-        let values: Vec<Value> = owned
-            .items
-            .into_iter()
-            // The label value may be cut: the owner reference decides.
-            .filter(|r| r.owner_references().iter().any(|o| Some(&o.uid) == uid.as_ref()))
-            .filter_map(|r| serde_json::to_value(r).ok())
-            .collect();
-        let counts = match app.spec.pools.kind {
-            PoolKind::ClusterProfile => site_counts(client, &app_namespace).await?,
-            _ => node_counts(app, &node_list),
-        };
-        by_app.insert((app_namespace, app.name_any()), rows_counted(app, &values, &counts));
+        let rows = app_rows(client, app, &node_list).await?;
+        by_app.insert((app.namespace().unwrap_or_default(), app.name_any()), rows);
     }
     Ok(by_app.into_values().flatten().collect())
+}
+
+/// The rows of one application, read from the cluster: its HelmReleases
+/// (those it is the owner of), and its pools' nodes among `node_list` (or
+/// its sites' ClusterProfiles).
+pub async fn app_rows(
+    client: &Client,
+    app: &NodePoolApplication,
+    node_list: &[Node],
+) -> Result<Vec<PoolRow>, kube::Error> {
+    let app_namespace = app.namespace().unwrap_or_default();
+    let releases: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &app_namespace, &helmrelease_resource());
+    let owned = releases
+        .list(&ListParams::default().labels(&format!(
+            "{}={}",
+            naming::LABEL_APPLICATION,
+            naming::label_value(&app.name_any())
+        )))
+        .await?;
+    let uid = app.uid();
+    let values: Vec<Value> = owned
+        .items
+        .into_iter()
+        // The label value may be cut: the owner reference decides.
+        .filter(|r| r.owner_references().iter().any(|o| Some(&o.uid) == uid.as_ref()))
+        .filter_map(|r| serde_json::to_value(r).ok())
+        .collect();
+    let counts = match app.spec.pools.kind {
+        PoolKind::ClusterProfile => site_counts(client, &app_namespace).await?,
+        _ => node_counts(app, node_list),
+    };
+    Ok(rows_counted(app, &values, &counts))
 }
 
 /// The health of the site clusters of `namespace`, from their

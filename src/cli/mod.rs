@@ -53,6 +53,9 @@ pub enum Command {
     /// Let the wave that awaits approval go, for the revision under way
     /// (writes the apps.fanout.dev/approve annotation).
     Approve(approve::ApproveArgs),
+    /// Serve the fleet console on the loopback, reading the cluster as the
+    /// kubeconfig's user (read-only).
+    Ui(crate::console::UiArgs),
     /// Run the controller against the cluster in KUBECONFIG or in-cluster config.
     Run(RunArgs),
 }
@@ -92,6 +95,8 @@ pub enum CliError {
     Check(#[from] isolation::CheckError),
     #[error(transparent)]
     Approve(#[from] approve::ApproveError),
+    #[error(transparent)]
+    Console(#[from] crate::console::ConsoleError),
 }
 
 /// Runs one command; returns whether it succeeded.
@@ -163,6 +168,25 @@ pub async fn execute(cli: Cli, out: &mut impl Write, err: &mut impl Write) -> Re
         Command::Approve(args) => {
             let client = kube::Client::try_default().await.map_err(CliError::Connect)?;
             writeln!(out, "{}", approve::approve(&client, &args).await?)?;
+            Ok(true)
+        }
+        Command::Ui(args) => {
+            let client = kube::Client::try_default().await.map_err(CliError::Connect)?;
+            let scope = args
+                .namespace
+                .as_deref()
+                .map_or("every namespace".to_string(), |n| format!("namespace {n}"));
+            writeln!(
+                out,
+                "console on http://{} (read-only, {scope}, as the kubeconfig's user)",
+                args.address
+            )?;
+            out.flush()?;
+            let source = crate::console::source::ClusterSource {
+                client,
+                namespace: args.namespace.clone(),
+            };
+            crate::console::serve(args.address, std::sync::Arc::new(source)).await?;
             Ok(true)
         }
         Command::Run(args) => {

@@ -23,6 +23,7 @@ pub mod metrics;
 pub mod notify;
 pub mod options;
 mod pool_apis;
+pub(crate) use pool_apis::pool_resource;
 mod reconciler;
 pub mod server;
 pub mod throttle;

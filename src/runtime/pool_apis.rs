@@ -21,7 +21,7 @@ const POOL_API_POLL: Duration = Duration::from_secs(30);
 
 /// Why the cluster's pools of a kind cannot be watched.
 #[derive(Debug, thiserror::Error)]
-pub(super) enum PoolApiError {
+pub(crate) enum PoolApiError {
     #[error("the cluster serves no cluster-scoped {kind} in {group}: {reason}")]
     NoPoolApi {
         kind: &'static str,
@@ -35,7 +35,10 @@ pub(super) enum PoolApiError {
 /// The version of a kind of pool the cluster prefers (OpenYurt has served
 /// NodePools as v1alpha1, v1beta1 and v1beta2; only names, labels and
 /// annotations are read, which every version has), or why it serves none.
-async fn pool_resource(client: &Client, objects: &PoolObjects) -> Result<ApiResource, PoolApiError> {
+pub(crate) async fn pool_resource(
+    client: &Client,
+    objects: &PoolObjects,
+) -> Result<ApiResource, PoolApiError> {
     let missing = |reason: String| PoolApiError::NoPoolApi {
         kind: objects.kind(),
         group: objects.group(),
