@@ -20,6 +20,9 @@ fi
 stop() { if $started; then hack/cluster.sh down; fi; }
 trap stop EXIT
 
+# The console's browser tests drive Debian's headless Chromium.
+hack/browser-deps.sh
+
 # Unit tests and end-to-end tests alike (not the benchmark: `make
 # bench-fanout`); the end-to-end tests find the
 # cluster through KUBECONFIG and fail (never skip) when it is unreachable.

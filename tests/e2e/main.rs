@@ -23,6 +23,7 @@ mod bad_input;
 mod bucket;
 mod chart_ownership;
 mod cli;
+mod console;
 mod deletion_safety;
 mod drift;
 mod fanout;

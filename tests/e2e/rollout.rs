@@ -160,7 +160,7 @@ async fn a_change_goes_pool_by_pool_halts_on_a_broken_site_and_completes_once_fi
 
 /// Cuts a kwok node off as a lost link would: kwok stops answering for it
 /// and its Ready condition turns False.
-async fn cut_off(env: &TestEnv, node: &str) -> TestResult {
+pub(crate) async fn cut_off(env: &TestEnv, node: &str) -> TestResult {
     let nodes: Api<Node> = Api::all(env.client.clone());
     let unmanaged = json!({ "metadata": { "annotations": { "kwok.x-k8s.io/node": null } } });
     nodes.patch(node, &PatchParams::default(), &Patch::Merge(&unmanaged)).await?;
