@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::conditions;
-use crate::api::{DeletionPolicy, NodePoolApplication, PoolKind};
+use crate::api::{DeletionPolicy, NodePoolApplication, OnFailure, PoolKind, RolloutPhase};
 use crate::chart::shared::ChartRef;
 use crate::pools::nodes::{self, Membership};
 use crate::reconcile::apply;
@@ -115,8 +115,17 @@ pub(super) async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) 
         applied.first_error = apply::write_history(&records, &app, &history).await.err();
     }
     if applied.first_error.is_none() {
-        let past = planned.report.rollout.as_ref().and_then(|r| recorded.last_complete(&r.revision));
-        let kept = past.and_then(|p| p.chart_ref.as_ref());
+        // Under `onFailure: Rollback`, the last complete revision's chart
+        // is kept until the revision under way completes: a rollback may
+        // need it after every release has left it.
+        let rollback = app.spec.rollout.as_ref().and_then(|r| r.on_failure) == Some(OnFailure::Rollback);
+        let kept = planned
+            .report
+            .rollout
+            .as_ref()
+            .filter(|r| rollback && r.phase != RolloutPhase::Complete)
+            .and_then(|r| recorded.last_complete(&r.revision))
+            .and_then(|p| p.chart_ref.as_ref());
         applied.first_error =
             prune_unused_charts(ctx, &app, chart.as_ref(), &owned, &applied, kept).await.err();
     }
@@ -275,8 +284,8 @@ async fn report(
 /// Deletes the application's shared charts no release uses any more. Still
 /// in use: the current one (and the chart that resolves its version), and
 /// those of releases this reconcile left as they were (pools whose config
-/// fails, pools the rollout has not reached), and the last complete
-/// revision's, which a rollback goes back to.
+/// fails, pools the rollout has not reached), and `rollback`: the last
+/// complete revision's, while a rollback may go back to it.
 async fn prune_unused_charts(
     ctx: &Context,
     app: &NodePoolApplication,
