@@ -99,7 +99,7 @@ fn notification_resource(kind: &str) -> ApiResource {
 
 /// A generic Provider for the webhook, and an Alert sending it every event
 /// of every application of the namespace.
-pub(crate) async fn route_to(env: &TestEnv, webhook: &Webhook) -> TestResult {
+async fn route_to(env: &TestEnv, webhook: &Webhook) -> TestResult {
     let objects = [
         ("Provider", json!({ "spec": { "type": "generic", "address": webhook.url } })),
         (
@@ -129,7 +129,7 @@ pub(crate) async fn route_to(env: &TestEnv, webhook: &Webhook) -> TestResult {
 /// it finds none. So a probe event, each with a new message (the event
 /// server drops a repeat within 5 min as a duplicate), is sent until one
 /// arrives.
-pub(crate) async fn wait_for_route(env: &TestEnv, webhook: &Webhook, events_addr: &str) {
+async fn wait_for_route(env: &TestEnv, webhook: &Webhook, events_addr: &str) {
     let http = reqwest::Client::new();
     let sent = std::sync::atomic::AtomicUsize::new(0);
     wait_for("notification-controller to route a probe event", Duration::from_secs(60), || async {
@@ -161,22 +161,50 @@ pub(crate) fn revision(app: &Value) -> String {
     revision.expect("the application has a rollout revision").to_string()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_halted_rollout_and_its_fix_reach_a_flux_alerts_webhook() -> TestResult {
-    let started = Instant::now();
-    let mut env = TestEnv::new("notify").await;
+/// A test's world where notifications are routed: a namespace whose
+/// applications' events an Alert sends to a webhook, a pool of one node
+/// in region east for each of `shorts`, and the controller sending its
+/// Events to the plane's event server.
+pub(crate) struct Routed {
+    pub env: TestEnv,
+    pub webhook: Webhook,
+    pub pools: Vec<String>,
+    pub controller: RunningController,
+}
+
+pub(crate) async fn routed(
+    test: &str,
+    shorts: &[&str],
+) -> Result<Routed, Box<dyn std::error::Error + Send + Sync>> {
+    let mut env = TestEnv::new(test).await;
     ensure_crd(&env.client).await;
     let events_addr = service_address("events-addr");
     let webhook = Webhook::start().await;
     route_to(&env, &webhook).await?;
     wait_for_route(&env, &webhook, &events_addr).await;
-
     let tag = env.prefix.clone();
     let mut pools = Vec::new();
-    for short in ["a", "b"] {
+    for short in shorts {
         pools.push(env.create_pool(short, &[("e2e", &tag), ("region", "east")], 1).await);
     }
     let controller = RunningController::start_with(&env.namespace, &["--events-addr", &events_addr]);
+    Ok(Routed {
+        env,
+        webhook,
+        pools,
+        controller,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_halted_rollout_and_its_fix_reach_a_flux_alerts_webhook() -> TestResult {
+    let started = Instant::now();
+    let Routed {
+        env,
+        webhook,
+        pools,
+        controller,
+    } = routed("notify", &["a", "b"]).await?;
     let mut app = ingress_app(&env, json!({ "rollout": { "strategy": "Progressive", "maxUnavailable": 1 } }));
     apply_app(&env, &app).await?;
     wait_app(&env, &controller, "the first install", STEP_TIMEOUT, complete(2)).await;

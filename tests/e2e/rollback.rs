@@ -3,7 +3,7 @@
 //! after its first pool, that pool's Helm release is upgraded back to the
 //! values of the last revision that completed, and the application stays
 //! rolled back, says so, and tells a Flux Alert, until the spec changes.
-use crate::notifications::{revision, route_to, wait_for_route, Webhook};
+use crate::notifications::{revision, routed, Routed};
 use crate::support;
 
 use std::collections::BTreeMap;
@@ -11,8 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use support::apps::{apply_app, complete, ingress_app, releases_by_pool, wait_app, READY_TIMEOUT};
-use support::gitops::service_address;
-use support::{condition, ensure_crd, RunningController, TestEnv, TestResult};
+use support::{condition, TestEnv, TestResult};
 
 /// A failed Helm upgrade, then one back.
 const ROLLBACK_TIMEOUT: Duration = Duration::from_secs(240);
@@ -62,18 +61,12 @@ fn rolled_back(app: &Value) -> Result<(), String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_broken_change_under_rollback_takes_its_first_pool_back_and_stays_rolled_back() -> TestResult {
-    let mut env = TestEnv::new("rollback").await;
-    ensure_crd(&env.client).await;
-    let events_addr = service_address("events-addr");
-    let webhook = Webhook::start().await;
-    route_to(&env, &webhook).await?;
-    wait_for_route(&env, &webhook, &events_addr).await;
-    let tag = env.prefix.clone();
-    let mut pools = Vec::new();
-    for short in ["a", "b", "c"] {
-        pools.push(env.create_pool(short, &[("e2e", &tag), ("region", "east")], 1).await);
-    }
-    let controller = RunningController::start_with(&env.namespace, &["--events-addr", &events_addr]);
+    let Routed {
+        env,
+        webhook,
+        pools,
+        controller,
+    } = routed("rollback", &["a", "b", "c"]).await?;
     let rollout = json!({ "strategy": "Progressive", "maxUnavailable": 1, "onFailure": "Rollback" });
     let mut app = ingress_app(&env, json!({ "rollout": rollout }));
     apply_app(&env, &app).await?;
