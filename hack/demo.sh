@@ -166,5 +166,6 @@ cat <<EOF
 The cluster and the controller keep running:
   export KUBECONFIG=$KUBECONFIG
   kubectl -n edge describe npa ingress
+  target/debug/nodepool-fanout ui      # the fleet console, at http://127.0.0.1:8090
   make cluster-down    # stops everything
 EOF
