@@ -78,9 +78,8 @@ pub struct History {
 }
 
 impl History {
-    /// The records of `records` that are the application of `uid`'s, with
-    /// its newest complete revisions rebuilt; its shared charts are in
-    /// `namespace`.
+    /// The records of `records` that are the application of `uid`'s (in
+    /// `namespace`), with its newest complete revisions rebuilt.
     pub fn of<'a>(
         records: impl IntoIterator<Item = &'a ControllerRevision>,
         uid: &str,

@@ -8,8 +8,17 @@ impl Decision {
     /// The rollout's status; `revision` names what is rolled out.
     pub fn status(&self, revision: &str, settings: &Settings) -> RolloutStatus {
         let count = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
-        let mut progress = format!("{} {}/{}", self.phase.as_str(), self.done, self.total);
-        if !self.failed.is_empty() {
+        // A rollback counts the pools going back, and its failures are
+        // named in its message.
+        let (updated, done, total) = match &self.rolling_back {
+            Some(back) => {
+                let written = self.pools.values().filter(|d| d.state.written_back()).count();
+                (written, back.back, back.pools.len())
+            }
+            None => (self.updated, self.done, self.total),
+        };
+        let mut progress = format!("{} {done}/{total}", self.phase.as_str());
+        if !self.failed.is_empty() && self.rolling_back.is_none() {
             progress.push_str(&format!(" ({} failed)", self.failed.len()));
         }
         let message = match self.phase {
@@ -50,17 +59,6 @@ impl Decision {
                 format!("{} of {} pools done, {} updated{waiting}{wave}", self.done, self.total, self.updated)
             }
         };
-        // A rollback counts the pools going back.
-        let (updated, done, total) = match &self.rolling_back {
-            Some(back) => {
-                let written = self.pools.values().filter(|d| d.state.written_back()).count();
-                (written, back.back, back.pools.len())
-            }
-            None => (self.updated, self.done, self.total),
-        };
-        if self.rolling_back.is_some() {
-            progress = format!("{} {done}/{total}", self.phase.as_str());
-        }
         RolloutStatus {
             revision: revision.to_string(),
             phase: self.phase,
