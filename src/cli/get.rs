@@ -19,6 +19,8 @@ use crate::reconcile::fleet::{self, FleetReport, PoolReport};
 use crate::reconcile::observe::helmrelease_resource;
 use crate::reconcile::plan::{self, ObservedRelease};
 use crate::reconcile::release_state::{ReleaseState, ReleaseStatus};
+use crate::reconcile::rollout::settings;
+use k8s_openapi::jiff::Timestamp;
 
 /// `get`'s flags.
 #[derive(Debug, clap::Args)]
@@ -66,6 +68,11 @@ pub struct PoolRow {
     pub revision: Option<i64>,
     pub message: String,
     pub suspended: bool,
+    /// When the pool's last Ready node (or its site's control plane or
+    /// connection) went down, while none is up; it reads `Offline` once it
+    /// has been down for the application's `rollout.offlineAfter`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub down_since: Option<String>,
 }
 
 impl PoolRow {
@@ -78,7 +85,7 @@ impl PoolRow {
 /// a row per pool, with the Helm revision and suspension read from each
 /// pool's HelmRelease.
 pub fn rows(app: &NodePoolApplication, releases: &[Value], node_list: &[Node]) -> Vec<PoolRow> {
-    rows_counted(app, releases, &node_counts(app, node_list))
+    rows_counted(app, releases, &node_counts(app, node_list), Timestamp::now())
 }
 
 /// As [`rows`], with each site's nodes (or control plane) counted already.
@@ -86,16 +93,20 @@ pub fn rows_counted(
     app: &NodePoolApplication,
     releases: &[Value],
     counts: &BTreeMap<String, NodeCount>,
+    now: Timestamp,
 ) -> Vec<PoolRow> {
     let helm: BTreeMap<&str, Helm> = releases
         .iter()
         .filter_map(|r| Some((r.pointer("/metadata/name")?.as_str()?, Helm::of(r))))
         .collect();
-    rows_of(app, &observed_report(app, releases, counts), &helm)
+    rows_of(app, &observed_report(app, releases, counts, now), &helm)
 }
 
 /// Each pool's nodes, as the controller counts them.
-fn node_counts(app: &NodePoolApplication, node_list: &[Node]) -> BTreeMap<String, NodeCount> {
+pub fn node_counts<'a>(
+    app: &NodePoolApplication,
+    node_list: impl IntoIterator<Item = &'a Node>,
+) -> BTreeMap<String, NodeCount> {
     let membership = Membership::of(&app.spec.pools, app.spec.placement.node_label.as_deref());
     nodes::count(node_list, &membership)
 }
@@ -154,6 +165,7 @@ pub fn rows_of(app: &NodePoolApplication, report: &FleetReport, helm: &BTreeMap<
                 revision,
                 message: status.message,
                 suspended,
+                down_since: p.nodes.filter(|n| n.offline()).and_then(|n| n.changed).map(|t| t.to_string()),
             }
         })
         .collect();
@@ -165,15 +177,31 @@ pub fn rows_of(app: &NodePoolApplication, report: &FleetReport, helm: &BTreeMap<
 /// planned: each of its HelmReleases (those carrying its label) as the
 /// controller's report reads a release it leaves as it is (pools that
 /// reach into a sibling's instance failing, pools with no Ready node
-/// offline), and each pool the application's status lists without a
+/// offline once down for `rollout.offlineAfter` at `now`, as the rollout
+/// counts them), and each pool the application's status lists without a
 /// release, in the status's words. The application's status lists at
 /// most 40 pools; the HelmReleases and Nodes hold the rest.
 pub fn observed_report(
     app: &NodePoolApplication,
     releases: &[Value],
     counts: &BTreeMap<String, NodeCount>,
+    now: Timestamp,
 ) -> FleetReport {
     let nodes_of = |pool: &str| counts.get(pool).copied().unwrap_or_default();
+    let offline_after = app
+        .spec
+        .rollout
+        .as_ref()
+        .and_then(|r| r.offline_after.as_deref())
+        .and_then(settings::parse_duration)
+        .unwrap_or(settings::DEFAULT_OFFLINE_AFTER);
+    // Down since an unknown time counts as offline now, as the rollout counts it.
+    let offline = |count: NodeCount| {
+        count.offline()
+            && count
+                .changed
+                .is_none_or(|since| since.checked_add(offline_after).is_ok_and(|at| at <= now))
+    };
     let observed: Vec<ObservedRelease> = releases.iter().filter_map(ObservedRelease::from_value).collect();
     let isolation: BTreeMap<String, ReleaseStatus> =
         plan::isolation_failures(&observed).into_iter().map(|o| (o.name, o.status)).collect();
@@ -184,7 +212,7 @@ pub fn observed_report(
             let count = nodes_of(&pool);
             let status = isolation.get(&o.name).cloned().unwrap_or(o.status);
             PoolReport {
-                status: match count.offline() {
+                status: match offline(count) {
                     true => fleet::offline_status(status, count, true),
                     false => status,
                 },
@@ -354,7 +382,7 @@ pub async fn app_rows(
         PoolKind::ClusterProfile => site_counts(client, &app_namespace).await?,
         _ => node_counts(app, node_list),
     };
-    Ok(rows_counted(app, &values, &counts))
+    Ok(rows_counted(app, &values, &counts, Timestamp::now()))
 }
 
 /// The health of the site clusters of `namespace`, from their

@@ -171,22 +171,12 @@ pub async fn execute(cli: Cli, out: &mut impl Write, err: &mut impl Write) -> Re
             Ok(true)
         }
         Command::Ui(args) => {
-            let client = kube::Client::try_default().await.map_err(CliError::Connect)?;
-            let scope = args
-                .namespace
-                .as_deref()
-                .map_or("every namespace".to_string(), |n| format!("namespace {n}"));
-            writeln!(
-                out,
-                "console on http://{} (read-only, {scope}, as the kubeconfig's user)",
-                args.address
-            )?;
+            let config = kube::Config::infer()
+                .await
+                .map_err(|e| CliError::Connect(kube::Error::InferConfig(e)))?;
+            writeln!(out, "{}", crate::console::start::banner(&args))?;
             out.flush()?;
-            let source = crate::console::source::ClusterSource {
-                client,
-                namespace: args.namespace.clone(),
-            };
-            crate::console::serve(args.address, std::sync::Arc::new(source)).await?;
+            crate::console::start::run(&args, config).await?;
             Ok(true)
         }
         Command::Run(args) => {

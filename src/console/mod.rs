@@ -2,45 +2,75 @@
 //! n/m` and rollout, and each application's pools as a grid of cells,
 //! grouped by a label, filtered by state and text, each cell opening the
 //! pool's detail. `nodepool-fanout ui` serves it on the loopback with the
-//! user's own kubeconfig identity, as `kubectl proxy` does.
+//! user's own kubeconfig identity, as `kubectl proxy` does; in the cluster
+//! it runs as a Deployment of its own behind an authenticating proxy.
 //!
-//! It reads what `nodepool-fanout get` reads (each application's status
-//! and its fleet report, [`crate::cli::get`]), so the console, the CLI and
-//! the status never disagree. It is read-only: it serves no route that
-//! writes. Every page is sent with a content security policy that allows
-//! no inline script or style, and with no caching.
+//! - [`cache`] keeps the fleet in watch caches and builds each page from
+//!   the fleet report `nodepool-fanout get` builds, so the console, the
+//!   CLI and the status never disagree;
+//! - [`live`] tells open pages that the fleet changed (server-sent events,
+//!   batched), and they fetch themselves again;
+//! - [`identity`] says who acts, and guards each form with a CSRF token;
+//! - [`actions`] pauses, resumes, reconciles, approves and suspends, as
+//!   the acting user; with no identity there is no action route at all;
+//! - [`view`] and [`pages`] say what is shown, and how.
+//!
+//! Every page is sent with a content security policy that allows only the
+//! console's own stylesheet and script, and with no caching.
 
+pub mod actions;
+pub mod cache;
+pub mod identity;
+pub mod live;
 pub mod pages;
-pub mod source;
+pub mod start;
 pub mod view;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::{Path, Query, State};
-use axum::http::{header, HeaderValue, StatusCode};
-use axum::response::{Html, IntoResponse, Response};
-use axum::routing::get;
+use axum::extract::{Form, Path, Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
 use axum::Router;
 use futures::future::BoxFuture;
 use serde::Deserialize;
+use tokio::sync::watch;
 
+use actions::{Action, ActionError, Actions, Target};
+use identity::{Actor, Identity, Tokens};
 use view::{AppView, CellState, Filter};
 
 /// Where the console reads the fleet from.
 pub trait Source: Send + Sync + 'static {
     /// Every application the console shows, each with its pools.
     fn applications(&self) -> BoxFuture<'_, Result<Vec<AppView>, SourceError>>;
+
+    /// One application, if it is visible.
+    fn application<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<AppView>, SourceError>> {
+        Box::pin(async move {
+            let apps = self.applications().await?;
+            Ok(apps.into_iter().find(|a| a.namespace == namespace && a.name == name))
+        })
+    }
+
+    /// A count that moves whenever the fleet changes.
+    fn changes(&self) -> watch::Receiver<u64>;
 }
 
 /// Why the fleet could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
     #[error(
-        "cannot read from the cluster as the kubeconfig's user (check KUBECONFIG, the current \
-         context, and that the user may list NodePoolApplications, HelmReleases and Nodes): {0}"
+        "cannot read from the cluster (check KUBECONFIG, the current context, and that the user \
+         may list and watch NodePoolApplications, HelmReleases and Nodes): {0}"
     )]
-    Cluster(#[from] kube::Error),
+    NotListed(String),
     #[error(
         "the cluster serves no NodePoolApplications: install the CustomResourceDefinition \
          (kubectl apply --server-side -k crds/, or the Helm chart)"
@@ -58,45 +88,99 @@ pub enum ConsoleError {
     },
     #[error("the console stopped: {0}")]
     Serve(std::io::Error),
+    #[error("cannot draw the console's CSRF secret from the operating system: {0}")]
+    Random(getrandom::Error),
+    #[error("cannot ask the API server who the kubeconfig's user is (kubectl auth whoami): {0}")]
+    WhoAmI(kube::Error),
+}
+
+/// Who may act from the console; `ui`'s `--identity`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum IdentityMode {
+    /// The kubeconfig's user, or the user `--as` names.
+    Kubeconfig,
+    /// The user an authenticating proxy names in `--user-header`.
+    Proxy,
+    /// Nobody: the console is read-only and has no action routes.
+    None,
 }
 
 /// `ui`'s flags.
 #[derive(Debug, clap::Args)]
 pub struct UiArgs {
-    /// Where to listen; the loopback, as the console acts with your own
-    /// kubeconfig identity.
-    #[arg(long, default_value = "127.0.0.1:8090")]
+    /// Where to listen. The loopback, unless the console runs behind an
+    /// authenticating proxy.
+    #[arg(long, default_value = "127.0.0.1:8090", env = "CONSOLE_ADDRESS")]
     pub address: SocketAddr,
     /// Only this namespace's applications; every namespace's when not given.
-    #[arg(short, long)]
+    #[arg(short, long, env = "CONSOLE_NAMESPACE")]
     pub namespace: Option<String>,
+    /// Who acts: `kubeconfig` (the default: you, as kubectl acts),
+    /// `proxy` (each user as an authenticating proxy names them, by
+    /// impersonation) or `none` (read-only).
+    #[arg(long, value_enum, default_value = "kubeconfig", env = "CONSOLE_IDENTITY")]
+    pub identity: IdentityMode,
+    /// Act as this user, as `kubectl --as` does (with `--identity kubeconfig`).
+    #[arg(long = "as")]
+    pub as_user: Option<String>,
+    /// Act with this group, as `kubectl --as-group` does; repeatable.
+    #[arg(long = "as-group")]
+    pub as_groups: Vec<String>,
+    /// The header the proxy names the user in (with `--identity proxy`).
+    #[arg(long, default_value = "X-Forwarded-User", env = "CONSOLE_USER_HEADER")]
+    pub user_header: axum::http::HeaderName,
+    /// The header the proxy lists the user's groups in, comma-separated.
+    #[arg(long, default_value = "X-Forwarded-Groups", env = "CONSOLE_GROUPS_HEADER")]
+    pub groups_header: axum::http::HeaderName,
 }
 
-/// The console's routes over `source`.
-pub fn router(source: Arc<dyn Source>) -> Router {
-    Router::new()
+/// Who acts, their tokens, and what acting does.
+pub struct Steering {
+    pub identity: Identity,
+    pub tokens: Tokens,
+    pub actions: Actions,
+}
+
+/// The console's state: where it reads, and who may steer (none: read-only).
+#[derive(Clone)]
+struct Console {
+    source: Arc<dyn Source>,
+    steering: Option<Arc<Steering>>,
+}
+
+/// What a page offers the user who reads it: the forms and their token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Controls {
+    pub user: String,
+    pub token: String,
+}
+
+/// The console's routes over `source`; with `steering`, its action routes
+/// too.
+pub fn router(source: Arc<dyn Source>, steering: Option<Arc<Steering>>) -> Router {
+    let mut routes = Router::new()
         .route("/", get(landing))
         .route("/apps/{namespace}/{name}", get(application))
         .route("/apps/{namespace}/{name}/pools/{pool}", get(pool))
+        .route("/events", get(live::events))
         .route("/static/console.css", get(stylesheet))
-        .route("/healthz", get(|| async { "ok" }))
+        .route("/static/console.js", get(script))
+        .route("/healthz", get(|| async { "ok" }));
+    if steering.is_some() {
+        routes = routes
+            .route("/apps/{namespace}/{name}/actions/{action}", post(act_on_app))
+            .route("/apps/{namespace}/{name}/pools/{pool}/actions/{action}", post(act_on_pool));
+    }
+    routes
         .fallback(|| async { (StatusCode::NOT_FOUND, html(pages::not_found("No such page."))) })
         .layer(axum::middleware::map_response(secure))
-        .with_state(source)
+        .with_state(Console { source, steering })
 }
 
-/// Serves the console on `address` until the process is stopped.
-pub async fn serve(address: SocketAddr, source: Arc<dyn Source>) -> Result<(), ConsoleError> {
-    let listener = tokio::net::TcpListener::bind(address)
-        .await
-        .map_err(|source| ConsoleError::Listen { address, source })?;
-    axum::serve(listener, router(source)).await.map_err(ConsoleError::Serve)
-}
-
-/// The content security policy: the console's own stylesheet, nothing
-/// inline, no frames, forms only to itself.
-const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self'; base-uri 'none'; \
-                   form-action 'self'; frame-ancestors 'none'";
+/// The content security policy: the console's own stylesheet and script,
+/// its own event stream, nothing inline, no frames, forms only to itself.
+const CSP: &str = "default-src 'none'; style-src 'self'; script-src 'self'; connect-src 'self'; \
+                   img-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 async fn secure(mut response: Response) -> Response {
     let headers = response.headers_mut();
@@ -111,70 +195,111 @@ fn html(markup: maud::Markup) -> Html<String> {
     Html(markup.into_string())
 }
 
-type Shared = State<Arc<dyn Source>>;
-
-async fn read(source: &dyn Source) -> Result<Vec<AppView>, Response> {
-    source.applications().await.map_err(|e| {
-        tracing::warn!(error = %e, "the console cannot read the fleet");
-        (StatusCode::SERVICE_UNAVAILABLE, html(pages::unavailable(&e.to_string()))).into_response()
-    })
+fn unavailable(e: SourceError) -> Response {
+    tracing::warn!(error = %e, "the console cannot read the fleet");
+    (StatusCode::SERVICE_UNAVAILABLE, html(pages::unavailable(&e.to_string()))).into_response()
 }
 
-async fn landing(State(source): Shared) -> Response {
-    match read(source.as_ref()).await {
-        Ok(apps) => html(pages::landing(&apps)).into_response(),
-        Err(response) => response,
+impl Console {
+    /// The controls the reader of a page gets: none when read-only, or
+    /// when the proxy named nobody.
+    fn controls(&self, headers: &HeaderMap) -> Option<Controls> {
+        let steering = self.steering.as_ref()?;
+        let actor = steering.identity.actor(headers)?;
+        Some(Controls {
+            token: steering.tokens.token(&actor),
+            user: actor.name,
+        })
     }
-}
 
-/// The grid's filter, as the form sends it; an empty field is no filter.
-#[derive(Debug, Default, Deserialize)]
-struct FilterQuery {
-    group: Option<String>,
-    state: Option<String>,
-    q: Option<String>,
-}
-
-impl FilterQuery {
-    fn filter(self) -> Filter {
-        let given = |v: Option<String>| v.filter(|v| !v.trim().is_empty());
-        Filter {
-            group: given(self.group),
-            state: given(self.state).and_then(|s| CellState::of_word(&s)),
-            text: given(self.q),
+    async fn find(&self, namespace: &str, name: &str) -> Result<AppView, Response> {
+        match self.source.application(namespace, name).await {
+            Ok(Some(app)) => Ok(app),
+            Ok(None) => {
+                let what = format!("No NodePoolApplication {namespace}/{name} is visible to you.");
+                Err((StatusCode::NOT_FOUND, html(pages::not_found(&what))).into_response())
+            }
+            Err(e) => Err(unavailable(e)),
         }
     }
 }
 
-async fn find(source: &dyn Source, namespace: &str, name: &str) -> Result<AppView, Response> {
-    let apps = read(source).await?;
-    apps.into_iter().find(|a| a.namespace == namespace && a.name == name).ok_or_else(|| {
-        let what = format!("No NodePoolApplication {namespace}/{name} is visible to you.");
-        (StatusCode::NOT_FOUND, html(pages::not_found(&what))).into_response()
-    })
+async fn landing(State(console): State<Console>, headers: HeaderMap) -> Response {
+    match console.source.applications().await {
+        Ok(apps) => html(pages::landing(&apps, console.controls(&headers).as_ref())).into_response(),
+        Err(e) => unavailable(e),
+    }
+}
+
+/// The grid's filter, as the form sends it; an empty field is no filter.
+/// `notice` is what the last action did.
+#[derive(Debug, Default, Deserialize, serde::Serialize)]
+struct PageQuery {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    group: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    state: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    q: Option<String>,
+    #[serde(skip_serializing)]
+    notice: Option<String>,
+}
+
+impl PageQuery {
+    /// The page's own query, the notice left out, to come back to after
+    /// an action.
+    fn kept(&self) -> String {
+        serde_urlencoded::to_string(self).unwrap_or_default()
+    }
+
+    fn filter(&self) -> Filter {
+        let given = |v: &Option<String>| v.clone().filter(|v| !v.trim().is_empty());
+        Filter {
+            group: given(&self.group),
+            state: given(&self.state).and_then(|s| CellState::of_word(&s)),
+            text: given(&self.q),
+        }
+    }
 }
 
 async fn application(
-    State(source): Shared,
+    State(console): State<Console>,
     Path((namespace, name)): Path<(String, String)>,
-    Query(query): Query<FilterQuery>,
+    Query(query): Query<PageQuery>,
+    headers: HeaderMap,
 ) -> Response {
-    match find(source.as_ref(), &namespace, &name).await {
-        Ok(app) => html(pages::application(&app, &query.filter())).into_response(),
+    match console.find(&namespace, &name).await {
+        Ok(app) => {
+            let page = pages::Page {
+                controls: console.controls(&headers),
+                notice: query.notice.clone(),
+                query: query.kept(),
+            };
+            html(pages::application(&app, &query.filter(), &page)).into_response()
+        }
         Err(response) => response,
     }
 }
 
 async fn pool(
-    State(source): Shared,
+    State(console): State<Console>,
     Path((namespace, name, pool)): Path<(String, String, String)>,
+    Query(query): Query<PageQuery>,
+    headers: HeaderMap,
 ) -> Response {
-    let app = match find(source.as_ref(), &namespace, &name).await {
+    let app = match console.find(&namespace, &name).await {
         Ok(app) => app,
         Err(response) => return response,
     };
     match app.pools.iter().find(|p| p.row.pool == pool) {
-        Some(found) => html(pages::pool(&app, found)).into_response(),
+        Some(found) => {
+            let page = pages::Page {
+                controls: console.controls(&headers),
+                query: query.kept(),
+                notice: query.notice,
+            };
+            html(pages::pool(&app, found, &page)).into_response()
+        }
         None => {
             let what = format!("{namespace}/{name} has no pool {pool}.");
             (StatusCode::NOT_FOUND, html(pages::not_found(&what))).into_response()
@@ -182,8 +307,114 @@ async fn pool(
     }
 }
 
+/// An action's form: its CSRF token, and the query of the page it was
+/// sent from.
+#[derive(Debug, Deserialize)]
+struct ActionForm {
+    csrf: String,
+    #[serde(default)]
+    back: String,
+}
+
+async fn act_on_app(
+    State(console): State<Console>,
+    Path((namespace, name, action)): Path<(String, String, String)>,
+    headers: HeaderMap,
+    Form(form): Form<ActionForm>,
+) -> Response {
+    let back = pages::app_path(&namespace, &name);
+    let target = Target {
+        namespace,
+        name,
+        pool: None,
+    };
+    act(&console, &headers, &form, &action, target, back).await
+}
+
+async fn act_on_pool(
+    State(console): State<Console>,
+    Path((namespace, name, pool, action)): Path<(String, String, String, String)>,
+    headers: HeaderMap,
+    Form(form): Form<ActionForm>,
+) -> Response {
+    let back = pages::pool_path(&namespace, &name, &pool);
+    let release = match console.find(&namespace, &name).await {
+        Ok(app) => app.pools.iter().find(|p| p.row.pool == pool).map(|p| p.row.release.clone()),
+        Err(response) => return response,
+    };
+    let Some(release) = release else {
+        let what = format!("{namespace}/{name} has no pool {pool}.");
+        return (StatusCode::NOT_FOUND, html(pages::not_found(&what))).into_response();
+    };
+    let target = Target {
+        namespace,
+        name,
+        pool: Some((pool, release)),
+    };
+    act(&console, &headers, &form, &action, target, back).await
+}
+
+/// Checks who asks and that the form is the console's own, does the
+/// action, and sends the user back to the page with what was done.
+async fn act(
+    console: &Console,
+    headers: &HeaderMap,
+    form: &ActionForm,
+    action: &str,
+    target: Target,
+    back: String,
+) -> Response {
+    let refuse = |status: StatusCode, why: &str| (status, html(pages::refused(why, &back))).into_response();
+    let Some(steering) = &console.steering else {
+        return refuse(StatusCode::NOT_FOUND, "This console is read-only.");
+    };
+    let Some(action) = Action::of_path(action) else {
+        return refuse(StatusCode::NOT_FOUND, "No such action.");
+    };
+    if identity::cross_site(headers) {
+        return refuse(StatusCode::FORBIDDEN, "Refused: the request came from another site.");
+    }
+    let Some(actor): Option<Actor> = steering.identity.actor(headers) else {
+        return refuse(StatusCode::UNAUTHORIZED, "Nobody is signed in: sign in through the proxy first.");
+    };
+    if !steering.tokens.check(&actor, &form.csrf) {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "Refused: the form is stale or not the console's own. Reload the page.",
+        );
+    }
+    match steering.actions.act(&actor, action, &target).await {
+        Ok(done) => {
+            tracing::info!(user = %actor.name, ?action, "{done}");
+            // Back to the page as it was: its own path (never one the form
+            // names), its grouping and filters, and what was done.
+            let kept: PageQuery = serde_urlencoded::from_str(&form.back).unwrap_or_default();
+            let notice = serde_urlencoded::to_string([("notice", done.as_str())]).unwrap_or_default();
+            let query = [kept.kept(), notice]
+                .into_iter()
+                .filter(|q| !q.is_empty())
+                .collect::<Vec<_>>()
+                .join("&");
+            Redirect::to(&format!("{back}?{query}")).into_response()
+        }
+        Err(e) => {
+            let status = match &e {
+                ActionError::Refused { .. } => StatusCode::FORBIDDEN,
+                ActionError::HeldByGit { .. } | ActionError::NotNow(_) => StatusCode::CONFLICT,
+                ActionError::Client { .. } | ActionError::Cluster(_) => StatusCode::BAD_GATEWAY,
+            };
+            tracing::info!(user = %actor.name, ?action, error = %e, "a console action was not done");
+            refuse(status, &format!("Not done: {e}"))
+        }
+    }
+}
+
 async fn stylesheet() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], include_str!("console.css"))
+}
+
+async fn script() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], include_str!("console.js"))
 }
 
 #[cfg(test)]

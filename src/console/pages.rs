@@ -5,8 +5,20 @@
 use maud::{html, Markup, DOCTYPE};
 
 use super::view::{AppView, CellState, Filter, PoolView};
+use super::Controls;
+use crate::api::RolloutPhase;
 
-fn page(title: &str, body: Markup) -> Markup {
+/// What a page says beyond the fleet: the reader's controls (none when
+/// read-only), what the reader's last action did, and the page's own
+/// query (the grid's grouping and filters), kept across an action.
+#[derive(Debug, Clone, Default)]
+pub struct Page {
+    pub controls: Option<Controls>,
+    pub notice: Option<String>,
+    pub query: String,
+}
+
+fn page(title: &str, controls: Option<&Controls>, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -15,17 +27,50 @@ fn page(title: &str, body: Markup) -> Markup {
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 title { (title) " · nodepool-fanout" }
                 link rel="stylesheet" href="/static/console.css";
+                script src="/static/console.js" defer {}
             }
             body {
-                header { a href="/" { "nodepool-fanout" } " " span.readonly { "read-only" } }
+                header {
+                    a href="/" { "nodepool-fanout" } " "
+                    @match controls {
+                        Some(c) => span.who { "acting as " strong.user { (c.user) } },
+                        None => span.readonly { "read-only" },
+                    }
+                }
                 main { (body) }
             }
         }
     }
 }
 
+/// The path of an application's page.
+pub fn app_path(namespace: &str, name: &str) -> String {
+    format!("/apps/{}/{}", urlencode(namespace), urlencode(name))
+}
+
+/// The path of a pool's page.
+pub fn pool_path(namespace: &str, name: &str, pool: &str) -> String {
+    format!("{}/pools/{}", app_path(namespace, name), urlencode(pool))
+}
+
 fn app_href(app: &AppView) -> String {
-    format!("/apps/{}/{}", urlencode(&app.namespace), urlencode(&app.name))
+    app_path(&app.namespace, &app.name)
+}
+
+/// A form that posts one action, with the reader's CSRF token and the
+/// page's query to come back to.
+fn action(page: &Page, controls: &Controls, path: &str, word: &str, label: &str) -> Markup {
+    html! {
+        form.action method="post" action=(format!("{path}/actions/{word}")) {
+            input type="hidden" name="csrf" value=(controls.token);
+            input type="hidden" name="back" value=(page.query);
+            button type="submit" data-action=(word) { (label) }
+        }
+    }
+}
+
+fn notice(page: &Page) -> Markup {
+    html! { @if let Some(n) = &page.notice { p.notice role="status" { (n) } } }
 }
 
 fn urlencode(text: &str) -> String {
@@ -33,13 +78,13 @@ fn urlencode(text: &str) -> String {
 }
 
 /// Every application, one row each.
-pub fn landing(apps: &[AppView]) -> Markup {
+pub fn landing(apps: &[AppView], controls: Option<&Controls>) -> Markup {
     let body = html! {
         h1 { "Applications" }
         @if apps.is_empty() {
             p.empty { "No NodePoolApplication is visible to you." }
         } @else {
-            table.apps {
+            table.apps data-live="apps" {
                 thead { tr {
                     th { "Namespace" } th { "Name" } th { "Chart" } th { "Version" }
                     th { "Ready" } th { "Rollout" } th { "Status" }
@@ -60,16 +105,19 @@ pub fn landing(apps: &[AppView]) -> Markup {
             }
         }
     };
-    page("Applications", body)
+    page("Applications", controls, body)
 }
 
 /// One application: its rollout, the counts, the filter, and every pool as
 /// a cell of the grid.
-pub fn application(app: &AppView, filter: &Filter) -> Markup {
+pub fn application(app: &AppView, filter: &Filter, page_of: &Page) -> Markup {
     let groups = filter.groups(app);
     let shown: usize = groups.iter().map(|(_, pools)| pools.len()).sum();
     let body = html! {
         h1 { (app.namespace) " / " (app.name) }
+        (notice(page_of))
+        @if let Some(controls) = &page_of.controls { (app_actions(app, page_of, controls)) }
+        div data-live="summary" {
         dl.summary {
             dt { "Chart" } dd { (app.chart) " " (app.versions) }
             dt { "Ready" } dd.ready { (app.ready) }
@@ -83,7 +131,9 @@ pub fn application(app: &AppView, filter: &Filter) -> Markup {
                 li class=(class_of(state)) { span.symbol aria-hidden="true" { (state.symbol()) } " " (state.word()) " " strong { (n) } }
             }
         }
+        }
         (filter_form(app, filter))
+        div data-live="grid" {
         p.shown { (shown) " of " (app.pools.len()) " pools" }
         @for (group, pools) in &groups {
             section.group {
@@ -93,8 +143,23 @@ pub fn application(app: &AppView, filter: &Filter) -> Markup {
                 }
             }
         }
+        }
     };
-    page(&format!("{}/{}", app.namespace, app.name), body)
+    page(&format!("{}/{}", app.namespace, app.name), page_of.controls.as_ref(), body)
+}
+
+/// The application's actions: pause or resume, reconcile, and approve
+/// when a wave awaits approval.
+fn app_actions(app: &AppView, page: &Page, controls: &Controls) -> Markup {
+    let path = app_href(app);
+    html! {
+        div.actions {
+            @if app.paused { (action(page, controls, &path, "resume", "Resume rollout")) }
+            @else { (action(page, controls, &path, "pause", "Pause rollout")) }
+            (action(page, controls, &path, "reconcile", "Reconcile now"))
+            @if app.phase == Some(RolloutPhase::AwaitingApproval) { (action(page, controls, &path, "approve", "Approve wave")) }
+        }
+    }
 }
 
 fn class_of(state: CellState) -> String {
@@ -141,13 +206,23 @@ fn filter_form(app: &AppView, filter: &Filter) -> Markup {
 }
 
 /// One pool: its release as Flux reports it, its nodes and labels.
-pub fn pool(app: &AppView, pool: &PoolView) -> Markup {
+pub fn pool(app: &AppView, pool: &PoolView, page_of: &Page) -> Markup {
     let row = &pool.row;
+    let path = pool_path(&app.namespace, &app.name, &row.pool);
     let body = html! {
         p { a href=(app_href(app)) { "← " (app.namespace) " / " (app.name) } }
+        (notice(page_of))
+        @if let Some(controls) = page_of.controls.as_ref().filter(|_| !row.release.is_empty()) {
+            div.actions {
+                @if row.suspended { (action(page_of, controls, &path, "resume-pool", "Resume pool")) }
+                @else { (action(page_of, controls, &path, "suspend", "Suspend pool")) }
+            }
+        }
+        div data-live="pool" {
         h1 { (row.pool) " " span class=(class_of(pool.state)) { span.symbol aria-hidden="true" { (pool.state.symbol()) } " " (pool.state.word()) } }
         dl.summary {
             dt { "Nodes ready" } dd.nodes { (row.nodes) }
+            @if let Some(since) = &row.down_since { dt { "Down since" } dd.down { (since) } }
             dt { "HelmRelease" } dd.release { @if row.release.is_empty() { "none" } @else { (row.namespace) "/" (row.release) } }
             dt { "Flux state" } dd.flux { (row.state) " " (row.reason) }
             dt { "Rollout" } dd.rollout { (pool.rollout.clone().unwrap_or_else(|| "-".to_string())) }
@@ -161,19 +236,38 @@ pub fn pool(app: &AppView, pool: &PoolView) -> Markup {
         @if pool.labels.is_empty() { p { "none" } } @else {
             ul.labels { @for (k, v) in &pool.labels { li { code { (k) "=" (v) } } } }
         }
+        }
     };
-    page(&format!("{} of {}/{}", row.pool, app.namespace, app.name), body)
+    page(
+        &format!("{} of {}/{}", row.pool, app.namespace, app.name),
+        page_of.controls.as_ref(),
+        body,
+    )
+}
+
+/// An action not done, and why.
+pub fn refused(why: &str, back: &str) -> Markup {
+    page(
+        "Not done",
+        None,
+        html! { h1 { "Not done" } p.error { (why) } p { a href=(back) { "Back" } } },
+    )
 }
 
 /// A page that says what is not there.
 pub fn not_found(what: &str) -> Markup {
     page(
         "Not found",
+        None,
         html! { h1 { "Not found" } p { (what) } p { a href="/" { "All applications" } } },
     )
 }
 
 /// A page that says the cluster could not be read, and why.
 pub fn unavailable(why: &str) -> Markup {
-    page("Cannot read the cluster", html! { h1 { "Cannot read the cluster" } p.error { (why) } })
+    page(
+        "Cannot read the cluster",
+        None,
+        html! { h1 { "Cannot read the cluster" } p.error { (why) } },
+    )
 }

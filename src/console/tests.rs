@@ -13,21 +13,45 @@ use super::view::{AppView, CellState, Filter};
 use super::*;
 use crate::api::NodePoolApplication;
 use crate::cli::get::PoolRow;
+use identity::Tokens;
 
-/// A fleet the test builds; `Err` answers as an API server refusing the
-/// user would.
+/// A fleet the test builds; `Err` answers as caches that cannot list.
 struct Fixed(Result<Vec<AppView>, String>);
 
 impl Source for Fixed {
     fn applications(&self) -> BoxFuture<'_, Result<Vec<AppView>, SourceError>> {
-        let result = self.0.clone().map_err(|message| {
-            let status: kube::core::Status = serde_json::from_value(json!({
-                "status": "Failure", "code": 401, "reason": "Unauthorized", "message": message
-            }))
-            .unwrap();
-            SourceError::Cluster(kube::Error::Api(Box::new(status)))
-        });
+        let result = self.0.clone().map_err(SourceError::NotListed);
         Box::pin(async move { result })
+    }
+
+    fn changes(&self) -> watch::Receiver<u64> {
+        watch::channel(0).1
+    }
+}
+
+/// Steering as `identity`, over an API server that is never reached: every
+/// request these tests make is refused before it would be.
+fn steering(identity: Identity) -> Option<Arc<Steering>> {
+    let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+    let client = kube::Client::try_from(config.clone()).unwrap();
+    Some(Arc::new(Steering {
+        identity,
+        tokens: Tokens::new().unwrap(),
+        actions: Actions::new(config, client),
+    }))
+}
+
+fn kubeconfig_user() -> Identity {
+    Identity::Kubeconfig {
+        name: "admin".into(),
+        impersonate: None,
+    }
+}
+
+fn proxy() -> Identity {
+    Identity::Proxy {
+        user: axum::http::HeaderName::from_static("x-forwarded-user"),
+        groups: axum::http::HeaderName::from_static("x-forwarded-groups"),
     }
 }
 
@@ -44,6 +68,7 @@ fn row(pool: &str, state: &str, message: &str) -> PoolRow {
         revision: Some(2),
         message: message.into(),
         suspended: false,
+        down_since: None,
     }
 }
 
@@ -89,10 +114,11 @@ fn fleet() -> Vec<AppView> {
 }
 
 async fn get_page(source: Fixed, uri: &str) -> (StatusCode, axum::http::HeaderMap, String) {
-    let response = router(Arc::new(source))
-        .oneshot(Request::get(uri).body(Body::empty()).unwrap())
-        .await
-        .unwrap();
+    send(router(Arc::new(source), None), Request::get(uri).body(Body::empty()).unwrap()).await
+}
+
+async fn send(router: Router, request: Request<Body>) -> (StatusCode, axum::http::HeaderMap, String) {
+    let response = router.oneshot(request).await.unwrap();
     let (parts, body) = response.into_parts();
     let bytes = axum::body::to_bytes(body, 1 << 20).await.unwrap();
     (parts.status, parts.headers, String::from_utf8(bytes.to_vec()).unwrap())
@@ -112,6 +138,22 @@ fn a_pools_state_is_the_rollouts_word_unless_flux_says_worse() {
     // An outage, a failure or a suspension says more than the rollout.
     assert_eq!(CellState::of(&r("Offline"), Some("Updating")), CellState::Offline);
     assert_eq!(CellState::of(&r("Stalled"), Some("Soaking")), CellState::Failed);
+    // Down, not yet for offlineAfter: the rollout waits for it.
+    let down = PoolRow {
+        down_since: Some("2030-01-01T00:00:00Z".into()),
+        ..r("Ready")
+    };
+    assert_eq!(CellState::of(&down, Some("Waiting")), CellState::Unreachable);
+    assert_eq!(
+        CellState::of(
+            &PoolRow {
+                down_since: Some("t".into()),
+                ..r("Failed")
+            },
+            None
+        ),
+        CellState::Failed
+    );
     let suspended = PoolRow {
         suspended: true,
         ..r("Ready")
@@ -228,21 +270,103 @@ async fn a_pools_page_shows_its_release_and_an_unknown_one_is_not_found() {
 async fn a_cluster_that_cannot_be_read_is_said_so() {
     let (status, _, body) = get_page(Fixed(Err("the token has expired".into())), "/").await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
-    assert!(body.contains("cannot read from the cluster as the kubeconfig"), "{body}");
+    assert!(body.contains("cannot read from the cluster"), "{body}");
     assert!(body.contains("the token has expired"), "{body}");
 }
 
 #[tokio::test]
-async fn the_console_is_read_only_and_serves_its_stylesheet() {
+async fn a_read_only_console_has_no_action_and_serves_its_assets() {
     for uri in ["/", "/apps/edge/gw", "/apps/edge/gw/pools/wuhan"] {
-        let response = router(Arc::new(Fixed(Ok(fleet()))))
-            .oneshot(Request::builder().method(Method::POST).uri(uri).body(Body::empty()).unwrap())
-            .await
-            .unwrap();
-        assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED, "POST {uri}");
+        let (status, _, _) = send(router(Arc::new(Fixed(Ok(fleet()))), None), post(uri, "")).await;
+        assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "POST {uri}");
     }
+    for uri in [
+        "/apps/edge/gw/actions/pause",
+        "/apps/edge/gw/pools/wuhan/actions/suspend",
+    ] {
+        let (status, _, _) = send(router(Arc::new(Fixed(Ok(fleet()))), None), post(uri, "csrf=x")).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "POST {uri}: no action route at all");
+    }
+    let (_, _, body) = get_page(Fixed(Ok(fleet())), "/apps/edge/gw/pools/wuhan").await;
+    assert!(body.contains("read-only") && !body.contains("<form class=\"action\""), "{body}");
+    let (_, headers, js) = get_page(Fixed(Ok(fleet())), "/static/console.js").await;
+    assert_eq!(headers.get("content-type").unwrap(), "text/javascript; charset=utf-8");
+    assert!(js.contains("EventSource(\"/events\")"), "{js}");
     let (status, headers, css) = get_page(Fixed(Ok(fleet())), "/static/console.css").await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(headers.get("content-type").unwrap(), "text/css; charset=utf-8");
     assert!(css.contains(".state-offline"), "{css}");
+}
+
+fn post(uri: &str, form: &str) -> Request<Body> {
+    Request::builder()
+        .method(Method::POST)
+        .uri(uri)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(Body::from(form.to_string()))
+        .unwrap()
+}
+
+/// The CSRF token a page gives its reader.
+fn token_in(body: &str) -> String {
+    let at =
+        body.find(r#"name="csrf" value=""#).expect("a form with a token") + r#"name="csrf" value=""#.len();
+    body[at..at + 64].to_string()
+}
+
+#[tokio::test]
+async fn a_console_that_may_act_offers_the_actions_with_a_token() {
+    let console = router(Arc::new(Fixed(Ok(fleet()))), steering(kubeconfig_user()));
+    let (_, _, body) =
+        send(console.clone(), Request::get("/apps/edge/gw").body(Body::empty()).unwrap()).await;
+    assert!(body.contains("acting as <strong class=\"user\">admin</strong>"), "{body}");
+    for action in ["pause", "reconcile"] {
+        assert!(body.contains(&format!(r#"action="/apps/edge/gw/actions/{action}""#)), "{action}: {body}");
+    }
+    assert!(!body.contains("actions/approve"), "no wave awaits approval: {body}");
+    assert_eq!(token_in(&body).len(), 64);
+    let (_, _, pool) =
+        send(console, Request::get("/apps/edge/gw/pools/wuhan").body(Body::empty()).unwrap()).await;
+    assert!(pool.contains(r#"action="/apps/edge/gw/pools/wuhan/actions/suspend""#), "{pool}");
+}
+
+#[tokio::test]
+async fn an_action_without_the_pages_token_or_from_another_site_is_refused() {
+    let console = router(Arc::new(Fixed(Ok(fleet()))), steering(kubeconfig_user()));
+    let (_, _, body) =
+        send(console.clone(), Request::get("/apps/edge/gw").body(Body::empty()).unwrap()).await;
+    let token = token_in(&body);
+    let (status, _, said) = send(console.clone(), post("/apps/edge/gw/actions/pause", "csrf=forged")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(said.contains("the form is stale or not the console"), "{said}");
+    let mut cross = post("/apps/edge/gw/actions/pause", &format!("csrf={token}"));
+    cross.headers_mut().insert("sec-fetch-site", "cross-site".parse().unwrap());
+    let (status, _, said) = send(console.clone(), cross).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(said.contains("came from another site"), "{said}");
+    let (status, _, _) = send(console, post("/apps/edge/gw/actions/explode", &format!("csrf={token}"))).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn behind_a_proxy_only_a_named_user_acts_with_their_own_token() {
+    let console = router(Arc::new(Fixed(Ok(fleet()))), steering(proxy()));
+    let (_, _, anonymous) =
+        send(console.clone(), Request::get("/apps/edge/gw").body(Body::empty()).unwrap()).await;
+    assert!(anonymous.contains("read-only") && !anonymous.contains("name=\"csrf\""), "{anonymous}");
+    let as_user = |user: &str, request: Request<Body>| {
+        let mut request = request;
+        request.headers_mut().insert("x-forwarded-user", user.parse().unwrap());
+        request
+    };
+    let get = |user| as_user(user, Request::get("/apps/edge/gw").body(Body::empty()).unwrap());
+    let (_, _, alices) = send(console.clone(), get("alice")).await;
+    assert!(alices.contains("<strong class=\"user\">alice</strong>"), "{alices}");
+    let token = token_in(&alices);
+    let (status, _, _) =
+        send(console.clone(), post("/apps/edge/gw/actions/pause", &format!("csrf={token}"))).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "nobody signed in");
+    let bobs = as_user("bob", post("/apps/edge/gw/actions/pause", &format!("csrf={token}")));
+    let (status, _, _) = send(console, bobs).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "alice's token is not bob's");
 }

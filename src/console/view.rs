@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use crate::api::NodePoolApplication;
+use crate::api::{NodePoolApplication, RolloutPhase};
 use crate::cli::get::PoolRow;
 
 /// One application, as the landing page lists it and its page heads it.
@@ -30,6 +30,10 @@ pub struct AppView {
     pub message: String,
     /// `spec.suspend`.
     pub suspended: bool,
+    /// `spec.rollout.paused`.
+    pub paused: bool,
+    /// The rollout's phase (`status.rollout.phase`), when there is one.
+    pub phase: Option<RolloutPhase>,
     pub pools: Vec<PoolView>,
 }
 
@@ -52,6 +56,7 @@ pub enum CellState {
     Failed,
     Halted,
     Offline,
+    Unreachable,
     Waiting,
     AwaitingApproval,
     Updating,
@@ -63,10 +68,11 @@ pub enum CellState {
 }
 
 impl CellState {
-    pub const ALL: [CellState; 11] = [
+    pub const ALL: [CellState; 12] = [
         Self::Failed,
         Self::Halted,
         Self::Offline,
+        Self::Unreachable,
         Self::Waiting,
         Self::AwaitingApproval,
         Self::Updating,
@@ -84,6 +90,7 @@ impl CellState {
             Self::Failed => "Failed",
             Self::Halted => "Halted",
             Self::Offline => "Offline",
+            Self::Unreachable => "Unreachable",
             Self::Waiting => "Waiting",
             Self::AwaitingApproval => "AwaitingApproval",
             Self::Updating => "Updating",
@@ -101,6 +108,7 @@ impl CellState {
             Self::Failed => "✕",
             Self::Halted => "■",
             Self::Offline => "○",
+            Self::Unreachable => "◌",
             Self::Waiting => "◷",
             Self::AwaitingApproval => "✋",
             Self::Updating => "↻",
@@ -119,11 +127,14 @@ impl CellState {
     /// A pool's state from what `get` reads of its release and what the
     /// rollout says of it. The rollout's word wins where it says more than
     /// Flux (a pool held for a window or an approval is Ready to Flux); a
-    /// failure, an outage or a suspension wins over the rollout.
+    /// failure, an outage or a suspension wins over the rollout. A pool
+    /// that is down, but not yet for `offlineAfter`, is Unreachable: the
+    /// rollout waits for it rather than skipping it.
     pub fn of(row: &PoolRow, rollout: Option<&str>) -> Self {
         match row.state.as_str() {
             "Failed" | "Stalled" => return Self::Failed,
             "Offline" => return Self::Offline,
+            _ if row.down_since.is_some() => return Self::Unreachable,
             "Suspended" => return Self::Suspended,
             _ if row.suspended => return Self::Suspended,
             _ => {}
@@ -149,7 +160,9 @@ impl CellState {
 
 impl AppView {
     /// The application as its status says it stands, with `rows` (its
-    /// pools as `get` reads them) and each pool's labels.
+    /// pools as `get` reads them) and each pool's labels. A pool's place
+    /// in the rollout is what the status lists of it (at most 40 pools,
+    /// those the rollout is at first); the others are told by Flux's state.
     pub fn of(
         app: &NodePoolApplication,
         rows: Vec<PoolRow>,
@@ -187,6 +200,8 @@ impl AppView {
             wave: rollout.and_then(|r| r.wave.clone()),
             message: ready.map(|c| c.message.clone()).unwrap_or_default(),
             suspended: app.spec.suspend == Some(true),
+            paused: app.spec.rollout.as_ref().and_then(|r| r.paused) == Some(true),
+            phase: rollout.map(|r| r.phase),
             pools,
         }
     }

@@ -50,7 +50,7 @@ use crate::reconcile::release_state::{ReleaseState, ReleaseStatus};
 mod held;
 mod measure;
 mod rollback;
-mod settings;
+pub mod settings;
 mod status;
 pub mod window;
 use held::{down_briefly, grace_left, held_by_window, offline, outside_window};

@@ -6,7 +6,6 @@
 use crate::support;
 
 use std::process::Stdio;
-use std::sync::Arc;
 use std::time::Duration;
 
 use fantoccini::{Client, ClientBuilder, Locator};
@@ -14,9 +13,11 @@ use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-use nodepool_fanout::console;
 use support::apps::{apply_app, complete, ingress_app, wait_app, READY_TIMEOUT};
 use support::{ensure_crd, wait_for, RunningController, TestEnv, TestResult};
+
+/// A rollout of six pools in three waves.
+const ROLLOUT_TIMEOUT: Duration = Duration::from_secs(240);
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
@@ -75,18 +76,50 @@ impl Driver {
     }
 }
 
-/// Serves the console over the test's namespace on a loopback port; returns
-/// its address.
-async fn serve_console(env: &TestEnv) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
-    let address = format!("http://{}", listener.local_addr().expect("its address"));
-    let source = console::source::ClusterSource {
-        client: env.client.clone(),
-        namespace: Some(env.namespace.clone()),
-    };
-    let router = console::router(Arc::new(source));
-    tokio::spawn(async move { axum::serve(listener, router).await });
-    address
+/// `nodepool-fanout ui` over the test's namespace, on a free loopback
+/// port, as a user would start it; stopped when dropped.
+struct Ui {
+    _child: std::process::Child,
+    address: String,
+}
+
+impl Ui {
+    async fn start(env: &TestEnv, flags: &[&str]) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free loopback port")
+            .port();
+        let address = format!("127.0.0.1:{port}");
+        let logs = support::repo_root().join("target/e2e-logs");
+        std::fs::create_dir_all(&logs).expect("cannot create target/e2e-logs");
+        let log =
+            std::fs::File::create(logs.join(format!("{}-ui-{port}.log", env.namespace))).expect("a log file");
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_nodepool-fanout"))
+            .args(["ui", "--address", &address, "--namespace", &env.namespace])
+            .args(flags)
+            .env("KUBECONFIG", support::kubeconfig())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("cannot start nodepool-fanout ui");
+        let ui = Ui {
+            _child: child,
+            address: format!("http://{address}"),
+        };
+        let healthz = format!("{}/healthz", ui.address);
+        wait_for("the console to listen", Duration::from_secs(30), || async {
+            reqwest::get(&healthz).await.map(|_| ()).map_err(|e| e.to_string())
+        })
+        .await;
+        ui
+    }
+}
+
+impl Drop for Ui {
+    fn drop(&mut self) {
+        let _ = self._child.kill();
+        let _ = self._child.wait();
+    }
 }
 
 /// The cells of the page open in `browser`: (pool, state).
@@ -109,8 +142,33 @@ fn png_size(bytes: &[u8]) -> Option<(u32, u32)> {
     Some((width, height))
 }
 
+/// The state of `pool`'s cell on the page open in `browser`.
+async fn state_of(browser: &Client, pool: &str) -> Result<String, String> {
+    let found = cells(browser).await.map_err(|e| e.to_string())?;
+    found
+        .into_iter()
+        .find(|(p, _)| p == pool)
+        .map(|(_, s)| s)
+        .ok_or_else(|| format!("no cell {pool}"))
+}
+
+/// Waits until the page's event stream is open: from then on the page
+/// follows the fleet without being reloaded.
+async fn wait_live(browser: &Client) {
+    wait_for("the page's event stream", Duration::from_secs(20), || async {
+        let body = browser.find(Locator::Css("body")).await.map_err(|e| e.to_string())?;
+        match body.attr("data-stream").await.map_err(|e| e.to_string())?.as_deref() {
+            Some("open") => Ok(()),
+            other => Err(format!("data-stream {other:?}")),
+        }
+    })
+    .await;
+}
+
+type Checked<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
 #[tokio::test(flavor = "multi_thread")]
-async fn the_console_shows_the_fleet_as_a_grid_in_a_real_browser() -> TestResult {
+async fn the_console_shows_the_fleet_as_a_live_grid_in_a_real_browser() -> TestResult {
     let mut env = TestEnv::new("console").await;
     ensure_crd(&env.client).await;
     let tag = env.prefix.clone();
@@ -119,16 +177,16 @@ async fn the_console_shows_the_fleet_as_a_grid_in_a_real_browser() -> TestResult
         pools.push(env.create_pool(short, &[("e2e", &tag), ("region", region)], 1).await);
     }
     let controller = RunningController::start(&env.namespace);
-    let app = ingress_app(&env, json!({ "rollout": { "strategy": "Progressive" } }));
-    apply_app(&env, &app).await?;
+    let rollout = json!({ "rollout": { "strategy": "Progressive", "offlineAfter": "0s" } });
+    apply_app(&env, &ingress_app(&env, rollout)).await?;
     wait_app(&env, &controller, "the first install", READY_TIMEOUT, complete(3)).await;
-    let address = serve_console(&env).await;
+    let ui = Ui::start(&env, &["--identity", "none"]).await;
 
     let driver = Driver::start().await;
     let browser = driver.browser().await;
-    let checked = async {
+    let checked: Checked<Duration> = async {
         // The landing page lists the application, and leads to its grid.
-        browser.goto(&format!("{address}/")).await?;
+        browser.goto(&format!("{}/", ui.address)).await?;
         let link = browser.find(Locator::LinkText("ingress")).await?;
         let row = browser.find(Locator::Css("tr[data-app] td.ready")).await?.text().await?;
         assert_eq!(row, "3/3");
@@ -163,46 +221,242 @@ async fn the_console_shows_the_fleet_as_a_grid_in_a_real_browser() -> TestResult
         .await;
         assert_eq!(groups, ["east (2)", "north (1)"]);
 
-        // Read-only: no form that writes, no button but the filter's.
+        // Read-only: it says so, and there is no form that writes, no
+        // button but the filter's.
+        let header = browser.find(Locator::Css("header")).await?.text().await?;
+        assert!(header.contains("read-only"), "{header}");
         let writes = browser.find_all(Locator::Css("form[method=post], form[method=POST]")).await?;
         assert!(writes.is_empty(), "a form posts");
         let buttons = browser.find_all(Locator::Css("button")).await?;
         assert_eq!(buttons.len(), 1, "only the filter's button");
 
-        // A pool whose node goes down reads Offline on the next look.
+        // A pool whose node goes down turns Offline on the open page, with
+        // no reload.
+        wait_live(&browser).await;
+        let before = browser.find(Locator::Css("body")).await?.attr("data-refreshed").await?;
+        let cut = std::time::Instant::now();
         crate::rollout::cut_off(&env, &format!("{}-node-0", pools[2])).await?;
         wait_for("the third pool Offline", Duration::from_secs(30), || async {
-            browser.refresh().await.map_err(|e| e.to_string())?;
-            let found = cells(&browser).await.map_err(|e| e.to_string())?;
-            let state = found.iter().find(|(pool, _)| *pool == pools[2]).map(|(_, s)| s.clone());
-            match state.as_deref() {
-                Some("Offline") => Ok(()),
-                other => Err(format!("its cell says {other:?}")),
+            match state_of(&browser, &pools[2]).await?.as_str() {
+                "Offline" => Ok(()),
+                other => Err(format!("its cell says {other}")),
             }
         })
         .await;
+        let latency = cut.elapsed();
+        let after = browser.find(Locator::Css("body")).await?.attr("data-refreshed").await?;
+        assert!(after.is_some() && after != before, "the page was not refreshed by its script");
         let counts = browser.find(Locator::Css("ul.counts")).await?.text().await?;
         assert!(counts.contains("Offline 1") && counts.contains("Ready 2"), "{counts}");
+        // The grouping the reader chose stays as it was.
+        let headings = browser.find_all(Locator::Css("section.group h2")).await?;
+        assert_eq!(headings.len(), 2);
 
-        // A pool's page, from its cell.
-        let screenshot = browser.screenshot().await?;
+        // A pool's page, from its cell: since when it has been down.
         let cell = browser.find(Locator::Css(&format!("li.cell[data-pool='{}'] a", pools[2]))).await?;
         cell.click().await?;
         let release = browser.find(Locator::Css("dd.release")).await?.text().await?;
         assert!(release.starts_with(&format!("{}/ingress-", env.namespace)), "{release}");
         let nodes = browser.find(Locator::Css("dd.nodes")).await?.text().await?;
         assert_eq!(nodes, "0/1");
-        Ok::<_, Box<dyn std::error::Error + Send + Sync>>(screenshot)
+        let down = browser.find(Locator::Css("dd.down")).await?.text().await?;
+        assert!(down.starts_with("20"), "down since a time: {down}");
+        Ok(latency)
     }
     .await;
     browser.close().await?;
     drop(driver);
+    let latency = checked?;
+    println!("a node's outage reached the open page in {} ms", latency.as_millis());
+    env.cleanup().await;
+    Ok(())
+}
+
+/// Each pool's release's spec hash.
+async fn hashes(env: &TestEnv) -> std::collections::BTreeMap<String, String> {
+    support::apps::releases_by_pool(env)
+        .await
+        .into_iter()
+        .map(|(pool, hr)| {
+            let hash = hr["metadata"]["annotations"]["apps.fanout.dev/spec-hash"].as_str();
+            (pool, hash.unwrap_or_default().to_string())
+        })
+        .collect()
+}
+
+/// The phase of the application's rollout.
+fn phase(app: &serde_json::Value) -> &str {
+    app.pointer("/status/rollout/phase").and_then(|p| p.as_str()).unwrap_or_default()
+}
+
+async fn click(browser: &Client, action: &str) -> Result<(), fantoccini::error::CmdError> {
+    browser
+        .find(Locator::Css(&format!("button[data-action='{action}']")))
+        .await?
+        .click()
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_operator_pauses_and_resumes_a_rollout_from_the_browser() -> TestResult {
+    let mut env = TestEnv::new("steer").await;
+    ensure_crd(&env.client).await;
+    let tag = env.prefix.clone();
+    let mut pools = Vec::new();
+    for (short, region) in [
+        ("a", "east"),
+        ("b", "east"),
+        ("c", "north"),
+        ("d", "north"),
+        ("e", "west"),
+        ("f", "west"),
+    ] {
+        pools.push(env.create_pool(short, &[("e2e", &tag), ("region", region)], 1).await);
+    }
+    let controller = RunningController::start(&env.namespace);
+    let wave = |region: &str| json!({ "pools": { "selector": { "matchLabels": { "region": region } } } });
+    let rollout = json!({
+        "strategy": "Progressive", "maxUnavailable": 2, "maxFailures": 1, "offlineAfter": "0s",
+        "minReadySeconds": 6, "steps": [wave("east"), wave("north")]
+    });
+    let mut app = ingress_app(&env, json!({ "rollout": rollout }));
+    apply_app(&env, &app).await?;
+    wait_app(&env, &controller, "the first install", READY_TIMEOUT, complete(6)).await;
+    let installed = hashes(&env).await;
+
+    // A change under way: east first, then north, where one pool's port is
+    // one no Service may have; the last west pool is cut off.
+    crate::rollout::cut_off(&env, &format!("{}-node-0", pools[5])).await?;
+    app["spec"]["values"]["controller"]["config"]["log-level"] = json!("warn");
+    app["spec"]["overrides"] = json!([{ "pools": { "names": [pools[2]] },
+        "values": { "controller": { "service": { "port": 70000 } } } }]);
+    apply_app(&env, &app).await?;
+
+    let ui = Ui::start(&env, &[]).await;
+    let driver = Driver::start().await;
+    let browser = driver.browser().await;
+    let apps: kube::Api<nodepool_fanout::api::NodePoolApplication> =
+        kube::Api::namespaced(env.client.clone(), &env.namespace);
+    let checked: Checked<Vec<u8>> = async {
+        browser
+            .goto(&format!("{}/apps/{}/ingress?group=region", ui.address, env.namespace))
+            .await?;
+        wait_live(&browser).await;
+        // Pause once the north pool has failed, from the page as it moves.
+        wait_for("the north pool Failed", ROLLOUT_TIMEOUT, || async {
+            match state_of(&browser, &pools[2]).await?.as_str() {
+                "Failed" => Ok(()),
+                other => Err(format!("its cell says {other}")),
+            }
+        })
+        .await;
+        click(&browser, "pause").await?;
+        let notice = browser.find(Locator::Css("p.notice")).await?.text().await?;
+        assert!(notice.contains("paused the rollout"), "{notice}");
+        let url = browser.current_url().await?;
+        assert_eq!(
+            url.query_pairs().find(|(k, _)| k == "group").map(|(_, v)| v.to_string()).as_deref(),
+            Some("region"),
+            "{url}"
+        );
+        let paused = wait_app(&env, &controller, "the pause", Duration::from_secs(60), |a| match phase(a) {
+            "Paused" => Ok(()),
+            other => Err(format!("phase {other}")),
+        })
+        .await;
+        assert_eq!(paused["spec"]["rollout"]["paused"], true);
+        // The page follows: the rollout reads Paused, and the pools of the
+        // last wave wait.
+        wait_for("the page to say Paused", Duration::from_secs(10), || async {
+            let progress = browser.find(Locator::Css("dd.progress")).await.map_err(|e| e.to_string())?;
+            let text = progress.text().await.map_err(|e| e.to_string())?;
+            text.starts_with("Paused").then_some(()).ok_or(text)
+        })
+        .await;
+        let screenshot = browser.screenshot().await?;
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        let held = hashes(&env).await;
+        assert_eq!(held[&pools[4]], installed[&pools[4]], "a paused rollout reached the west wave");
+        // Resumed from the page: the west wave takes the change.
+        click(&browser, "resume").await?;
+        wait_for("the west pool updated", ROLLOUT_TIMEOUT, || async {
+            let now = hashes(&env).await;
+            (now[&pools[4]] != installed[&pools[4]])
+                .then_some(())
+                .ok_or_else(|| "not yet".to_string())
+        })
+        .await;
+        Ok(screenshot)
+    }
+    .await;
+    browser.close().await?;
     let screenshot = checked?;
+
+    // Each action left an Event that names the user.
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(env.client.clone(), &env.namespace);
+    let listed = events.list(&Default::default()).await?.items;
+    let said = |reason: &str| {
+        listed
+            .iter()
+            .find(|e| e.reason.as_deref() == Some(reason))
+            .and_then(|e| e.note.clone())
+    };
+    for reason in ["RolloutPausedByUser", "RolloutResumedByUser"] {
+        let note = said(reason).unwrap_or_else(|| panic!("no {reason} Event"));
+        assert!(note.contains("kubernetes-admin") || note.contains("admin"), "{reason}: {note}");
+    }
+
+    // A user who may only read is refused, and nothing changes.
+    let viewer = format!("{}-viewer", env.prefix);
+    grant_read(&env, &viewer).await?;
+    let as_viewer = Ui::start(&env, &["--as", &viewer]).await;
+    let browser = driver.browser().await;
+    let refused: Checked<String> = async {
+        browser
+            .goto(&format!("{}/apps/{}/ingress", as_viewer.address, env.namespace))
+            .await?;
+        click(&browser, "pause").await?;
+        Ok(browser.find(Locator::Css("p.error")).await?.text().await?)
+    }
+    .await;
+    browser.close().await?;
+    let refused = refused?;
+    assert!(refused.contains(&format!("refused it as {viewer}")), "{refused}");
+    let after = apps.get("ingress").await?;
+    assert_ne!(after.spec.rollout.and_then(|r| r.paused), Some(true), "the viewer paused it");
+    drop(driver);
+
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("console-rollout.png");
     let size = png_size(&screenshot);
     assert!(matches!(size, Some((w, h)) if w >= 1000 && h >= 500), "not a page-sized PNG: {size:?}");
-    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("console-grid.png");
     std::fs::write(&path, &screenshot)?;
     println!("screenshot: {}", path.display());
     env.cleanup().await;
+    Ok(())
+}
+
+/// Lets `user` read the test's applications and releases, and nothing more.
+async fn grant_read(env: &TestEnv, user: &str) -> TestResult {
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    let role: Role = serde_json::from_value(json!({
+        "metadata": { "name": "console-viewer" },
+        "rules": [
+            { "apiGroups": ["apps.fanout.dev"], "resources": ["nodepoolapplications"], "verbs": ["get", "list", "watch"] },
+            { "apiGroups": ["helm.toolkit.fluxcd.io"], "resources": ["helmreleases"], "verbs": ["get", "list", "watch"] }
+        ]
+    }))?;
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": { "name": "console-viewer" },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "console-viewer" },
+        "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user }]
+    }))?;
+    let pp = kube::api::PostParams::default();
+    kube::Api::<Role>::namespaced(env.client.clone(), &env.namespace)
+        .create(&pp, &role)
+        .await?;
+    kube::Api::<RoleBinding>::namespaced(env.client.clone(), &env.namespace)
+        .create(&pp, &binding)
+        .await?;
     Ok(())
 }

@@ -211,7 +211,7 @@ fn get_reads_the_report_from_the_cluster_as_the_controller_does() {
         .collect();
     let membership = crate::pools::nodes::Membership::of(&app.spec.pools, None);
     let counts = crate::pools::nodes::count(&nodes, &membership);
-    let observed = get::observed_report(&app, &releases, &counts);
+    let observed = get::observed_report(&app, &releases, &counts, k8s_openapi::jiff::Timestamp::now());
     // Releases the reconcile left as they were read the same from the cluster.
     for pool in ["ready", "failing", "offline"] {
         let from_cluster = observed.pools.iter().find(|p| p.pool == pool).unwrap();

@@ -1,0 +1,233 @@
+//! The fleet as the cluster holds it, kept in watch caches: the
+//! applications, their HelmReleases, the Nodes and the pool objects (for
+//! their labels, and a site cluster's health). A page is built from the
+//! caches, never from a list per page load, and every change the caches
+//! see is counted on [`Source::changes`], which the live pages follow.
+//!
+//! Each application's pools are its fleet report as `nodepool-fanout get`
+//! builds it from the same objects ([`get::rows_counted`]), with the
+//! rollout's own `offlineAfter`, so that the console, the CLI and the
+//! status never disagree.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{ApiResource, DynamicObject, ListParams};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher::{self, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde_json::Value;
+use tokio::sync::watch;
+
+use super::view::AppView;
+use super::{Source, SourceError};
+use crate::api::{naming, NodePoolApplication, PoolKind};
+use crate::cli::get;
+use crate::pools::{kind, nodes, Pool};
+use crate::reconcile::observe::helmrelease_resource;
+
+/// How long a page waits for the caches' first list before it says so.
+const FIRST_LIST: Duration = Duration::from_secs(20);
+
+/// The pool kinds whose objects are watched when the cluster serves them.
+const POOL_KINDS: [PoolKind; 4] = [
+    PoolKind::OpenYurt,
+    PoolKind::KubeEdge,
+    PoolKind::SuperEdge,
+    PoolKind::ClusterProfile,
+];
+
+/// Watch caches of one cluster, for the applications of one namespace or
+/// of all.
+pub struct CacheSource {
+    apps: Store<NodePoolApplication>,
+    releases: Store<DynamicObject>,
+    nodes: Store<Node>,
+    pool_objects: BTreeMap<PoolKind, Store<DynamicObject>>,
+    changes: watch::Sender<u64>,
+    /// Each watch's last error, cleared when it lists again.
+    errors: Arc<Mutex<BTreeMap<&'static str, String>>>,
+}
+
+impl CacheSource {
+    /// Starts the watches with `client`'s identity; they run as long as
+    /// the process does.
+    pub async fn start(client: Client, namespace: Option<String>) -> Arc<Self> {
+        let (changes, _) = watch::channel(0);
+        let errors = Arc::new(Mutex::new(BTreeMap::new()));
+        let watching = Watching {
+            changes: changes.clone(),
+            errors: errors.clone(),
+        };
+        let (apps, releases): (Api<NodePoolApplication>, Api<DynamicObject>) = match namespace.as_deref() {
+            Some(ns) => (
+                Api::namespaced(client.clone(), ns),
+                Api::namespaced_with(client.clone(), ns, &helmrelease_resource()),
+            ),
+            None => (Api::all(client.clone()), Api::all_with(client.clone(), &helmrelease_resource())),
+        };
+        let managed = watcher::Config::default().labels(naming::LABEL_APPLICATION);
+        let mut pool_objects = BTreeMap::new();
+        for kind in POOL_KINDS {
+            if let Some(resource) = readable_pool_kind(&client, kind).await {
+                let api = Api::all_with(client.clone(), &resource);
+                let store = watching.cache("pool objects", api, watcher::Config::default(), resource);
+                pool_objects.insert(kind, store);
+            }
+        }
+        Arc::new(Self {
+            apps: watching.cache("NodePoolApplications", apps, watcher::Config::default(), ()),
+            releases: watching.cache("HelmReleases", releases, managed, helmrelease_resource()),
+            nodes: watching.cache("Nodes", Api::all(client), watcher::Config::default(), ()),
+            pool_objects,
+            changes,
+            errors,
+        })
+    }
+
+    async fn listed(&self) -> Result<(), SourceError> {
+        let all = async {
+            let _ = self.apps.wait_until_ready().await;
+            let _ = self.releases.wait_until_ready().await;
+            let _ = self.nodes.wait_until_ready().await;
+            for store in self.pool_objects.values() {
+                let _ = store.wait_until_ready().await;
+            }
+        };
+        if tokio::time::timeout(FIRST_LIST, all).await.is_ok() {
+            return Ok(());
+        }
+        let errors = self.errors.lock().map(|e| e.clone()).unwrap_or_default();
+        match errors.get("NodePoolApplications") {
+            Some(e) if e.contains("404") => Err(SourceError::NoApplications),
+            _ => Err(SourceError::NotListed(
+                errors.iter().map(|(what, e)| format!("{what}: {e}")).collect::<Vec<_>>().join("; "),
+            )),
+        }
+    }
+
+    /// Every application as its caches hold it, at `now`.
+    fn views(&self, now: Timestamp) -> Vec<AppView> {
+        let nodes = self.nodes.state();
+        let mut releases: HashMap<String, Vec<Value>> = HashMap::new();
+        for release in self.releases.state() {
+            let owner = release.owner_references().iter().find(|o| o.kind == NodePoolApplication::kind(&()));
+            if let (Some(owner), Ok(value)) = (owner, serde_json::to_value(&*release)) {
+                releases.entry(owner.uid.clone()).or_default().push(value);
+            }
+        }
+        let mut apps = self.apps.state();
+        apps.sort_by_key(|a| (a.namespace(), a.name_any()));
+        apps.iter()
+            .map(|app| {
+                let owned = app.uid().and_then(|uid| releases.remove(&uid)).unwrap_or_default();
+                let objects = self.pool_objects_of(app);
+                let counts = match app.spec.pools.kind {
+                    PoolKind::ClusterProfile => nodes::count_sites(&sites(&objects)),
+                    _ => get::node_counts(app, nodes.iter().map(|n| n.as_ref())),
+                };
+                let rows = get::rows_counted(app, &owned, &counts, now);
+                let labels = objects.iter().map(|o| (o.name_any(), o.labels().clone())).collect();
+                AppView::of(app, rows, &labels)
+            })
+            .collect()
+    }
+
+    /// The application's pool objects: those of its kind, in its
+    /// namespace when the kind is namespaced.
+    fn pool_objects_of(&self, app: &NodePoolApplication) -> Vec<Arc<DynamicObject>> {
+        let Some(store) = self.pool_objects.get(&app.spec.pools.kind) else {
+            return Vec::new();
+        };
+        let namespace = app.namespace();
+        store
+            .state()
+            .into_iter()
+            .filter(|o| o.metadata.namespace.is_none() || o.metadata.namespace == namespace)
+            .collect()
+    }
+}
+
+impl Source for CacheSource {
+    fn applications(&self) -> BoxFuture<'_, Result<Vec<AppView>, SourceError>> {
+        Box::pin(async move {
+            self.listed().await?;
+            Ok(self.views(Timestamp::now()))
+        })
+    }
+
+    fn changes(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+}
+
+/// What each cache reports to: the change count, and its errors.
+struct Watching {
+    changes: watch::Sender<u64>,
+    errors: Arc<Mutex<BTreeMap<&'static str, String>>>,
+}
+
+impl Watching {
+    /// A cache of `api`, kept by a task of its own that counts each change.
+    fn cache<K>(
+        &self,
+        what: &'static str,
+        api: Api<K>,
+        config: watcher::Config,
+        dyntype: K::DynamicType,
+    ) -> Store<K>
+    where
+        K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+        K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
+    {
+        let writer = reflector::store::Writer::new(dyntype);
+        let store = writer.as_reader();
+        let changes = self.changes.clone();
+        let errors = self.errors.clone();
+        let events = reflector::reflector(writer, watcher(api, config));
+        tokio::spawn(events.for_each(move |event| {
+            match event {
+                Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
+                Ok(_) => {
+                    if let Ok(mut errors) = errors.lock() {
+                        errors.remove(what);
+                    }
+                    changes.send_modify(|n| *n += 1);
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, what, "the console's watch failed; it retries");
+                    if let Ok(mut errors) = errors.lock() {
+                        errors.insert(what, e.to_string());
+                    }
+                }
+            }
+            futures::future::ready(())
+        }));
+        store
+    }
+}
+
+/// The kind's pool objects' resource, when the cluster serves it and the
+/// user may list it; none otherwise, and the grid has no labels to group
+/// by.
+async fn readable_pool_kind(client: &Client, kind: PoolKind) -> Option<ApiResource> {
+    let resource = crate::runtime::pool_resource(client, kind::objects(kind)?).await.ok()?;
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    match api.list_metadata(&ListParams::default().limit(1)).await {
+        Ok(_) => Some(resource),
+        Err(e) => {
+            tracing::debug!(error = %e, ?kind, "pool objects not readable: the grid has no labels to group by");
+            None
+        }
+    }
+}
+
+/// The site clusters among `objects` (ClusterProfiles).
+fn sites(objects: &[Arc<DynamicObject>]) -> Vec<Pool> {
+    objects.iter().map(|p| Pool::from_object(&kind::CLUSTER_PROFILE, p)).collect()
+}

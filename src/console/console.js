@@ -1,0 +1,47 @@
+// Keeps a console page live. The server says on /events when the fleet
+// changed (server-sent events, batched); the page then fetches itself and
+// swaps in each element marked data-live, leaving the filter form and any
+// button as the user left them. One fetch at a time: changes that arrive
+// during one are caught by one more. No framework: the browser's
+// EventSource, fetch and DOMParser do all of it.
+"use strict";
+(function () {
+  if (!document.querySelector("[data-live]") || !window.EventSource) {
+    return;
+  }
+  let fetching = false;
+  let again = false;
+  async function refresh() {
+    if (fetching) {
+      again = true;
+      return;
+    }
+    fetching = true;
+    try {
+      const response = await fetch(window.location.href, { cache: "no-store", credentials: "same-origin" });
+      if (response.ok) {
+        const next = new DOMParser().parseFromString(await response.text(), "text/html");
+        for (const fresh of next.querySelectorAll("[data-live]")) {
+          const old = document.querySelector('[data-live="' + fresh.dataset.live + '"]');
+          if (old) {
+            old.replaceWith(document.adoptNode(fresh));
+          }
+        }
+        document.body.dataset.refreshed = String(Date.now());
+      }
+    } catch (e) {
+      // The next event tries again.
+    } finally {
+      fetching = false;
+      if (again) {
+        again = false;
+        refresh();
+      }
+    }
+  }
+  const events = new EventSource("/events");
+  events.addEventListener("fleet", refresh);
+  events.addEventListener("open", function () {
+    document.body.dataset.stream = "open";
+  });
+})();

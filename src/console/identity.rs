@@ -1,0 +1,221 @@
+//! Who acts from the console, and the token that proves a form was sent
+//! from the console's own page (CSRF).
+//!
+//! - [`Identity::Kubeconfig`]: `nodepool-fanout ui` on the loopback acts as
+//!   the kubeconfig's user, as `kubectl` does, or as `--as`/`--as-group`
+//!   say (Kubernetes impersonation, as `kubectl --as`).
+//! - [`Identity::Proxy`]: in the cluster, behind an authenticating proxy
+//!   (oauth2-proxy, for one) that signs the user in and passes the user's
+//!   name and groups in request headers; each action is done as that user
+//!   by impersonation, so the API server's RBAC decides.
+//! - With no identity the console is read-only and serves no action route.
+
+use axum::http::{HeaderMap, HeaderName};
+use sha2::{Digest, Sha256};
+
+/// How the console learns who acts.
+#[derive(Debug, Clone)]
+pub enum Identity {
+    /// The kubeconfig's user (`name`, as the API server knows it), or
+    /// the user `--as` names, with `--as-group`'s groups.
+    Kubeconfig {
+        name: String,
+        impersonate: Option<Impersonate>,
+    },
+    /// The user and groups an authenticating proxy passes in headers.
+    Proxy { user: HeaderName, groups: HeaderName },
+}
+
+/// A user to act as, and the user's groups.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Impersonate {
+    pub user: String,
+    pub groups: Vec<String>,
+}
+
+/// The user a request acts as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Actor {
+    /// The name the Events carry.
+    pub name: String,
+    /// Whom the API requests impersonate; none for the kubeconfig's own
+    /// user.
+    pub impersonate: Option<Impersonate>,
+}
+
+impl Identity {
+    /// Who sends a request with `headers`; none when a proxy should have
+    /// named the user and did not.
+    pub fn actor(&self, headers: &HeaderMap) -> Option<Actor> {
+        match self {
+            Self::Kubeconfig { name, impersonate } => Some(Actor {
+                name: impersonate.as_ref().map_or(name.clone(), |i| i.user.clone()),
+                impersonate: impersonate.clone(),
+            }),
+            Self::Proxy { user, groups } => {
+                let user = headers.get(user)?.to_str().ok()?.trim();
+                if user.is_empty() {
+                    return None;
+                }
+                let groups = headers
+                    .get_all(groups)
+                    .iter()
+                    .filter_map(|v| v.to_str().ok())
+                    .flat_map(|v| v.split(','))
+                    .map(str::trim)
+                    .filter(|g| !g.is_empty())
+                    .map(str::to_string)
+                    .collect();
+                Some(Actor {
+                    name: user.to_string(),
+                    impersonate: Some(Impersonate {
+                        user: user.to_string(),
+                        groups,
+                    }),
+                })
+            }
+        }
+    }
+}
+
+/// The CSRF token of one user: a digest of a secret the process drew at
+/// start and the user's name. A page of the console carries it in each
+/// form; another site cannot read it, so cannot forge the form.
+#[derive(Clone)]
+pub struct Tokens {
+    secret: [u8; 32],
+}
+
+impl Tokens {
+    /// A new secret from the operating system's random source.
+    pub fn new() -> Result<Self, getrandom::Error> {
+        let mut secret = [0u8; 32];
+        getrandom::fill(&mut secret)?;
+        Ok(Self { secret })
+    }
+
+    pub fn token(&self, actor: &Actor) -> String {
+        let mut digest = Sha256::new();
+        digest.update(self.secret);
+        digest.update(actor.name.as_bytes());
+        if let Some(i) = &actor.impersonate {
+            for group in &i.groups {
+                digest.update([0]);
+                digest.update(group.as_bytes());
+            }
+        }
+        hex::encode(digest.finalize())
+    }
+
+    /// Whether `given` is `actor`'s token, compared in constant time.
+    pub fn check(&self, actor: &Actor, given: &str) -> bool {
+        let expected = self.token(actor);
+        expected.len() == given.len()
+            && expected.bytes().zip(given.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+    }
+}
+
+/// Whether the browser says the request came from another site
+/// (`Sec-Fetch-Site`, sent by every current browser): refused whatever
+/// the token, as a second line.
+pub fn cross_site(headers: &HeaderMap) -> bool {
+    headers
+        .get("sec-fetch-site")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|site| !matches!(site, "same-origin" | "none"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn proxy() -> Identity {
+        Identity::Proxy {
+            user: HeaderName::from_static("x-forwarded-user"),
+            groups: HeaderName::from_static("x-forwarded-groups"),
+        }
+    }
+
+    #[test]
+    fn a_proxy_names_the_user_and_groups() {
+        let mut headers = HeaderMap::new();
+        headers.insert("x-forwarded-user", HeaderValue::from_static("alice"));
+        headers.append("x-forwarded-groups", HeaderValue::from_static("ops, edge"));
+        headers.append("x-forwarded-groups", HeaderValue::from_static("viewers"));
+        let actor = proxy().actor(&headers).unwrap();
+        assert_eq!(actor.name, "alice");
+        assert_eq!(actor.impersonate.unwrap().groups, ["ops", "edge", "viewers"]);
+    }
+
+    #[test]
+    fn no_user_header_is_no_actor() {
+        assert_eq!(proxy().actor(&HeaderMap::new()), None);
+        let mut blank = HeaderMap::new();
+        blank.insert("x-forwarded-user", HeaderValue::from_static("  "));
+        assert_eq!(proxy().actor(&blank), None);
+    }
+
+    #[test]
+    fn the_kubeconfig_user_acts_unless_another_is_named() {
+        let own = Identity::Kubeconfig {
+            name: "admin".into(),
+            impersonate: None,
+        };
+        let actor = own.actor(&HeaderMap::new()).unwrap();
+        assert_eq!((actor.name.as_str(), actor.impersonate), ("admin", None));
+        let bob = Impersonate {
+            user: "bob".into(),
+            groups: vec![],
+        };
+        let as_bob = Identity::Kubeconfig {
+            name: "admin".into(),
+            impersonate: Some(bob.clone()),
+        };
+        assert_eq!(
+            as_bob.actor(&HeaderMap::new()).unwrap(),
+            Actor {
+                name: "bob".into(),
+                impersonate: Some(bob)
+            }
+        );
+    }
+
+    #[test]
+    fn a_token_is_the_users_own() {
+        let tokens = Tokens::new().unwrap();
+        let alice = Actor {
+            name: "alice".into(),
+            impersonate: None,
+        };
+        let bob = Actor {
+            name: "bob".into(),
+            impersonate: None,
+        };
+        assert!(tokens.check(&alice, &tokens.token(&alice)));
+        assert!(!tokens.check(&bob, &tokens.token(&alice)));
+        assert!(!tokens.check(&alice, ""));
+        assert!(!Tokens::new().unwrap().check(&alice, &tokens.token(&alice)), "another process's secret");
+        let ops = Actor {
+            name: "alice".into(),
+            impersonate: Some(Impersonate {
+                user: "alice".into(),
+                groups: vec!["ops".into()],
+            }),
+        };
+        assert!(!tokens.check(&ops, &tokens.token(&alice)), "groups are part of who acts");
+    }
+
+    #[test]
+    fn only_same_origin_requests_pass() {
+        let with = |site: &'static str| {
+            let mut h = HeaderMap::new();
+            h.insert("sec-fetch-site", HeaderValue::from_static(site));
+            h
+        };
+        assert!(cross_site(&with("cross-site")));
+        assert!(cross_site(&with("same-site")));
+        assert!(!cross_site(&with("same-origin")));
+        assert!(!cross_site(&HeaderMap::new()), "an old client sends none: the token decides");
+    }
+}

@@ -1,0 +1,82 @@
+//! `nodepool-fanout ui`: connects as the kubeconfig says (in a Pod, as its
+//! own service account), starts the watch caches, decides who may act, and
+//! serves until the process is stopped.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+use kube::api::PostParams;
+use kube::{Api, Client, Config};
+
+use super::actions::Actions;
+use super::cache::CacheSource;
+use super::identity::{Identity, Impersonate, Tokens};
+use super::{router, ConsoleError, IdentityMode, Steering, UiArgs};
+
+/// What `ui` says when it starts: where, over what, and who acts.
+pub fn banner(args: &UiArgs) -> String {
+    let scope = args
+        .namespace
+        .as_deref()
+        .map_or("every namespace".to_string(), |n| format!("namespace {n}"));
+    let who = match (args.identity, &args.as_user) {
+        (IdentityMode::None, _) => "read-only".to_string(),
+        (IdentityMode::Kubeconfig, None) => "acting as the kubeconfig's user".to_string(),
+        (IdentityMode::Kubeconfig, Some(user)) => format!("acting as {user}"),
+        (IdentityMode::Proxy, _) => format!("acting as the user the proxy names in {}", args.user_header),
+    };
+    format!("console on http://{} ({scope}, {who})", args.address)
+}
+
+/// Serves the console as `args` say, with `config`'s identity for reading.
+pub async fn run(args: &UiArgs, config: Config) -> Result<(), ConsoleError> {
+    let client = Client::try_from(config.clone()).map_err(ConsoleError::WhoAmI)?;
+    let steering = match args.identity {
+        IdentityMode::None => None,
+        mode => Some(Arc::new(Steering {
+            identity: identity(args, mode, &client).await?,
+            tokens: Tokens::new().map_err(ConsoleError::Random)?,
+            actions: Actions::new(config, client.clone()),
+        })),
+    };
+    let listener =
+        tokio::net::TcpListener::bind(args.address)
+            .await
+            .map_err(|source| ConsoleError::Listen {
+                address: args.address,
+                source,
+            })?;
+    let source = CacheSource::start(client, args.namespace.clone()).await;
+    axum::serve(listener, router(source, steering)).await.map_err(ConsoleError::Serve)
+}
+
+async fn identity(args: &UiArgs, mode: IdentityMode, client: &Client) -> Result<Identity, ConsoleError> {
+    Ok(match mode {
+        IdentityMode::Proxy => Identity::Proxy {
+            user: args.user_header.clone(),
+            groups: args.groups_header.clone(),
+        },
+        _ => Identity::Kubeconfig {
+            name: who_am_i(client).await?,
+            impersonate: args.as_user.clone().map(|user| Impersonate {
+                user,
+                groups: args.as_groups.clone(),
+            }),
+        },
+    })
+}
+
+/// The kubeconfig's user as the API server knows it, as `kubectl auth
+/// whoami` asks.
+async fn who_am_i(client: &Client) -> Result<String, ConsoleError> {
+    let reviews: Api<SelfSubjectReview> = Api::all(client.clone());
+    let review = reviews
+        .create(&PostParams::default(), &SelfSubjectReview::default())
+        .await
+        .map_err(ConsoleError::WhoAmI)?;
+    Ok(review
+        .status
+        .and_then(|s| s.user_info)
+        .and_then(|u| u.username)
+        .unwrap_or_else(|| "the kubeconfig's user".to_string()))
+}
