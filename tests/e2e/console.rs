@@ -1,6 +1,8 @@
 //! The fleet console in a real browser: Debian's headless Chromium, driven
-//! through chromedriver (WebDriver), against the console serving the local
-//! control plane with the controller running. `hack/browser-deps.sh`
+//! through chromedriver (WebDriver), against `nodepool-fanout ui` serving
+//! the local control plane with the controller running: as deploy/console
+//! runs it (read-only, its own service account), and as an operator runs
+//! it (acting as themselves, or as a user who may only read). `hack/browser-deps.sh`
 //! (run by `make test`) installs both; without them the test fails, and
 //! says how to get them.
 use crate::support;
@@ -85,6 +87,11 @@ struct Ui {
 
 impl Ui {
     async fn start(env: &TestEnv, flags: &[&str]) -> Self {
+        Self::start_as(env, flags, support::kubeconfig()).await
+    }
+
+    /// As `start`, with the identity of another kubeconfig.
+    async fn start_as(env: &TestEnv, flags: &[&str], kubeconfig: &std::path::Path) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free loopback port")
@@ -97,7 +104,7 @@ impl Ui {
         let child = std::process::Command::new(env!("CARGO_BIN_EXE_nodepool-fanout"))
             .args(["ui", "--address", &address, "--namespace", &env.namespace])
             .args(flags)
-            .env("KUBECONFIG", support::kubeconfig())
+            .env("KUBECONFIG", kubeconfig)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -180,7 +187,12 @@ async fn the_console_shows_the_fleet_as_a_live_grid_in_a_real_browser() -> TestR
     let rollout = json!({ "rollout": { "strategy": "Progressive", "offlineAfter": "0s" } });
     apply_app(&env, &ingress_app(&env, rollout)).await?;
     wait_app(&env, &controller, "the first install", READY_TIMEOUT, complete(3)).await;
-    let ui = Ui::start(&env, &["--identity", "none"]).await;
+    // As deploy/console runs it: read-only, as its own service account,
+    // with no more rights than deploy/console gives it.
+    support::kubectl(&["apply", "--server-side", "-f", "deploy/namespace.yaml"]);
+    support::kubectl(&["apply", "--server-side", "-k", "deploy/console"]);
+    let console_sa = support::kubeconfig_as("nodepool-fanout-system", "nodepool-fanout-console");
+    let ui = Ui::start_as(&env, &["--identity", "none"], &console_sa).await;
 
     let driver = Driver::start().await;
     let browser = driver.browser().await;

@@ -103,17 +103,23 @@ fn render_defaults() -> Vec<Value> {
 
 /// What `kubectl apply -k deploy/` applies.
 fn deploy_objects() -> Vec<Value> {
+    kustomize(&repo_root().join("deploy"))
+}
+
+/// What `kubectl kustomize dir` builds.
+fn kustomize(dir: &Path) -> Vec<Value> {
     let output = Command::new(bin_dir().join("kubectl"))
-        .args(["kustomize", "deploy/"])
-        .current_dir(repo_root())
+        .arg("kustomize")
+        .arg(dir)
         .output()
         .expect("kubectl could not be run");
     assert!(
         output.status.success(),
-        "kubectl kustomize deploy/: {}",
+        "kubectl kustomize {}: {}",
+        dir.display(),
         String::from_utf8_lossy(&output.stderr)
     );
-    documents(&String::from_utf8_lossy(&output.stdout), "kubectl kustomize deploy/")
+    documents(&String::from_utf8_lossy(&output.stdout), "kubectl kustomize")
 }
 
 fn crds_file() -> Vec<Value> {
@@ -386,24 +392,31 @@ fn helm_lint_passes() {
 
 #[test]
 fn the_default_render_installs_what_deploy_installs() {
-    let deploy = deploy_objects();
-    let chart = render_defaults();
-    let (deploy_map, chart_map) = (by_key(&deploy), by_key(&chart));
+    let differences = differences(&deploy_objects(), &render_defaults(), "deploy/");
+    differences.assert_none(&format!(
+        "helm template {RELEASE} {CHART} --namespace {NAMESPACE} (default values) against deploy/"
+    ));
+}
+
+/// What differs between what `deploy` (a kustomize build) and `chart` (a
+/// render) hold.
+fn differences(deploy: &[Value], chart: &[Value], reference: &'static str) -> Differences {
+    let (deploy_map, chart_map) = (by_key(deploy), by_key(chart));
 
     // The same objects, by kind, namespace and name; the namespace is made
     // by Helm (--create-namespace) or the HelmRelease.
     let wanted: BTreeSet<&Key> = deploy_map.keys().filter(|k| k.0 != "Namespace").collect();
     let rendered: BTreeSet<&Key> = chart_map.keys().collect();
-    let mut diffs = Differences::against("deploy/");
+    let mut diffs = Differences::against(reference);
     for k in wanted.difference(&rendered) {
-        diffs.found.push(format!("deploy/ has {}, the chart does not", show(k)));
+        diffs.found.push(format!("{reference} has {}, the chart does not", show(k)));
     }
     for k in rendered.difference(&wanted) {
-        diffs.found.push(format!("the chart has {}, deploy/ does not", show(k)));
+        diffs.found.push(format!("the chart has {}, {reference} does not", show(k)));
     }
 
-    let deploy_deployment = one(&deploy, "Deployment");
-    let chart_deployment = one(&chart, "Deployment");
+    let deploy_deployment = one(deploy, "Deployment");
+    let chart_deployment = one(chart, "Deployment");
     for (k, d) in &deploy_map {
         let Some(c) = chart_map.get(k) else { continue };
         let what = show(k);
@@ -422,14 +435,87 @@ fn the_default_render_installs_what_deploy_installs() {
             "NetworkPolicy" => {
                 compare_network_policy(&mut diffs, &what, (d, deploy_deployment), (c, chart_deployment))
             }
+            "Service" => {
+                diffs.fields(&format!("{what}.spec"), &d["spec"], &c["spec"], &["selector"], &[]);
+                diffs.require(
+                    &format!("{what}.spec.selector"),
+                    c["spec"]["selector"] == *pod_selector(chart_deployment),
+                    format!("{} is not the Deployment's pods", c["spec"]["selector"]),
+                );
+            }
             // The CRD whole; RBAC rules, aggregation, role references and
             // subjects; and whatever kind deploy/ may gain.
             _ => diffs.fields(&what, d, c, &["metadata"], &[]),
         }
     }
-    diffs.assert_none(&format!(
-        "helm template {RELEASE} {CHART} --namespace {NAMESPACE} (default values) against deploy/"
-    ));
+    diffs
+}
+
+fn is_console(object: &Value) -> bool {
+    object["metadata"]["name"].as_str().is_some_and(|n| n.contains("-console"))
+}
+
+#[test]
+fn the_console_is_off_by_default_and_renders_what_deploy_console_installs() {
+    let defaults = render_defaults();
+    assert!(!defaults.iter().any(is_console), "the default render has a console");
+    assert!(!deploy_objects().iter().any(is_console), "deploy/ installs a console");
+
+    let read_only = kustomize(&repo_root().join("deploy/console"));
+    let chart: Vec<Value> = render(RELEASE, NAMESPACE, &json!({ "console": { "enabled": true } }))
+        .into_iter()
+        .filter(is_console)
+        .collect();
+    differences(&read_only, &chart, "deploy/console").assert_none("console.enabled against deploy/console");
+
+    // With the proxy component, as its kustomization says to include it.
+    let with_proxy = scratch().join("console-proxy");
+    std::fs::create_dir_all(&with_proxy).expect("a scratch directory");
+    // Kustomize takes only relative paths.
+    let depth = with_proxy
+        .strip_prefix(repo_root())
+        .expect("scratch is in the repository")
+        .components()
+        .count();
+    let console = format!("{}deploy/console", "../".repeat(depth));
+    std::fs::write(
+        with_proxy.join("kustomization.yaml"),
+        format!("resources: [{console}]\ncomponents: [{console}/proxy]\n"),
+    )
+    .expect("a kustomization");
+    let chart: Vec<Value> =
+        render(RELEASE, NAMESPACE, &json!({ "console": { "enabled": true, "identity": "proxy" } }))
+            .into_iter()
+            .filter(is_console)
+            .collect();
+    differences(&kustomize(&with_proxy), &chart, "deploy/console with proxy/")
+        .assert_none("console.identity=proxy against deploy/console with proxy/");
+
+    // Its own identity, never the controller's, and no write but Events.
+    let deployment = one(&chart, "Deployment");
+    assert_eq!(deployment["spec"]["template"]["spec"]["serviceAccountName"], "nodepool-fanout-console");
+    assert_runs_as_image_user(&deployment["spec"]["template"]["spec"], "the console's Deployment");
+    let reads = of_kind(&read_only, "ClusterRole");
+    assert_eq!(reads.len(), 1);
+    for rule in reads[0]["rules"].as_array().expect("rules") {
+        let verbs: BTreeSet<&str> =
+            rule["verbs"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+        let resources = &rule["resources"];
+        let allowed: BTreeSet<&str> = match resources[0].as_str() {
+            Some("events") => ["create", "list"].into(),
+            Some("selfsubjectreviews") => ["create"].into(),
+            _ => ["get", "list", "watch"].into(),
+        };
+        assert!(verbs.is_subset(&allowed), "the console may {verbs:?} {resources}");
+    }
+}
+
+#[test]
+fn a_console_identity_that_is_not_known_is_refused() {
+    let refused =
+        template_text(RELEASE, NAMESPACE, &json!({ "console": { "enabled": true, "identity": "oidc" } }));
+    let message = refused.expect_err("rendered an unknown identity");
+    assert!(message.contains("console.identity must be none or proxy"), "{message}");
 }
 
 #[test]

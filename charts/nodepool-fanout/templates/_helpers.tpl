@@ -47,3 +47,21 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- .Values.watchLabelSelector }}
 {{- end }}
 {{- end }}
+
+{{/* The console's name, app.kubernetes.io/name of its pods. */}}
+{{- define "nodepool-fanout.consoleName" -}}
+{{- printf "%s-console" (include "nodepool-fanout.name" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* What selects the console's pods. */}}
+{{- define "nodepool-fanout.consoleSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "nodepool-fanout.consoleName" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "nodepool-fanout.consoleLabels" -}}
+helm.sh/chart: {{ include "nodepool-fanout.chart" . }}
+{{ include "nodepool-fanout.consoleSelectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
