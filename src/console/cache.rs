@@ -15,21 +15,24 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Event as CoreEvent, Node};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ApiResource, DynamicObject, ListParams};
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::Value;
 use tokio::sync::watch;
 
-use super::view::AppView;
+use super::view::{AppView, EventView, PoolDetail};
 use super::{Source, SourceError};
 use crate::api::{naming, NodePoolApplication, PoolKind};
 use crate::cli::get;
 use crate::pools::{kind, nodes, Pool};
 use crate::reconcile::observe::helmrelease_resource;
+
+/// The most Events a pool's page shows.
+const MAX_EVENTS: usize = 20;
 
 /// How long a page waits for the caches' first list before it says so.
 const FIRST_LIST: Duration = Duration::from_secs(20);
@@ -45,6 +48,8 @@ const POOL_KINDS: [PoolKind; 4] = [
 /// Watch caches of one cluster, for the applications of one namespace or
 /// of all.
 pub struct CacheSource {
+    /// For a pool page's Events, listed when it is opened.
+    client: Client,
     apps: Store<NodePoolApplication>,
     releases: Store<DynamicObject>,
     nodes: Store<Node>,
@@ -81,6 +86,7 @@ impl CacheSource {
             }
         }
         Arc::new(Self {
+            client: client.clone(),
             apps: watching.cache("NodePoolApplications", apps, watcher::Config::default(), ()),
             releases: watching.cache("HelmReleases", releases, managed, helmrelease_resource()),
             nodes: watching.cache("Nodes", Api::all(client), watcher::Config::default(), ()),
@@ -126,16 +132,74 @@ impl CacheSource {
         apps.iter()
             .map(|app| {
                 let owned = app.uid().and_then(|uid| releases.remove(&uid)).unwrap_or_default();
-                let objects = self.pool_objects_of(app);
-                let counts = match app.spec.pools.kind {
-                    PoolKind::ClusterProfile => nodes::count_sites(&sites(&objects)),
-                    _ => get::node_counts(app, nodes.iter().map(|n| n.as_ref())),
-                };
-                let rows = get::rows_counted(app, &owned, &counts, now);
-                let labels = objects.iter().map(|o| (o.name_any(), o.labels().clone())).collect();
-                AppView::of(app, rows, &labels)
+                self.view_with(app, &owned, &nodes, now)
             })
             .collect()
+    }
+
+    /// The HelmReleases `app` owns, as JSON.
+    fn owned_releases(&self, app: &NodePoolApplication) -> Vec<Value> {
+        let uid = app.uid();
+        self.releases
+            .state()
+            .iter()
+            .filter(|r| r.namespace() == app.namespace())
+            .filter(|r| r.owner_references().iter().any(|o| Some(&o.uid) == uid.as_ref()))
+            .filter_map(|r| serde_json::to_value(&**r).ok())
+            .collect()
+    }
+
+    fn view(&self, app: &NodePoolApplication, owned: &[Value], now: Timestamp) -> AppView {
+        self.view_with(app, owned, &self.nodes.state(), now)
+    }
+
+    /// One application's view, from its releases and the Nodes.
+    fn view_with(
+        &self,
+        app: &NodePoolApplication,
+        owned: &[Value],
+        nodes: &[Arc<Node>],
+        now: Timestamp,
+    ) -> AppView {
+        let objects = self.pool_objects_of(app);
+        let counts = match app.spec.pools.kind {
+            PoolKind::ClusterProfile => nodes::count_sites(&sites(&objects)),
+            _ => get::node_counts(app, nodes.iter().map(|n| n.as_ref())),
+        };
+        let rows = get::rows_counted(app, owned, &counts, now);
+        let labels = objects.iter().map(|o| (o.name_any(), o.labels().clone())).collect();
+        AppView::of(app, rows, &labels)
+    }
+
+    /// The release's latest Events, newest first; none when they cannot
+    /// be read (the page says so by showing none).
+    async fn events_of(&self, namespace: &str, release: &str) -> Vec<EventView> {
+        let events: Api<CoreEvent> = Api::namespaced(self.client.clone(), namespace);
+        let selector = format!("involvedObject.kind=HelmRelease,involvedObject.name={release}");
+        let listed = match events.list(&ListParams::default().fields(&selector)).await {
+            Ok(listed) => listed.items,
+            Err(e) => {
+                tracing::debug!(error = %e, release, "the release's Events are not readable");
+                return Vec::new();
+            }
+        };
+        let mut shown: Vec<EventView> = listed
+            .into_iter()
+            .map(|e| EventView {
+                type_: e.type_.unwrap_or_default(),
+                reason: e.reason.unwrap_or_default(),
+                message: e.message.unwrap_or_default(),
+                last: e
+                    .last_timestamp
+                    .map(|t| t.0.to_string())
+                    .or_else(|| e.event_time.map(|t| t.0.to_string()))
+                    .unwrap_or_default(),
+                count: e.count.unwrap_or(1),
+            })
+            .collect();
+        shown.sort_by(|a, b| b.last.cmp(&a.last));
+        shown.truncate(MAX_EVENTS);
+        shown
     }
 
     /// The application's pool objects: those of its kind, in its
@@ -163,6 +227,39 @@ impl Source for CacheSource {
 
     fn changes(&self) -> watch::Receiver<u64> {
         self.changes.subscribe()
+    }
+
+    fn application<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<AppView>, SourceError>> {
+        Box::pin(async move {
+            self.listed().await?;
+            let key = ObjectRef::new(name).within(namespace);
+            Ok(self
+                .apps
+                .get(&key)
+                .map(|app| self.view(&app, &self.owned_releases(&app), Timestamp::now())))
+        })
+    }
+
+    fn pool_detail<'a>(
+        &'a self,
+        namespace: &'a str,
+        release: &'a str,
+    ) -> BoxFuture<'a, Result<PoolDetail, SourceError>> {
+        Box::pin(async move {
+            let key = ObjectRef::new_with(release, helmrelease_resource()).within(namespace);
+            let mut detail = self
+                .releases
+                .get(&key)
+                .and_then(|r| serde_json::to_value(&*r).ok())
+                .map(|r| PoolDetail::of_release(&r))
+                .unwrap_or_default();
+            detail.events = self.events_of(namespace, release).await;
+            Ok(detail)
+        })
     }
 }
 

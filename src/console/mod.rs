@@ -61,6 +61,16 @@ pub trait Source: Send + Sync + 'static {
 
     /// A count that moves whenever the fleet changes.
     fn changes(&self) -> watch::Receiver<u64>;
+
+    /// The conditions, history and Events of the HelmRelease `release` of
+    /// `namespace`; none known by default.
+    fn pool_detail<'a>(
+        &'a self,
+        _namespace: &'a str,
+        _release: &'a str,
+    ) -> BoxFuture<'a, Result<view::PoolDetail, SourceError>> {
+        Box::pin(async { Ok(view::PoolDetail::default()) })
+    }
 }
 
 /// Why the fleet could not be read.
@@ -293,12 +303,19 @@ async fn pool(
     };
     match app.pools.iter().find(|p| p.row.pool == pool) {
         Some(found) => {
+            let detail = match found.row.release.as_str() {
+                "" => view::PoolDetail::default(),
+                release => match console.source.pool_detail(&namespace, release).await {
+                    Ok(detail) => detail,
+                    Err(e) => return unavailable(e),
+                },
+            };
             let page = pages::Page {
                 controls: console.controls(&headers),
                 query: query.kept(),
                 notice: query.notice,
             };
-            html(pages::pool(&app, found, &page)).into_response()
+            html(pages::pool(&app, found, &detail, &page)).into_response()
         }
         None => {
             let what = format!("{namespace}/{name} has no pool {pool}.");

@@ -4,7 +4,7 @@
 
 use maud::{html, Markup, DOCTYPE};
 
-use super::view::{AppView, CellState, Filter, PoolView};
+use super::view::{AppView, CellState, Filter, PoolDetail, PoolView};
 use super::Controls;
 use crate::api::RolloutPhase;
 
@@ -206,7 +206,7 @@ fn filter_form(app: &AppView, filter: &Filter) -> Markup {
 }
 
 /// One pool: its release as Flux reports it, its nodes and labels.
-pub fn pool(app: &AppView, pool: &PoolView, page_of: &Page) -> Markup {
+pub fn pool(app: &AppView, pool: &PoolView, detail: &PoolDetail, page_of: &Page) -> Markup {
     let row = &pool.row;
     let path = pool_path(&app.namespace, &app.name, &row.pool);
     let body = html! {
@@ -232,6 +232,33 @@ pub fn pool(app: &AppView, pool: &PoolView, page_of: &Page) -> Markup {
         }
         h2 { "Message" }
         pre.message { (row.message) }
+        @if !detail.conditions.is_empty() {
+            h2 { "Conditions" }
+            table.detail.conditions {
+                thead { tr { th { "Type" } th { "Status" } th { "Reason" } th { "Since" } th { "Message" } } }
+                tbody { @for c in &detail.conditions {
+                    tr { td { (c.type_) } td { (c.status) } td { (c.reason) } td { (c.since) } td.message { (c.message) } }
+                } }
+            }
+        }
+        @if !detail.history.is_empty() {
+            h2 { "Helm history" }
+            table.detail.history {
+                thead { tr { th { "Revision" } th { "Chart version" } th { "Status" } th { "Deployed" } } }
+                tbody { @for h in &detail.history {
+                    tr { td { (h.revision) } td { (h.chart_version) } td { (h.status) } td { (h.deployed) } }
+                } }
+            }
+        }
+        h2 { "Events" }
+        @if detail.events.is_empty() { p { "none recorded" } } @else {
+            table.detail.events {
+                thead { tr { th { "Type" } th { "Reason" } th { "Last seen" } th { "Count" } th { "Message" } } }
+                tbody { @for e in &detail.events {
+                    tr { td { (e.type_) } td { (e.reason) } td { (e.last) } td { (e.count) } td.message { (e.message) } }
+                } }
+            }
+        }
         h2 { "Labels" }
         @if pool.labels.is_empty() { p { "none" } } @else {
             ul.labels { @for (k, v) in &pool.labels { li { code { (k) "=" (v) } } } }

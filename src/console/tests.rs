@@ -370,3 +370,26 @@ async fn behind_a_proxy_only_a_named_user_acts_with_their_own_token() {
     let (status, _, _) = send(console, bobs).await;
     assert_eq!(status, StatusCode::FORBIDDEN, "alice's token is not bob's");
 }
+
+#[test]
+fn a_pools_detail_is_its_releases_conditions_and_history() {
+    let release = json!({ "status": {
+        "conditions": [{ "type": "Ready", "status": "False", "reason": "UpgradeFailed",
+                         "message": "port 70000", "lastTransitionTime": "2030-01-01T00:00:00Z" }],
+        "history": [{ "version": 3, "chartVersion": "1.1.0", "status": "failed", "lastDeployed": "2030-01-01T00:00:00Z" },
+                    { "version": 2, "chartVersion": "1.0.0", "status": "superseded" }]
+    } });
+    let detail = view::PoolDetail::of_release(&release);
+    assert_eq!(detail.conditions.len(), 1);
+    assert_eq!(
+        (detail.conditions[0].reason.as_str(), detail.conditions[0].message.as_str()),
+        ("UpgradeFailed", "port 70000")
+    );
+    let history: Vec<(i64, &str, &str)> = detail
+        .history
+        .iter()
+        .map(|h| (h.revision, h.chart_version.as_str(), h.status.as_str()))
+        .collect();
+    assert_eq!(history, [(3, "1.1.0", "failed"), (2, "1.0.0", "superseded")]);
+    assert_eq!(view::PoolDetail::of_release(&json!({})), view::PoolDetail::default());
+}

@@ -272,3 +272,76 @@ impl Filter {
         groups.into_iter().map(|((_, name), pools)| (name, pools)).collect()
     }
 }
+
+/// What a pool's page shows beyond its cell: its release's conditions, its
+/// Helm history and its recent Events, each newest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct PoolDetail {
+    pub conditions: Vec<ConditionView>,
+    pub history: Vec<HistoryView>,
+    pub events: Vec<EventView>,
+}
+
+/// One condition of the release, as Flux wrote it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ConditionView {
+    pub type_: String,
+    pub status: String,
+    pub reason: String,
+    pub message: String,
+    pub since: String,
+}
+
+/// One Helm release revision of the release's history.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct HistoryView {
+    pub revision: i64,
+    pub chart_version: String,
+    pub status: String,
+    pub deployed: String,
+}
+
+/// One Event about the release.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct EventView {
+    pub type_: String,
+    pub reason: String,
+    pub message: String,
+    pub last: String,
+    pub count: i32,
+}
+
+impl PoolDetail {
+    /// The conditions and history of a HelmRelease, as JSON.
+    pub fn of_release(release: &serde_json::Value) -> Self {
+        let text = |v: &serde_json::Value, key: &str| {
+            v.get(key).and_then(|s| s.as_str()).unwrap_or_default().to_string()
+        };
+        let list =
+            |pointer: &str| release.pointer(pointer).and_then(|l| l.as_array()).cloned().unwrap_or_default();
+        let conditions = list("/status/conditions")
+            .iter()
+            .map(|c| ConditionView {
+                type_: text(c, "type"),
+                status: text(c, "status"),
+                reason: text(c, "reason"),
+                message: text(c, "message"),
+                since: text(c, "lastTransitionTime"),
+            })
+            .collect();
+        let history = list("/status/history")
+            .iter()
+            .map(|h| HistoryView {
+                revision: h.get("version").and_then(|v| v.as_i64()).unwrap_or_default(),
+                chart_version: text(h, "chartVersion"),
+                status: text(h, "status"),
+                deployed: text(h, "lastDeployed"),
+            })
+            .collect();
+        Self {
+            conditions,
+            history,
+            events: Vec::new(),
+        }
+    }
+}

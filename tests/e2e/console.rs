@@ -273,6 +273,13 @@ async fn the_console_shows_the_fleet_as_a_live_grid_in_a_real_browser() -> TestR
         assert_eq!(nodes, "0/1");
         let down = browser.find(Locator::Css("dd.down")).await?.text().await?;
         assert!(down.starts_with("20"), "down since a time: {down}");
+        // Its release's conditions and Helm history, as Flux wrote them.
+        let conditions = browser.find(Locator::Css("table.conditions")).await?.text().await?;
+        assert!(conditions.contains("Ready True InstallSucceeded"), "{conditions}");
+        let history = browser.find(Locator::Css("table.history tbody")).await?.text().await?;
+        assert!(history.starts_with("1 1.0.0 deployed"), "{history}");
+        let events = browser.find(Locator::Css("table.events")).await?.text().await?;
+        assert!(events.contains("InstallSucceeded"), "helm-controller's Event: {events}");
         Ok(latency)
     }
     .await;
