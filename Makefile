@@ -55,6 +55,11 @@ bench-scale: ## The controller alone at POOLS (10000) pools: write time vs raw, 
 	POOLS=$(if $(filter command line,$(origin POOLS)),$(POOLS),10000) KUBECONFIG=$(KUBECONFIG_LOCAL) \
 	  cargo bench --locked --bench scale
 
+.PHONY: bench-console
+bench-console: ## The console at 1,000 and 10,000 pools: page size, server render, first paint in headless Chromium, change to open page (no cluster)
+	bash hack/browser-deps.sh
+	cargo bench --locked --bench console
+
 .PHONY: bench-render
 bench-render: ## Time planning an application over 8 pools (hostile templates beside ordinary specs), then over 10,000 (no cluster)
 	cargo bench --locked --bench render

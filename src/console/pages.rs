@@ -168,7 +168,9 @@ fn class_of(state: CellState) -> String {
 
 fn cell(app: &AppView, pool: &PoolView) -> Markup {
     let href = format!("{}/pools/{}", app_href(app), urlencode(&pool.row.pool));
-    let title = format!("{}: {} {}", pool.row.pool, pool.state.word(), pool.row.message);
+    // The message is on the pool's page: in every cell it would double
+    // the page of a large fleet.
+    let title = format!("{}: {} {}", pool.row.pool, pool.state.word(), pool.row.reason);
     html! {
         li class=(format!("cell {}", class_of(pool.state))) data-pool=(pool.row.pool) data-state=(pool.state.word()) {
             a href=(href) title=(title) {

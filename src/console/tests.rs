@@ -246,8 +246,10 @@ async fn an_applications_page_shows_every_pool_as_a_cell_with_word_and_symbol() 
     }
     assert!(body.contains("<h2>east <span class=\"count\">(2)</span></h2>"), "{body}");
     assert!(body.contains("Wave") && body.contains("2/3") && body.contains("abc123"), "{body}");
-    // The hostile message is text, never markup.
-    assert!(!body.contains("<script>") && body.contains("&lt;script&gt;"), "{body}");
+    // The hostile message is text, never markup, on the pool's page.
+    assert!(!body.contains("<script>alert"), "{body}");
+    let (_, _, xian) = get_page(Fixed(Ok(fleet())), "/apps/edge/gw/pools/xian").await;
+    assert!(!xian.contains("<script>alert") && xian.contains("&lt;script&gt;alert(1)"), "{xian}");
     let (_, _, failed) = get_page(Fixed(Ok(fleet())), "/apps/edge/gw?state=failed").await;
     assert!(failed.contains(r#"data-pool="wuhan""#) && !failed.contains(r#"data-pool="hangzhou""#));
     assert!(failed.contains("1 of 5 pools"), "{failed}");

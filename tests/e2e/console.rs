@@ -10,73 +10,15 @@ use crate::support;
 use std::process::Stdio;
 use std::time::Duration;
 
-use fantoccini::{Client, ClientBuilder, Locator};
+use fantoccini::{Client, Locator};
 use serde_json::json;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
 
 use support::apps::{apply_app, complete, ingress_app, wait_app, READY_TIMEOUT};
+use support::browser::Driver;
 use support::{ensure_crd, wait_for, RunningController, TestEnv, TestResult};
 
 /// A rollout of six pools in three waves.
 const ROLLOUT_TIMEOUT: Duration = Duration::from_secs(240);
-
-const CHROMIUM: &str = "/usr/bin/chromium";
-const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
-
-/// chromedriver on a loopback port it picked itself, stopped when dropped.
-struct Driver {
-    _child: Child,
-    url: String,
-}
-
-impl Driver {
-    async fn start() -> Self {
-        let mut child = Command::new(CHROMEDRIVER)
-            .arg("--port=0")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {CHROMEDRIVER}: {e}; run hack/browser-deps.sh"));
-        let mut lines = BufReader::new(child.stdout.take().expect("chromedriver's stdout")).lines();
-        let port = tokio::time::timeout(Duration::from_secs(20), async {
-            while let Ok(Some(line)) = lines.next_line().await {
-                if let Some(rest) = line.split("started successfully on port ").nth(1) {
-                    return rest.trim_end_matches('.').parse::<u16>().ok();
-                }
-            }
-            None
-        })
-        .await
-        .ok()
-        .flatten()
-        .expect("chromedriver did not say its port within 20 s");
-        // Keep its stdout drained, so that it never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        Driver {
-            _child: child,
-            url: format!("http://127.0.0.1:{port}"),
-        }
-    }
-
-    /// A headless Chromium session. Root needs `--no-sandbox`.
-    async fn browser(&self) -> Client {
-        let capabilities = json!({
-            "browserName": "chrome",
-            "goog:chromeOptions": { "binary": CHROMIUM, "args": [
-                "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1280,900"
-            ] }
-        });
-        let capabilities = capabilities.as_object().cloned().unwrap_or_default();
-        ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-            .capabilities(capabilities)
-            .connect(&self.url)
-            .await
-            .unwrap_or_else(|e| panic!("no headless Chromium session ({e}); run hack/browser-deps.sh"))
-    }
-}
 
 /// `nodepool-fanout ui` over the test's namespace, on a free loopback
 /// port, as a user would start it; stopped when dropped.

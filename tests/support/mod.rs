@@ -8,6 +8,7 @@
 //! component's log tail: end-to-end tests are never skipped.
 
 pub mod apps;
+pub mod browser;
 pub mod gitops;
 
 use std::collections::BTreeMap;
