@@ -64,6 +64,18 @@ fi
 setsid target/debug/nodepool-fanout run --metrics-addr 127.0.0.1:16480 --no-cross-namespace-refs=false >target/local-cluster/logs/nodepool-fanout.log 2>&1 </dev/null &
 echo $! >"$pidfile"
 
+# The fleet console, acting as the kubeconfig's user; `make cluster-down`
+# stops it with the rest.
+console=${CONSOLE_ADDRESS:-127.0.0.1:8090}
+say "Starting the fleet console on http://$console (log: target/local-cluster/logs/nodepool-fanout-ui.log)"
+uipid=target/local-cluster/pids/nodepool-fanout-ui.pid
+if [[ -f $uipid ]] && kill -0 "$(cat "$uipid")" 2>/dev/null; then
+  kill "$(cat "$uipid")"
+  sleep 1
+fi
+setsid target/debug/nodepool-fanout ui --address "$console" >target/local-cluster/logs/nodepool-fanout-ui.log 2>&1 </dev/null &
+echo $! >"$uipid"
+
 if [[ ${GITOPS:-} == 1 ]]; then
   say "Committing examples/gitops/ (with the pools and the application) to the Git server"
   work=target/local-cluster/demo-fleet
@@ -163,9 +175,10 @@ fi
 
 cat <<EOF
 
-The cluster and the controller keep running:
+The fleet console: http://$console (it acts as your kubeconfig's user)
+
+The cluster, the controller and the console keep running:
   export KUBECONFIG=$KUBECONFIG
   kubectl -n edge describe npa ingress
-  target/debug/nodepool-fanout ui      # the fleet console, at http://127.0.0.1:8090
   make cluster-down    # stops everything
 EOF

@@ -135,11 +135,13 @@ pub fn application(app: &AppView, filter: &Filter, page_of: &Page) -> Markup {
         (filter_form(app, filter))
         div data-live="grid" {
         p.shown { (shown) " of " (app.pools.len()) " pools" }
-        @for (group, pools) in &groups {
-            section.group {
-                @if filter.group.is_some() { h2 { (group) " " span.count { "(" (pools.len()) ")" } } }
-                ul.grid {
-                    @for pool in pools { (cell(app, pool)) }
+        div.groups {
+            @for (group, pools) in &groups {
+                section.group {
+                    @if filter.group.is_some() { h2 { (group) " " span.count { "(" (pools.len()) ")" } } }
+                    ul.grid {
+                        @for pool in pools { (cell(app, pool)) }
+                    }
                 }
             }
         }

@@ -56,7 +56,7 @@ impl Driver {
             "browserName": "chrome",
             "goog:chromeOptions": { "binary": CHROMIUM, "args": [
                 "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1280,900"
+                "--window-size=1280,1000"
             ] }
         });
         let capabilities = capabilities.as_object().cloned().unwrap_or_default();
