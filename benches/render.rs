@@ -15,9 +15,11 @@
 //! For each it prints the time to plan (best of 3), the peak resident
 //! memory above the process's before the case, and what the plan decided.
 //!
-//! Then it plans one application over 10,000 pools twice: the first
-//! fan-out (nothing written yet), and a resync with every release in place
-//! and Ready, as the controller replans at rest; for each, the time, the
+//! Then it plans one application over 10,000 pools: the first fan-out
+//! (nothing written yet); a resync with every release in place and Ready,
+//! from scratch; the same resync with the memo that plan left, as the
+//! controller replans at rest; and with one release changed since (a new
+//! resourceVersion, as a Ready condition brings). For each, the time, the
 //! peak resident memory it added, and the size of its observed releases'
 //! packed text.
 //!
@@ -300,6 +302,7 @@ fn at_scale(pools: usize) {
         .map(|(i, desired)| {
             let mut live = desired.object();
             live["metadata"]["uid"] = json!(format!("uid-{i:08}"));
+            live["metadata"]["resourceVersion"] = json!(format!("{}", 1000 + i));
             live["metadata"]["generation"] = json!(1);
             live["metadata"]["creationTimestamp"] = json!("2026-11-23T10:00:00Z");
             live["status"] = json!({ "observedGeneration": 1, "conditions": [{
@@ -320,10 +323,45 @@ fn at_scale(pools: usize) {
     reset_peak_rss();
     let before = peak_rss_kib();
     let start = Instant::now();
-    let resync = plan::plan(&input(&app, &pools, owned));
+    let resync = plan::plan(&input(&app, &pools, owned.clone()));
     let took = start.elapsed();
     let peak = peak_rss_kib().saturating_sub(before);
     row("resync, every release in place", took, peak, resync.apply.len(), packed as u64 / 1024);
+    // As the controller replans: with what the last plan found.
+    let memo = resync.memo;
+    drop(resync.apply);
+    reset_peak_rss();
+    let before = peak_rss_kib();
+    let start = Instant::now();
+    let at_rest = plan::plan(&PlanInput {
+        memo: Some(&memo),
+        ..input(&app, &pools, owned.clone())
+    });
+    let took = start.elapsed();
+    let peak = peak_rss_kib().saturating_sub(before);
+    row("resync again, with the last memo", took, peak, at_rest.apply.len(), packed as u64 / 1024);
+    // One release turns Ready (a new resourceVersion): that pool alone is
+    // read again.
+    let mut one_changed = owned;
+    if let Some(first) = one_changed.first_mut() {
+        first.resource_version = Some("999999".into());
+    }
+    reset_peak_rss();
+    let before = peak_rss_kib();
+    let start = Instant::now();
+    let after_event = plan::plan(&PlanInput {
+        memo: Some(&at_rest.memo),
+        ..input(&app, &pools, one_changed)
+    });
+    let took = start.elapsed();
+    let peak = peak_rss_kib().saturating_sub(before);
+    row(
+        "one release changed, with the memo",
+        took,
+        peak,
+        after_event.apply.len(),
+        packed as u64 / 1024,
+    );
 }
 
 /// No other releases in the namespace.
@@ -352,6 +390,7 @@ fn input<'a>(
         hold: None,
         unserved: None,
         clock_since: None,
+        memo: None,
     }
 }
 

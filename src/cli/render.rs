@@ -102,6 +102,7 @@ pub fn render(
         hold: None,
         unserved: None,
         clock_since: None,
+        memo: None,
     });
     errors.extend(plan.blocked.iter().cloned());
     errors.extend(

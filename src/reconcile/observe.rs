@@ -219,6 +219,7 @@ pub fn observe(caches: &Caches, app: &NodePoolApplication) -> Observed {
         match observed {
             Some(observed) => owned.push(ObservedRelease {
                 live: Some(release.planned.clone()),
+                resource_version: release.metadata.resource_version.clone(),
                 ..observed
             }),
             // Another's, or ours by owner reference but without our pool

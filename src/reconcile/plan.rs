@@ -62,6 +62,9 @@ pub struct PlanInput<'a> {
     /// The application's revision history, for a rollback; `None` when
     /// it was not read (then nothing is rolled back).
     pub history: Option<&'a History>,
+    /// What the last plan of this application found ([`Plan::memo`]): the
+    /// pools it need not build again. `None` builds every pool.
+    pub memo: Option<&'a Memo>,
 }
 
 /// A chart problem that holds every write back: an unresolvable version, a
@@ -76,6 +79,7 @@ pub struct Hold {
 
 mod build;
 mod guards;
+pub mod memo;
 mod observed;
 mod outcome;
 mod report;
@@ -86,6 +90,7 @@ mod stamps;
 pub use crate::reconcile::fleet::WriteRefused;
 use build::{app_info, Built};
 use guards::{blocked, check_selectors, helm_release_taken_message, nothing_selected};
+pub use memo::Memo;
 pub use observed::{
     isolation_failures, HelmReleaseKey, ListedReleases, Manifest, ObservedRelease, OtherReleases,
     TakenRelease,
@@ -169,6 +174,7 @@ fn plan_releases(input: &PlanInput) -> Plan {
     let suspended = input.app.spec.suspend == Some(true);
     let mut plan = Plan::new(selected.missing.clone());
     plan.inert = candidates.inert;
+    plan.memo = candidates.memo;
     let deciding = schedule::Deciding {
         input,
         app: &app,

@@ -148,6 +148,39 @@ pub(super) struct Context {
     /// What each application's events are and how long its last
     /// reconcile took (see [`AppIndex`]).
     pub(super) index: Arc<AppIndex>,
+    /// What each application's last plan found, by uid: the pools its
+    /// next plan need not build again ([`crate::reconcile::plan::memo`]).
+    pub(super) memos: Memos,
+}
+
+/// Each application's last plan's memo, by uid.
+#[derive(Default)]
+pub(super) struct Memos(
+    std::sync::Mutex<std::collections::HashMap<String, Arc<crate::reconcile::plan::Memo>>>,
+);
+
+impl Memos {
+    /// The memo of the application `uid`, if one was kept.
+    pub(super) fn get(&self, uid: &str) -> Option<Arc<crate::reconcile::plan::Memo>> {
+        self.0.lock().ok()?.get(uid).cloned()
+    }
+
+    /// Keeps `memo` for the application `uid`; an empty one is none.
+    pub(super) fn put(&self, uid: &str, memo: crate::reconcile::plan::Memo) {
+        if let Ok(mut memos) = self.0.lock() {
+            match memo.is_empty() {
+                true => memos.remove(uid),
+                false => memos.insert(uid.to_string(), Arc::new(memo)),
+            };
+        }
+    }
+
+    /// Forgets the application `uid` (deleted).
+    pub(super) fn forget(&self, uid: &str) {
+        if let Ok(mut memos) = self.0.lock() {
+            memos.remove(uid);
+        }
+    }
 }
 
 /// Where the caches stand.

@@ -188,6 +188,7 @@ fn context(
         holds: Backoff::starting_at(CHART_HOLD_FIRST_RETRY),
         leading_since: std::sync::OnceLock::new(),
         index: Arc::default(),
+        memos: Default::default(),
     }
 }
 

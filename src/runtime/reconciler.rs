@@ -88,6 +88,7 @@ pub(super) async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) 
     let namespace = app.namespace().unwrap_or_default();
     let apps: Api<NodePoolApplication> = Api::namespaced(ctx.client.clone(), &namespace);
     if app.meta().deletion_timestamp.is_some() {
+        ctx.memos.forget(app.meta().uid.as_deref().unwrap_or_default());
         return finalize(ctx, &apps, app.as_ref()).await;
     }
     apply::set_finalizers(&apps, app.as_ref(), &finalizers(ctx, &app)).await?;
@@ -173,7 +174,10 @@ fn plan_observed(
             nodes::count(ctx.nodes.state().iter().map(|n| n.as_ref()), &membership)
         }
     };
+    let uid = app.metadata.uid.clone().unwrap_or_default();
+    let memo = ctx.memos.get(&uid);
     let input = PlanInput {
+        memo: memo.as_deref(),
         app,
         pools: &observed.pools.iter().map(|p| &p.pool).collect::<Vec<_>>(),
         nodes: Some(&node_counts),
@@ -187,7 +191,8 @@ fn plan_observed(
         clock_since: ctx.leading_since.get().map(|t| Time(*t)),
         history: Some(history),
     };
-    let planned = plan::plan(&input);
+    let mut planned = plan::plan(&input);
+    ctx.memos.put(&uid, std::mem::take(&mut planned.memo));
     let PlanInput { owned, .. } = input;
     (planned, owned)
 }

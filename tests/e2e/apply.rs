@@ -64,6 +64,7 @@ fn plan_over(app: &NodePoolApplication, pools: &[Pool], owned: Vec<ObservedRelea
         hold: None,
         unserved: None,
         clock_since: None,
+        memo: None,
     })
 }
 

@@ -67,6 +67,7 @@ fn plan_over(app: &NodePoolApplication, owned: Vec<ObservedRelease>, offline: bo
         hold: None,
         unserved: None,
         clock_since: None,
+        memo: None,
     })
 }
 

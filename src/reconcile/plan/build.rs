@@ -14,6 +14,7 @@ use crate::reconcile::release::{self, AppInfo, BuiltRelease, FieldError};
 use crate::values::template::Renderer;
 
 use super::guards::{fail_duplicate_release_names, helm_release_taken, helm_release_taken_message};
+use super::memo::{self, Memo};
 use super::{DesiredRelease, HelmReleaseKey, Manifest, ObservedRelease, Outcome, PlanInput};
 
 /// One selected pool, before the rollout, the chart and suspension have
@@ -93,6 +94,8 @@ pub(super) struct Candidates {
     pub pools: Vec<Candidate>,
     /// Releases to make inert, with why (see `Plan::inert`).
     pub inert: Vec<(String, String)>,
+    /// The pools whose release needed no write, for the next plan.
+    pub memo: Memo,
 }
 
 /// Every selected pool's candidate; or, when the releases pass the
@@ -104,6 +107,8 @@ pub(super) fn candidates(
     selected: &[&Pool],
 ) -> Result<Candidates, String> {
     let renderer = Renderer::new();
+    let app_inputs = memo::app_inputs(app);
+    let mut found = Memo::new(app_inputs);
     let mut built: BTreeMap<String, Result<Built, FieldError>> = BTreeMap::new();
     let mut candidates = Vec::new();
     let mut total = 0usize;
@@ -117,13 +122,25 @@ pub(super) fn candidates(
             });
             continue;
         }
-        let written = owned.get(name.as_str()).and_then(|o| o.spec_hash.as_deref());
-        let result = release::build(app, pool, &renderer, written);
+        let observed = owned.get(name.as_str()).copied();
+        let recalled = input.memo.and_then(|m| m.recall(app_inputs, pool, observed));
+        let result = match (recalled, observed) {
+            (Some(known), Some(observed)) => Ok(Built::recalled(name, known.clone(), observed)),
+            _ => {
+                let written = observed.and_then(|o| o.spec_hash.as_deref());
+                release::build(app, pool, &renderer, written).map(|b| Built::new(b, observed))
+            }
+        };
         total += result.as_ref().map_or(0, |b| b.size);
         if total > release::MAX_APPLICATION_BYTES {
             return Err(too_large(count + 1, selected.len()));
         }
-        built.insert(pool.name.clone(), result.map(|b| Built::new(b, owned.get(name.as_str()))));
+        if let (Ok(b), Some(observed)) = (&result, observed) {
+            if let Some(unchanged) = b.found() {
+                found.remember(pool, observed, unchanged);
+            }
+        }
+        built.insert(pool.name.clone(), result);
     }
     fail_duplicate_release_names(&mut built);
     let mut inert = Vec::new();
@@ -153,6 +170,7 @@ pub(super) fn candidates(
     Ok(Candidates {
         pools: candidates,
         inert,
+        memo: found,
     })
 }
 
@@ -180,6 +198,9 @@ pub(super) struct Built {
     pub(super) claims: bool,
     /// Carries this spec hash, and was suspended with the application.
     pub(super) resumed: bool,
+    /// The bytes of its spec and labels as JSON, against the
+    /// application's budget.
+    pub(super) size: usize,
 }
 
 impl Built {
@@ -200,7 +221,7 @@ impl Built {
         }
     }
 
-    pub(super) fn new(built: BuiltRelease, observed: Option<&&ObservedRelease>) -> Self {
+    pub(super) fn new(built: BuiltRelease, observed: Option<&ObservedRelease>) -> Self {
         let drift = observed
             .filter(|o| o.spec_hash.as_deref() == Some(built.spec_hash.as_str()))
             .and_then(|o| o.live.as_ref())
@@ -228,8 +249,40 @@ impl Built {
             name: built.name,
             release_name: built.release_name,
             spec_hash: built.spec_hash,
+            size: built.size,
             drift,
         }
+    }
+
+    /// What [`Built::new`] makes of the release `observed` when it holds
+    /// what `known` says was built for its pool, with no drift: the memo's
+    /// promise, since neither the inputs nor the object changed.
+    pub(super) fn recalled(name: String, known: memo::Remembered, observed: &ObservedRelease) -> Self {
+        let drove = observed.helm_release.clone().filter(|d| Some(d) != known.helm_release.as_ref());
+        Self {
+            resumed: false,
+            claims: drove.is_some(),
+            drove,
+            inert: false,
+            helm_release: known.helm_release,
+            object: None,
+            name,
+            release_name: known.release_name,
+            spec_hash: known.spec_hash,
+            size: known.size,
+            drift: None,
+        }
+    }
+
+    /// What the memo keeps of it: only a release that needs no write.
+    fn found(&self) -> Option<memo::Found> {
+        let plain = self.object.is_none() && self.drift.is_none() && !self.inert && !self.resumed;
+        plain.then(|| memo::Found {
+            spec_hash: self.spec_hash.clone(),
+            release_name: self.release_name.clone(),
+            helm_release: self.helm_release.clone(),
+            size: self.size,
+        })
     }
 }
 
@@ -262,4 +315,28 @@ pub(super) fn app_info<'a>(input: &PlanInput<'a>, requests: &'a [(&'a str, &'a s
             .and_then(|l| l.get(naming::LABEL_SHARD))
             .map(String::as_str),
     }
+}
+
+/// The application's part of every pool's inputs ([`memo::app_inputs`])
+/// of `app` with no chart and no requests, for tests.
+#[cfg(test)]
+pub(super) fn app_info_for_tests(app: &crate::api::NodePoolApplication) -> u64 {
+    let requests = super::requests(app);
+    let others = super::ListedReleases::default();
+    let input = PlanInput {
+        app,
+        pools: &[],
+        nodes: None,
+        owned: Vec::new(),
+        others: &others,
+        now: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now()),
+        chart_ref: None,
+        chart: None,
+        hold: None,
+        unserved: None,
+        clock_since: None,
+        history: None,
+        memo: None,
+    };
+    memo::app_inputs(&app_info(&input, &requests))
 }

@@ -66,6 +66,9 @@ pub struct ObservedRelease {
     /// Deletes carry it as a precondition, so only the observed object goes.
     pub uid: Option<String>,
     pub pool: Option<String>,
+    /// Its `metadata.resourceVersion`: which version of the object was
+    /// read (see [`super::memo`]).
+    pub resource_version: Option<String>,
     pub spec_hash: Option<String>,
     pub generation: Option<i64>,
     pub status: ReleaseStatus,
@@ -113,6 +116,7 @@ impl ObservedRelease {
                     .or_else(|| text("labels", naming::LABEL_POOL))?,
             ),
             spec_hash: text("annotations", naming::ANNOTATION_SPEC_HASH),
+            resource_version: metadata.get("resourceVersion").and_then(Value::as_str).map(str::to_string),
             generation: metadata.get("generation").and_then(Value::as_i64),
             status: release_state::classify(object),
             chart_ref: chart_ref_of(object),

@@ -159,6 +159,9 @@ pub struct Plan {
     /// another application's HelmRelease drives (see
     /// [`crate::api::naming::ANNOTATION_INERT`]).
     pub inert: Vec<(String, String)>,
+    /// What this plan found, for the next plan of the application
+    /// ([`PlanInput::memo`](super::PlanInput)).
+    pub memo: super::Memo,
 }
 
 impl Plan {
@@ -177,6 +180,7 @@ impl Plan {
             suspend: Vec::new(),
             resume: Vec::new(),
             inert: Vec::new(),
+            memo: super::Memo::default(),
         }
     }
 

@@ -3,6 +3,7 @@
 mod clusters;
 mod drift;
 mod isolation;
+mod memo;
 mod releases;
 mod requests;
 mod rollback;
@@ -155,6 +156,7 @@ impl<'a> Scenario<'a> {
             hold: self.hold,
             unserved: self.unserved,
             clock_since: None,
+            memo: None,
         })
     }
 }
@@ -186,6 +188,7 @@ fn ready_release(name: &str, pool: &str, hash: &str) -> ObservedRelease {
         uid: None,
         pool: Some(pool.into()),
         spec_hash: Some(hash.into()),
+        resource_version: None,
         generation: Some(1),
         status: ReleaseStatus {
             state: ReleaseState::Ready,

@@ -312,6 +312,7 @@ pub(super) fn with_chart(a: &NodePoolApplication, owned: Vec<ObservedRelease>, c
         hold: None,
         unserved: None,
         clock_since: None,
+        memo: None,
     })
 }
 
@@ -455,6 +456,7 @@ fn releases_of_an_oci_chart_name_its_pinned_ocirepository() {
         hold: None,
         unserved: None,
         clock_since: None,
+        memo: None,
     });
     assert_eq!(applied_pools(&planned), ["hangzhou", "shanghai"]);
     for pool in ["hangzhou", "shanghai"] {
