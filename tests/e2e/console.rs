@@ -10,6 +10,7 @@ use crate::support;
 use std::process::Stdio;
 use std::time::Duration;
 
+use fantoccini::error::CmdError;
 use fantoccini::{Client, Locator};
 use serde_json::json;
 
@@ -71,15 +72,60 @@ impl Drop for Ui {
     }
 }
 
+// The page swaps its live parts as the fleet changes, and on a busy
+// cluster it does so every second: an element found by one WebDriver
+// command may be gone by the next. So the page is read, and clicked, by
+// one script each time, which sees one state of it.
+
 /// The cells of the page open in `browser`: (pool, state).
-async fn cells(browser: &Client) -> Result<Vec<(String, String)>, fantoccini::error::CmdError> {
-    let mut found = Vec::new();
-    for cell in browser.find_all(Locator::Css("li.cell")).await? {
-        let pool = cell.attr("data-pool").await?.unwrap_or_default();
-        let state = cell.attr("data-state").await?.unwrap_or_default();
-        found.push((pool, state));
-    }
-    Ok(found)
+async fn cells(browser: &Client) -> Result<Vec<(String, String)>, CmdError> {
+    let found = browser
+        .execute(
+            "return Array.from(document.querySelectorAll('li.cell')).map(c => [c.dataset.pool, c.dataset.state]);",
+            vec![],
+        )
+        .await?;
+    Ok(serde_json::from_value(found).unwrap_or_default())
+}
+
+/// The rendered text of each element `css` selects, its whitespace
+/// folded to single spaces.
+async fn texts(browser: &Client, css: &str) -> Result<Vec<String>, CmdError> {
+    let found = browser
+        .execute(
+            "return Array.from(document.querySelectorAll(arguments[0])).map(e => e.innerText);",
+            vec![json!(css)],
+        )
+        .await?;
+    let found: Vec<String> = serde_json::from_value(found).unwrap_or_default();
+    Ok(found.iter().map(|t| t.split_whitespace().collect::<Vec<_>>().join(" ")).collect())
+}
+
+/// The text of the first element `css` selects; empty when there is none.
+async fn text(browser: &Client, css: &str) -> Result<String, CmdError> {
+    Ok(texts(browser, css).await?.into_iter().next().unwrap_or_default())
+}
+
+/// The text of the first element `css` selects, once there is one: after
+/// a click, the next page may still be on its way.
+async fn text_when_shown(browser: &Client, css: &str) -> String {
+    wait_for(&format!("{css} on the page"), Duration::from_secs(20), || async {
+        let shown = text(browser, css).await.map_err(|e| e.to_string())?;
+        (!shown.is_empty()).then_some(shown).ok_or_else(|| "not yet".to_string())
+    })
+    .await
+}
+
+/// Clicks the first element `css` selects, as a person would.
+async fn click_on(browser: &Client, css: &str) -> Result<(), CmdError> {
+    let clicked = browser
+        .execute(
+            "const e = document.querySelector(arguments[0]); if (e) { e.click(); } return !!e;",
+            vec![json!(css)],
+        )
+        .await?;
+    assert_eq!(clicked, json!(true), "nothing to click at {css}");
+    Ok(())
 }
 
 /// A PNG's width and height, once it is one.
@@ -141,10 +187,9 @@ async fn the_console_shows_the_fleet_as_a_live_grid_in_a_real_browser() -> TestR
     let checked: Checked<Duration> = async {
         // The landing page lists the application, and leads to its grid.
         browser.goto(&format!("{}/", ui.address)).await?;
-        let link = browser.find(Locator::LinkText("ingress")).await?;
-        let row = browser.find(Locator::Css("tr[data-app] td.ready")).await?.text().await?;
+        let row = text(&browser, "tr[data-app] td.ready").await?;
         assert_eq!(row, "3/3");
-        link.click().await?;
+        click_on(&browser, "tr[data-app] a").await?;
         let seen = wait_for("the grid of three Ready pools", Duration::from_secs(20), || async {
             let found = cells(&browser).await.map_err(|e| e.to_string())?;
             let ready = found.iter().filter(|(_, state)| state == "Ready").count();
@@ -161,15 +206,10 @@ async fn the_console_shows_the_fleet_as_a_live_grid_in_a_real_browser() -> TestR
         let form = browser.form(Locator::Css("form.filter")).await?;
         form.set_by_name("group", "region").await?.submit().await?;
         let groups = wait_for("the grid grouped by region", Duration::from_secs(20), || async {
-            let headings =
-                browser.find_all(Locator::Css("section.group h2")).await.map_err(|e| e.to_string())?;
-            let mut texts = Vec::new();
-            for h in headings {
-                texts.push(h.text().await.map_err(|e| e.to_string())?);
-            }
-            match texts.len() {
-                2 => Ok(texts),
-                _ => Err(format!("headings {texts:?}")),
+            let headings = texts(&browser, "section.group h2").await.map_err(|e| e.to_string())?;
+            match headings.len() {
+                2 => Ok(headings),
+                _ => Err(format!("headings {headings:?}")),
             }
         })
         .await;
@@ -177,7 +217,7 @@ async fn the_console_shows_the_fleet_as_a_live_grid_in_a_real_browser() -> TestR
 
         // Read-only: it says so, and there is no form that writes, no
         // button but the filter's.
-        let header = browser.find(Locator::Css("header")).await?.text().await?;
+        let header = text(&browser, "header").await?;
         assert!(header.contains("read-only"), "{header}");
         let writes = browser.find_all(Locator::Css("form[method=post], form[method=POST]")).await?;
         assert!(writes.is_empty(), "a form posts");
@@ -188,6 +228,7 @@ async fn the_console_shows_the_fleet_as_a_live_grid_in_a_real_browser() -> TestR
         // no reload.
         wait_live(&browser).await;
         let before = browser.find(Locator::Css("body")).await?.attr("data-refreshed").await?;
+        let pages_before = text(&browser, "p.shown").await?;
         let cut = std::time::Instant::now();
         crate::rollout::cut_off(&env, &format!("{}-node-0", pools[2])).await?;
         wait_for("the third pool Offline", Duration::from_secs(30), || async {
@@ -200,27 +241,26 @@ async fn the_console_shows_the_fleet_as_a_live_grid_in_a_real_browser() -> TestR
         let latency = cut.elapsed();
         let after = browser.find(Locator::Css("body")).await?.attr("data-refreshed").await?;
         assert!(after.is_some() && after != before, "the page was not refreshed by its script");
-        let counts = browser.find(Locator::Css("ul.counts")).await?.text().await?;
+        let counts = text(&browser, "ul.counts").await?;
         assert!(counts.contains("Offline 1") && counts.contains("Ready 2"), "{counts}");
         // The grouping the reader chose stays as it was.
-        let headings = browser.find_all(Locator::Css("section.group h2")).await?;
-        assert_eq!(headings.len(), 2);
+        assert_eq!(texts(&browser, "section.group h2").await?.len(), 2);
+        assert_eq!(text(&browser, "p.shown").await?, pages_before);
 
         // A pool's page, from its cell: since when it has been down.
-        let cell = browser.find(Locator::Css(&format!("li.cell[data-pool='{}'] a", pools[2]))).await?;
-        cell.click().await?;
-        let release = browser.find(Locator::Css("dd.release")).await?.text().await?;
+        click_on(&browser, &format!("li.cell[data-pool='{}'] a", pools[2])).await?;
+        let release = text_when_shown(&browser, "dd.release").await;
         assert!(release.starts_with(&format!("{}/ingress-", env.namespace)), "{release}");
-        let nodes = browser.find(Locator::Css("dd.nodes")).await?.text().await?;
+        let nodes = text(&browser, "dd.nodes").await?;
         assert_eq!(nodes, "0/1");
-        let down = browser.find(Locator::Css("dd.down")).await?.text().await?;
+        let down = text(&browser, "dd.down").await?;
         assert!(down.starts_with("20"), "down since a time: {down}");
         // Its release's conditions and Helm history, as Flux wrote them.
-        let conditions = browser.find(Locator::Css("table.conditions")).await?.text().await?;
+        let conditions = text(&browser, "table.conditions").await?;
         assert!(conditions.contains("Ready True InstallSucceeded"), "{conditions}");
-        let history = browser.find(Locator::Css("table.history tbody")).await?.text().await?;
+        let history = text(&browser, "table.history tbody").await?;
         assert!(history.starts_with("1 1.0.0 deployed"), "{history}");
-        let events = browser.find(Locator::Css("table.events")).await?.text().await?;
+        let events = text(&browser, "table.events").await?;
         assert!(events.contains("InstallSucceeded"), "helm-controller's Event: {events}");
         Ok(latency)
     }
@@ -312,7 +352,7 @@ async fn an_operator_pauses_and_resumes_a_rollout_from_the_browser() -> TestResu
         })
         .await;
         click(&browser, "pause").await?;
-        let notice = browser.find(Locator::Css("p.notice")).await?.text().await?;
+        let notice = text_when_shown(&browser, "p.notice").await;
         assert!(notice.contains("paused the rollout"), "{notice}");
         let url = browser.current_url().await?;
         assert_eq!(
@@ -329,9 +369,8 @@ async fn an_operator_pauses_and_resumes_a_rollout_from_the_browser() -> TestResu
         // The page follows: the rollout reads Paused, and the pools of the
         // last wave wait.
         wait_for("the page to say Paused", Duration::from_secs(10), || async {
-            let progress = browser.find(Locator::Css("dd.progress")).await.map_err(|e| e.to_string())?;
-            let text = progress.text().await.map_err(|e| e.to_string())?;
-            text.starts_with("Paused").then_some(()).ok_or(text)
+            let progress = text(&browser, "dd.progress").await.map_err(|e| e.to_string())?;
+            progress.starts_with("Paused").then_some(()).ok_or(progress)
         })
         .await;
         let screenshot = browser.screenshot().await?;
@@ -378,7 +417,7 @@ async fn an_operator_pauses_and_resumes_a_rollout_from_the_browser() -> TestResu
             .goto(&format!("{}/apps/{}/ingress", as_viewer.address, env.namespace))
             .await?;
         click(&browser, "pause").await?;
-        Ok(browser.find(Locator::Css("p.error")).await?.text().await?)
+        Ok(text_when_shown(&browser, "p.error").await)
     }
     .await;
     browser.close().await?;
