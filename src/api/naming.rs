@@ -211,8 +211,9 @@ pub fn shorten_release_name(name: &str) -> String {
 
 pub fn hex_prefix(parts: &[&str], len: usize) -> String {
     let digest = Sha256::digest(parts.join("\0").as_bytes());
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    hex[..len.min(hex.len())].to_string()
+    let mut hex = hex::encode(digest);
+    hex.truncate(len);
+    hex
 }
 
 /// The name of the Lease, in the application's namespace, whose create

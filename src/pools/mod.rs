@@ -25,7 +25,7 @@ use crate::api::PoolSelection;
 use kind::PoolObjects;
 
 /// What the planner needs to know about a node pool.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Pool {
     pub name: String,
     /// The namespace of a pool of a namespaced kind (a ClusterProfile):

@@ -46,7 +46,7 @@ pub const CONTROL_PLANE_HEALTHY: &str = "ControlPlaneHealthy";
 /// A site cluster's health as its ClusterProfile says it. Only whether it
 /// is healthy and since when: a cluster manager may rewrite the message
 /// every few seconds, and that is no change to plan on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct SiteHealth {
     /// `ControlPlaneHealthy` is True; False and Unknown are not healthy.
     pub healthy: bool,

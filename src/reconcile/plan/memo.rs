@@ -8,7 +8,7 @@
 //! A pool's inputs are everything [`crate::reconcile::release::build`]
 //! reads: the application's part ([`app_inputs`]: its name, namespace,
 //! uid, spec, shared chart, shard and Flux requests) and the pool's own
-//! (its name, labels, annotations, node selector and health). Only pools
+//! (every field of [`Pool`], hashed). Only pools
 //! whose release needed no write are remembered; the plan's result with a
 //! memo is the plan's result without one (a property test checks it over
 //! random sequences of events).
@@ -120,8 +120,8 @@ pub(super) fn app_inputs(app: &AppInfo) -> u64 {
 /// A pool's own inputs, as one number.
 fn pool_inputs(pool: &Pool) -> u64 {
     let mut hasher = DefaultHasher::new();
-    // Every field, as its Debug text: a field added to `Pool` is part of
-    // the inputs without a change here.
-    format!("{pool:?}").hash(&mut hasher);
+    // Every field: a field added to `Pool` is part of the inputs without
+    // a change here (the derive hashes it, or fails to compile).
+    pool.hash(&mut hasher);
     hasher.finish()
 }
