@@ -29,7 +29,7 @@ use super::{Source, SourceError};
 use crate::api::{naming, NodePoolApplication, PoolKind};
 use crate::cli::get;
 use crate::pools::{kind, nodes, Pool};
-use crate::reconcile::observe::helmrelease_resource;
+use crate::reconcile::observe::{self, helmrelease_resource};
 
 /// The most Events a pool's page shows.
 const MAX_EVENTS: usize = 20;
@@ -122,9 +122,8 @@ impl CacheSource {
         let nodes = self.nodes.state();
         let mut releases: HashMap<String, Vec<Value>> = HashMap::new();
         for release in self.releases.state() {
-            let owner = release.owner_references().iter().find(|o| o.kind == NodePoolApplication::kind(&()));
-            if let (Some(owner), Ok(value)) = (owner, serde_json::to_value(&*release)) {
-                releases.entry(owner.uid.clone()).or_default().push(value);
+            if let (Some(owner), Ok(value)) = (owner_uid(&release), serde_json::to_value(&*release)) {
+                releases.entry(owner.to_string()).or_default().push(value);
             }
         }
         let mut apps = self.apps.state();
@@ -143,8 +142,7 @@ impl CacheSource {
         self.releases
             .state()
             .iter()
-            .filter(|r| r.namespace() == app.namespace())
-            .filter(|r| r.owner_references().iter().any(|o| Some(&o.uid) == uid.as_ref()))
+            .filter(|r| observe::owned_by(r.as_ref(), uid.as_deref()))
             .filter_map(|r| serde_json::to_value(&**r).ok())
             .collect()
     }
@@ -322,6 +320,16 @@ async fn readable_pool_kind(client: &Client, kind: PoolKind) -> Option<ApiResour
             None
         }
     }
+}
+
+/// The uid of the application that is the release's controller owner, by
+/// the rule the controller owns releases by ([`observe::owned_by`]).
+fn owner_uid(release: &DynamicObject) -> Option<&str> {
+    release
+        .owner_references()
+        .iter()
+        .find(|r| observe::owned_by(release, Some(&r.uid)))
+        .map(|r| r.uid.as_str())
 }
 
 /// The site clusters among `objects` (ClusterProfiles).

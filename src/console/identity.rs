@@ -12,6 +12,7 @@
 
 use axum::http::{HeaderMap, HeaderName};
 use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
 
 /// How the console learns who acts.
 #[derive(Debug, Clone)]
@@ -109,9 +110,7 @@ impl Tokens {
 
     /// Whether `given` is `actor`'s token, compared in constant time.
     pub fn check(&self, actor: &Actor, given: &str) -> bool {
-        let expected = self.token(actor);
-        expected.len() == given.len()
-            && expected.bytes().zip(given.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+        self.token(actor).as_bytes().ct_eq(given.as_bytes()).into()
     }
 }
 

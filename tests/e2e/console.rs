@@ -85,7 +85,7 @@ async fn cells(browser: &Client) -> Result<Vec<(String, String)>, CmdError> {
             vec![],
         )
         .await?;
-    Ok(serde_json::from_value(found).unwrap_or_default())
+    Ok(serde_json::from_value(found).expect("the script returns [pool, state] pairs"))
 }
 
 /// The rendered text of each element `css` selects, its whitespace
@@ -97,7 +97,7 @@ async fn texts(browser: &Client, css: &str) -> Result<Vec<String>, CmdError> {
             vec![json!(css)],
         )
         .await?;
-    let found: Vec<String> = serde_json::from_value(found).unwrap_or_default();
+    let found: Vec<String> = serde_json::from_value(found).expect("the script returns texts");
     Ok(found.iter().map(|t| t.split_whitespace().collect::<Vec<_>>().join(" ")).collect())
 }
 
