@@ -34,7 +34,9 @@ pub(super) const CHART_HOLD_FIRST_RETRY: Duration = Duration::from_secs(3);
 /// tenth of the time at most (measured: a 1 s window kept a 10,000-pool
 /// application replanning on a whole core while helm-controller worked
 /// through its releases), between a second, which keeps a small
-/// application's roll-up live, and half a minute.
+/// application's roll-up live, and half a minute. A pool entering or
+/// leaving the selection does not wait for the window's end (see
+/// [`super::throttle::URGENT_WAIT`]).
 pub(super) fn wake_window(last_reconcile: Option<Duration>) -> Duration {
     const SHORTEST: Duration = Duration::from_secs(1);
     const LONGEST: Duration = Duration::from_secs(30);

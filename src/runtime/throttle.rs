@@ -13,6 +13,13 @@
 //! all the time is thus reconciled once per window, no more and no less.
 //! Each window's length is asked for when it opens, so that a key whose
 //! reconcile is costly can be given a longer one.
+//!
+//! A window sheds load; it must not hold back a change a person waits to
+//! see. An urgent trigger (a pool entering or leaving an application's
+//! selection) ends the window it falls in at most [`URGENT_WAIT`] after
+//! the window opened, however long it was to be: a site that appears is
+//! written within about a second even at ten thousand pools, while status
+//! churn still folds into one reconcile a window.
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -21,25 +28,59 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::Stream;
-use tokio_util::time::DelayQueue;
+use tokio::time::Instant;
+use tokio_util::time::{delay_queue, DelayQueue};
+
+/// The longest an urgent trigger waits after the window it falls in
+/// opened.
+pub const URGENT_WAIT: Duration = Duration::from_millis(500);
+
+/// One trigger for a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wake<K> {
+    pub key: K,
+    /// Ends an open window early (see [`URGENT_WAIT`]).
+    pub urgent: bool,
+}
+
+impl<K> Wake<K> {
+    /// A trigger folded into the window it falls in.
+    pub fn folded(key: K) -> Self {
+        Self { key, urgent: false }
+    }
+
+    /// A trigger that waits [`URGENT_WAIT`] at most.
+    pub fn urgent(key: K) -> Self {
+        Self { key, urgent: true }
+    }
+}
 
 /// The throttled stream of [`per_key`].
-pub struct Throttled<S: Stream, W> {
+pub struct Throttled<S, K, W> {
     triggers: Option<Pin<Box<S>>>,
     window: W,
-    /// The keys whose window is open, and whether a trigger came during it.
-    open: HashMap<S::Item, bool>,
-    closing: DelayQueue<S::Item>,
+    /// The keys whose window is open.
+    open: HashMap<K, Open>,
+    closing: DelayQueue<K>,
+}
+
+/// A key's open window.
+struct Open {
+    /// Whether a trigger came during it.
+    pending: bool,
+    opened: Instant,
+    /// Its place in the closing queue, to end it early.
+    closes: delay_queue::Key,
 }
 
 /// `triggers` with each key passed at most once per window, `window(key)`
 /// long: at once when no window is open for it, else once when the window
-/// ends.
-pub fn per_key<S, W>(triggers: S, window: W) -> Throttled<S, W>
+/// ends (an urgent trigger ends it [`URGENT_WAIT`] after it opened).
+pub fn per_key<S, K, W>(triggers: S, window: W) -> Throttled<S, K, W>
 where
-    S: Stream,
-    S::Item: Eq + Hash + Clone,
-    W: FnMut(&S::Item) -> Duration,
+    S: Stream<Item = Wake<K>>,
+    K: Eq + Hash + Clone,
+    W: FnMut(&K) -> Duration,
 {
     Throttled {
         triggers: Some(Box::pin(triggers)),
@@ -49,24 +90,45 @@ where
     }
 }
 
-impl<S, W> Stream for Throttled<S, W>
+impl<S, K, W> Throttled<S, K, W>
 where
-    S: Stream,
-    S::Item: Eq + Hash + Clone + Unpin,
-    W: FnMut(&S::Item) -> Duration + Unpin,
+    K: Eq + Hash + Clone,
+    W: FnMut(&K) -> Duration,
 {
-    type Item = S::Item;
+    fn open(&mut self, key: K) {
+        let closes = self.closing.insert(key.clone(), (self.window)(&key));
+        let window = Open {
+            pending: false,
+            opened: Instant::now(),
+            closes,
+        };
+        self.open.insert(key, window);
+    }
+}
 
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<S::Item>> {
+impl<S, K, W> Stream for Throttled<S, K, W>
+where
+    S: Stream<Item = Wake<K>>,
+    K: Eq + Hash + Clone + Unpin,
+    W: FnMut(&K) -> Duration + Unpin,
+{
+    type Item = K;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<K>> {
         let this = self.get_mut();
         // New triggers first: one for a key with no open window passes now.
         while let Some(triggers) = this.triggers.as_mut() {
             match triggers.as_mut().poll_next(cx) {
-                Poll::Ready(Some(key)) => match this.open.get_mut(&key) {
-                    Some(pending) => *pending = true,
+                Poll::Ready(Some(Wake { key, urgent })) => match this.open.get_mut(&key) {
+                    Some(window) => {
+                        window.pending = true;
+                        let by = window.opened + URGENT_WAIT;
+                        if urgent && this.closing.deadline(&window.closes) > by {
+                            this.closing.reset_at(&window.closes, by);
+                        }
+                    }
                     None => {
-                        this.open.insert(key.clone(), false);
-                        this.closing.insert(key.clone(), (this.window)(&key));
+                        this.open(key.clone());
                         return Poll::Ready(Some(key));
                     }
                 },
@@ -80,9 +142,8 @@ where
             match this.closing.poll_expired(cx) {
                 Poll::Ready(Some(expired)) => {
                     let key = expired.into_inner();
-                    if this.open.remove(&key) == Some(true) {
-                        this.open.insert(key.clone(), false);
-                        this.closing.insert(key.clone(), (this.window)(&key));
+                    if this.open.remove(&key).is_some_and(|w| w.pending) {
+                        this.open(key.clone());
                         return Poll::Ready(Some(key));
                     }
                 }
@@ -120,7 +181,9 @@ mod tests {
         out
     }
 
-    fn channel() -> (mpsc::UnboundedSender<&'static str>, mpsc::UnboundedReceiver<&'static str>) {
+    type Triggers = (mpsc::UnboundedSender<Wake<&'static str>>, mpsc::UnboundedReceiver<Wake<&'static str>>);
+
+    fn channel() -> Triggers {
         mpsc::unbounded()
     }
 
@@ -129,7 +192,7 @@ mod tests {
         let (tx, rx) = channel();
         let mut throttled = per_key(rx, |_| WINDOW);
         let start = Instant::now();
-        tx.unbounded_send("a").unwrap();
+        tx.unbounded_send(Wake::folded("a")).unwrap();
         assert_eq!(passed(&mut throttled, start).await, vec![("a", Duration::ZERO)]);
     }
 
@@ -138,11 +201,11 @@ mod tests {
         let (tx, rx) = channel();
         let mut throttled = per_key(rx, |_| WINDOW);
         let start = Instant::now();
-        tx.unbounded_send("a").unwrap();
+        tx.unbounded_send(Wake::folded("a")).unwrap();
         assert_eq!(passed(&mut throttled, start).await.len(), 1);
         for _ in 0..5 {
             advance(Duration::from_millis(100)).await;
-            tx.unbounded_send("a").unwrap();
+            tx.unbounded_send(Wake::folded("a")).unwrap();
             assert_eq!(passed(&mut throttled, start).await, vec![]);
         }
         advance(Duration::from_millis(500)).await;
@@ -151,7 +214,7 @@ mod tests {
         // next trigger passes at once again.
         advance(WINDOW * 3).await;
         assert_eq!(passed(&mut throttled, start).await, vec![]);
-        tx.unbounded_send("a").unwrap();
+        tx.unbounded_send(Wake::folded("a")).unwrap();
         assert_eq!(passed(&mut throttled, start).await, vec![("a", Duration::from_secs(4))]);
     }
 
@@ -164,7 +227,7 @@ mod tests {
         let start = Instant::now();
         let mut seen = Vec::new();
         for _ in 0..100 {
-            tx.unbounded_send("a").unwrap();
+            tx.unbounded_send(Wake::folded("a")).unwrap();
             seen.extend(passed(&mut throttled, start).await);
             advance(Duration::from_millis(50)).await;
         }
@@ -178,9 +241,9 @@ mod tests {
         let (tx, rx) = channel();
         let mut throttled = per_key(rx, |_| WINDOW);
         let start = Instant::now();
-        tx.unbounded_send("a").unwrap();
-        tx.unbounded_send("a").unwrap();
-        tx.unbounded_send("b").unwrap();
+        tx.unbounded_send(Wake::folded("a")).unwrap();
+        tx.unbounded_send(Wake::folded("a")).unwrap();
+        tx.unbounded_send(Wake::folded("b")).unwrap();
         assert_eq!(passed(&mut throttled, start).await, vec![("a", Duration::ZERO), ("b", Duration::ZERO)]);
         advance(WINDOW).await;
         assert_eq!(passed(&mut throttled, start).await, vec![("a", WINDOW)]);
@@ -195,7 +258,7 @@ mod tests {
         });
         let start = Instant::now();
         for key in ["slow", "fast", "slow", "fast"] {
-            tx.unbounded_send(key).unwrap();
+            tx.unbounded_send(Wake::folded(key)).unwrap();
         }
         assert_eq!(passed(&mut throttled, start).await.len(), 2);
         advance(WINDOW).await;
@@ -210,12 +273,57 @@ mod tests {
     async fn ends_once_the_triggers_end_and_the_last_window_closed() {
         let (tx, rx) = channel();
         let mut throttled = per_key(rx, |_| WINDOW);
-        tx.unbounded_send("a").unwrap();
-        tx.unbounded_send("a").unwrap();
+        tx.unbounded_send(Wake::folded("a")).unwrap();
+        tx.unbounded_send(Wake::folded("a")).unwrap();
         drop(tx);
         assert_eq!(throttled.next().await, Some("a"));
         // The folded trigger still passes before the end.
         assert_eq!(throttled.next().await, Some("a"));
         assert_eq!(throttled.next().await, None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_urgent_trigger_ends_a_long_window_early() {
+        let (tx, rx) = channel();
+        let mut throttled = per_key(rx, |_| WINDOW * 10);
+        let start = Instant::now();
+        tx.unbounded_send(Wake::folded("a")).unwrap();
+        assert_eq!(passed(&mut throttled, start).await.len(), 1);
+        // Status churn waits for the window's end…
+        advance(Duration::from_millis(100)).await;
+        tx.unbounded_send(Wake::folded("a")).unwrap();
+        assert_eq!(passed(&mut throttled, start).await, vec![]);
+        // …but a pool entering the selection passes URGENT_WAIT after the
+        // window opened, with the churn folded into it.
+        advance(Duration::from_millis(100)).await;
+        tx.unbounded_send(Wake::urgent("a")).unwrap();
+        assert_eq!(passed(&mut throttled, start).await, vec![]);
+        advance(URGENT_WAIT - Duration::from_millis(200)).await;
+        assert_eq!(passed(&mut throttled, start).await, vec![("a", URGENT_WAIT)]);
+        // The window that opens then is as long as ever for churn.
+        tx.unbounded_send(Wake::folded("a")).unwrap();
+        advance(WINDOW * 9).await;
+        assert_eq!(passed(&mut throttled, start).await, vec![]);
+        advance(WINDOW).await;
+        assert_eq!(passed(&mut throttled, start).await, vec![("a", URGENT_WAIT + WINDOW * 10)]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_urgent_trigger_late_in_a_window_passes_at_once() {
+        let (tx, rx) = channel();
+        let mut throttled = per_key(rx, |_| WINDOW * 10);
+        let start = Instant::now();
+        tx.unbounded_send(Wake::urgent("a")).unwrap();
+        assert_eq!(passed(&mut throttled, start).await, vec![("a", Duration::ZERO)]);
+        advance(WINDOW * 3).await;
+        tx.unbounded_send(Wake::urgent("a")).unwrap();
+        // Past its deadline already: it expires at the next poll.
+        advance(Duration::from_millis(1)).await;
+        let passed = passed(&mut throttled, start).await;
+        assert_eq!(passed.len(), 1, "{passed:?}");
+        assert!(passed[0].1 <= WINDOW * 3 + Duration::from_millis(1), "{passed:?}");
+        // Another key's window is its own.
+        tx.unbounded_send(Wake::urgent("b")).unwrap();
+        assert_eq!(throttled.next().await, Some("b"));
     }
 }

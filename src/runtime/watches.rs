@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
+use futures::stream::BoxStream;
 use futures::{Stream, StreamExt, TryStreamExt};
 use kube::api::{ApiResource, DynamicObject, PartialObjectMeta};
 use kube::runtime::reflector::{self, reflector, ObjectRef};
@@ -27,7 +28,8 @@ use crate::reconcile::observe::{self, CachedPool, Caches, ObserveError, Shallow}
 use crate::runtime::options::RunArgs;
 
 use super::context::*;
-use super::triggers::{self, Wakes};
+use super::throttle::Wake;
+use super::triggers;
 
 /// The watch of a kind that may count thousands of objects (releases,
 /// pools, nodes): listed 500 at a time. A list at any resource version
@@ -312,13 +314,15 @@ impl Watches {
     }
 
     /// Starts the watches: the applications their events concern, one
-    /// stream for all (see [`triggers`]).
+    /// stream for all (see [`triggers`]). A pool entering or leaving an
+    /// application's selection wakes it urgently; every other event is
+    /// folded into its wake window (see [`throttle`]).
     pub(super) fn wakes(
         self,
         client: &Client,
         served: &reflector::Store<AppMeta>,
         context: &Context,
-    ) -> Wakes {
+    ) -> BoxStream<'static, Wake<ObjectRef<AppMeta>>> {
         // Shared charts are watched whatever their shard label: an
         // application moved here from another shard left charts labelled
         // for that one, and only this instance, which serves it now, can
@@ -341,7 +345,8 @@ impl Watches {
         let records = retrying("ControllerRevisions", reflector(history_writer, records))
             .filter_map(|_| futures::future::ready(None))
             .boxed();
-        let mut wakes = vec![
+        let mut urgent = Vec::new();
+        let wakes = vec![
             records,
             triggers::releases(release_events, served.clone()),
             chart_wakes("HelmCharts", self.helmcharts),
@@ -360,8 +365,10 @@ impl Watches {
             let events = watcher(api, paged())
                 .map_ok(move |event| map_event(event, |read| CachedPool::from_object(objects, read.object)));
             let index = context.index.clone();
-            wakes.push(triggers::pools(kind, objects.kind(), events, changes, served.clone(), index));
+            urgent.push(triggers::pools(kind, objects.kind(), events, changes, served.clone(), index));
         }
-        futures::stream::select_all(wakes).boxed()
+        let folded = futures::stream::select_all(wakes).map(Wake::folded);
+        let urgent = futures::stream::select_all(urgent).map(Wake::urgent);
+        futures::stream::select(folded, urgent).boxed()
     }
 }
