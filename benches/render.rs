@@ -15,13 +15,13 @@
 //! For each it prints the time to plan (best of 3), the peak resident
 //! memory above the process's before the case, and what the plan decided.
 //!
-//! Then it plans one application over 10,000 pools: the first fan-out
+//! Then it observes and plans one application over 10,000 pools as the
+//! controller does, from watch caches filled in memory: the first fan-out
 //! (nothing written yet); a resync with every release in place and Ready,
 //! from scratch; the same resync with the memo that plan left, as the
 //! controller replans at rest; and with one release changed since (a new
-//! resourceVersion, as a Ready condition brings). For each, the time, the
-//! peak resident memory it added, and the size of its observed releases'
-//! packed text.
+//! resourceVersion, as a Ready condition brings). For each, the time to
+//! observe and to plan, and the peak resident memory it added.
 //!
 //! First of all, the worst application accepted: releases of incompressible values
 //! up to the application's budget (`MAX_APPLICATION_BYTES`), planned,
@@ -37,6 +37,9 @@ use nodepool_fanout::reconcile::packed::PackedJson;
 use nodepool_fanout::reconcile::plan::{self, ListedReleases, ObservedRelease, Outcome, PlanInput};
 use nodepool_fanout::reconcile::release::MAX_APPLICATION_BYTES;
 use serde_json::{json, Value};
+
+#[path = "render/at_scale.rs"]
+mod at_scale;
 
 const POOLS: usize = 8;
 
@@ -103,7 +106,7 @@ fn main() {
         }
     }
     println!();
-    at_scale(10_000);
+    at_scale::at_scale(10_000);
 }
 
 /// An application as large as one may be: 200 KiB of random text per
@@ -258,112 +261,6 @@ fn proc_status_kib(field: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// The first plan and a resync of one application over `pools` pools.
-fn at_scale(pools: usize) {
-    let app: NodePoolApplication = serde_json::from_value(json!({
-        "apiVersion": "apps.fanout.dev/v1alpha1", "kind": "NodePoolApplication",
-        "metadata": { "name": "fleet", "namespace": "edge", "uid": "uid-1", "generation": 1 },
-        "spec": {
-            "pools": { "selector": { "matchLabels": { "region": "east" } } },
-            "chart": { "spec": { "chart": "ingress-gateway", "version": "1.0.0",
-                "sourceRef": { "kind": "HelmRepository", "name": "fixtures", "namespace": "flux-system" } } },
-            "interval": "10m",
-            "values": { "controller": { "ingressClass": { "name": "{{app.namespace}}-{{pool.name}}" } } }
-        }
-    }))
-    .expect("the benchmark's application is valid");
-    let pools: Vec<Pool> = (0..pools)
-        .map(|i| Pool {
-            name: format!("site-{i:05}"),
-            labels: [("region".to_string(), "east".to_string())].into(),
-            ..Pool::named(format!("site-{i:05}"))
-        })
-        .collect();
-    // As the controller passes them: borrowed from its cache.
-    let pools: Vec<&Pool> = pools.iter().collect();
-    println!("planning one application over {} pools (release build, once each)", pools.len());
-    println!();
-    println!(
-        "{:<34} {:>12} {:>14} {:>16} {:>14}",
-        "case", "plan time", "peak RSS +", "releases written", "packed input"
-    );
-    reset_peak_rss();
-    let before = peak_rss_kib();
-    let start = Instant::now();
-    let first = plan::plan(&input(&app, &pools, Vec::new()));
-    let took = start.elapsed();
-    let peak = peak_rss_kib().saturating_sub(before);
-    row("first fan-out", took, peak, first.apply.len(), 0);
-    // Every release as helm-controller leaves it: written, observed, Ready.
-    let owned: Vec<ObservedRelease> = first
-        .apply
-        .iter()
-        .enumerate()
-        .map(|(i, desired)| {
-            let mut live = desired.object();
-            live["metadata"]["uid"] = json!(format!("uid-{i:08}"));
-            live["metadata"]["resourceVersion"] = json!(format!("{}", 1000 + i));
-            live["metadata"]["generation"] = json!(1);
-            live["metadata"]["creationTimestamp"] = json!("2026-11-23T10:00:00Z");
-            live["status"] = json!({ "observedGeneration": 1, "conditions": [{
-                "type": "Ready", "status": "True", "reason": "InstallSucceeded",
-                "message": "Helm install succeeded", "observedGeneration": 1
-            }]});
-            let observed = ObservedRelease::from_value(&live).expect("a release of ours");
-            ObservedRelease {
-                live: Some(PackedJson::from_value(&live)),
-                ..observed
-            }
-        })
-        .collect();
-    drop(first);
-    // The releases' packed text: what the cache holds of them, and what
-    // the observed releases share with it.
-    let packed: usize = owned.iter().filter_map(|o| o.live.as_ref()).map(PackedJson::packed_len).sum();
-    reset_peak_rss();
-    let before = peak_rss_kib();
-    let start = Instant::now();
-    let resync = plan::plan(&input(&app, &pools, owned.clone()));
-    let took = start.elapsed();
-    let peak = peak_rss_kib().saturating_sub(before);
-    row("resync, every release in place", took, peak, resync.apply.len(), packed as u64 / 1024);
-    // As the controller replans: with what the last plan found.
-    let memo = resync.memo;
-    drop(resync.apply);
-    reset_peak_rss();
-    let before = peak_rss_kib();
-    let start = Instant::now();
-    let at_rest = plan::plan(&PlanInput {
-        memo: Some(&memo),
-        ..input(&app, &pools, owned.clone())
-    });
-    let took = start.elapsed();
-    let peak = peak_rss_kib().saturating_sub(before);
-    row("resync again, with the last memo", took, peak, at_rest.apply.len(), packed as u64 / 1024);
-    // One release turns Ready (a new resourceVersion): that pool alone is
-    // read again.
-    let mut one_changed = owned;
-    if let Some(first) = one_changed.first_mut() {
-        first.resource_version = Some("999999".into());
-    }
-    reset_peak_rss();
-    let before = peak_rss_kib();
-    let start = Instant::now();
-    let after_event = plan::plan(&PlanInput {
-        memo: Some(&at_rest.memo),
-        ..input(&app, &pools, one_changed)
-    });
-    let took = start.elapsed();
-    let peak = peak_rss_kib().saturating_sub(before);
-    row(
-        "one release changed, with the memo",
-        took,
-        peak,
-        after_event.apply.len(),
-        packed as u64 / 1024,
-    );
-}
-
 /// No other releases in the namespace.
 static NO_OTHERS: ListedReleases = ListedReleases {
     names: std::collections::BTreeSet::new(),
@@ -382,7 +279,7 @@ fn input<'a>(
         nodes: None,
         app,
         pools,
-        owned,
+        owned: owned.into_iter().map(std::sync::Arc::new).collect(),
         others: &NO_OTHERS,
         now: Time(k8s_openapi::jiff::Timestamp::now()),
         chart_ref: None,

@@ -75,7 +75,8 @@ pub struct Observed {
     pub pools: Vec<Arc<CachedPool>>,
     /// Why its pools cannot be read: the cluster serves no API of its kind.
     pub unserved: Option<String>,
-    pub owned: Vec<ObservedRelease>,
+    /// The releases it owns, shared with the cache.
+    pub owned: Vec<Arc<ObservedRelease>>,
     /// HelmReleases in the namespace this application does not own: never
     /// adopted, overwritten or deleted.
     pub others: Others,
@@ -184,6 +185,23 @@ impl PoolCache {
     }
 }
 
+/// A cache filled from one list, as a watch's first list fills it: for
+/// what plans without watching (tests, benchmarks). The writer takes
+/// later events as a watch would bring them.
+pub fn listed<K>(objects: Vec<K>, dyntype: K::DynamicType) -> kube::runtime::reflector::store::Writer<K>
+where
+    K: Resource<DynamicType: Clone + Eq + std::hash::Hash> + Clone + 'static,
+{
+    use kube::runtime::watcher::Event;
+    let mut writer = kube::runtime::reflector::store::Writer::new(dyntype);
+    writer.apply_watcher_event(&Event::Init);
+    for o in objects {
+        writer.apply_watcher_event(&Event::InitApply(o));
+    }
+    writer.apply_watcher_event(&Event::InitDone);
+    writer
+}
+
 /// What concerns `app`, read from the caches: no request to the API server.
 pub fn observe(caches: &Caches, app: &NodePoolApplication) -> Observed {
     let namespace = app.namespace().unwrap_or_default();
@@ -210,18 +228,11 @@ pub fn observe(caches: &Caches, app: &NodePoolApplication) -> Observed {
         if release.metadata.namespace.as_deref() != Some(namespace.as_str()) {
             continue;
         }
-        // Only its own releases are read, one at a time: the parsed form
-        // of a release is several times its text.
-        let observed = owned_by(release.as_ref(), uid)
-            .then(|| release.planned.value())
-            .flatten()
-            .and_then(|value| ObservedRelease::from_value(&value));
+        // Its own releases as the cache read them, shared rather than
+        // copied or parsed again.
+        let observed = release.observed.as_ref().filter(|_| owned_by(release.as_ref(), uid));
         match observed {
-            Some(observed) => owned.push(ObservedRelease {
-                live: Some(release.planned.clone()),
-                resource_version: release.metadata.resource_version.clone(),
-                ..observed
-            }),
+            Some(observed) => owned.push(Arc::clone(observed)),
             // Another's, or ours by owner reference but without our pool
             // label (edited by hand): left alone rather than guess its pool.
             None => others.push(release),

@@ -8,6 +8,7 @@
 //! whole plan, since it cannot say which pools are wanted.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -35,8 +36,9 @@ pub struct PlanInput<'a> {
     /// Each pool's nodes, by pool name; `None` when nodes were not looked
     /// at (then no pool counts as offline).
     pub nodes: Option<&'a BTreeMap<String, NodeCount>>,
-    /// HelmReleases whose controller owner reference is this application.
-    pub owned: Vec<ObservedRelease>,
+    /// HelmReleases whose controller owner reference is this application,
+    /// shared with the watch cache that read them.
+    pub owned: Vec<Arc<ObservedRelease>>,
     /// The namespace's HelmReleases this application does not own: a pool
     /// whose release would take the name of one, or drive the Helm release
     /// one drives, is refused.
@@ -113,7 +115,7 @@ pub fn plan(input: &PlanInput) -> Plan {
     plan.report.handled = Handled::of(input.app);
     // Whatever else stops the plan, the releases follow the application's
     // suspension (see `Outcome::Suspended`).
-    let marked = |o: &&ObservedRelease| o.suspended_with_app;
+    let marked = |o: &&Arc<ObservedRelease>| o.suspended_with_app;
     match input.app.spec.suspend == Some(true) {
         true => plan.suspend = input.owned.iter().filter(|o| !marked(o)).map(|o| o.name.clone()).collect(),
         false => plan.resume = input.owned.iter().filter(marked).map(|o| o.name.clone()).collect(),
@@ -147,9 +149,14 @@ fn plan_releases(input: &PlanInput) -> Plan {
     };
     // Pools that share an object read as failed, for the rollout and the
     // roll-up alike: later entries of the map win.
-    let isolation = observed::isolation_failures(&input.owned);
-    let owned: BTreeMap<&str, &ObservedRelease> =
-        input.owned.iter().chain(&isolation).map(|o| (o.name.as_str(), o)).collect();
+    let isolation = observed::isolation_failures(input.owned.iter().map(Arc::as_ref));
+    let owned: BTreeMap<&str, &ObservedRelease> = input
+        .owned
+        .iter()
+        .map(Arc::as_ref)
+        .chain(&isolation)
+        .map(|o| (o.name.as_str(), o))
+        .collect();
     let candidates = match build::candidates(input, &app, &owned, &selected.pools) {
         Ok(built) => built,
         Err(message) => {

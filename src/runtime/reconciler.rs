@@ -159,7 +159,7 @@ fn plan_observed(
     observed: observe::Observed,
     chart: Option<&Result<SharedChart, Hold>>,
     history: &history::History,
-) -> (Plan, Vec<ObservedRelease>) {
+) -> (Plan, Vec<Arc<ObservedRelease>>) {
     let (chart_ref, chart, hold) = match chart {
         Some(Ok(shared)) => (Some(&shared.chart_ref), Some(shared.chart.as_ref()), None),
         Some(Err(hold)) => (None, None, Some(hold.clone())),
@@ -295,7 +295,7 @@ async fn prune_unused_charts(
     ctx: &Context,
     app: &NodePoolApplication,
     chart: Option<&Result<SharedChart, Hold>>,
-    owned: &[ObservedRelease],
+    owned: &[Arc<ObservedRelease>],
     applied: &apply::Applied,
     rollback: Option<&ChartRef>,
 ) -> Result<(), apply::ApplyError> {

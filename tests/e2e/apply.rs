@@ -4,6 +4,8 @@
 //! what it returns and in the objects the API server holds. The releases
 //! are suspended (`helmRelease.suspend`), so helm-controller leaves them.
 
+use std::sync::Arc;
+
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube::runtime::reflector;
 use kube::ResourceExt;
@@ -50,7 +52,7 @@ fn pools(names: &[&str]) -> Vec<Pool> {
         .collect()
 }
 
-fn plan_over(app: &NodePoolApplication, pools: &[Pool], owned: Vec<ObservedRelease>) -> Plan {
+fn plan_over(app: &NodePoolApplication, pools: &[Pool], owned: Vec<Arc<ObservedRelease>>) -> Plan {
     plan::plan(&PlanInput {
         history: None,
         app,
@@ -77,13 +79,14 @@ async fn listed(env: &TestEnv) -> Vec<Value> {
 }
 
 /// The owned releases as observe would see them.
-async fn observed(env: &TestEnv, app: &NodePoolApplication) -> Vec<ObservedRelease> {
+async fn observed(env: &TestEnv, app: &NodePoolApplication) -> Vec<Arc<ObservedRelease>> {
     let uid = app.uid().unwrap();
     listed(env)
         .await
         .iter()
         .filter(|r| r["metadata"]["ownerReferences"][0]["uid"] == uid.as_str())
         .filter_map(ObservedRelease::from_value)
+        .map(Arc::new)
         .collect()
 }
 
@@ -93,7 +96,7 @@ async fn carry_out(
     env: &TestEnv,
     app: &NodePoolApplication,
     plan: &mut Plan,
-    owned: &[ObservedRelease],
+    owned: &[Arc<ObservedRelease>],
 ) -> Applied {
     let releases: Api<DynamicObject> =
         Api::namespaced_with(env.client.clone(), &env.namespace, &helmrelease_resource());

@@ -4,6 +4,7 @@
 //! refused pool never stops the others, and the caller reports all of it.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -65,11 +66,11 @@ impl Applied {
 
 /// Carries out `writes` for the application of `target`, whose releases
 /// observe saw as `owned`.
-pub async fn carry_out(target: &Target<'_>, writes: Writes, owned: &[ObservedRelease]) -> Applied {
+pub async fn carry_out(target: &Target<'_>, writes: Writes, owned: &[Arc<ObservedRelease>]) -> Applied {
     let mut applied = Applied::default();
     // Looked up once per write: a scan of the list per write was a
     // quadratic walk at ten thousand pools.
-    let owned: ByName = owned.iter().map(|o| (o.name.as_str(), o)).collect();
+    let owned: ByName = owned.iter().map(|o| (o.name.as_str(), o.as_ref())).collect();
     let owned = &owned;
     let Writes {
         resume,

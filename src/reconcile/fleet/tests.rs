@@ -1,6 +1,7 @@
 //! Unit tests of the fleet report: every reader of it agrees.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde_json::json;
 
@@ -59,7 +60,7 @@ fn plan_over(app: &NodePoolApplication, owned: Vec<ObservedRelease>, offline: bo
         app,
         pools: &pools.iter().collect::<Vec<_>>(),
         nodes: Some(&nodes),
-        owned,
+        owned: owned.into_iter().map(Arc::new).collect(),
         others: &ListedReleases::default(),
         now: Time("2030-01-01T00:00:00Z".parse().unwrap()),
         chart_ref: None,

@@ -99,6 +99,12 @@ pub struct CachedRelease {
     /// The Helm release it drives: read once here, since every
     /// application in the namespace looks it up at each reconcile.
     pub drives: Option<HelmReleaseKey>,
+    /// A release some application owns, as planning reads it: read once
+    /// as it enters the cache rather than unpacked and read again at every
+    /// reconcile (at ten thousand pools that was most of a resync's work).
+    /// `None` for a release of no application, or one without our pool
+    /// mark (edited by hand), which is left alone.
+    pub observed: Option<Arc<ObservedRelease>>,
 }
 
 impl CachedRelease {
@@ -188,11 +194,20 @@ impl CachedRelease {
         if let Value::Object(map) = &mut view {
             map.insert("metadata".into(), serde_json::to_value(&read).unwrap_or(Value::Null));
         }
+        let planned = PackedJson::from_value(&view);
+        let observed = ObservedRelease::from_value(&view).filter(|_| anyones).map(|observed| {
+            Arc::new(ObservedRelease {
+                live: Some(planned.clone()),
+                resource_version: metadata.resource_version.clone(),
+                ..observed
+            })
+        });
         Self {
             metadata,
             drives: naming::helm_release_of(&view).filter(|_| !inert),
-            planned: PackedJson::from_value(&view),
+            planned,
             owned_by_update,
+            observed,
         }
     }
 }

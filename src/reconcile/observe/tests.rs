@@ -5,8 +5,6 @@ use std::collections::BTreeMap;
 use super::*;
 use crate::pools::kind::OPENYURT;
 use kube::api::DynamicObject;
-use kube::runtime::reflector::store::Writer;
-use kube::runtime::watcher;
 use serde_json::{json, Value};
 
 fn object(value: Value) -> DynamicObject {
@@ -64,13 +62,7 @@ fn store_of<K>(objects: Vec<K>, api: K::DynamicType) -> Store<K>
 where
     K: Resource<DynamicType: Clone + Eq + std::hash::Hash> + Clone + 'static,
 {
-    let mut writer = Writer::new(api);
-    writer.apply_watcher_event(&watcher::Event::Init);
-    for o in objects {
-        writer.apply_watcher_event(&watcher::Event::InitApply(o));
-    }
-    writer.apply_watcher_event(&watcher::Event::InitDone);
-    writer.as_reader()
+    listed(objects, api).as_reader()
 }
 
 /// OpenYurt's NodePools, cached as the controller caches them.

@@ -113,7 +113,8 @@ pub(super) fn candidates(
     let mut candidates = Vec::new();
     let mut total = 0usize;
     for (count, pool) in selected.iter().enumerate() {
-        let name = naming::release_name(app.name, &pool.name);
+        let known = input.memo.and_then(|m| m.name_of(app_inputs, pool));
+        let name = known.map_or_else(|| naming::release_name(app.name, &pool.name), |k| k.name.clone());
         if input.others.named(&name) {
             candidates.push(Candidate {
                 pool: pool.name.clone(),
@@ -123,7 +124,8 @@ pub(super) fn candidates(
             continue;
         }
         let observed = owned.get(name.as_str()).copied();
-        let recalled = input.memo.and_then(|m| m.recall(app_inputs, pool, observed));
+        let inputs = memo::pool_inputs(pool);
+        let recalled = input.memo.and_then(|m| m.recall(app_inputs, pool, inputs, observed));
         let result = match (recalled, observed) {
             (Some(known), Some(observed)) => Ok(Built::recalled(name, known.clone(), observed)),
             _ => {
@@ -137,7 +139,7 @@ pub(super) fn candidates(
         }
         if let (Ok(b), Some(observed)) = (&result, observed) {
             if let Some(unchanged) = b.found() {
-                found.remember(pool, observed, unchanged);
+                found.remember(pool, inputs, observed, unchanged);
             }
         }
         built.insert(pool.name.clone(), result);
@@ -145,7 +147,10 @@ pub(super) fn candidates(
     fail_duplicate_release_names(&mut built);
     let mut inert = Vec::new();
     for (pool, result) in built {
-        let release = naming::release_name(app.name, &pool);
+        let release = match &result {
+            Ok(b) => b.name.clone(),
+            Err(_) => naming::release_name(app.name, &pool),
+        };
         let kind = match result {
             Err(FieldError { field, message }) => Kind::Refused(Outcome::Failed { field, message }),
             Ok(b) => match helm_release_taken(input, owned, &b) {

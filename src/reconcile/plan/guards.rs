@@ -95,7 +95,8 @@ pub(super) fn helm_release_taken_message(outcome: &Outcome) -> String {
 /// are, and the application is Stalled until a person acts. Deleting the
 /// application is how every release is removed.
 pub(super) fn nothing_selected(input: &PlanInput, app: &AppInfo) -> Plan {
-    let owned: BTreeMap<&str, &ObservedRelease> = input.owned.iter().map(|o| (o.name.as_str(), o)).collect();
+    let owned: BTreeMap<&str, &ObservedRelease> =
+        input.owned.iter().map(|o| (o.name.as_str(), &**o)).collect();
     let mut plan = Plan {
         unchanged: input.owned.iter().map(|o| o.name.clone()).collect(),
         pools: input

@@ -34,6 +34,9 @@ pub struct Memo {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Remembered {
     inputs: u64,
+    /// Its HelmRelease's object name, made from the application's name
+    /// and the pool's: kept rather than hashed again at every plan.
+    pub(super) name: String,
     resource_version: String,
     pub(super) spec_hash: String,
     pub(super) release_name: String,
@@ -67,27 +70,33 @@ impl Memo {
         &self,
         app: u64,
         pool: &Pool,
+        inputs: u64,
         observed: Option<&ObservedRelease>,
     ) -> Option<&Remembered> {
-        if self.app != app {
-            return None;
-        }
-        let remembered = self.pools.get(&pool.name)?;
+        let remembered = self.name_of(app, pool)?;
         let observed = observed?;
         let same_object = observed.resource_version.as_deref() == Some(remembered.resource_version.as_str());
         let same_spec = observed.spec_hash.as_deref() == Some(remembered.spec_hash.as_str());
         let plain = !observed.suspended_with_app && !observed.inert;
-        (same_object && same_spec && plain && remembered.inputs == pool_inputs(pool)).then_some(remembered)
+        (same_object && same_spec && plain && remembered.inputs == inputs).then_some(remembered)
+    }
+
+    /// What is remembered of `pool`, whatever became of it since, when the
+    /// application's inputs are as they were: its release's name, say,
+    /// which only the application's name and the pool's make.
+    pub(super) fn name_of(&self, app: u64, pool: &Pool) -> Option<&Remembered> {
+        self.pools.get(&pool.name).filter(|_| self.app == app)
     }
 
     /// Remembers that `observed`, the release of `pool`, holds the spec
     /// `spec_hash` built for it, with nothing of ours edited.
-    pub(super) fn remember(&mut self, pool: &Pool, observed: &ObservedRelease, found: Found) {
+    pub(super) fn remember(&mut self, pool: &Pool, inputs: u64, observed: &ObservedRelease, found: Found) {
         let Some(resource_version) = observed.resource_version.clone() else {
             return;
         };
         let remembered = Remembered {
-            inputs: pool_inputs(pool),
+            inputs,
+            name: observed.name.clone(),
             resource_version,
             spec_hash: found.spec_hash,
             release_name: found.release_name,
@@ -118,7 +127,7 @@ pub(super) fn app_inputs(app: &AppInfo) -> u64 {
 }
 
 /// A pool's own inputs, as one number.
-fn pool_inputs(pool: &Pool) -> u64 {
+pub(super) fn pool_inputs(pool: &Pool) -> u64 {
     let mut hasher = DefaultHasher::new();
     // Every field: a field added to `Pool` is part of the inputs without
     // a change here (the derive hashes it, or fails to compile).

@@ -142,7 +142,7 @@ impl ObservedRelease {
 /// (`ObjectHeldElsewhere`). Only releases Flux has reconciled at their
 /// current generation are judged: until then the inventory may be of a
 /// spec already replaced (a fix on its way).
-pub fn isolation_failures(owned: &[ObservedRelease]) -> Vec<ObservedRelease> {
+pub fn isolation_failures<'a>(owned: impl IntoIterator<Item = &'a ObservedRelease>) -> Vec<ObservedRelease> {
     // Only releases into one cluster can share an object: each site
     // cluster has its own.
     let mut by_cluster: BTreeMap<Option<&str>, Vec<&ObservedRelease>> = BTreeMap::new();

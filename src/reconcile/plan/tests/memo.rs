@@ -163,7 +163,7 @@ impl World {
             nodes: None,
             app: &self.app,
             pools: &self.pools.iter().collect::<Vec<_>>(),
-            owned: self.owned(),
+            owned: self.owned().into_iter().map(Arc::new).collect(),
             others: &others,
             now: now(),
             chart_ref: None,
@@ -239,7 +239,8 @@ fn the_memo_spares_the_pools_nothing_happened_to() {
         .filter(|p| {
             let observed = world.owned().into_iter().find(|o| o.pool.as_deref() == Some(p.name.as_str()));
             let app = build::app_info_for_tests(&world.app);
-            memo.recall(app, p, observed.as_ref()).is_some()
+            memo.recall(app, p, crate::reconcile::plan::memo::pool_inputs(p), observed.as_ref())
+                .is_some()
         })
         .collect();
     assert_eq!(recalled.len(), 3, "the other three are recalled");
@@ -250,6 +251,6 @@ fn the_memo_spares_the_pools_nothing_happened_to() {
     let observed = world.owned();
     assert!(world.pools.iter().all(|p| {
         let o = observed.iter().find(|o| o.pool.as_deref() == Some(p.name.as_str()));
-        memo.recall(app, p, o).is_none()
+        memo.recall(app, p, crate::reconcile::plan::memo::pool_inputs(p), o).is_none()
     }));
 }

@@ -148,7 +148,7 @@ impl<'a> Scenario<'a> {
             nodes: self.nodes,
             app: self.app,
             pools: &self.pools.iter().collect::<Vec<_>>(),
-            owned: self.owned,
+            owned: self.owned.into_iter().map(Arc::new).collect(),
             others: &self.others,
             now: now(),
             chart_ref: None,

@@ -304,7 +304,7 @@ pub(super) fn with_chart(a: &NodePoolApplication, owned: Vec<ObservedRelease>, c
         nodes: None,
         app: a,
         pools: &pools().iter().collect::<Vec<_>>(),
-        owned,
+        owned: owned.into_iter().map(Arc::new).collect(),
         others: &ListedReleases::default(),
         now: now(),
         chart_ref: None,

@@ -1,0 +1,176 @@
+//! One application over thousands of pools, planned as the controller
+//! plans it: observed from watch caches and planned, at its first fan-out,
+//! at rest from scratch, at rest with the last plan's memo, and after one
+//! release changed. The caches are filled in memory (a stand-in for the
+//! API server's watch: the objects enter them as a watch would bring
+//! them), so the figures are the controller's CPU alone.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::watcher;
+use nodepool_fanout::api::{NodePoolApplication, PoolKind};
+use nodepool_fanout::pools::kind;
+use nodepool_fanout::reconcile::observe::{self, CachedPool, CachedRelease, Caches, PoolCache};
+use nodepool_fanout::reconcile::plan::{self, Memo, Plan, PlanInput};
+use serde_json::{json, Value};
+
+use super::{peak_rss_kib, reset_peak_rss};
+
+/// The caches a reconcile reads, and the writer of the releases' cache,
+/// through which a release changes as a watch event would change it.
+struct Cluster {
+    caches: Caches,
+    releases: Writer<CachedRelease>,
+}
+
+impl Cluster {
+    fn new(pools: usize) -> Self {
+        let objects = kind::objects(PoolKind::OpenYurt).expect("OpenYurt's pool objects");
+        let api = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("apps.openyurt.io", "v1beta2", "NodePool"),
+            "nodepools",
+        );
+        let pools: Vec<CachedPool> = (0..pools)
+            .map(|i| {
+                let pool: DynamicObject = serde_json::from_value(json!({
+                    "apiVersion": "apps.openyurt.io/v1beta2", "kind": "NodePool",
+                    "metadata": { "name": format!("site-{i:05}"), "resourceVersion": "1",
+                                  "labels": { "region": "east" } },
+                    "spec": { "type": "Edge" }
+                }))
+                .expect("a NodePool");
+                CachedPool::from_object(objects, pool)
+            })
+            .collect();
+        let releases = observe::listed(Vec::new(), ());
+        let caches = Caches {
+            pools: BTreeMap::from([(
+                PoolKind::OpenYurt,
+                PoolCache {
+                    store: observe::listed(pools, api.clone()).as_reader(),
+                    api,
+                },
+            )]),
+            unserved: BTreeMap::new(),
+            nodes: observe::listed(Vec::new(), ()).as_reader(),
+            releases: releases.as_reader(),
+            history: observe::listed(Vec::new(), ()).as_reader(),
+        };
+        Self { caches, releases }
+    }
+
+    /// A release as the watch brings it: into the cache, read as it enters.
+    fn arrive(&mut self, release: Value) {
+        let object: DynamicObject = serde_json::from_value(release).expect("a HelmRelease");
+        let cached = CachedRelease::from_object(object);
+        self.releases.apply_watcher_event(&watcher::Event::Apply(cached));
+    }
+}
+
+/// One reconcile's observe and plan, as the controller runs them (no
+/// nodes, no chart), timed apart.
+fn reconcile(
+    cluster: &Cluster,
+    app: &NodePoolApplication,
+    memo: Option<&Memo>,
+) -> (Plan, Duration, Duration) {
+    let start = Instant::now();
+    let observed = observe::observe(&cluster.caches, app);
+    let history = cluster.caches.history_of(app);
+    let observing = start.elapsed();
+    let start = Instant::now();
+    let pools: Vec<_> = observed.pools.iter().map(|p| &p.pool).collect();
+    let planned = plan::plan(&PlanInput {
+        history: Some(&history),
+        nodes: Some(&BTreeMap::new()),
+        app,
+        pools: &pools,
+        owned: observed.owned,
+        others: &observed.others,
+        now: Time(k8s_openapi::jiff::Timestamp::now()),
+        chart_ref: None,
+        chart: None,
+        hold: None,
+        unserved: observed.unserved.as_deref(),
+        clock_since: None,
+        memo,
+    });
+    (planned, observing, start.elapsed())
+}
+
+/// The application over `pools` pools: its first fan-out, then resyncs.
+pub fn at_scale(pools: usize) {
+    let app: NodePoolApplication = serde_json::from_value(json!({
+        "apiVersion": "apps.fanout.dev/v1alpha1", "kind": "NodePoolApplication",
+        "metadata": { "name": "fleet", "namespace": "edge", "uid": "uid-1", "generation": 1 },
+        "spec": {
+            "pools": { "selector": { "matchLabels": { "region": "east" } } },
+            "chart": { "spec": { "chart": "ingress-gateway", "version": "1.0.0",
+                "sourceRef": { "kind": "HelmRepository", "name": "fixtures", "namespace": "flux-system" } } },
+            "interval": "10m",
+            "values": { "controller": { "ingressClass": { "name": "{{app.namespace}}-{{pool.name}}" } } }
+        }
+    }))
+    .expect("the benchmark's application is valid");
+    let mut cluster = Cluster::new(pools);
+    println!("one application over {pools} pools, observed from watch caches filled in memory, then planned");
+    println!("(release build, once each)");
+    println!();
+    println!(
+        "{:<44} {:>9} {:>9} {:>9} {:>12} {:>9}",
+        "case", "observe", "plan", "total", "peak RSS +", "written"
+    );
+    let measure = |label: &str, cluster: &Cluster, memo: Option<&Memo>| {
+        reset_peak_rss();
+        let before = peak_rss_kib();
+        let (planned, observing, planning) = reconcile(cluster, &app, memo);
+        let peak = peak_rss_kib().saturating_sub(before);
+        let ms = |d: Duration| format!("{:.0} ms", d.as_secs_f64() * 1000.0);
+        println!(
+            "{label:<44} {:>9} {:>9} {:>9} {:>12} {:>9}",
+            ms(observing),
+            ms(planning),
+            ms(observing + planning),
+            format!("{:.1} MiB", peak as f64 / 1024.0),
+            planned.apply.len()
+        );
+        planned
+    };
+    let first = measure("first fan-out", &cluster, None);
+    // Every release as helm-controller leaves it: written, Ready. Read as
+    // it enters the cache, once (the cost of a release's watch event).
+    let start = Instant::now();
+    for (i, desired) in first.apply.iter().enumerate() {
+        cluster.arrive(ready(desired.object(), i, 1000 + i));
+    }
+    let entered = start.elapsed();
+    let changed = first.apply.first().map(|d| ready(d.object(), 0, 999_999));
+    drop(first);
+    let resync = measure("resync, every release in place, from scratch", &cluster, None);
+    let rest = measure("resync, with the last plan's memo", &cluster, Some(&resync.memo));
+    // One release turns Ready again (a new resourceVersion): that pool
+    // alone is read again.
+    cluster.arrive(changed.expect("a release was written"));
+    measure("one release changed, with the memo", &cluster, Some(&rest.memo));
+    println!(
+        "(each release read as it entered the cache: {:.1} µs, once per watch event)",
+        entered.as_secs_f64() * 1e6 / pools as f64
+    );
+}
+
+/// A written release as the API server and helm-controller leave it.
+fn ready(mut release: Value, i: usize, resource_version: usize) -> Value {
+    release["metadata"]["uid"] = json!(format!("uid-{i:08}"));
+    release["metadata"]["resourceVersion"] = json!(resource_version.to_string());
+    release["metadata"]["generation"] = json!(1);
+    release["metadata"]["creationTimestamp"] = json!("2026-11-23T10:00:00Z");
+    release["status"] = json!({ "observedGeneration": 1, "conditions": [{
+        "type": "Ready", "status": "True", "reason": "InstallSucceeded",
+        "message": "Helm install succeeded", "observedGeneration": 1
+    }]});
+    release
+}
