@@ -194,3 +194,10 @@ pub fn process_figures(pid: u32) -> (u64, f64) {
         .unwrap_or(100.0);
     (peak, ticks as f64 / hz)
 }
+
+/// Resets the process's peak resident set (VmHWM) to its current one, so
+/// that the next [`process_figures`] reads the peak of the interval since.
+pub fn reset_peak(pid: u32) {
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5")
+        .expect("reset the peak RSS in /proc/<pid>/clear_refs");
+}
