@@ -55,6 +55,13 @@ bench-scale: ## The controller alone at POOLS (10000) pools: write time vs raw, 
 	POOLS=$(if $(filter command line,$(origin POOLS)),$(POOLS),10000) KUBECONFIG=$(KUBECONFIG_LOCAL) \
 	  cargo bench --locked --bench scale
 
+# 10,000 pools unless POOLS is given on the command line.
+.PHONY: bench-rollout-scale
+bench-rollout-scale: ## The controller alone rolling a change out over POOLS (10000) pools, AllAtOnce vs Progressive 10% in 3 waves: time, CPU, writes, reconciles, RSS (helm-controller stood in for; starts the local control plane)
+	hack/cluster.sh up >/dev/null
+	POOLS=$(if $(filter command line,$(origin POOLS)),$(POOLS),10000) KUBECONFIG=$(KUBECONFIG_LOCAL) \
+	  cargo bench --locked --bench rollout_scale
+
 .PHONY: bench-console
 bench-console: ## The console at 1,000 and 10,000 pools: page size, server render, first paint in headless Chromium, change to open page (no cluster)
 	bash hack/browser-deps.sh

@@ -21,19 +21,15 @@ use kube::Api;
 use nodepool_fanout::api::NodePoolApplication;
 use serde_json::json;
 use support::apps::{app_named, apply_app};
+use support::bench::{
+    clean_up, controller_flags, count, create_pools, let_go, process_figures, secs, suspended_fleet, wait,
+    writes, PARALLEL,
+};
 use support::{ensure_crd, helmrelease_resource, nodepool_resource, RunningController, TestEnv};
 
-/// Requests in flight at once, for the raw client as for the controller's
-/// writes within one reconcile.
-const PARALLEL: usize = 16;
-/// The client pace the controller runs with here: high enough that the
-/// API server, not the bucket, sets the pace (the default, 50 per second,
-/// would make this a measure of the flag).
-const QPS: &str = "5000";
 const SMALL_APPS: usize = 100;
 /// No reconcile for this long: the controller is at rest.
 const QUIET: Duration = Duration::from_secs(5);
-const TIMEOUT: Duration = Duration::from_secs(1800);
 
 #[tokio::main]
 async fn main() {
@@ -45,21 +41,11 @@ async fn main() {
     let pool_api: Api<DynamicObject> = Api::all_with(env.client.clone(), &nodepool_resource());
     let names: Vec<String> = (0..pools).map(|i| env.pool_name(&format!("p{i}"))).collect();
     let started = Instant::now();
-    create_pools(&pool_api, &names, &env.prefix).await;
+    create_pools(&pool_api, &names, &env.prefix, &["r"]).await;
     println!("created {pools} NodePools in {}", secs(started.elapsed()));
 
     let controller = RunningController::start_with(&env.namespace, &controller_flags("30s"));
-    let fleet = app_named(
-        "fleet",
-        &env.namespace,
-        "ingress-gateway",
-        "1.0.0",
-        json!({
-            "pools": { "selector": { "matchLabels": { "e2e": env.prefix } } },
-            "helmRelease": { "suspend": true },
-            "values": { "controller": { "ingressClass": { "name": "{{app.namespace}}-{{pool.name}}" } } }
-        }),
-    );
+    let fleet = suspended_fleet(&env, json!({}));
     let releases: Api<DynamicObject> =
         Api::namespaced_with(env.client.clone(), &env.namespace, &helmrelease_resource());
     let start = Instant::now();
@@ -166,99 +152,7 @@ async fn main() {
     // Not measured: the cluster as it was, for the next run.
     let _ = apps.delete_collection(&DeleteParams::background(), &ListParams::default()).await;
     drop(controller);
-    let _ = pool_api
-        .delete_collection(
-            &DeleteParams::default(),
-            &ListParams::default().labels(&format!("e2e={}", env.prefix)),
-        )
-        .await;
-    let_go(&env.client, &env.namespace).await;
-    env.cleanup().await;
-}
-
-/// Deletes `namespace` with its releases at once. They are suspended, so
-/// helm-controller has nothing to uninstall, yet it lets deleted releases
-/// go a few a second: the 30,000 of a run kept it busy for half an hour,
-/// and a test run started meanwhile timed out. Their finalizers are taken
-/// off here instead.
-async fn let_go(client: &kube::Client, namespace: &str) {
-    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    let releases: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), namespace, &helmrelease_resource());
-    // Marked deleted at once: the namespace's own deletion marks them a
-    // few dozen a second.
-    let _ = releases.delete_collection(&DeleteParams::background(), &ListParams::default()).await;
-    let _ = namespaces.delete(namespace, &DeleteParams::background()).await;
-    let unfinalize = json!({ "metadata": { "finalizers": null } });
-    let start = Instant::now();
-    while start.elapsed() < TIMEOUT {
-        let Ok(list) = releases.list(&ListParams::default().limit(500)).await else {
-            return;
-        };
-        if list.items.is_empty() {
-            return;
-        }
-        let held: Vec<String> = list
-            .items
-            .iter()
-            .filter(|r| r.metadata.deletion_timestamp.is_some())
-            .filter(|r| r.metadata.finalizers.as_ref().is_some_and(|f| !f.is_empty()))
-            .filter_map(|r| r.metadata.name.clone())
-            .collect();
-        stream::iter(held)
-            .for_each_concurrent(PARALLEL, |name| {
-                let (releases, unfinalize) = (&releases, &unfinalize);
-                async move {
-                    let _ = releases.patch(&name, &PatchParams::default(), &Patch::Merge(unfinalize)).await;
-                }
-            })
-            .await;
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
-fn controller_flags(resync: &'static str) -> Vec<&'static str> {
-    vec![
-        "--shared-chart=false",
-        "--resync",
-        resync,
-        "--kube-api-qps",
-        QPS,
-        "--kube-api-burst",
-        QPS,
-    ]
-}
-
-fn secs(d: Duration) -> String {
-    format!("{:.1} s", d.as_secs_f64())
-}
-
-async fn create_pools(api: &Api<DynamicObject>, names: &[String], tag: &str) {
-    let results: Vec<_> = stream::iter(names)
-        .map(|name| {
-            let pool: DynamicObject = serde_json::from_value(json!({
-                "apiVersion": "apps.openyurt.io/v1beta1", "kind": "NodePool",
-                "metadata": { "name": name, "labels": { "e2e": tag, "region": "r" } },
-                "spec": { "type": "Edge" }
-            }))
-            .expect("NodePool manifest");
-            async move { api.create(&PostParams::default(), &pool).await }
-        })
-        .buffer_unordered(64)
-        .collect()
-        .await;
-    if let Some(Err(e)) = results.into_iter().find(Result::is_err) {
-        panic!("cannot create a NodePool: {e}");
-    }
-}
-
-/// The releases in the namespace, counted by the API server (a list of
-/// one, with the number it left out).
-async fn count(api: &Api<DynamicObject>) -> usize {
-    match api.list_metadata(&ListParams::default().limit(1)).await {
-        Ok(list) => list.items.len() + list.metadata.remaining_item_count.unwrap_or(0) as usize,
-        Err(_) => 0,
-    }
+    clean_up(env).await;
 }
 
 /// The controller's releases, written again by plain parallel requests in
@@ -314,59 +208,4 @@ async fn raw_writes(releases: &Api<DynamicObject>, pools: usize) -> (Duration, D
         raw.cleanup().await;
     }
     (took[0], took[1])
-}
-
-/// Polls `check` every 250 ms until it answers, failing after [`TIMEOUT`]
-/// with the controller's log.
-async fn wait<T, F, Fut>(what: &str, controller: &RunningController, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let start = Instant::now();
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(start.elapsed() < TIMEOUT, "waited {TIMEOUT:?} for {what}\n{}", controller.log_tail());
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
-/// Requests that write: create, update, patch, apply, delete.
-async fn writes(controller: &RunningController) -> u64 {
-    let verbs = ["create", "update", "patch", "apply", "delete", "deletecollection"];
-    controller
-        .counter("nodepool_fanout_api_requests_total", |l| {
-            verbs.iter().any(|v| l.contains(&format!("verb=\"{v}\"")))
-        })
-        .await
-}
-
-/// The process's peak resident set (KiB) and its CPU seconds, from /proc.
-fn process_figures(pid: u32) -> (u64, f64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read /proc/<pid>/status");
-    let peak = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM in /proc/<pid>/status");
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("read /proc/<pid>/stat");
-    // Fields after the command name, which ends at the last ')'.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest)
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
-    let ticks: u64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0)
-        + fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0);
-    let hz: f64 = std::process::Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(100.0);
-    (peak, ticks as f64 / hz)
 }

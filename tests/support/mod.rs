@@ -8,6 +8,8 @@
 //! component's log tail: end-to-end tests are never skipped.
 
 pub mod apps;
+#[allow(dead_code)] // the benches' helpers: no test uses them
+pub mod bench;
 pub mod browser;
 pub mod gitops;
 

@@ -1,0 +1,203 @@
+//! Helpers for the benches that measure the controller alone on the local
+//! control plane: many NodePools made and let go fast, the controller's
+//! flags, its writes, and its memory and CPU time read from /proc.
+
+use std::time::{Duration, Instant};
+
+use futures::{stream, StreamExt};
+use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::Api;
+use serde_json::{json, Value};
+
+use super::apps::app_named;
+use super::{helmrelease_resource, nodepool_resource, RunningController, TestEnv};
+
+/// Requests in flight at once, for a raw client as for the controller's
+/// writes within one reconcile.
+pub const PARALLEL: usize = 16;
+/// The client pace the controller runs with here: high enough that the
+/// API server, not the bucket, sets the pace (the default, 50 per second,
+/// would make this a measure of the flag).
+pub const QPS: &str = "5000";
+pub const TIMEOUT: Duration = Duration::from_secs(1800);
+
+/// Flags of a controller measured alone: a chart per release, as Flux's
+/// own model has it, and a client pace the API server sets.
+pub fn controller_flags(resync: &'static str) -> Vec<&'static str> {
+    vec![
+        "--shared-chart=false",
+        "--resync",
+        resync,
+        "--kube-api-qps",
+        QPS,
+        "--kube-api-burst",
+        QPS,
+    ]
+}
+
+pub fn secs(d: Duration) -> String {
+    format!("{:.1} s", d.as_secs_f64())
+}
+
+/// An application named `fleet` of the fixture chart over every pool of
+/// `env`, its releases suspended so that helm-controller leaves them to
+/// the bench; `extra` is merged over its spec.
+pub fn suspended_fleet(env: &TestEnv, extra: Value) -> Value {
+    let mut spec = json!({
+        "pools": { "selector": { "matchLabels": { "e2e": env.prefix } } },
+        "helmRelease": { "suspend": true },
+        "values": { "controller": { "ingressClass": { "name": "{{app.namespace}}-{{pool.name}}" } } }
+    });
+    for (k, v) in extra.as_object().expect("extra spec is an object") {
+        spec[k] = v.clone();
+    }
+    app_named("fleet", &env.namespace, "ingress-gateway", "1.0.0", spec)
+}
+
+/// Creates OpenYurt NodePools of no nodes (a pool without nodes is not
+/// offline), labelled `e2e=<tag>`, the i-th in region `regions[i % len]`.
+pub async fn create_pools(api: &Api<DynamicObject>, names: &[String], tag: &str, regions: &[&str]) {
+    let results: Vec<_> = stream::iter(names.iter().enumerate())
+        .map(|(i, name)| {
+            let region = regions[i % regions.len()];
+            let pool: DynamicObject = serde_json::from_value(json!({
+                "apiVersion": "apps.openyurt.io/v1beta1", "kind": "NodePool",
+                "metadata": { "name": name, "labels": { "e2e": tag, "region": region } },
+                "spec": { "type": "Edge" }
+            }))
+            .expect("NodePool manifest");
+            async move { api.create(&PostParams::default(), &pool).await }
+        })
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    if let Some(Err(e)) = results.into_iter().find(Result::is_err) {
+        panic!("cannot create a NodePool: {e}");
+    }
+}
+
+/// Deletes `namespace` with its releases at once. They are suspended, so
+/// helm-controller has nothing to uninstall, yet it lets deleted releases
+/// go a few a second: the 30,000 of a run kept it busy for half an hour,
+/// and a test run started meanwhile timed out. Their finalizers are taken
+/// off here instead.
+pub async fn let_go(client: &kube::Client, namespace: &str) {
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let releases: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), namespace, &helmrelease_resource());
+    // Marked deleted at once: the namespace's own deletion marks them a
+    // few dozen a second.
+    let _ = releases.delete_collection(&DeleteParams::background(), &ListParams::default()).await;
+    let _ = namespaces.delete(namespace, &DeleteParams::background()).await;
+    let unfinalize = json!({ "metadata": { "finalizers": null } });
+    let start = Instant::now();
+    while start.elapsed() < TIMEOUT {
+        let Ok(list) = releases.list(&ListParams::default().limit(500)).await else {
+            return;
+        };
+        if list.items.is_empty() {
+            return;
+        }
+        let held: Vec<String> = list
+            .items
+            .iter()
+            .filter(|r| r.metadata.deletion_timestamp.is_some())
+            .filter(|r| r.metadata.finalizers.as_ref().is_some_and(|f| !f.is_empty()))
+            .filter_map(|r| r.metadata.name.clone())
+            .collect();
+        stream::iter(held)
+            .for_each_concurrent(PARALLEL, |name| {
+                let (releases, unfinalize) = (&releases, &unfinalize);
+                async move {
+                    let _ = releases.patch(&name, &PatchParams::default(), &Patch::Merge(unfinalize)).await;
+                }
+            })
+            .await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Removes what a bench made: its NodePools (labelled `e2e=<prefix>`), its
+/// namespace with its releases let go at once, and the rest of `env`.
+pub async fn clean_up(env: TestEnv) {
+    let pools: Api<DynamicObject> = Api::all_with(env.client.clone(), &nodepool_resource());
+    let _ = pools
+        .delete_collection(
+            &DeleteParams::default(),
+            &ListParams::default().labels(&format!("e2e={}", env.prefix)),
+        )
+        .await;
+    let_go(&env.client, &env.namespace).await;
+    env.cleanup().await;
+}
+
+/// The objects of `api`, counted by the API server (a list of one, with
+/// the number it left out).
+pub async fn count(api: &Api<DynamicObject>) -> usize {
+    match api.list_metadata(&ListParams::default().limit(1)).await {
+        Ok(list) => list.items.len() + list.metadata.remaining_item_count.unwrap_or(0) as usize,
+        Err(_) => 0,
+    }
+}
+
+/// Polls `check` every 250 ms until it answers, failing after [`TIMEOUT`]
+/// with the controller's log.
+pub async fn wait<T, F, Fut>(what: &str, controller: &RunningController, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(start.elapsed() < TIMEOUT, "waited {TIMEOUT:?} for {what}\n{}", controller.log_tail());
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Requests that write: create, update, patch, apply, delete.
+pub async fn writes(controller: &RunningController) -> u64 {
+    let verbs = ["create", "update", "patch", "apply", "delete", "deletecollection"];
+    controller
+        .counter("nodepool_fanout_api_requests_total", |l| {
+            verbs.iter().any(|v| l.contains(&format!("verb=\"{v}\"")))
+        })
+        .await
+}
+
+/// The process's peak resident set (KiB) and its CPU seconds, from /proc.
+pub fn process_figures(pid: u32) -> (u64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read /proc/<pid>/status");
+    let peak = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/<pid>/status");
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("read /proc/<pid>/stat");
+    // Fields after the command name, which ends at the last ')'.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest)
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    let ticks: u64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0)
+        + fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0);
+    let hz: f64 = std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0);
+    (peak, ticks as f64 / hz)
+}
+
+/// Resets the process's peak resident set (VmHWM) to its current one, so
+/// that the next [`process_figures`] reads the peak of the interval since.
+pub fn reset_peak(pid: u32) {
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5")
+        .expect("reset the peak RSS in /proc/<pid>/clear_refs");
+}
