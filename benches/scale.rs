@@ -5,10 +5,11 @@
 //! parallel create, and a raw parallel server-side apply, of the very same
 //! objects (with the controller stopped); its peak RSS and CPU seconds;
 //! the application's status size; its reconciles and writes during 60 s at
-//! rest (two resyncs); and, after a
-//! restart with the resync far away, the reconciles one NodePool status
-//! change and one NodePool label change cause with 100 further applications
-//! present.
+//! rest (two resyncs); and, after a restart with the resync far away and
+//! 100 further applications present, the reconciles one NodePool status
+//! change and one NodePool label change cause, and the time from a new
+//! NodePool's create to its release ([`reaction`]). Then two shards over
+//! 2 × N pools, one controller each ([`shards`]).
 #[path = "../tests/support/mod.rs"]
 #[allow(dead_code, unused_imports)] // this bench uses a part of the shared helpers
 mod support;
@@ -26,6 +27,11 @@ use support::bench::{
     writes, PARALLEL,
 };
 use support::{ensure_crd, helmrelease_resource, nodepool_resource, RunningController, TestEnv};
+
+#[path = "scale/reaction.rs"]
+mod reaction;
+#[path = "scale/shards.rs"]
+mod shards;
 
 const SMALL_APPS: usize = 100;
 /// No reconcile for this long: the controller is at rest.
@@ -118,6 +124,8 @@ async fn main() {
         .await
         .expect("label a pool");
     let after_label = controller.quiet(QUIET).await;
+    let (new_at_rest, new_window_open) =
+        reaction::new_pools(&env, &controller, &pool_api, &releases, "fleet").await;
     let (events_peak_rss, _) = process_figures(controller.pid());
 
     println!();
@@ -147,12 +155,20 @@ async fn main() {
         &format!("reconciles per NodePool label change ({} apps)", SMALL_APPS + 1),
         (after_label - after_status).to_string(),
     );
+    row(
+        &format!("new pool -> its release written, at rest ({} apps)", SMALL_APPS + 1),
+        reaction::ms(new_at_rest),
+    );
+    row("new pool -> its release written, wake window open", reaction::ms(new_window_open));
     println!("(controller flags: {}; --resync 1h for the events)", controller_flags("30s").join(" "));
 
     // Not measured: the cluster as it was, for the next run.
     let _ = apps.delete_collection(&DeleteParams::background(), &ListParams::default()).await;
     drop(controller);
     clean_up(env).await;
+
+    // Scale out: two shards over twice the pools.
+    shards::two_shards(pools).await;
 }
 
 /// The controller's releases, written again by plain parallel requests in

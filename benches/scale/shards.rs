@@ -1,0 +1,174 @@
+//! Two shards side by side: two controller instances, each with
+//! `--watch-label-selector sharding.fluxcd.io/key=<its shard>`, each
+//! serving one application over half of the pools. Prints each shard's
+//! figures, and proves that no release was written by both: each shard's
+//! creates are exactly its own releases, the two together are every
+//! release there is, and neither wrote a release again once written.
+
+use std::time::{Duration, Instant};
+
+use kube::api::{DeleteParams, DynamicObject, ListParams};
+use kube::Api;
+use nodepool_fanout::api::naming;
+use serde_json::json;
+
+use crate::support::apps::{app_named, apply_app};
+use crate::support::bench::{controller_flags, create_pools, let_go, process_figures, secs, wait};
+use crate::support::{helmrelease_resource, nodepool_resource, RunningController, TestEnv};
+
+struct Shard {
+    key: &'static str,
+    controller: RunningController,
+    written_in: Duration,
+}
+
+pub async fn two_shards(pools_each: usize) {
+    println!();
+    println!("two shards: {} pools in all, {pools_each} a shard, one controller each", pools_each * 2);
+    let env = TestEnv::new("shards").await;
+    let pool_api: Api<DynamicObject> = Api::all_with(env.client.clone(), &nodepool_resource());
+    let releases: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), &env.namespace, &helmrelease_resource());
+    let mut shards = Vec::new();
+    for key in ["a", "b"] {
+        let tag = format!("{}-{key}", env.prefix);
+        let names: Vec<String> = (0..pools_each).map(|i| env.pool_name(&format!("{key}{i}"))).collect();
+        create_pools(&pool_api, &names, &tag, &["r"]).await;
+        let selector = format!("{}={key}", naming::LABEL_SHARD);
+        let mut flags = controller_flags("1h");
+        flags.extend(["--watch-label-selector", selector.as_str()]);
+        let controller = RunningController::start_env(&env.namespace, &flags, &[("POD_NAME", key)]);
+        shards.push(Shard {
+            key,
+            controller,
+            written_in: Duration::ZERO,
+        });
+    }
+    println!("created {} NodePools", pools_each * 2);
+    let start = Instant::now();
+    for shard in &shards {
+        let mut app = app_named(
+            &format!("fleet-{}", shard.key),
+            &env.namespace,
+            "ingress-gateway",
+            "1.0.0",
+            json!({
+                "pools": { "selector": { "matchLabels": { "e2e": format!("{}-{}", env.prefix, shard.key) } } },
+                "helmRelease": { "suspend": true }
+            }),
+        );
+        app["metadata"]["labels"] = json!({ naming::LABEL_SHARD: shard.key });
+        apply_app(&env, &app).await.expect("apply a shard's application");
+    }
+    for shard in &mut shards {
+        let mine = ListParams::default().labels(&format!("{}={}", naming::LABEL_SHARD, shard.key));
+        wait("a shard to write its releases", &shard.controller, || async {
+            (count_with(&releases, &mine).await == pools_each).then_some(())
+        })
+        .await;
+        shard.written_in = start.elapsed();
+    }
+    for shard in &shards {
+        shard.controller.quiet(super::QUIET).await;
+    }
+
+    // Every release, by its shard label and its owner.
+    let all = releases.list_metadata(&ListParams::default()).await.expect("list the releases");
+    let mut owned = [0usize; 2];
+    for release in &all.items {
+        let key = release.metadata.labels.as_ref().and_then(|l| l.get(naming::LABEL_SHARD));
+        let owner = release
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true))
+            .map(|o| o.name.as_str());
+        let i = match (key.map(String::as_str), owner) {
+            (Some("a"), Some("fleet-a")) => 0,
+            (Some("b"), Some("fleet-b")) => 1,
+            other => panic!("release {:?} is of no one shard: {other:?}", release.metadata.name),
+        };
+        owned[i] += 1;
+    }
+    assert_eq!(owned, [pools_each, pools_each], "each shard's releases");
+    println!();
+    let row = |label: &str, (a, b): (String, String)| println!("{label:<52} {a:>12} {b:>12}");
+    row("", ("shard a".into(), "shard b".into()));
+    let mut figures = Vec::new();
+    for (i, shard) in shards.iter().enumerate() {
+        let created = release_requests(&shard.controller, &["create"]).await;
+        let rewritten = release_requests(&shard.controller, &["update", "patch", "apply", "delete"]).await;
+        assert_eq!(created as usize, owned[i], "shard {}: one create per release of its own", shard.key);
+        assert_eq!(rewritten, 0, "shard {}: no release written again", shard.key);
+        let (rss, cpu) = process_figures(shard.controller.pid());
+        figures.push(Figures {
+            written_in: shard.written_in,
+            created,
+            rewritten,
+            rss,
+            cpu,
+            reconciles: shard.controller.reconciles().await,
+        });
+    }
+    let both = |f: fn(&Figures) -> String| row_of(&figures, f);
+    row(&format!("its {pools_each} releases written (both at once)"), both(|f| secs(f.written_in)));
+    row("HelmReleases it created", both(|f| f.created.to_string()));
+    row("HelmReleases it wrote again or deleted", both(|f| f.rewritten.to_string()));
+    row("peak RSS", both(|f| format!("{:.1} MiB", f.rss as f64 / 1024.0)));
+    row("CPU time", both(|f| format!("{:.1} s", f.cpu)));
+    row("reconciles", both(|f| f.reconciles.to_string()));
+    println!(
+        "every one of the {} releases carries one shard's label and its application's owner reference; \
+         each shard created exactly its own, and wrote none twice",
+        all.items.len()
+    );
+
+    let apps: Api<nodepool_fanout::api::NodePoolApplication> =
+        Api::namespaced(env.client.clone(), &env.namespace);
+    let _ = apps.delete_collection(&DeleteParams::background(), &ListParams::default()).await;
+    drop(shards);
+    for key in ["a", "b"] {
+        let _ = pool_api
+            .delete_collection(
+                &DeleteParams::default(),
+                &ListParams::default().labels(&format!("e2e={}-{key}", env.prefix)),
+            )
+            .await;
+    }
+    let_go(&env.client, &env.namespace).await;
+    env.cleanup().await;
+}
+
+/// One shard's figures.
+struct Figures {
+    written_in: Duration,
+    created: u64,
+    rewritten: u64,
+    rss: u64,
+    cpu: f64,
+    reconciles: u64,
+}
+
+/// One figure of both shards.
+fn row_of(figures: &[Figures], figure: fn(&Figures) -> String) -> (String, String) {
+    (figure(&figures[0]), figure(&figures[1]))
+}
+
+/// The controller's requests on HelmReleases of these verbs.
+async fn release_requests(controller: &RunningController, verbs: &[&str]) -> u64 {
+    controller
+        .counter("nodepool_fanout_api_requests_total", |l| {
+            l.contains("resource=\"helmreleases.")
+                && verbs.iter().any(|v| l.contains(&format!("verb=\"{v}\"")))
+        })
+        .await
+}
+
+/// The objects of `api` that `params` selects, counted by the API server.
+async fn count_with(api: &Api<DynamicObject>, params: &ListParams) -> usize {
+    match api.list_metadata(&params.clone().limit(1)).await {
+        Ok(list) => list.items.len() + list.metadata.remaining_item_count.unwrap_or(0) as usize,
+        Err(_) => 0,
+    }
+}
