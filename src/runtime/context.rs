@@ -30,19 +30,17 @@ pub(super) const CHART_HOLD_FIRST_RETRY: Duration = Duration::from_secs(3);
 /// At most one reconcile per application per window from the events of
 /// its pools, nodes, releases and chart (see [`throttle`]): the first at
 /// once, the rest folded into one at the window's end. The window is ten
-/// times what observing and planning took at the application's last
-/// reconcile, so that events keep it replanning a tenth of the time at
-/// most (measured: a 1 s window kept a 10,000-pool application replanning
-/// on a whole core while helm-controller worked through its releases),
-/// between a second, which keeps a small application's roll-up live, and
-/// half a minute. Not its writes: a reconcile that spent 30 s writing a
-/// wave waited on the API server, and a window ten times that only held
-/// the next wave back. A pool entering or leaving the selection does not
-/// wait for the window's end (see [`super::throttle::URGENT_WAIT`]).
-pub(super) fn wake_window(last_planning: Option<Duration>) -> Duration {
+/// times the application's last reconcile, so that events keep it busy a
+/// tenth of the time at most (measured: a 1 s window kept a 10,000-pool
+/// application replanning on a whole core while helm-controller worked
+/// through its releases), between a second, which keeps a small
+/// application's roll-up live, and half a minute. A pool entering or
+/// leaving the selection does not wait for the window's end (see
+/// [`super::throttle::URGENT_WAIT`]).
+pub(super) fn wake_window(last_reconcile: Option<Duration>) -> Duration {
     const SHORTEST: Duration = Duration::from_secs(1);
     const LONGEST: Duration = Duration::from_secs(30);
-    last_planning.map_or(SHORTEST, |took| (took * 10).clamp(SHORTEST, LONGEST))
+    last_reconcile.map_or(SHORTEST, |took| (took * 10).clamp(SHORTEST, LONGEST))
 }
 
 #[derive(Debug, thiserror::Error)]

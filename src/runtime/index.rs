@@ -49,8 +49,7 @@ impl Interest {
 #[derive(Debug)]
 struct Known {
     interest: Interest,
-    /// What observing and planning took at its last reconcile.
-    last_planning: Option<Duration>,
+    last_reconcile: Option<Duration>,
 }
 
 /// Every known application, by reference.
@@ -70,7 +69,7 @@ impl AppIndex {
                     app,
                     Known {
                         interest,
-                        last_planning: None,
+                        last_reconcile: None,
                     },
                 );
             }
@@ -82,14 +81,14 @@ impl AppIndex {
         self.known.write().unwrap_or_else(|e| e.into_inner()).remove(app);
     }
 
-    /// A reconcile of `app` ended, its planning having taken `took`;
-    /// returns whether the application is still known (a reconcile that
-    /// found it gone leaves nothing behind, its measurements included).
+    /// A reconcile of `app` ended after `took`; returns whether the
+    /// application is still known (a reconcile that found it gone leaves
+    /// nothing behind, its measurements included).
     pub(super) fn reconciled(&self, app: &ObjectRef<AppMeta>, took: Duration) -> bool {
         let mut known = self.known.write().unwrap_or_else(|e| e.into_inner());
         match known.get_mut(app) {
             Some(entry) => {
-                entry.last_planning = Some(took);
+                entry.last_reconcile = Some(took);
                 true
             }
             None => false,
@@ -100,7 +99,7 @@ impl AppIndex {
     /// [`wake_window`]).
     pub(super) fn wake_window(&self, app: &ObjectRef<AppMeta>) -> Duration {
         let known = self.known.read().unwrap_or_else(|e| e.into_inner());
-        wake_window(known.get(app).and_then(|k| k.last_planning))
+        wake_window(known.get(app).and_then(|k| k.last_reconcile))
     }
 
     /// The applications `served` that an event concerns: those whose

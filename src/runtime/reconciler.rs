@@ -45,14 +45,13 @@ async fn reconcile_logged(meta: Arc<AppMeta>, ctx: Arc<Context>) -> Result<Actio
         Ok(Readiness::Listing) | Err(_) => return Err(ObserveError::CacheStopped("the caches").into()),
     }
     let start = std::time::Instant::now();
-    let mut planning = None;
     let name = meta.name_any();
     let namespace = meta.namespace().unwrap_or_default();
     let apps: Api<NodePoolApplication> = Api::namespaced(ctx.client.clone(), &namespace);
     let result = match apps.get_opt(&name).await {
         Ok(Some(app)) => {
             ctx.index.read(ObjectRef::from_obj(meta.as_ref()), Interest::of(&app, &namespace));
-            reconcile_app(Arc::new(app), &ctx, &mut planning).await
+            reconcile_app(Arc::new(app), &ctx).await
         }
         Ok(None) => {
             ctx.metrics.forget(&namespace, &name);
@@ -76,8 +75,7 @@ async fn reconcile_logged(meta: Arc<AppMeta>, ctx: Arc<Context>) -> Result<Actio
     };
     ctx.metrics.observe_reconcile(outcome, start.elapsed());
     // A reconcile that found the application gone leaves no series behind.
-    // Its wake window follows what planning cost (see `wake_window`).
-    if ctx.index.reconciled(&app_ref, planning.unwrap_or_else(|| start.elapsed())) {
+    if ctx.index.reconciled(&app_ref, start.elapsed()) {
         let (namespace, name) = (meta.namespace().unwrap_or_default(), meta.name_any());
         ctx.metrics.observe_object(&namespace, &name, start.elapsed());
     }
@@ -85,13 +83,8 @@ async fn reconcile_logged(meta: Arc<AppMeta>, ctx: Arc<Context>) -> Result<Actio
 }
 
 /// One reconcile of an application that is there: resolve the chart →
-/// observe → plan → apply → report. `planning` is set to the time
-/// observing and planning took.
-pub(super) async fn reconcile_app(
-    app: Arc<NodePoolApplication>,
-    ctx: &Context,
-    planning: &mut Option<std::time::Duration>,
-) -> Result<Action, Error> {
+/// observe → plan → apply → report.
+pub(super) async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) -> Result<Action, Error> {
     let namespace = app.namespace().unwrap_or_default();
     let apps: Api<NodePoolApplication> = Api::namespaced(ctx.client.clone(), &namespace);
     if app.meta().deletion_timestamp.is_some() {
@@ -100,12 +93,10 @@ pub(super) async fn reconcile_app(
     }
     apply::set_finalizers(&apps, app.as_ref(), &finalizers(ctx, &app)).await?;
     let chart = resolve::resolve(&ctx.chart_step(), &app).await;
-    let start = std::time::Instant::now();
     let observed = observe::observe(&ctx.caches, &app);
     let recorded = ctx.caches.history_of(&app);
     let (mut planned, owned) = plan_observed(ctx, &app, observed, chart.as_ref(), &recorded);
     let history = plan_history(&app, &mut planned, chart.as_ref(), &recorded);
-    *planning = Some(start.elapsed());
     let releases: Api<DynamicObject> =
         Api::namespaced_with(ctx.client.clone(), &namespace, &helmrelease_resource());
     let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), &namespace);
