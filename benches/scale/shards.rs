@@ -165,10 +165,19 @@ async fn release_requests(controller: &RunningController, verbs: &[&str]) -> u64
         .await
 }
 
-/// The objects of `api` that `params` selects, counted by the API server.
+/// The objects of `api` that `params` selects, listed by pages: the API
+/// server gives no remaining count for a list with a label selector.
 async fn count_with(api: &Api<DynamicObject>, params: &ListParams) -> usize {
-    match api.list_metadata(&params.clone().limit(1)).await {
-        Ok(list) => list.items.len() + list.metadata.remaining_item_count.unwrap_or(0) as usize,
-        Err(_) => 0,
+    let mut counted = 0;
+    let mut page = params.clone().limit(1000);
+    loop {
+        let Ok(list) = api.list_metadata(&page).await else {
+            return 0;
+        };
+        counted += list.items.len();
+        match list.metadata.continue_ {
+            Some(token) if !token.is_empty() => page = page.continue_token(&token),
+            _ => return counted,
+        }
     }
 }
