@@ -13,7 +13,7 @@ use nodepool_fanout::api::naming;
 use serde_json::json;
 
 use crate::support::apps::{app_named, apply_app};
-use crate::support::bench::{controller_flags, create_pools, let_go, process_figures, secs, wait};
+use crate::support::bench::{clean_up, controller_flags, create_pools, process_figures, secs, wait};
 use crate::support::{helmrelease_resource, nodepool_resource, RunningController, TestEnv};
 
 struct Shard {
@@ -31,9 +31,10 @@ pub async fn two_shards(pools_each: usize) {
         Api::namespaced_with(env.client.clone(), &env.namespace, &helmrelease_resource());
     let mut shards = Vec::new();
     for key in ["a", "b"] {
-        let tag = format!("{}-{key}", env.prefix);
         let names: Vec<String> = (0..pools_each).map(|i| env.pool_name(&format!("{key}{i}"))).collect();
-        create_pools(&pool_api, &names, &tag, &["r"]).await;
+        // The shard is the pools' region: one tag for every pool of the
+        // bench, which `clean_up` removes.
+        create_pools(&pool_api, &names, &env.prefix, &[key]).await;
         let selector = format!("{}={key}", naming::LABEL_SHARD);
         let mut flags = controller_flags("1h");
         flags.extend(["--watch-label-selector", selector.as_str()]);
@@ -53,7 +54,7 @@ pub async fn two_shards(pools_each: usize) {
             "ingress-gateway",
             "1.0.0",
             json!({
-                "pools": { "selector": { "matchLabels": { "e2e": format!("{}-{}", env.prefix, shard.key) } } },
+                "pools": { "selector": { "matchLabels": { "e2e": env.prefix, "region": shard.key } } },
                 "helmRelease": { "suspend": true }
             }),
         );
@@ -128,16 +129,7 @@ pub async fn two_shards(pools_each: usize) {
         Api::namespaced(env.client.clone(), &env.namespace);
     let _ = apps.delete_collection(&DeleteParams::background(), &ListParams::default()).await;
     drop(shards);
-    for key in ["a", "b"] {
-        let _ = pool_api
-            .delete_collection(
-                &DeleteParams::default(),
-                &ListParams::default().labels(&format!("e2e={}-{key}", env.prefix)),
-            )
-            .await;
-    }
-    let_go(&env.client, &env.namespace).await;
-    env.cleanup().await;
+    clean_up(env).await;
 }
 
 /// One shard's figures.
