@@ -109,6 +109,23 @@ fn main() {
     at_scale::at_scale(10_000);
 }
 
+/// An application of the fixture chart over the pools of region east,
+/// with these values.
+fn named_application(name: &str, values: Value) -> NodePoolApplication {
+    serde_json::from_value(json!({
+        "apiVersion": "apps.fanout.dev/v1alpha1", "kind": "NodePoolApplication",
+        "metadata": { "name": name, "namespace": "edge", "uid": "uid-1", "generation": 1 },
+        "spec": {
+            "pools": { "selector": { "matchLabels": { "region": "east" } } },
+            "chart": { "spec": { "chart": "ingress-gateway", "version": "1.0.0",
+                "sourceRef": { "kind": "HelmRepository", "name": "fixtures", "namespace": "flux-system" } } },
+            "interval": "10m",
+            "values": values
+        }
+    }))
+    .expect("the benchmark's application is valid")
+}
+
 /// An application as large as one may be: 200 KiB of random text per
 /// pool (LZ4 cannot shrink it), as many pools as fit the budget.
 fn worst_accepted() {
@@ -117,18 +134,7 @@ fn worst_accepted() {
     let mut rng = fastrand::Rng::with_seed(7);
     let blob: String = (0..PER_POOL).map(|_| rng.alphanumeric()).collect();
     // Each pool's differs, as templated values would.
-    let app: NodePoolApplication = serde_json::from_value(json!({
-        "apiVersion": "apps.fanout.dev/v1alpha1", "kind": "NodePoolApplication",
-        "metadata": { "name": "largest", "namespace": "edge", "uid": "uid-1", "generation": 1 },
-        "spec": {
-            "pools": { "selector": { "matchLabels": { "region": "east" } } },
-            "chart": { "spec": { "chart": "ingress-gateway", "version": "1.0.0",
-                "sourceRef": { "kind": "HelmRepository", "name": "fixtures", "namespace": "flux-system" } } },
-            "interval": "10m",
-            "values": { "blob": format!("{{{{pool.name}}}}{blob}") }
-        }
-    }))
-    .expect("the benchmark's application is valid");
+    let app = named_application("largest", json!({ "blob": format!("{{{{pool.name}}}}{blob}") }));
     let pools: Vec<Pool> = (0..pools)
         .map(|i| Pool {
             name: format!("site-{i:05}"),
@@ -205,20 +211,12 @@ fn worst_accepted() {
     println!("process peak resident memory: {:.1} MiB", process_peak as f64 / 1024.0);
 }
 
+/// The 8-pool cases' application: the longest name, and a release name
+/// rendered per pool.
 fn application(values: Value) -> NodePoolApplication {
-    serde_json::from_value(json!({
-        "apiVersion": "apps.fanout.dev/v1alpha1", "kind": "NodePoolApplication",
-        "metadata": { "name": "a".repeat(253), "namespace": "edge", "uid": "uid-1", "generation": 1 },
-        "spec": {
-            "pools": { "selector": { "matchLabels": { "region": "east" } } },
-            "chart": { "spec": { "chart": "ingress-gateway", "version": "1.0.0",
-                "sourceRef": { "kind": "HelmRepository", "name": "fixtures", "namespace": "flux-system" } } },
-            "interval": "10m",
-            "releaseName": "r-{{pool.name}}",
-            "values": values,
-        }
-    }))
-    .expect("the benchmark's application is valid")
+    let mut app = named_application(&"a".repeat(253), values);
+    app.spec.release_name = Some("r-{{pool.name}}".into());
+    app
 }
 
 fn pools(annotation: usize) -> Vec<Pool> {

@@ -104,18 +104,10 @@ fn reconcile(
 
 /// The application over `pools` pools: its first fan-out, then resyncs.
 pub fn at_scale(pools: usize) {
-    let app: NodePoolApplication = serde_json::from_value(json!({
-        "apiVersion": "apps.fanout.dev/v1alpha1", "kind": "NodePoolApplication",
-        "metadata": { "name": "fleet", "namespace": "edge", "uid": "uid-1", "generation": 1 },
-        "spec": {
-            "pools": { "selector": { "matchLabels": { "region": "east" } } },
-            "chart": { "spec": { "chart": "ingress-gateway", "version": "1.0.0",
-                "sourceRef": { "kind": "HelmRepository", "name": "fixtures", "namespace": "flux-system" } } },
-            "interval": "10m",
-            "values": { "controller": { "ingressClass": { "name": "{{app.namespace}}-{{pool.name}}" } } }
-        }
-    }))
-    .expect("the benchmark's application is valid");
+    let app = super::named_application(
+        "fleet",
+        json!({ "controller": { "ingressClass": { "name": "{{app.namespace}}-{{pool.name}}" } } }),
+    );
     let mut cluster = Cluster::new(pools);
     println!("one application over {pools} pools, observed from watch caches filled in memory, then planned");
     println!("(release build, once each)");
