@@ -237,6 +237,17 @@ impl Decision {
     pub fn state(&self, pool: &str) -> Option<PoolRollout> {
         self.pools.get(pool).map(|d| d.state)
     }
+
+    /// Whether changes wait for a slot, or for an earlier wave, that the
+    /// releases under way free as Flux finds them Ready or failed: the
+    /// next decision then follows their readiness, not the clock.
+    pub fn waits_on_releases(&self) -> bool {
+        matches!(self.phase, RolloutPhase::Progressing | RolloutPhase::RollingBack)
+            && self
+                .pools
+                .values()
+                .any(|d| matches!(d.state, PoolRollout::Pending | PoolRollout::RollbackPending))
+    }
 }
 
 /// Where one pool stands before the rollout picks what starts: held by

@@ -50,6 +50,9 @@ impl Interest {
 struct Known {
     interest: Interest,
     last_reconcile: Option<Duration>,
+    /// Its last plan's rollout holds changes until releases under way
+    /// turn Ready or fail.
+    waits_on_releases: bool,
 }
 
 /// Every known application, by reference.
@@ -70,6 +73,7 @@ impl AppIndex {
                     Known {
                         interest,
                         last_reconcile: None,
+                        waits_on_releases: false,
                     },
                 );
             }
@@ -93,6 +97,23 @@ impl AppIndex {
             }
             None => false,
         }
+    }
+
+    /// What `app`'s last plan said of its rollout: whether changes wait
+    /// on releases under way (see
+    /// [`crate::reconcile::plan::Plan::waits_on_releases`]).
+    pub(super) fn planned(&self, app: &ObjectRef<AppMeta>, waits_on_releases: bool) {
+        let mut known = self.known.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(entry) = known.get_mut(app) {
+            entry.waits_on_releases = waits_on_releases;
+        }
+    }
+
+    /// Whether `app`'s rollout waits on its releases, as its last plan
+    /// said; an application not read yet waits on nothing.
+    pub(super) fn waits_on_releases(&self, app: &ObjectRef<AppMeta>) -> bool {
+        let known = self.known.read().unwrap_or_else(|e| e.into_inner());
+        known.get(app).is_some_and(|k| k.waits_on_releases)
     }
 
     /// How long `app`'s events are folded into one reconcile (see

@@ -96,6 +96,10 @@ pub(super) async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) 
     let observed = observe::observe(&ctx.caches, &app);
     let recorded = ctx.caches.history_of(&app);
     let (mut planned, owned) = plan_observed(ctx, &app, observed, chart.as_ref(), &recorded);
+    // Before the writes: a release written now may turn Ready before they
+    // end, and that event must find the rollout waiting on it.
+    let app_ref = ObjectRef::<AppMeta>::new(&app.name_any()).within(&namespace);
+    ctx.index.planned(&app_ref, planned.waits_on_releases);
     let history = plan_history(&app, &mut planned, chart.as_ref(), &recorded);
     let releases: Api<DynamicObject> =
         Api::namespaced_with(ctx.client.clone(), &namespace, &helmrelease_resource());

@@ -4,6 +4,7 @@
 //! instance serves are woken, and a watch's first list wakes nothing (see
 //! [`FirstList`]).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::stream::BoxStream;
@@ -19,10 +20,12 @@ use crate::chart::shared as shared_chart;
 use crate::pools::Pool;
 use crate::reconcile::changes::{Change, NodeChanges, NodeView, PoolChanges};
 use crate::reconcile::observe::{self, CachedPool, CachedRelease};
+use crate::reconcile::release_state::ReleaseState;
 
 use super::context::AppMeta;
 use super::index::{AppIndex, Interest};
-use super::watches::{changed, release_fingerprint, retrying, FirstList};
+use super::throttle::Wake;
+use super::watches::{release_fingerprint, retrying, Fingerprints, FirstList};
 
 /// The applications to wake, one reference per wake.
 pub(super) type Wakes = BoxStream<'static, ObjectRef<AppMeta>>;
@@ -30,14 +33,50 @@ pub(super) type Wakes = BoxStream<'static, ObjectRef<AppMeta>>;
 /// A release's change wakes the application that owns it, if this
 /// instance serves it; others' releases are only remembered (by the
 /// reflector the events come through).
-pub(super) fn releases<S>(events: S, served: Store<AppMeta>) -> Wakes
+///
+/// A release's state changing (turning Ready, failing, going back under
+/// way) or the release going is urgent while its application's rollout
+/// waits on its releases ([`AppIndex::waits_on_releases`]): it may free the
+/// slot or end the wave the next changes wait for, and a wave should not
+/// sit out a wake window that exists to shed load. Every other change is
+/// folded: helm-controller stamping thousands of releases Ready after an
+/// `AllAtOnce` change is one reconcile a window, as before.
+pub(super) fn releases<S>(
+    events: S,
+    served: Store<AppMeta>,
+    index: Arc<AppIndex>,
+) -> BoxStream<'static, Wake<ObjectRef<AppMeta>>>
 where
     S: Stream<Item = Result<watcher::Event<CachedRelease>, watcher::Error>> + Send + 'static,
 {
-    changed("HelmReleases", events, release_fingerprint, FirstList::Quiet)
-        .filter_map(move |release| {
-            let app = observe::owner_of::<AppMeta>(&release).filter(|app| served.get(app).is_some());
-            std::future::ready(app)
+    let mut states: HashMap<ObjectRef<CachedRelease>, ReleaseState> = HashMap::new();
+    let mut first_list = FirstList::Quiet;
+    let mut prints = Fingerprints::new(release_fingerprint);
+    retrying("HelmReleases", events)
+        .filter_map(move |event| {
+            let quiet = first_list.holds(&event);
+            let (release, gone) = match event {
+                watcher::Event::Apply(r) | watcher::Event::InitApply(r) => (r, false),
+                watcher::Event::Delete(r) => (r, true),
+                watcher::Event::Init | watcher::Event::InitDone => return std::future::ready(None),
+            };
+            let key = ObjectRef::from_obj(&release);
+            let state = release.observed.as_ref().map(|o| o.status.state).filter(|_| !gone);
+            let moved = match state {
+                Some(state) => states.insert(key, state) != Some(state),
+                None => states.remove(&key).is_some(),
+            };
+            if !prints.changed(&release, gone) || quiet {
+                return std::future::ready(None);
+            }
+            let wake =
+                observe::owner_of::<AppMeta>(&release)
+                    .filter(|app| served.get(app).is_some())
+                    .map(|app| match moved && index.waits_on_releases(&app) {
+                        true => Wake::urgent(app),
+                        false => Wake::folded(app),
+                    });
+            std::future::ready(wake)
         })
         .boxed()
 }
@@ -177,5 +216,89 @@ fn node_change_concerns(
             changed.iter().any(|c| !c.pools(&interest.membership).is_empty())
         }
         _ => changed.iter().any(|c| c.concerns(&interest.membership, &interest.selection, pool)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::FutureExt;
+    use kube::runtime::reflector;
+    use serde_json::json;
+
+    use super::*;
+    use crate::api::PoolSelection;
+    use crate::pools::nodes::Membership;
+
+    /// The release `gw-hz` of the application edge/gw at `generation`,
+    /// with Flux's Ready condition `ready` for it.
+    fn release(generation: i64, ready: &str) -> CachedRelease {
+        let reason = match ready {
+            "True" => "UpgradeSucceeded",
+            "False" => "UpgradeFailed",
+            _ => "Progressing",
+        };
+        let object: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+            "metadata": {
+                "name": "gw-hz", "namespace": "edge", "generation": generation,
+                "ownerReferences": [{ "apiVersion": "apps.fanout.dev/v1alpha1",
+                    "kind": "NodePoolApplication", "name": "gw", "uid": "u1", "controller": true }],
+                "labels": { "apps.fanout.dev/pool": "hz" }
+            },
+            "spec": { "interval": "10m", "values": { "replicas": generation } },
+            "status": {
+                "observedGeneration": generation,
+                "conditions": [{ "type": "Ready", "status": ready, "reason": reason,
+                                 "observedGeneration": generation, "message": "" }]
+            }
+        }))
+        .unwrap();
+        let cached = CachedRelease::from_object(object);
+        assert!(cached.observed.is_some(), "read as a release of gw");
+        cached
+    }
+
+    #[tokio::test]
+    async fn a_release_changing_state_is_urgent_only_while_its_rollout_waits_on_releases() {
+        let app: AppMeta = serde_json::from_value(json!({
+            "apiVersion": "apps.fanout.dev/v1alpha1", "kind": "NodePoolApplication",
+            "metadata": { "name": "gw", "namespace": "edge", "uid": "u1" }
+        }))
+        .unwrap();
+        let app_ref = ObjectRef::from_obj(&app);
+        let (served, mut writer) = reflector::store::<AppMeta>();
+        writer.apply_watcher_event(&watcher::Event::Apply(app));
+        let index = Arc::new(AppIndex::default());
+        let interest = Interest {
+            kind: PoolKind::OpenYurt,
+            namespace: "edge".into(),
+            selection: PoolSelection::default(),
+            membership: Membership::Label("pool".into()),
+            chart_source: None,
+        };
+        index.read(app_ref.clone(), interest);
+
+        let (events, rx) = futures::channel::mpsc::unbounded();
+        let mut wakes = releases(rx.map(Ok), served, index.clone());
+        let mut send = |event: watcher::Event<CachedRelease>| {
+            events.unbounded_send(event).unwrap();
+            wakes.next().now_or_never().flatten()
+        };
+        let folded = Some(Wake::folded(app_ref.clone()));
+        let urgent = Some(Wake::urgent(app_ref.clone()));
+
+        assert_eq!(send(watcher::Event::Init), None);
+        assert_eq!(send(watcher::Event::InitApply(release(1, "Unknown"))), None, "the first list is quiet");
+        assert_eq!(send(watcher::Event::InitDone), None);
+        // AllAtOnce, or nothing held back: folded.
+        assert_eq!(send(watcher::Event::Apply(release(1, "True"))), folded, "Ready, no rollout waiting");
+        index.planned(&app_ref, true);
+        assert_eq!(send(watcher::Event::Apply(release(1, "True"))), None, "nothing changed");
+        assert_eq!(send(watcher::Event::Apply(release(2, "Unknown"))), urgent, "written, under way again");
+        assert_eq!(send(watcher::Event::Apply(release(2, "True"))), urgent, "Ready: a slot frees");
+        assert_eq!(send(watcher::Event::Apply(release(3, "True"))), folded, "changed, but still Ready");
+        assert_eq!(send(watcher::Event::Delete(release(3, "True"))), urgent, "gone: a slot frees");
+        index.planned(&app_ref, false);
+        assert_eq!(send(watcher::Event::Apply(release(4, "False"))), folded, "the rollout waits no more");
     }
 }

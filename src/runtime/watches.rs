@@ -150,23 +150,52 @@ where
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send,
     S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
 {
-    let mut seen: HashMap<ObjectRef<K>, u64> = HashMap::new();
+    let mut prints = Fingerprints::new(fingerprint);
     retrying(watch, events).flat_map(move |event| {
         let quiet = first_list.holds(&event);
         let passed = match event {
             watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
-                let print = fingerprint(&object);
-                let changed = seen.insert(ObjectRef::from_obj(&object), print) != Some(print);
-                changed.then_some(object)
+                prints.changed(&object, false).then_some(object)
             }
             watcher::Event::Delete(object) => {
-                seen.remove(&ObjectRef::from_obj(&object));
+                prints.changed(&object, true);
                 Some(object)
             }
             watcher::Event::Init | watcher::Event::InitDone => None,
         };
         futures::stream::iter(passed.filter(|_| !quiet))
     })
+}
+
+/// The last fingerprint of each object a watch has seen.
+pub(super) struct Fingerprints<K: Resource> {
+    fingerprint: fn(&K) -> u64,
+    seen: HashMap<ObjectRef<K>, u64>,
+}
+
+impl<K> Fingerprints<K>
+where
+    K: Resource,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    pub(super) fn new(fingerprint: fn(&K) -> u64) -> Self {
+        Self {
+            fingerprint,
+            seen: HashMap::new(),
+        }
+    }
+
+    /// Whether `object` changed since last seen: came, went (`gone`), or
+    /// has another fingerprint.
+    pub(super) fn changed(&mut self, object: &K, gone: bool) -> bool {
+        let key = ObjectRef::from_obj(object);
+        if gone {
+            self.seen.remove(&key);
+            return true;
+        }
+        let print = (self.fingerprint)(object);
+        self.seen.insert(key, print) != Some(print)
+    }
 }
 
 /// What planning reads of a release, as the cache holds it: Flux adding
@@ -315,7 +344,8 @@ impl Watches {
 
     /// Starts the watches: the applications their events concern, one
     /// stream for all (see [`triggers`]). A pool entering or leaving an
-    /// application's selection wakes it urgently; every other event is
+    /// application's selection wakes it urgently, and so does a release
+    /// changing state while its rollout waits on it; every other event is
     /// folded into its wake window (see [`throttle`]).
     pub(super) fn wakes(
         self,
@@ -348,7 +378,6 @@ impl Watches {
         let mut urgent = Vec::new();
         let wakes = vec![
             records,
-            triggers::releases(release_events, served.clone()),
             chart_wakes("HelmCharts", self.helmcharts),
             chart_wakes("OCIRepositories", self.pinned),
             triggers::chart_sources(watcher(sources, paged()), served.clone(), context.index.clone()),
@@ -369,6 +398,7 @@ impl Watches {
         }
         let folded = futures::stream::select_all(wakes).map(Wake::folded);
         let urgent = futures::stream::select_all(urgent).map(Wake::urgent);
-        futures::stream::select(folded, urgent).boxed()
+        let releases = triggers::releases(release_events, served.clone(), context.index.clone());
+        futures::stream::select_all([folded.boxed(), urgent.boxed(), releases]).boxed()
     }
 }

@@ -149,6 +149,10 @@ pub struct Plan {
     /// When to look again though nothing changes but the clock: a pool's
     /// soak ends or its progress deadline passes.
     pub requeue_after: Option<Duration>,
+    /// The rollout holds changes back until releases under way turn Ready
+    /// or fail (see [`crate::reconcile::rollout::Decision::waits_on_releases`]):
+    /// such a release's change is worth a reconcile soon.
+    pub waits_on_releases: bool,
     /// Releases to suspend with the application (`spec.suspend: true`):
     /// the only write a suspended application makes.
     pub suspend: Vec<String>,
@@ -177,6 +181,7 @@ impl Plan {
             blocked: None,
             report: FleetReport::default(),
             requeue_after: None,
+            waits_on_releases: false,
             suspend: Vec::new(),
             resume: Vec::new(),
             inert: Vec::new(),

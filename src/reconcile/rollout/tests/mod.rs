@@ -195,6 +195,32 @@ fn max_unavailable_caps_pools_updating_at_once() {
 }
 
 #[test]
+fn a_decision_waits_on_releases_only_while_updates_wait_for_a_slot() {
+    let d = five_behind().decide(&progressive(), 1);
+    assert!(d.waits_on_releases(), "b to e wait for a's slot");
+    let d = five_behind().decide(&Settings::default(), 1);
+    assert!(!d.waits_on_releases(), "AllAtOnce holds nothing back");
+    let paused = Settings {
+        paused: true,
+        ..progressive()
+    };
+    let d = five_behind().decide(&paused, 1);
+    assert_eq!(d.phase, RolloutPhase::Paused);
+    assert!(!d.waits_on_releases(), "paused: a person, not a release, moves it on");
+    let d = Fleet::new()
+        .current("a", 0, status(ReleaseState::Progressing, true, None), 9_990)
+        .decide(&progressive(), 1);
+    assert!(!d.waits_on_releases(), "the last pool under way: nothing waits");
+    let d = Fleet::new()
+        .current("a", 0, ready(), 0)
+        .current("b", 0, status(ReleaseState::Progressing, true, None), 9_990)
+        .behind("c", 1, ready())
+        .decide(&progressive(), 2);
+    assert_eq!(d.state("c"), Some(PoolRollout::Pending));
+    assert!(d.waits_on_releases(), "the next wave waits for b");
+}
+
+#[test]
 fn the_next_pool_starts_once_the_previous_is_done() {
     let d = Fleet::new()
         .current("a", 0, ready(), 0)
