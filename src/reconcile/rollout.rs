@@ -238,6 +238,16 @@ impl Decision {
         self.pools.get(pool).map(|d| d.state)
     }
 
+    /// The decisions, for pools looked up in name order: each found in a
+    /// step of one walk rather than by a search of its own (any pool out
+    /// of order is still found, by a search).
+    pub fn in_order(&self) -> InOrder<'_> {
+        InOrder {
+            decision: self,
+            walk: self.pools.iter().peekable(),
+        }
+    }
+
     /// Whether changes wait for a slot, or for an earlier wave, that the
     /// releases under way free as Flux finds them Ready or failed: the
     /// next decision then follows their readiness, not the clock.
@@ -247,6 +257,23 @@ impl Decision {
                 .pools
                 .values()
                 .any(|d| matches!(d.state, PoolRollout::Pending | PoolRollout::RollbackPending))
+    }
+}
+
+/// See [`Decision::in_order`].
+pub struct InOrder<'a> {
+    decision: &'a Decision,
+    walk: std::iter::Peekable<std::collections::btree_map::Iter<'a, String, PoolDecision>>,
+}
+
+impl<'a> InOrder<'a> {
+    /// The decision of `pool`, if the rollout covers it.
+    pub fn get(&mut self, pool: &str) -> Option<&'a PoolDecision> {
+        while self.walk.next_if(|(name, _)| name.as_str() < pool).is_some() {}
+        match self.walk.peek() {
+            Some((name, decided)) if name.as_str() == pool => Some(*decided),
+            _ => self.decision.pools.get(pool),
+        }
     }
 }
 

@@ -15,7 +15,7 @@ use crate::values::template::Renderer;
 
 use super::guards::{fail_duplicate_release_names, helm_release_taken, helm_release_taken_message};
 use super::memo::{self, Memo};
-use super::{DesiredRelease, HelmReleaseKey, Manifest, ObservedRelease, Outcome, PlanInput};
+use super::{DesiredRelease, HelmReleaseKey, Manifest, ObservedRelease, Outcome, Owned, PlanInput};
 
 /// One selected pool, before the rollout, the chart and suspension have
 /// their say.
@@ -103,12 +103,12 @@ pub(super) struct Candidates {
 pub(super) fn candidates(
     input: &PlanInput,
     app: &AppInfo,
-    owned: &BTreeMap<&str, &ObservedRelease>,
+    owned: &Owned,
     selected: &[&Pool],
 ) -> Result<Candidates, String> {
     let renderer = Renderer::new();
     let app_inputs = memo::app_inputs(app);
-    let mut found = Memo::new(app_inputs);
+    let mut found = Memo::with_capacity(app_inputs, selected.len());
     let mut built: BTreeMap<String, Result<Built, FieldError>> = BTreeMap::new();
     let mut candidates = Vec::new();
     let mut total = 0usize;
@@ -127,46 +127,49 @@ pub(super) fn candidates(
         let inputs = memo::pool_inputs(pool);
         let recalled = input.memo.and_then(|m| m.recall(app_inputs, pool, inputs, observed));
         let result = match (recalled, observed) {
-            (Some(known), Some(observed)) => Ok(Built::recalled(name, known.clone(), observed)),
+            (Some(known), Some(observed)) => {
+                found.keep(pool, known.clone());
+                Ok(Built::recalled(name, known, observed))
+            }
             _ => {
                 let written = observed.and_then(|o| o.spec_hash.as_deref());
-                release::build(app, pool, &renderer, written).map(|b| Built::new(b, observed))
+                let built = release::build(app, pool, &renderer, written).map(|b| Built::new(b, observed));
+                if let (Ok(b), Some(observed)) = (&built, observed) {
+                    if let Some(unchanged) = b.found() {
+                        found.remember(pool, inputs, observed, unchanged);
+                    }
+                }
+                built
             }
         };
         total += result.as_ref().map_or(0, |b| b.size);
         if total > release::MAX_APPLICATION_BYTES {
             return Err(too_large(count + 1, selected.len()));
         }
-        if let (Ok(b), Some(observed)) = (&result, observed) {
-            if let Some(unchanged) = b.found() {
-                found.remember(pool, inputs, observed, unchanged);
-            }
-        }
         built.insert(pool.name.clone(), result);
     }
     fail_duplicate_release_names(&mut built);
     let mut inert = Vec::new();
     for (pool, result) in built {
-        let release = match &result {
-            Ok(b) => b.name.clone(),
-            Err(_) => naming::release_name(app.name, &pool),
-        };
-        let kind = match result {
-            Err(FieldError { field, message }) => Kind::Refused(Outcome::Failed { field, message }),
+        let (release, kind) = match result {
+            Err(FieldError { field, message }) => {
+                let release = naming::release_name(app.name, &pool);
+                (release, Kind::Refused(Outcome::Failed { field, message }))
+            }
             Ok(b) => match helm_release_taken(input, owned, &b) {
                 Some(taken) => {
                     // Its own release, if it drives that Helm release, would
                     // fight the other's installs (an upgrade of
                     // helm-controller's alternates between the two): it
                     // drives nothing from now on.
-                    if owned.get(release.as_str()).is_some_and(|o| {
+                    if owned.get(b.name.as_str()).is_some_and(|o| {
                         !o.inert && o.helm_release.is_some() && o.helm_release == b.helm_release
                     }) {
-                        inert.push((release.clone(), helm_release_taken_message(&taken)));
+                        inert.push((b.name.clone(), helm_release_taken_message(&taken)));
                     }
-                    Kind::Refused(taken)
+                    (b.name, Kind::Refused(taken))
                 }
-                None => b.kind(),
+                None => b.into_candidate(),
             },
         };
         candidates.push(Candidate { pool, release, kind });
@@ -209,20 +212,24 @@ pub(super) struct Built {
 }
 
 impl Built {
-    /// Unchanged when the release holds it already, else the change.
-    pub(super) fn kind(self) -> Kind {
+    /// Its release's name, and unchanged when the release holds it
+    /// already, else the change.
+    pub(super) fn into_candidate(self) -> (String, Kind) {
         match self.object {
-            None => Kind::Unchanged,
-            Some(manifest) => Kind::Differs(Change {
-                name: self.name,
-                manifest,
-                spec_hash: self.spec_hash,
-                drift: self.drift,
-                resumed: self.resumed,
-                claim: self.helm_release.filter(|_| self.claims),
-                drove: self.drove,
-                lift_inert: self.inert,
-            }),
+            None => (self.name, Kind::Unchanged),
+            Some(manifest) => (
+                self.name.clone(),
+                Kind::Differs(Change {
+                    name: self.name,
+                    manifest,
+                    spec_hash: self.spec_hash,
+                    drift: self.drift,
+                    resumed: self.resumed,
+                    claim: self.helm_release.filter(|_| self.claims),
+                    drove: self.drove,
+                    lift_inert: self.inert,
+                }),
+            ),
         }
     }
 
@@ -262,18 +269,22 @@ impl Built {
     /// What [`Built::new`] makes of the release `observed` when it holds
     /// what `known` says was built for its pool, with no drift: the memo's
     /// promise, since neither the inputs nor the object changed.
-    pub(super) fn recalled(name: String, known: memo::Remembered, observed: &ObservedRelease) -> Self {
-        let drove = observed.helm_release.clone().filter(|d| Some(d) != known.helm_release.as_ref());
+    pub(super) fn recalled(name: String, known: &memo::Remembered, observed: &ObservedRelease) -> Self {
+        let drove = observed
+            .helm_release
+            .as_ref()
+            .filter(|d| Some(*d) != known.helm_release.as_ref())
+            .cloned();
         Self {
             resumed: false,
             claims: drove.is_some(),
             drove,
             inert: false,
-            helm_release: known.helm_release,
+            helm_release: known.helm_release.clone(),
             object: None,
             name,
-            release_name: known.release_name,
-            spec_hash: known.spec_hash,
+            release_name: known.release_name.clone(),
+            spec_hash: known.spec_hash.clone(),
             size: known.size,
             drift: None,
         }

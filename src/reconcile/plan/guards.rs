@@ -3,7 +3,8 @@
 //! selection that lost every pool, two pools whose release names collide.
 
 use crate::api::conditions;
-use std::collections::BTreeMap;
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap};
 
 use super::*;
 
@@ -43,7 +44,7 @@ pub(super) fn blocked(input: &PlanInput, reason: String, message: String) -> Pla
         blocked: Some(message.clone()),
         ..Plan::new(Vec::new())
     };
-    plan.report = roll_up(input, &plan, &BTreeMap::new(), Some((reason, message)), None, input.nodes);
+    plan.report = roll_up(input, &plan, &Owned::new(), Some((reason, message)), None, input.nodes);
     plan
 }
 
@@ -53,11 +54,7 @@ pub(super) fn blocked(input: &PlanInput, reason: String, message: String) -> Pla
 /// refused pool's existing release, if any, is made inert (see
 /// `Plan::inert`) and not deleted: deleting an active one would uninstall
 /// the Helm release both drive.
-pub(super) fn helm_release_taken(
-    input: &PlanInput,
-    owned: &BTreeMap<&str, &ObservedRelease>,
-    built: &Built,
-) -> Option<Outcome> {
+pub(super) fn helm_release_taken(input: &PlanInput, owned: &Owned, built: &Built) -> Option<Outcome> {
     let key = built.helm_release.clone()?;
     let by = input.others.driving(&key)?;
     let ours = owned.get(built.name.as_str()).filter(|o| o.helm_release.as_ref() == Some(&key));
@@ -95,8 +92,7 @@ pub(super) fn helm_release_taken_message(outcome: &Outcome) -> String {
 /// are, and the application is Stalled until a person acts. Deleting the
 /// application is how every release is removed.
 pub(super) fn nothing_selected(input: &PlanInput, app: &AppInfo) -> Plan {
-    let owned: BTreeMap<&str, &ObservedRelease> =
-        input.owned.iter().map(|o| (o.name.as_str(), &**o)).collect();
+    let owned: Owned = input.owned.iter().map(|o| (o.name.as_str(), &**o)).collect();
     let mut plan = Plan {
         unchanged: input.owned.iter().map(|o| o.name.clone()).collect(),
         pools: input
@@ -148,18 +144,28 @@ pub(super) fn describe_selection(selection: &crate::api::PoolSelection) -> Strin
 pub(super) fn fail_duplicate_release_names(built: &mut BTreeMap<String, Result<Built, FieldError>>) {
     // Borrowed while looking: at ten thousand pools, copies of every name
     // were a tenth of a resync.
-    let mut by_name: BTreeMap<(&str, Option<&HelmReleaseKey>), Vec<&str>> = BTreeMap::new();
+    // Hashed, not ordered: which pools share a name is all that is read.
+    // The first pool of a name is kept apart, so that the many names with
+    // one pool allocate nothing.
+    type Name<'a> = (&'a str, Option<&'a HelmReleaseKey>);
+    let mut by_name: HashMap<Name, (&str, Vec<&str>)> = HashMap::with_capacity(built.len());
     for (pool, result) in built.iter() {
         if let Ok(release) = result {
             let key = (release.release_name.as_str(), release.helm_release.as_ref());
-            by_name.entry(key).or_default().push(pool.as_str());
+            match by_name.entry(key) {
+                Entry::Vacant(first) => {
+                    first.insert((pool.as_str(), Vec::new()));
+                }
+                Entry::Occupied(mut taken) => taken.get_mut().1.push(pool.as_str()),
+            }
         }
     }
     let duplicates: Vec<(String, Vec<String>)> = by_name
         .into_iter()
-        .filter(|(_, pools)| pools.len() > 1)
-        .map(|((release_name, _), pools)| {
-            (release_name.to_string(), pools.into_iter().map(str::to_string).collect())
+        .filter(|(_, (_, more))| !more.is_empty())
+        .map(|((release_name, _), (first, more))| {
+            let pools = std::iter::once(first).chain(more);
+            (release_name.to_string(), pools.map(str::to_string).collect())
         })
         .collect();
     for (release_name, pools) in duplicates {

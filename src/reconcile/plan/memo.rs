@@ -15,6 +15,7 @@
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
 
 use crate::pools::Pool;
 use crate::reconcile::release::AppInfo;
@@ -26,8 +27,10 @@ use super::{HelmReleaseKey, ObservedRelease};
 pub struct Memo {
     /// The application's part of every pool's inputs.
     app: u64,
-    /// By pool name.
-    pools: HashMap<String, Remembered>,
+    /// By pool name. Shared with the plan that found it, and with the
+    /// next memo when the pool is as it was: 10,000 pools at rest are not
+    /// copied field by field at every plan.
+    pools: HashMap<String, Arc<Remembered>>,
 }
 
 /// A pool whose release held what was built for it.
@@ -45,11 +48,12 @@ pub(super) struct Remembered {
 }
 
 impl Memo {
-    /// A memo of the application whose inputs are `app`, empty.
-    pub(super) fn new(app: u64) -> Self {
+    /// A memo of the application whose inputs are `app`, empty, with room
+    /// for `pools` pools.
+    pub(super) fn with_capacity(app: u64, pools: usize) -> Self {
         Self {
             app,
-            pools: HashMap::new(),
+            pools: HashMap::with_capacity(pools),
         }
     }
 
@@ -72,7 +76,7 @@ impl Memo {
         pool: &Pool,
         inputs: u64,
         observed: Option<&ObservedRelease>,
-    ) -> Option<&Remembered> {
+    ) -> Option<&Arc<Remembered>> {
         let remembered = self.name_of(app, pool)?;
         let observed = observed?;
         let same_object = observed.resource_version.as_deref() == Some(remembered.resource_version.as_str());
@@ -84,7 +88,7 @@ impl Memo {
     /// What is remembered of `pool`, whatever became of it since, when the
     /// application's inputs are as they were: its release's name, say,
     /// which only the application's name and the pool's make.
-    pub(super) fn name_of(&self, app: u64, pool: &Pool) -> Option<&Remembered> {
+    pub(super) fn name_of(&self, app: u64, pool: &Pool) -> Option<&Arc<Remembered>> {
         self.pools.get(&pool.name).filter(|_| self.app == app)
     }
 
@@ -103,6 +107,12 @@ impl Memo {
             helm_release: found.helm_release,
             size: found.size,
         };
+        self.pools.insert(pool.name.clone(), Arc::new(remembered));
+    }
+
+    /// Keeps what an earlier memo found of `pool`, recalled since (see
+    /// [`Memo::recall`]): what [`Memo::remember`] would make of it again.
+    pub(super) fn keep(&mut self, pool: &Pool, remembered: Arc<Remembered>) {
         self.pools.insert(pool.name.clone(), remembered);
     }
 }

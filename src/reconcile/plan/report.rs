@@ -9,17 +9,17 @@ use super::*;
 pub(super) fn roll_up(
     input: &PlanInput,
     plan: &Plan,
-    owned: &BTreeMap<&str, &ObservedRelease>,
+    owned: &Owned,
     blocker: Option<(String, String)>,
     rollout: Option<Scheduled>,
     reach: Option<&BTreeMap<String, NodeCount>>,
 ) -> FleetReport {
-    let decision = rollout.as_ref().map(|r| r.decision);
+    let mut decisions = rollout.as_ref().map(|r| r.decision.in_order());
     let reports: Vec<PoolReport> = plan
         .pools
         .iter()
         .map(|p| {
-            let verdict = decision.and_then(|d| d.pools.get(&p.pool));
+            let verdict = decisions.as_mut().and_then(|d| d.get(&p.pool));
             let rollout = verdict.map(|v| match &p.outcome {
                 Outcome::Deferred(state) => *state,
                 // Its turn came, but the chart holds every write.

@@ -66,7 +66,7 @@ impl Back<'_> {
         };
         let built = release::build(&app, pool, &Renderer::new(), None)?;
         let stamps = Stamps::rolled_back(self.failed, &self.past.revision);
-        match Built::new(built, observed.as_ref().copied()).kind() {
+        match Built::new(built, observed.as_ref().copied()).into_candidate().1 {
             Kind::Differs(change) => {
                 let now = self.input.now.0.to_string();
                 Ok(Some(change.into_write(pool.name.clone(), now, stamps)))

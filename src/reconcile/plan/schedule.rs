@@ -13,7 +13,9 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::build::{Candidate, Change, Kind};
 use super::rollback;
-use super::{DesiredRelease, ObservedRelease, Outcome, PastRevision, Plan, PlanInput, PoolOutcome, Stamps};
+use super::{
+    DesiredRelease, ObservedRelease, Outcome, Owned, PastRevision, Plan, PlanInput, PoolOutcome, Stamps,
+};
 use crate::reconcile::release::AppInfo;
 
 /// What the rollout is decided over, besides the candidates.
@@ -32,7 +34,7 @@ pub(super) struct Scheduling<'a> {
 /// which of the changes go out now, and where each pool stands.
 pub(super) fn decide(
     input: &PlanInput,
-    owned: &BTreeMap<&str, &ObservedRelease>,
+    owned: &Owned,
     scheduling: &Scheduling,
     candidates: &[Candidate],
 ) -> rollout::Decision {
@@ -51,7 +53,8 @@ pub(super) fn decide(
             .position(|s| pools::contains(&s.pools, pool).unwrap_or(false))
             .unwrap_or(steps.len())
     };
-    let by_name: BTreeMap<&str, &Pool> = selected.iter().map(|p| (p.name.as_str(), *p)).collect();
+    let mut by_name = std::collections::HashMap::with_capacity(selected.len());
+    by_name.extend(selected.iter().map(|p| (p.name.as_str(), *p)));
     let waves: BTreeSet<usize> = selected.iter().map(|p| step_of(p)).collect();
     let wave_of = |pool: &Pool| waves.iter().position(|w| *w == step_of(pool)).unwrap_or_default();
     let written_at = |o: &ObservedRelease| {
@@ -211,7 +214,7 @@ pub(super) fn outcome(kind: &Kind, rollout: Option<PoolRollout>, held: bool, sus
 pub(super) struct Deciding<'a> {
     pub input: &'a PlanInput<'a>,
     pub app: &'a AppInfo<'a>,
-    pub owned: &'a BTreeMap<&'a str, &'a ObservedRelease>,
+    pub owned: &'a Owned<'a>,
     pub decision: &'a rollout::Decision,
     /// The revision under way.
     pub revision: &'a str,
@@ -225,12 +228,20 @@ impl Deciding<'_> {
     /// out: a pool going back is rebuilt from the revision it goes back to.
     pub(super) fn outcomes(&self, candidates: Vec<Candidate>, plan: &mut Plan) {
         let suspended = self.input.app.spec.suspend == Some(true);
-        let by_name: BTreeMap<&str, &Pool> = self.selected.iter().map(|p| (p.name.as_str(), *p)).collect();
+        // Only a pool going back is rebuilt, from its pool: looked up then.
+        let mut by_name: Option<BTreeMap<&str, &Pool>> = None;
+        let mut decisions = self.decision.in_order();
         for Candidate { pool, release, kind } in candidates {
-            let state = self.decision.state(&pool);
+            let state = decisions.get(&pool).map(|d| d.state);
             let observed = self.owned.get(release.as_str()).copied();
-            let going_back = (state, self.last_complete, by_name.get(pool.as_str()));
-            let outcome = if let (Some(PoolRollout::RollBack), Some(past), Some(p)) = going_back {
+            let going_back = match (state, self.last_complete) {
+                (Some(PoolRollout::RollBack), Some(past)) => by_name
+                    .get_or_insert_with(|| self.selected.iter().map(|p| (p.name.as_str(), *p)).collect())
+                    .get(pool.as_str())
+                    .map(|p| (past, *p)),
+                _ => None,
+            };
+            let outcome = if let Some((past, p)) = going_back {
                 let back = rollback::Back {
                     input: self.input,
                     app: self.app,

@@ -221,6 +221,17 @@ fn a_decision_waits_on_releases_only_while_updates_wait_for_a_slot() {
 }
 
 #[test]
+fn decisions_looked_up_in_order_or_not_are_each_pools_own() {
+    let d = five_behind().decide(&progressive(), 1);
+    let mut in_order = d.in_order();
+    let asked = ["a", "aa", "b", "d", "c", "e", "a", "z"];
+    let found: Vec<Option<PoolRollout>> = asked.iter().map(|p| in_order.get(p).map(|d| d.state)).collect();
+    let expected: Vec<Option<PoolRollout>> = asked.iter().map(|p| d.state(p)).collect();
+    assert_eq!(found, expected);
+    assert_eq!(found.iter().filter(|s| s.is_none()).count(), 2, "aa and z are no pools of it");
+}
+
+#[test]
 fn the_next_pool_starts_once_the_previous_is_done() {
     let d = Fleet::new()
         .current("a", 0, ready(), 0)
