@@ -110,16 +110,23 @@ pub fn at_scale(pools: usize) {
     );
     let mut cluster = Cluster::new(pools);
     println!("one application over {pools} pools, observed from watch caches filled in memory, then planned");
-    println!("(release build, once each)");
+    println!("(release build, best of 3)");
     println!();
     println!(
         "{:<44} {:>9} {:>9} {:>9} {:>12} {:>9}",
         "case", "observe", "plan", "total", "peak RSS +", "written"
     );
+    // Best of three, as the cases above: on a shared 2-core machine one
+    // run of a 100 ms plan moves by half.
     let measure = |label: &str, cluster: &Cluster, memo: Option<&Memo>| {
         reset_peak_rss();
         let before = peak_rss_kib();
-        let (planned, observing, planning) = reconcile(cluster, &app, memo);
+        let (mut planned, mut observing, mut planning) = reconcile(cluster, &app, memo);
+        for _ in 1..3 {
+            drop(planned);
+            let (again, observed, planned_in) = reconcile(cluster, &app, memo);
+            (planned, observing, planning) = (again, observing.min(observed), planning.min(planned_in));
+        }
         let peak = peak_rss_kib().saturating_sub(before);
         let ms = |d: Duration| format!("{:.0} ms", d.as_secs_f64() * 1000.0);
         println!(
