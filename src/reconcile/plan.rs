@@ -204,7 +204,9 @@ fn plan_releases(input: &PlanInput) -> Plan {
             .collect();
     }
     plan.requeue_after = decision.requeue_after.filter(|_| !suspended);
-    plan.waits_on_releases = decision.waits_on_releases() && !suspended && input.hold.is_none();
+    plan.waits_on_releases = decision
+        .waits_on_releases(settings.max_unavailable)
+        .filter(|_| !suspended && input.hold.is_none());
     // A hold a person must lift is what stops the application.
     let blocker = input
         .hold

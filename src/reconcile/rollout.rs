@@ -248,15 +248,30 @@ impl Decision {
         }
     }
 
-    /// Whether changes wait for a slot, or for an earlier wave, that the
-    /// releases under way free as Flux finds them Ready or failed: the
-    /// next decision then follows their readiness, not the clock.
-    pub fn waits_on_releases(&self) -> bool {
-        matches!(self.phase, RolloutPhase::Progressing | RolloutPhase::RollingBack)
-            && self
-                .pools
-                .values()
-                .any(|d| matches!(d.state, PoolRollout::Pending | PoolRollout::RollbackPending))
+    /// How many releases under way must reach a verdict (turn Ready, or
+    /// fail) before a look is worth taking at once, while changes wait for
+    /// a slot or an earlier wave that those releases free; `None` when no
+    /// change waits on a release. A tenth of `max_unavailable`, or every
+    /// release under way when fewer: at 10,000 pools and 1,000 slots, a
+    /// hundred Ready releases start a hundred pools, and a release turning
+    /// Ready does not replan the fleet on its own; with one slot, each
+    /// verdict starts the next pool.
+    pub fn waits_on_releases(&self, max_unavailable: usize) -> Option<usize> {
+        let rolling = matches!(self.phase, RolloutPhase::Progressing | RolloutPhase::RollingBack);
+        let waiting =
+            |d: &PoolDecision| matches!(d.state, PoolRollout::Pending | PoolRollout::RollbackPending);
+        if !rolling || !self.pools.values().any(waiting) {
+            return None;
+        }
+        // Those written now are under way once written.
+        let under_way = |d: &&PoolDecision| {
+            matches!(
+                d.state,
+                PoolRollout::Write | PoolRollout::Updating | PoolRollout::RollBack | PoolRollout::RollingBack
+            )
+        };
+        let in_flight = self.pools.values().filter(under_way).count();
+        (in_flight > 0).then(|| in_flight.min((max_unavailable / 10).max(1)))
     }
 }
 

@@ -51,8 +51,10 @@ struct Known {
     interest: Interest,
     last_reconcile: Option<Duration>,
     /// Its last plan's rollout holds changes until releases under way
-    /// turn Ready or fail.
-    waits_on_releases: bool,
+    /// turn Ready or fail: how many verdicts are worth a reconcile soon.
+    waits_on_releases: Option<usize>,
+    /// The verdicts seen since its last plan.
+    verdicts: usize,
 }
 
 /// Every known application, by reference.
@@ -73,7 +75,8 @@ impl AppIndex {
                     Known {
                         interest,
                         last_reconcile: None,
-                        waits_on_releases: false,
+                        waits_on_releases: None,
+                        verdicts: 0,
                     },
                 );
             }
@@ -99,21 +102,32 @@ impl AppIndex {
         }
     }
 
-    /// What `app`'s last plan said of its rollout: whether changes wait
-    /// on releases under way (see
-    /// [`crate::reconcile::plan::Plan::waits_on_releases`]).
-    pub(super) fn planned(&self, app: &ObjectRef<AppMeta>, waits_on_releases: bool) {
+    /// What `app`'s last plan said of its rollout: how many releases
+    /// must reach a verdict before it is worth planning again at once
+    /// (see [`crate::reconcile::plan::Plan::waits_on_releases`]). The
+    /// verdicts are counted afresh from here.
+    pub(super) fn planned(&self, app: &ObjectRef<AppMeta>, waits_on_releases: Option<usize>) {
         let mut known = self.known.write().unwrap_or_else(|e| e.into_inner());
         if let Some(entry) = known.get_mut(app) {
             entry.waits_on_releases = waits_on_releases;
+            entry.verdicts = 0;
         }
     }
 
-    /// Whether `app`'s rollout waits on its releases, as its last plan
-    /// said; an application not read yet waits on nothing.
-    pub(super) fn waits_on_releases(&self, app: &ObjectRef<AppMeta>) -> bool {
-        let known = self.known.read().unwrap_or_else(|e| e.into_inner());
-        known.get(app).is_some_and(|k| k.waits_on_releases)
+    /// A release of `app` reached a verdict (turned Ready, failed, or
+    /// went): whether that makes enough, since its last plan, for its
+    /// rollout to move on now. An application whose rollout waits on no
+    /// release, or not read yet, moves on at its window's end.
+    pub(super) fn verdict(&self, app: &ObjectRef<AppMeta>) -> bool {
+        let mut known = self.known.write().unwrap_or_else(|e| e.into_inner());
+        let Some(entry) = known.get_mut(app) else {
+            return false;
+        };
+        let Some(enough) = entry.waits_on_releases else {
+            return false;
+        };
+        entry.verdicts += 1;
+        entry.verdicts >= enough
     }
 
     /// How long `app`'s events are folded into one reconcile (see

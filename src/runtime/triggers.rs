@@ -25,7 +25,7 @@ use crate::reconcile::release_state::ReleaseState;
 use super::context::AppMeta;
 use super::index::{AppIndex, Interest};
 use super::throttle::Wake;
-use super::watches::{release_fingerprint, retrying, Fingerprints, FirstList};
+use super::watches::{release_fingerprint, retrying, FirstList};
 
 /// The applications to wake, one reference per wake.
 pub(super) type Wakes = BoxStream<'static, ObjectRef<AppMeta>>;
@@ -34,13 +34,15 @@ pub(super) type Wakes = BoxStream<'static, ObjectRef<AppMeta>>;
 /// instance serves it; others' releases are only remembered (by the
 /// reflector the events come through).
 ///
-/// A release's state changing (turning Ready, failing, going back under
-/// way) or the release going is urgent while its application's rollout
-/// waits on its releases ([`AppIndex::waits_on_releases`]): it may free the
-/// slot or end the wave the next changes wait for, and a wave should not
+/// While an application's rollout holds changes back for slots or a wave
+/// that its releases under way free, their verdicts (a release turning
+/// Ready or failing, or going) are counted, and once there are as many as
+/// its last plan said are worth it ([`AppIndex::verdict`]) the wake is
+/// urgent: the rollout moves on within about half a second rather than
 /// sit out a wake window that exists to shed load. Every other change is
 /// folded: helm-controller stamping thousands of releases Ready after an
-/// `AllAtOnce` change is one reconcile a window, as before.
+/// `AllAtOnce` change is one reconcile a window, as before, and so are
+/// the controller's own writes coming back.
 pub(super) fn releases<S>(
     events: S,
     served: Store<AppMeta>,
@@ -49,9 +51,9 @@ pub(super) fn releases<S>(
 where
     S: Stream<Item = Result<watcher::Event<CachedRelease>, watcher::Error>> + Send + 'static,
 {
-    let mut states: HashMap<ObjectRef<CachedRelease>, ReleaseState> = HashMap::new();
+    // Each release's fingerprint and state as last seen.
+    let mut seen: HashMap<ObjectRef<CachedRelease>, (u64, Option<ReleaseState>)> = HashMap::new();
     let mut first_list = FirstList::Quiet;
-    let mut prints = Fingerprints::new(release_fingerprint);
     retrying("HelmReleases", events)
         .filter_map(move |event| {
             let quiet = first_list.holds(&event);
@@ -61,18 +63,32 @@ where
                 watcher::Event::Init | watcher::Event::InitDone => return std::future::ready(None),
             };
             let key = ObjectRef::from_obj(&release);
-            let state = release.observed.as_ref().map(|o| o.status.state).filter(|_| !gone);
-            let moved = match state {
-                Some(state) => states.insert(key, state) != Some(state),
-                None => states.remove(&key).is_some(),
+            let (changed, verdict) = match gone {
+                true => {
+                    let was = seen.remove(&key);
+                    (true, was.is_some_and(|(_, state)| state.is_some()))
+                }
+                false => {
+                    let now =
+                        (release_fingerprint(&release), release.observed.as_ref().map(|o| o.status.state));
+                    let was = seen.insert(key, now);
+                    let changed = was.map(|(print, _)| print) != Some(now.0);
+                    let reached = matches!(
+                        now.1,
+                        Some(ReleaseState::Ready | ReleaseState::Failed | ReleaseState::Stalled)
+                    );
+                    // A release new to the watch is one just written: no verdict yet.
+                    let verdict = reached && was.is_some_and(|(_, state)| state != now.1);
+                    (changed, verdict)
+                }
             };
-            if !prints.changed(&release, gone) || quiet {
+            if !changed || quiet {
                 return std::future::ready(None);
             }
             let wake =
                 observe::owner_of::<AppMeta>(&release)
                     .filter(|app| served.get(app).is_some())
-                    .map(|app| match moved && index.waits_on_releases(&app) {
+                    .map(|app| match verdict && index.verdict(&app) {
                         true => Wake::urgent(app),
                         false => Wake::folded(app),
                     });
@@ -259,7 +275,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_release_changing_state_is_urgent_only_while_its_rollout_waits_on_releases() {
+    async fn release_verdicts_are_urgent_once_enough_while_a_rollout_waits_on_them() {
         let app: AppMeta = serde_json::from_value(json!({
             "apiVersion": "apps.fanout.dev/v1alpha1", "kind": "NodePoolApplication",
             "metadata": { "name": "gw", "namespace": "edge", "uid": "u1" }
@@ -292,13 +308,24 @@ mod tests {
         assert_eq!(send(watcher::Event::InitDone), None);
         // AllAtOnce, or nothing held back: folded.
         assert_eq!(send(watcher::Event::Apply(release(1, "True"))), folded, "Ready, no rollout waiting");
-        index.planned(&app_ref, true);
+        index.planned(&app_ref, Some(1));
         assert_eq!(send(watcher::Event::Apply(release(1, "True"))), None, "nothing changed");
-        assert_eq!(send(watcher::Event::Apply(release(2, "Unknown"))), urgent, "written, under way again");
+        assert_eq!(send(watcher::Event::Apply(release(2, "Unknown"))), folded, "our write: no verdict");
         assert_eq!(send(watcher::Event::Apply(release(2, "True"))), urgent, "Ready: a slot frees");
         assert_eq!(send(watcher::Event::Apply(release(3, "True"))), folded, "changed, but still Ready");
-        assert_eq!(send(watcher::Event::Delete(release(3, "True"))), urgent, "gone: a slot frees");
-        index.planned(&app_ref, false);
-        assert_eq!(send(watcher::Event::Apply(release(4, "False"))), folded, "the rollout waits no more");
+        assert_eq!(send(watcher::Event::Apply(release(4, "False"))), urgent, "failed: a verdict too");
+        assert_eq!(send(watcher::Event::Delete(release(4, "False"))), urgent, "gone: a slot frees");
+        // Three verdicts make a look worth taking: the third is urgent.
+        index.planned(&app_ref, Some(3));
+        for (generation, ready) in [(5, "Unknown"), (5, "True"), (6, "Unknown"), (6, "True")] {
+            assert_eq!(
+                send(watcher::Event::Apply(release(generation, ready))),
+                folded,
+                "{generation} {ready}"
+            );
+        }
+        assert_eq!(send(watcher::Event::Apply(release(7, "False"))), urgent, "the third verdict");
+        index.planned(&app_ref, None);
+        assert_eq!(send(watcher::Event::Apply(release(8, "True"))), folded, "the rollout waits no more");
     }
 }

@@ -150,9 +150,9 @@ pub struct Plan {
     /// soak ends or its progress deadline passes.
     pub requeue_after: Option<Duration>,
     /// The rollout holds changes back until releases under way turn Ready
-    /// or fail (see [`crate::reconcile::rollout::Decision::waits_on_releases`]):
-    /// such a release's change is worth a reconcile soon.
-    pub waits_on_releases: bool,
+    /// or fail: how many such verdicts are worth a reconcile soon (see
+    /// [`crate::reconcile::rollout::Decision::waits_on_releases`]).
+    pub waits_on_releases: Option<usize>,
     /// Releases to suspend with the application (`spec.suspend: true`):
     /// the only write a suspended application makes.
     pub suspend: Vec<String>,
@@ -181,7 +181,7 @@ impl Plan {
             blocked: None,
             report: FleetReport::default(),
             requeue_after: None,
-            waits_on_releases: false,
+            waits_on_releases: None,
             suspend: Vec::new(),
             resume: Vec::new(),
             inert: Vec::new(),

@@ -197,27 +197,55 @@ fn max_unavailable_caps_pools_updating_at_once() {
 #[test]
 fn a_decision_waits_on_releases_only_while_updates_wait_for_a_slot() {
     let d = five_behind().decide(&progressive(), 1);
-    assert!(d.waits_on_releases(), "b to e wait for a's slot");
-    let d = five_behind().decide(&Settings::default(), 1);
-    assert!(!d.waits_on_releases(), "AllAtOnce holds nothing back");
+    assert_eq!(d.waits_on_releases(1), Some(1), "b to e wait for a, written now");
+    let d = Fleet::new()
+        .current("a", 0, status(ReleaseState::Progressing, true, None), 9_990)
+        .behind("b", 0, ready())
+        .decide(&progressive(), 1);
+    assert_eq!(d.waits_on_releases(1), Some(1), "b waits for a's slot");
+    let d = Fleet::new()
+        .current("a", 0, status(ReleaseState::Progressing, true, None), 9_990)
+        .behind("b", 0, ready())
+        .decide(&Settings::default(), 1);
+    assert_eq!(d.waits_on_releases(1), None, "AllAtOnce holds nothing back");
     let paused = Settings {
         paused: true,
         ..progressive()
     };
-    let d = five_behind().decide(&paused, 1);
+    let d = Fleet::new()
+        .current("a", 0, status(ReleaseState::Progressing, true, None), 9_990)
+        .behind("b", 0, ready())
+        .decide(&paused, 1);
     assert_eq!(d.phase, RolloutPhase::Paused);
-    assert!(!d.waits_on_releases(), "paused: a person, not a release, moves it on");
+    assert_eq!(d.waits_on_releases(1), None, "paused: a person, not a release, moves it on");
     let d = Fleet::new()
         .current("a", 0, status(ReleaseState::Progressing, true, None), 9_990)
         .decide(&progressive(), 1);
-    assert!(!d.waits_on_releases(), "the last pool under way: nothing waits");
+    assert_eq!(d.waits_on_releases(1), None, "the last pool under way: nothing waits");
     let d = Fleet::new()
         .current("a", 0, ready(), 0)
         .current("b", 0, status(ReleaseState::Progressing, true, None), 9_990)
         .behind("c", 1, ready())
         .decide(&progressive(), 2);
     assert_eq!(d.state("c"), Some(PoolRollout::Pending));
-    assert!(d.waits_on_releases(), "the next wave waits for b");
+    assert_eq!(d.waits_on_releases(1), Some(1), "the next wave waits for b");
+}
+
+#[test]
+fn a_tenth_of_the_slots_or_every_release_under_way_is_worth_a_look() {
+    let settings = Settings {
+        max_unavailable: 40,
+        ..progressive()
+    };
+    let under_way = |fleet: Fleet, n: usize| {
+        (0..n).fold(fleet, |f, i| {
+            f.current(&format!("u{i:02}"), 0, status(ReleaseState::Progressing, true, None), 9_990)
+        })
+    };
+    let d = under_way(Fleet::new(), 40).behind("z", 0, ready()).decide(&settings, 1);
+    assert_eq!(d.waits_on_releases(40), Some(4), "40 slots: 4 verdicts");
+    let d = under_way(Fleet::new(), 3).behind("z", 1, ready()).decide(&settings, 2);
+    assert_eq!(d.waits_on_releases(40), Some(3), "the wave's last 3: all of them");
 }
 
 #[test]
