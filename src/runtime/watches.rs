@@ -150,52 +150,23 @@ where
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send,
     S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
 {
-    let mut prints = Fingerprints::new(fingerprint);
+    let mut seen: HashMap<ObjectRef<K>, u64> = HashMap::new();
     retrying(watch, events).flat_map(move |event| {
         let quiet = first_list.holds(&event);
         let passed = match event {
             watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
-                prints.changed(&object, false).then_some(object)
+                let print = fingerprint(&object);
+                let changed = seen.insert(ObjectRef::from_obj(&object), print) != Some(print);
+                changed.then_some(object)
             }
             watcher::Event::Delete(object) => {
-                prints.changed(&object, true);
+                seen.remove(&ObjectRef::from_obj(&object));
                 Some(object)
             }
             watcher::Event::Init | watcher::Event::InitDone => None,
         };
         futures::stream::iter(passed.filter(|_| !quiet))
     })
-}
-
-/// The last fingerprint of each object a watch has seen.
-pub(super) struct Fingerprints<K: Resource> {
-    fingerprint: fn(&K) -> u64,
-    seen: HashMap<ObjectRef<K>, u64>,
-}
-
-impl<K> Fingerprints<K>
-where
-    K: Resource,
-    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
-{
-    pub(super) fn new(fingerprint: fn(&K) -> u64) -> Self {
-        Self {
-            fingerprint,
-            seen: HashMap::new(),
-        }
-    }
-
-    /// Whether `object` changed since last seen: came, went (`gone`), or
-    /// has another fingerprint.
-    pub(super) fn changed(&mut self, object: &K, gone: bool) -> bool {
-        let key = ObjectRef::from_obj(object);
-        if gone {
-            self.seen.remove(&key);
-            return true;
-        }
-        let print = (self.fingerprint)(object);
-        self.seen.insert(key, print) != Some(print)
-    }
 }
 
 /// What planning reads of a release, as the cache holds it: Flux adding
@@ -344,9 +315,10 @@ impl Watches {
 
     /// Starts the watches: the applications their events concern, one
     /// stream for all (see [`triggers`]). A pool entering or leaving an
-    /// application's selection wakes it urgently, and so does a release
-    /// changing state while its rollout waits on it; every other event is
-    /// folded into its wake window (see [`throttle`]).
+    /// application's selection wakes it urgently, and so do enough of its
+    /// releases reaching a verdict while its rollout waits on them (see
+    /// [`triggers::releases`]); every other event is folded into its wake
+    /// window (see [`throttle`]).
     pub(super) fn wakes(
         self,
         client: &Client,
