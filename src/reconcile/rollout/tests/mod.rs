@@ -196,26 +196,22 @@ fn max_unavailable_caps_pools_updating_at_once() {
 
 #[test]
 fn a_decision_waits_on_releases_only_while_updates_wait_for_a_slot() {
+    let a_under_way_b_behind = || {
+        Fleet::new()
+            .current("a", 0, status(ReleaseState::Progressing, true, None), 9_990)
+            .behind("b", 0, ready())
+    };
     let d = five_behind().decide(&progressive(), 1);
     assert_eq!(d.waits_on_releases(1), Some(1), "b to e wait for a, written now");
-    let d = Fleet::new()
-        .current("a", 0, status(ReleaseState::Progressing, true, None), 9_990)
-        .behind("b", 0, ready())
-        .decide(&progressive(), 1);
+    let d = a_under_way_b_behind().decide(&progressive(), 1);
     assert_eq!(d.waits_on_releases(1), Some(1), "b waits for a's slot");
-    let d = Fleet::new()
-        .current("a", 0, status(ReleaseState::Progressing, true, None), 9_990)
-        .behind("b", 0, ready())
-        .decide(&Settings::default(), 1);
+    let d = a_under_way_b_behind().decide(&Settings::default(), 1);
     assert_eq!(d.waits_on_releases(1), None, "AllAtOnce holds nothing back");
     let paused = Settings {
         paused: true,
         ..progressive()
     };
-    let d = Fleet::new()
-        .current("a", 0, status(ReleaseState::Progressing, true, None), 9_990)
-        .behind("b", 0, ready())
-        .decide(&paused, 1);
+    let d = a_under_way_b_behind().decide(&paused, 1);
     assert_eq!(d.phase, RolloutPhase::Paused);
     assert_eq!(d.waits_on_releases(1), None, "paused: a person, not a release, moves it on");
     let d = Fleet::new()
