@@ -7,7 +7,7 @@
 //! application does not own is never touched; an invalid selector stops the
 //! whole plan, since it cannot say which pools are wanted.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -72,7 +72,7 @@ pub struct PlanInput<'a> {
 /// The application's releases by name, for lookups by name alone:
 /// hashed, since at ten thousand pools an ordered map's string compares
 /// were a tenth of a resync.
-pub(super) type Owned<'a> = std::collections::HashMap<&'a str, &'a ObservedRelease>;
+pub(super) type Owned<'a> = foldhash::HashMap<&'a str, &'a ObservedRelease>;
 
 /// A chart problem that holds every write back: an unresolvable version, a
 /// missing source (`transient: false`, the user must act), or an artifact
@@ -100,7 +100,7 @@ use guards::{blocked, check_selectors, helm_release_taken_message, nothing_selec
 pub use memo::Memo;
 pub use observed::{
     isolation_failures, HelmReleaseKey, ListedReleases, Manifest, ObservedRelease, OtherReleases,
-    TakenRelease,
+    TakenRelease, WrittenAt,
 };
 pub use outcome::{DesiredRelease, Outcome, Plan, PoolOutcome, Writes};
 use report::roll_up;
@@ -155,7 +155,7 @@ fn plan_releases(input: &PlanInput) -> Plan {
     // Pools that share an object read as failed, for the rollout and the
     // roll-up alike: later entries of the map win.
     let isolation = observed::isolation_failures(input.owned.iter().map(Arc::as_ref));
-    let mut owned = Owned::with_capacity(input.owned.len());
+    let mut owned = Owned::with_capacity_and_hasher(input.owned.len(), Default::default());
     owned.extend(input.owned.iter().map(Arc::as_ref).chain(&isolation).map(|o| (o.name.as_str(), o)));
     let candidates = match build::candidates(input, &app, &owned, &selected.pools) {
         Ok(built) => built,
@@ -189,18 +189,18 @@ fn plan_releases(input: &PlanInput) -> Plan {
         decision: &decision,
         revision: &revision,
         last_complete,
-        selected: &selected.pools,
     };
     deciding.outcomes(candidates.pools, &mut plan);
     // Nothing is pruned while the chart holds the writes or the
     // application is suspended (see `Outcome::Suspended`).
     if input.hold.is_none() && !suspended {
-        let wanted: BTreeSet<&str> = plan.pools.iter().map(|p| p.release.as_str()).collect();
+        let mut wanted = foldhash::HashSet::with_capacity_and_hasher(plan.pools.len(), Default::default());
+        wanted.extend(plan.pools.iter().map(|p| p.release.as_str()));
         plan.prune = input
             .owned
             .iter()
+            .filter(|o| !wanted.contains(o.name.as_str()))
             .map(|o| o.name.clone())
-            .filter(|n| !wanted.contains(n.as_str()))
             .collect();
     }
     plan.requeue_after = decision.requeue_after.filter(|_| !suspended);

@@ -64,7 +64,9 @@ impl fmt::Display for ObjectId {
 pub fn shared_objects<'a>(
     releases: impl IntoIterator<Item = (&'a str, &'a [String])>,
 ) -> BTreeMap<&'a str, Vec<&'a str>> {
-    let mut holders: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    // Hashed while every release's inventory goes in (tens of objects a
+    // release, at thousands of releases), ordered only for the few shared.
+    let mut holders: std::collections::HashMap<&str, Vec<&str>> = std::collections::HashMap::new();
     for (pool, inventory) in releases {
         for id in inventory {
             let pools = holders.entry(id.as_str()).or_default();
@@ -73,11 +75,14 @@ pub fn shared_objects<'a>(
             }
         }
     }
-    holders.retain(|_, pools| pools.len() > 1);
-    for pools in holders.values_mut() {
-        pools.sort_unstable();
-    }
     holders
+        .into_iter()
+        .filter(|(_, pools)| pools.len() > 1)
+        .map(|(id, mut pools)| {
+            pools.sort_unstable();
+            (id, pools)
+        })
+        .collect()
 }
 
 /// The failure a pool gets for the objects it shares: `shared` is what

@@ -4,7 +4,7 @@
 //! What comes out is each pool's candidate, before the rollout, the chart
 //! and suspension have their say.
 
-use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::api::naming;
 use crate::pools::Pool;
@@ -14,13 +14,13 @@ use crate::reconcile::release::{self, AppInfo, BuiltRelease, FieldError};
 use crate::values::template::Renderer;
 
 use super::guards::{fail_duplicate_release_names, helm_release_taken, helm_release_taken_message};
-use super::memo::{self, Memo};
+use super::memo::{self, Made, Memo};
 use super::{DesiredRelease, HelmReleaseKey, Manifest, ObservedRelease, Outcome, Owned, PlanInput};
 
 /// One selected pool, before the rollout, the chart and suspension have
 /// their say.
-pub(super) struct Candidate {
-    pub pool: String,
+pub(super) struct Candidate<'a> {
+    pub pool: &'a Pool,
     /// Its HelmRelease's object name.
     pub release: String,
     pub kind: Kind,
@@ -90,8 +90,8 @@ impl Change {
 }
 
 /// Every selected pool's candidate, sorted by pool name.
-pub(super) struct Candidates {
-    pub pools: Vec<Candidate>,
+pub(super) struct Candidates<'a> {
+    pub pools: Vec<Candidate<'a>>,
     /// Releases to make inert, with why (see `Plan::inert`).
     pub inert: Vec<(String, String)>,
     /// The pools whose release needed no write, for the next plan.
@@ -100,32 +100,38 @@ pub(super) struct Candidates {
 
 /// Every selected pool's candidate; or, when the releases pass the
 /// application's budget together, why it is refused whole.
-pub(super) fn candidates(
+pub(super) fn candidates<'a>(
     input: &PlanInput,
     app: &AppInfo,
     owned: &Owned,
-    selected: &[&Pool],
-) -> Result<Candidates, String> {
+    selected: &[&'a Pool],
+) -> Result<Candidates<'a>, String> {
     let renderer = Renderer::new();
     let app_inputs = memo::app_inputs(app);
     let mut found = Memo::with_capacity(app_inputs, selected.len());
-    let mut built: BTreeMap<String, Result<Built, FieldError>> = BTreeMap::new();
-    let mut candidates = Vec::new();
+    // In the order of `selected`, which is the pools' name order: kept in
+    // vectors and merged by position, not sorted by name again.
+    let mut built: Vec<(usize, &Pool, Result<Built, FieldError>)> = Vec::with_capacity(selected.len());
+    let mut conflicts = Vec::new();
     let mut total = 0usize;
-    for (count, pool) in selected.iter().enumerate() {
+    for (count, pool) in selected.iter().copied().enumerate() {
         let known = input.memo.and_then(|m| m.name_of(app_inputs, pool));
         let name = known.map_or_else(|| naming::release_name(app.name, &pool.name), |k| k.name.clone());
         if input.others.named(&name) {
-            candidates.push(Candidate {
-                pool: pool.name.clone(),
-                release: name.clone(),
-                kind: Kind::Refused(Outcome::Conflict { name }),
-            });
+            let release = name.clone();
+            conflicts.push((
+                count,
+                Candidate {
+                    pool,
+                    release,
+                    kind: Kind::Refused(Outcome::Conflict { name }),
+                },
+            ));
             continue;
         }
         let observed = owned.get(name.as_str()).copied();
         let inputs = memo::pool_inputs(pool);
-        let recalled = input.memo.and_then(|m| m.recall(app_inputs, pool, inputs, observed));
+        let recalled = known.filter(|k| k.holds(inputs, observed));
         let result = match (recalled, observed) {
             (Some(known), Some(observed)) => {
                 found.keep(pool, known.clone());
@@ -142,18 +148,19 @@ pub(super) fn candidates(
                 built
             }
         };
-        total += result.as_ref().map_or(0, |b| b.size);
+        total += result.as_ref().map_or(0, |b| b.made.size);
         if total > release::MAX_APPLICATION_BYTES {
             return Err(too_large(count + 1, selected.len()));
         }
-        built.insert(pool.name.clone(), result);
+        built.push((count, pool, result));
     }
     fail_duplicate_release_names(&mut built);
     let mut inert = Vec::new();
-    for (pool, result) in built {
+    let mut candidates: Vec<(usize, Candidate)> = Vec::with_capacity(selected.len());
+    for (count, pool, result) in built {
         let (release, kind) = match result {
             Err(FieldError { field, message }) => {
-                let release = naming::release_name(app.name, &pool);
+                let release = naming::release_name(app.name, &pool.name);
                 (release, Kind::Refused(Outcome::Failed { field, message }))
             }
             Ok(b) => match helm_release_taken(input, owned, &b) {
@@ -163,7 +170,7 @@ pub(super) fn candidates(
                     // helm-controller's alternates between the two): it
                     // drives nothing from now on.
                     if owned.get(b.name.as_str()).is_some_and(|o| {
-                        !o.inert && o.helm_release.is_some() && o.helm_release == b.helm_release
+                        !o.inert && o.helm_release.is_some() && o.helm_release == b.made.helm_release
                     }) {
                         inert.push((b.name.clone(), helm_release_taken_message(&taken)));
                     }
@@ -172,11 +179,14 @@ pub(super) fn candidates(
                 None => b.into_candidate(),
             },
         };
-        candidates.push(Candidate { pool, release, kind });
+        candidates.push((count, Candidate { pool, release, kind }));
     }
-    candidates.sort_by(|a, b| a.pool.cmp(&b.pool));
+    if !conflicts.is_empty() {
+        candidates.extend(conflicts);
+        candidates.sort_by_key(|(count, _)| *count);
+    }
     Ok(Candidates {
-        pools: candidates,
+        pools: candidates.into_iter().map(|(_, c)| c).collect(),
         inert,
         memo: found,
     })
@@ -186,15 +196,13 @@ pub(super) fn candidates(
 /// parsed form is at hand, then kept as text.
 pub(super) struct Built {
     pub(super) name: String,
-    pub(super) release_name: String,
-    pub(super) spec_hash: String,
+    /// What it is, as planning reads it; shared with the memo.
+    pub(super) made: Arc<Made>,
     /// What to write; `None` when the release holds it already (its spec
     /// hash, and no field of ours edited): a resync of thousands of pools
     /// then keeps no manifest, where it used to keep all of them until the
     /// last pool was built.
     pub(super) object: Option<Manifest>,
-    /// The Helm release it would drive.
-    pub(super) helm_release: Option<HelmReleaseKey>,
     /// The first field the existing release no longer holds, if the
     /// release carries this very spec hash.
     pub(super) drift: Option<String>,
@@ -206,9 +214,6 @@ pub(super) struct Built {
     pub(super) claims: bool,
     /// Carries this spec hash, and was suspended with the application.
     pub(super) resumed: bool,
-    /// The bytes of its spec and labels as JSON, against the
-    /// application's budget.
-    pub(super) size: usize,
 }
 
 impl Built {
@@ -222,10 +227,10 @@ impl Built {
                 Kind::Differs(Change {
                     name: self.name,
                     manifest,
-                    spec_hash: self.spec_hash,
+                    spec_hash: self.made.spec_hash.clone(),
                     drift: self.drift,
                     resumed: self.resumed,
-                    claim: self.helm_release.filter(|_| self.claims),
+                    claim: self.made.helm_release.clone().filter(|_| self.claims),
                     drove: self.drove,
                     lift_inert: self.inert,
                 }),
@@ -256,12 +261,14 @@ impl Built {
             claims: observed.is_none() || drove.is_some() || inert,
             drove,
             inert,
-            helm_release,
             object: (!same_hash || drift.is_some() || inert).then(|| Manifest::new(&built.object)),
             name: built.name,
-            release_name: built.release_name,
-            spec_hash: built.spec_hash,
-            size: built.size,
+            made: Arc::new(Made {
+                release_name: built.release_name,
+                spec_hash: built.spec_hash,
+                helm_release,
+                size: built.size,
+            }),
             drift,
         }
     }
@@ -273,32 +280,24 @@ impl Built {
         let drove = observed
             .helm_release
             .as_ref()
-            .filter(|d| Some(*d) != known.helm_release.as_ref())
+            .filter(|d| Some(*d) != known.made.helm_release.as_ref())
             .cloned();
         Self {
             resumed: false,
             claims: drove.is_some(),
             drove,
             inert: false,
-            helm_release: known.helm_release.clone(),
             object: None,
             name,
-            release_name: known.release_name.clone(),
-            spec_hash: known.spec_hash.clone(),
-            size: known.size,
+            made: Arc::clone(&known.made),
             drift: None,
         }
     }
 
     /// What the memo keeps of it: only a release that needs no write.
-    fn found(&self) -> Option<memo::Found> {
+    fn found(&self) -> Option<Arc<Made>> {
         let plain = self.object.is_none() && self.drift.is_none() && !self.inert && !self.resumed;
-        plain.then(|| memo::Found {
-            spec_hash: self.spec_hash.clone(),
-            release_name: self.release_name.clone(),
-            helm_release: self.helm_release.clone(),
-            size: self.size,
-        })
+        plain.then(|| Arc::clone(&self.made))
     }
 }
 

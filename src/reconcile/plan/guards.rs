@@ -4,7 +4,7 @@
 
 use crate::api::conditions;
 use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use super::*;
 
@@ -44,7 +44,7 @@ pub(super) fn blocked(input: &PlanInput, reason: String, message: String) -> Pla
         blocked: Some(message.clone()),
         ..Plan::new(Vec::new())
     };
-    plan.report = roll_up(input, &plan, &Owned::new(), Some((reason, message)), None, input.nodes);
+    plan.report = roll_up(input, &plan, &Owned::default(), Some((reason, message)), None, input.nodes);
     plan
 }
 
@@ -55,9 +55,9 @@ pub(super) fn blocked(input: &PlanInput, reason: String, message: String) -> Pla
 /// `Plan::inert`) and not deleted: deleting an active one would uninstall
 /// the Helm release both drive.
 pub(super) fn helm_release_taken(input: &PlanInput, owned: &Owned, built: &Built) -> Option<Outcome> {
-    let key = built.helm_release.clone()?;
-    let by = input.others.driving(&key)?;
-    let ours = owned.get(built.name.as_str()).filter(|o| o.helm_release.as_ref() == Some(&key));
+    let key = built.made.helm_release.as_ref()?;
+    let by = input.others.driving(key)?;
+    let ours = owned.get(built.name.as_str()).filter(|o| o.helm_release.as_ref() == Some(key));
     let first = |created: &Option<String>, name: &str| {
         (created.clone().unwrap_or_else(|| "~".into()), name.to_string())
     };
@@ -141,46 +141,43 @@ pub(super) fn describe_selection(selection: &crate::api::PoolSelection) -> Strin
 
 /// Two pools installing the same Helm release (one name, stored in one
 /// namespace of one cluster) would overwrite each other.
-pub(super) fn fail_duplicate_release_names(built: &mut BTreeMap<String, Result<Built, FieldError>>) {
+pub(super) fn fail_duplicate_release_names(built: &mut [(usize, &Pool, Result<Built, FieldError>)]) {
     // Borrowed while looking: at ten thousand pools, copies of every name
     // were a tenth of a resync.
     // Hashed, not ordered: which pools share a name is all that is read.
     // The first pool of a name is kept apart, so that the many names with
     // one pool allocate nothing.
     type Name<'a> = (&'a str, Option<&'a HelmReleaseKey>);
-    let mut by_name: HashMap<Name, (&str, Vec<&str>)> = HashMap::with_capacity(built.len());
-    for (pool, result) in built.iter() {
+    let mut by_name: HashMap<Name, (usize, Vec<usize>)> = HashMap::with_capacity(built.len());
+    for (at, (_, _, result)) in built.iter().enumerate() {
         if let Ok(release) = result {
-            let key = (release.release_name.as_str(), release.helm_release.as_ref());
+            let key = (release.made.release_name.as_str(), release.made.helm_release.as_ref());
             match by_name.entry(key) {
                 Entry::Vacant(first) => {
-                    first.insert((pool.as_str(), Vec::new()));
+                    first.insert((at, Vec::new()));
                 }
-                Entry::Occupied(mut taken) => taken.get_mut().1.push(pool.as_str()),
+                Entry::Occupied(mut taken) => taken.get_mut().1.push(at),
             }
         }
     }
-    let duplicates: Vec<(String, Vec<String>)> = by_name
+    let duplicates: Vec<(String, Vec<usize>)> = by_name
         .into_iter()
         .filter(|(_, (_, more))| !more.is_empty())
         .map(|((release_name, _), (first, more))| {
-            let pools = std::iter::once(first).chain(more);
-            (release_name.to_string(), pools.map(str::to_string).collect())
+            (release_name.to_string(), std::iter::once(first).chain(more).collect())
         })
         .collect();
-    for (release_name, pools) in duplicates {
+    for (release_name, at) in duplicates {
+        let pools: Vec<&str> = at.iter().map(|i| built[*i].1.name.as_str()).collect();
         let message = format!(
             "renders to {release_name:?} for pools {}; include {{{{pool.name}}}} so each pool's release is unique",
             pools.join(", ")
         );
-        for pool in pools {
-            built.insert(
-                pool,
-                Err(FieldError {
-                    field: "releaseName".into(),
-                    message: message.clone(),
-                }),
-            );
+        for i in at {
+            built[i].2 = Err(FieldError {
+                field: "releaseName".into(),
+                message: message.clone(),
+            });
         }
     }
 }

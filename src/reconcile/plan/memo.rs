@@ -13,8 +13,7 @@
 //! memo is the plan's result without one (a property test checks it over
 //! random sequences of events).
 
-use std::collections::HashMap;
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::Arc;
 
 use crate::pools::Pool;
@@ -30,7 +29,7 @@ pub struct Memo {
     /// By pool name. Shared with the plan that found it, and with the
     /// next memo when the pool is as it was: 10,000 pools at rest are not
     /// copied field by field at every plan.
-    pools: HashMap<String, Arc<Remembered>>,
+    pools: foldhash::HashMap<String, Arc<Remembered>>,
 }
 
 /// A pool whose release held what was built for it.
@@ -41,10 +40,22 @@ pub(super) struct Remembered {
     /// and the pool's: kept rather than hashed again at every plan.
     pub(super) name: String,
     resource_version: String,
-    pub(super) spec_hash: String,
-    pub(super) release_name: String,
-    pub(super) helm_release: Option<HelmReleaseKey>,
-    pub(super) size: usize,
+    pub(super) made: Arc<Made>,
+}
+
+/// What a pool's release was built into, as planning reads it: shared by
+/// the plan that built it, the memo that remembers it and the plans that
+/// recall it, so that a pool at rest copies none of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Made {
+    /// The Helm release's name (`spec.releaseName`).
+    pub release_name: String,
+    pub spec_hash: String,
+    /// The Helm release it drives.
+    pub helm_release: Option<HelmReleaseKey>,
+    /// The bytes of its spec and labels as JSON, against the
+    /// application's budget.
+    pub size: usize,
 }
 
 impl Memo {
@@ -53,7 +64,7 @@ impl Memo {
     pub(super) fn with_capacity(app: u64, pools: usize) -> Self {
         Self {
             app,
-            pools: HashMap::with_capacity(pools),
+            pools: foldhash::HashMap::with_capacity_and_hasher(pools, Default::default()),
         }
     }
 
@@ -69,7 +80,9 @@ impl Memo {
     /// What was found for `pool`, if nothing it was found from has changed
     /// since: the application's inputs (`app`), the pool's, and its
     /// release (`observed`), which must still be the object then read, not
-    /// suspended with the application and not inert.
+    /// suspended with the application and not inert. (Planning looks the
+    /// pool up once, with [`Memo::name_of`], and asks [`Remembered::holds`].)
+    #[cfg(test)]
     pub(super) fn recall(
         &self,
         app: u64,
@@ -77,12 +90,7 @@ impl Memo {
         inputs: u64,
         observed: Option<&ObservedRelease>,
     ) -> Option<&Arc<Remembered>> {
-        let remembered = self.name_of(app, pool)?;
-        let observed = observed?;
-        let same_object = observed.resource_version.as_deref() == Some(remembered.resource_version.as_str());
-        let same_spec = observed.spec_hash.as_deref() == Some(remembered.spec_hash.as_str());
-        let plain = !observed.suspended_with_app && !observed.inert;
-        (same_object && same_spec && plain && remembered.inputs == inputs).then_some(remembered)
+        self.name_of(app, pool).filter(|remembered| remembered.holds(inputs, observed))
     }
 
     /// What is remembered of `pool`, whatever became of it since, when the
@@ -92,9 +100,9 @@ impl Memo {
         self.pools.get(&pool.name).filter(|_| self.app == app)
     }
 
-    /// Remembers that `observed`, the release of `pool`, holds the spec
-    /// `spec_hash` built for it, with nothing of ours edited.
-    pub(super) fn remember(&mut self, pool: &Pool, inputs: u64, observed: &ObservedRelease, found: Found) {
+    /// Remembers that `observed`, the release of `pool`, holds the release
+    /// `made` for it, with nothing of ours edited.
+    pub(super) fn remember(&mut self, pool: &Pool, inputs: u64, observed: &ObservedRelease, made: Arc<Made>) {
         let Some(resource_version) = observed.resource_version.clone() else {
             return;
         };
@@ -102,10 +110,7 @@ impl Memo {
             inputs,
             name: observed.name.clone(),
             resource_version,
-            spec_hash: found.spec_hash,
-            release_name: found.release_name,
-            helm_release: found.helm_release,
-            size: found.size,
+            made,
         };
         self.pools.insert(pool.name.clone(), Arc::new(remembered));
     }
@@ -117,17 +122,32 @@ impl Memo {
     }
 }
 
-/// What was found of a pool whose release needed no write.
-pub(super) struct Found {
-    pub spec_hash: String,
-    pub release_name: String,
-    pub helm_release: Option<HelmReleaseKey>,
-    pub size: usize,
+impl Remembered {
+    /// Whether it still holds for a pool whose inputs are `inputs` and
+    /// whose release is `observed` (see [`Memo::recall`]), the
+    /// application's inputs being as they were.
+    pub(super) fn holds(&self, inputs: u64, observed: Option<&ObservedRelease>) -> bool {
+        let Some(observed) = observed else {
+            return false;
+        };
+        let same_object = observed.resource_version.as_deref() == Some(self.resource_version.as_str());
+        let same_spec = observed.spec_hash.as_deref() == Some(self.made.spec_hash.as_str());
+        let plain = !observed.suspended_with_app && !observed.inert;
+        same_object && same_spec && plain && self.inputs == inputs
+    }
+}
+
+/// The hasher of inputs: one fixed seed, so that the same inputs give the
+/// same number from one plan to the next; of foldhash's quality variant,
+/// whose 64 bits make a collision (a changed pool taken for unchanged) as
+/// unlikely as the standard library's hasher does, at a fraction of the cost.
+fn inputs_hasher() -> impl Hasher {
+    foldhash::quality::FixedState::with_seed(0x6e70_665f_6d65_6d6f).build_hasher()
 }
 
 /// The application's part of every pool's inputs, as one number.
 pub(super) fn app_inputs(app: &AppInfo) -> u64 {
-    let mut hasher = DefaultHasher::new();
+    let mut hasher = inputs_hasher();
     (app.name, app.namespace, app.uid, app.shard, app.requests).hash(&mut hasher);
     serde_json::to_string(app.spec).unwrap_or_default().hash(&mut hasher);
     app.chart_ref
@@ -138,7 +158,7 @@ pub(super) fn app_inputs(app: &AppInfo) -> u64 {
 
 /// A pool's own inputs, as one number.
 pub(super) fn pool_inputs(pool: &Pool) -> u64 {
-    let mut hasher = DefaultHasher::new();
+    let mut hasher = inputs_hasher();
     // Every field: a field added to `Pool` is part of the inputs without
     // a change here (the derive hashes it, or fails to compile).
     pool.hash(&mut hasher);

@@ -77,8 +77,8 @@ pub struct ObservedRelease {
     /// The Helm release it drives.
     pub helm_release: Option<HelmReleaseKey>,
     pub created: Option<String>,
-    /// When this controller last wrote it (RFC 3339).
-    pub written_at: Option<String>,
+    /// When this controller last wrote it.
+    pub written_at: Option<WrittenAt>,
     /// What it was written at, for a rollback.
     pub stamps: Stamps,
     /// What it holds now as packed JSON text (at least its labels,
@@ -122,7 +122,7 @@ impl ObservedRelease {
             chart_ref: chart_ref_of(object),
             helm_release: naming::helm_release_of(object),
             created: created_of(object),
-            written_at: text("annotations", naming::ANNOTATION_WRITTEN_AT),
+            written_at: text("annotations", naming::ANNOTATION_WRITTEN_AT).map(WrittenAt::from),
             stamps: Stamps::read(metadata),
             // The caller adds the text it read the release from.
             live: None,
@@ -132,6 +132,32 @@ impl ObservedRelease {
             unreachable_since: release_state::unreachable_since(object),
             cluster: naming::cluster_of(object),
         })
+    }
+}
+
+/// A release's `written-at` stamp: the text it carries (put back as it is
+/// when a write keeps its time) and the time that text reads as, read once
+/// as the release enters the cache rather than at every plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WrittenAt {
+    pub text: String,
+    /// `None` when the text is no RFC 3339 time (edited by hand): then no
+    /// progress deadline runs from it.
+    pub time: Option<k8s_openapi::jiff::Timestamp>,
+}
+
+impl From<String> for WrittenAt {
+    fn from(text: String) -> Self {
+        Self {
+            time: text.parse().ok(),
+            text,
+        }
+    }
+}
+
+impl From<&str> for WrittenAt {
+    fn from(text: &str) -> Self {
+        Self::from(text.to_string())
     }
 }
 
@@ -157,12 +183,18 @@ fn failures_within(owned: &[&ObservedRelease]) -> Vec<ObservedRelease> {
     let shared = sharing::shared_objects(
         owned.iter().filter_map(|o| Some((o.pool.as_deref()?, o.inventory.as_slice()))),
     );
-    // Read once, not once a refused pool: a whole fleet may be refused.
-    let pools_by_release: BTreeMap<&str, &str> = owned
-        .iter()
-        .filter_map(|o| Some((o.helm_release.as_ref()?.1.as_str(), o.pool.as_deref()?)))
-        .collect();
-    let pool_of = |release: &str| pools_by_release.get(release).map(|pool| pool.to_string());
+    // Read once, not once a refused pool: a whole fleet may be refused;
+    // and only when one is, since a healthy fleet needs none of it.
+    let pools_by_release = std::cell::OnceCell::new();
+    let pool_of = |release: &str| {
+        let pools_by_release: &BTreeMap<&str, &str> = pools_by_release.get_or_init(|| {
+            owned
+                .iter()
+                .filter_map(|o| Some((o.helm_release.as_ref()?.1.as_str(), o.pool.as_deref()?)))
+                .collect()
+        });
+        pools_by_release.get(release).map(|pool| pool.to_string())
+    };
     let judged = owned.iter().copied().filter(|o| o.status.observed_latest);
     judged
         .filter_map(|o| {

@@ -53,19 +53,14 @@ pub(super) fn decide(
             .position(|s| pools::contains(&s.pools, pool).unwrap_or(false))
             .unwrap_or(steps.len())
     };
-    let mut by_name = std::collections::HashMap::with_capacity(selected.len());
-    by_name.extend(selected.iter().map(|p| (p.name.as_str(), *p)));
     let waves: BTreeSet<usize> = selected.iter().map(|p| step_of(p)).collect();
     let wave_of = |pool: &Pool| waves.iter().position(|w| *w == step_of(pool)).unwrap_or_default();
-    let written_at = |o: &ObservedRelease| {
-        o.written_at.as_deref().and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
-    };
     let inputs: Vec<rollout::PoolInput> = candidates
         .iter()
         .filter_map(|c| {
-            let pool = by_name.get(c.pool.as_str())?;
+            let pool = c.pool;
             let observed = owned.get(c.release.as_str());
-            let nodes = reach.and_then(|n| n.get(&c.pool)).copied();
+            let nodes = reach.and_then(|n| n.get(&pool.name)).copied();
             let release = match (observed, &c.kind) {
                 (_, Kind::Refused(_)) => return None,
                 (None, _) => rollout::Release::Missing,
@@ -82,13 +77,13 @@ pub(super) fn decide(
                 },
                 (Some(o), _) => rollout::Release::Current {
                     status: &o.status,
-                    written: written_at(o),
+                    written: o.written_at.as_ref().and_then(|w| w.time),
                 },
             };
             let stamp = stamp_of(observed.copied(), &release, revision, settings.last_complete.as_deref());
             Some(rollout::PoolInput {
                 stamp,
-                pool: &c.pool,
+                pool: &pool.name,
                 wave: wave_of(pool),
                 offline: nodes.is_some_and(|n| n.offline()),
                 // helm-controller's word that it cannot reach a site
@@ -220,7 +215,6 @@ pub(super) struct Deciding<'a> {
     pub revision: &'a str,
     /// What a rollback goes back to.
     pub last_complete: Option<&'a PastRevision>,
-    pub selected: &'a [&'a Pool],
 }
 
 impl Deciding<'_> {
@@ -228,17 +222,12 @@ impl Deciding<'_> {
     /// out: a pool going back is rebuilt from the revision it goes back to.
     pub(super) fn outcomes(&self, candidates: Vec<Candidate>, plan: &mut Plan) {
         let suspended = self.input.app.spec.suspend == Some(true);
-        // Only a pool going back is rebuilt, from its pool: looked up then.
-        let mut by_name: Option<BTreeMap<&str, &Pool>> = None;
         let mut decisions = self.decision.in_order();
         for Candidate { pool, release, kind } in candidates {
-            let state = decisions.get(&pool).map(|d| d.state);
+            let state = decisions.get(&pool.name).map(|d| d.state);
             let observed = self.owned.get(release.as_str()).copied();
             let going_back = match (state, self.last_complete) {
-                (Some(PoolRollout::RollBack), Some(past)) => by_name
-                    .get_or_insert_with(|| self.selected.iter().map(|p| (p.name.as_str(), *p)).collect())
-                    .get(pool.as_str())
-                    .map(|p| (past, *p)),
+                (Some(PoolRollout::RollBack), Some(past)) => Some((past, pool)),
                 _ => None,
             };
             let outcome = if let Some((past, p)) = going_back {
@@ -254,14 +243,14 @@ impl Deciding<'_> {
                 match kind {
                     Kind::Unchanged => plan.unchanged.push(release.clone()),
                     Kind::Differs(change) if outcome == Outcome::Planned => {
-                        plan.apply.push(self.write(change, pool.clone(), observed))
+                        plan.apply.push(self.write(change, pool.name.clone(), observed))
                     }
                     Kind::Differs(_) | Kind::Refused(_) => {}
                 }
                 outcome
             };
             plan.pools.push(PoolOutcome {
-                pool,
+                pool: pool.name.clone(),
                 release,
                 outcome,
             });
@@ -273,7 +262,7 @@ impl Deciding<'_> {
     /// this revision is stamped so, and with where it would go back to.
     fn write(&self, change: Change, pool: String, observed: Option<&ObservedRelease>) -> DesiredRelease {
         let written_at = match change.keeps_its_time() {
-            true => observed.and_then(|o| o.written_at.clone()),
+            true => observed.and_then(|o| Some(o.written_at.as_ref()?.text.clone())),
             false => None,
         };
         let written_at = written_at.unwrap_or_else(|| self.input.now.0.to_string());
