@@ -33,9 +33,11 @@ pub struct Pool {
     pub namespace: Option<String>,
     pub labels: BTreeMap<String, String>,
     pub annotations: BTreeMap<String, String>,
-    /// The labels every node of the pool carries: the nodeSelector its
-    /// release gets, and how its nodes are counted.
-    pub node_selector: BTreeMap<String, String>,
+    /// How its kind marks the pool's nodes: with its name, what every
+    /// node of the pool carries ([`Pool::node_selector`]). Kept rather than
+    /// the selector itself, which at ten thousand pools was a map of its
+    /// own for each, a tenth of the pools' cache.
+    pub marks: nodes::Membership,
     /// A site cluster's health, as its ClusterProfile says it; `None` for
     /// a pool of this cluster, or a profile that says nothing of it.
     pub health: Option<nodes::SiteHealth>,
@@ -69,10 +71,16 @@ impl Pool {
     pub fn named(name: impl Into<String>) -> Self {
         let name = name.into();
         Self {
-            node_selector: kind::OPENYURT.membership().selector(&name),
+            marks: kind::OPENYURT.membership(),
             name,
             ..Self::default()
         }
+    }
+
+    /// The labels every node of the pool carries: the nodeSelector its
+    /// release gets, and how its nodes are counted.
+    pub fn node_selector(&self) -> BTreeMap<String, String> {
+        self.marks.selector(&self.name)
     }
 
     /// The labels that pin a workload to the pool's nodes: `{label: name}`
@@ -82,7 +90,7 @@ impl Pool {
     pub fn placed_by(&self, node_label: Option<&str>) -> BTreeMap<String, String> {
         match node_label {
             Some(label) => BTreeMap::from([(label.to_string(), self.name.clone())]),
-            None => self.node_selector.clone(),
+            None => self.node_selector(),
         }
     }
 
@@ -91,7 +99,7 @@ impl Pool {
     pub fn from_object(kind: &PoolObjects, object: &DynamicObject) -> Self {
         let (name, labels, annotations) = kind::read_meta(&object.metadata);
         Self {
-            node_selector: kind.membership().selector(&name),
+            marks: kind.membership(),
             namespace: object.metadata.namespace.clone().filter(|_| kind.namespaced),
             health: nodes::SiteHealth::of_profile(&object.data),
             name,
@@ -112,7 +120,7 @@ impl Pool {
         let annotations = string_map(kind, object, &name, "annotations")?;
         let namespace = object.pointer("/metadata/namespace").and_then(Value::as_str);
         Ok(Self {
-            node_selector: kind.membership().selector(&name),
+            marks: kind.membership(),
             namespace: namespace.filter(|_| kind.namespaced).map(str::to_string),
             health: nodes::SiteHealth::of_profile(object),
             name,
@@ -283,7 +291,7 @@ mod tests {
             name: name.into(),
             labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             annotations: BTreeMap::new(),
-            node_selector: BTreeMap::new(),
+            marks: nodes::Membership::OwnCluster,
             namespace: None,
             health: None,
         }
@@ -328,21 +336,24 @@ mod tests {
         assert_eq!(p.name, "hz");
         assert_eq!(p.labels, BTreeMap::from([("region".into(), "east".into())]));
         assert_eq!(p.annotations, BTreeMap::from([("a".into(), "b".into())]));
-        assert_eq!(p.node_selector, BTreeMap::from([(kind::OPENYURT_NODE_LABEL.into(), "hz".into())]));
+        assert_eq!(p.node_selector(), BTreeMap::from([(kind::OPENYURT_NODE_LABEL.into(), "hz".into())]));
     }
 
     #[test]
     fn each_kind_marks_its_nodes_its_own_way() {
         let group = json!({ "metadata": { "name": "g1", "labels": { "region": "east" } }, "spec": { "nodes": ["n1"] } });
         let p = Pool::from_value(&kind::KUBEEDGE, &group).unwrap();
-        assert_eq!(p.node_selector, BTreeMap::from([(kind::KUBEEDGE_NODE_LABEL.into(), "g1".into())]));
+        assert_eq!(p.node_selector(), BTreeMap::from([(kind::KUBEEDGE_NODE_LABEL.into(), "g1".into())]));
         let unit =
             json!({ "metadata": { "name": "u1" }, "spec": { "setNode": { "labels": { "site": "1" } } } });
         let p = Pool::from_value(&kind::SUPEREDGE, &unit).unwrap();
-        assert_eq!(p.node_selector, BTreeMap::from([("u1".into(), kind::SUPEREDGE_NODE_LABEL_VALUE.into())]));
+        assert_eq!(
+            p.node_selector(),
+            BTreeMap::from([("u1".into(), kind::SUPEREDGE_NODE_LABEL_VALUE.into())])
+        );
         // An application naming its own node label pins by it instead.
         assert_eq!(p.placed_by(Some("site")), BTreeMap::from([("site".into(), "u1".into())]));
-        assert_eq!(p.placed_by(None), p.node_selector);
+        assert_eq!(p.placed_by(None), p.node_selector());
     }
 
     #[test]

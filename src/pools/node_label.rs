@@ -36,7 +36,7 @@ pub fn pools<'a>(nodes: impl IntoIterator<Item = &'a Node>, key: &str) -> Vec<Po
             health: None,
             labels,
             annotations: BTreeMap::new(),
-            node_selector: Membership::Label(key.to_string()).selector(value),
+            marks: Membership::Label(key.to_string()),
         })
         .collect()
 }
@@ -75,7 +75,7 @@ mod tests {
                 ("region".to_string(), "east".to_string())
             ])
         );
-        assert_eq!(pools[0].node_selector, BTreeMap::from([(ZONE.to_string(), "a".to_string())]));
+        assert_eq!(pools[0].node_selector(), BTreeMap::from([(ZONE.to_string(), "a".to_string())]));
         assert_eq!(pools[1].labels["region"], "west");
         assert!(super::pools(&nodes, "absent").is_empty());
     }

@@ -115,7 +115,7 @@ fn ready_condition(node: &Node) -> Option<&NodeCondition> {
 }
 
 /// How a node's labels name the pools it belongs to.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub enum Membership {
     /// The value of this label names the pool: OpenYurt's
     /// `apps.openyurt.io/nodepool`, KubeEdge's `apps.kubeedge.io/belonging-to`,
@@ -124,7 +124,9 @@ pub enum Membership {
     /// Every label with this value is named after a pool: SuperEdge marks a
     /// unit's nodes `<unit>: nodeunits.superedge.io`.
     Marker(&'static str),
-    /// The site is a cluster of its own: no node here belongs to it.
+    /// The site is a cluster of its own: no node here belongs to it. (A
+    /// pool made without a kind marks no node either.)
+    #[default]
     OwnCluster,
 }
 

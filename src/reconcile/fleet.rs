@@ -169,22 +169,32 @@ impl FleetReport {
     /// kstatus rather than InProgress.
     pub fn after_writes(&self, refused: &[WriteRefused]) -> Self {
         let mut report = self.clone();
-        for r in refused {
-            report.write_failed(&r.pool, &r.reason, &r.message, !r.retriable);
-        }
+        report.writes_refused(refused);
         report
     }
 
-    /// The pool's write was refused: Stalled when no retry can succeed (a
-    /// person must act), Failed while retries may.
-    fn write_failed(&mut self, pool: &str, reason: &str, message: &str, permanent: bool) {
-        if let Some(p) = self.pools.iter_mut().find(|p| p.pool == pool) {
-            p.status.state = match permanent {
-                true => ReleaseState::Stalled,
-                false => ReleaseState::Failed,
+    /// [`FleetReport::after_writes`] in place: the reconciler's way, which
+    /// copies no pool's report (ten thousand of them, at every reconcile).
+    /// Each refused pool's write failed: Stalled when no retry can succeed
+    /// (a person must act), Failed while retries may.
+    pub fn writes_refused(&mut self, refused: &[WriteRefused]) {
+        if refused.is_empty() {
+            return;
+        }
+        // Found by name through one index: with the API server down, every
+        // pool's write is refused, and a search for each was quadratic.
+        let at: std::collections::HashMap<&str, usize> =
+            self.pools.iter().enumerate().map(|(i, p)| (p.pool.as_str(), i)).collect();
+        let found: Vec<(usize, &WriteRefused)> =
+            refused.iter().filter_map(|r| Some((*at.get(r.pool.as_str())?, r))).collect();
+        for (i, r) in found {
+            let status = &mut self.pools[i].status;
+            status.state = match r.retriable {
+                false => ReleaseState::Stalled,
+                true => ReleaseState::Failed,
             };
-            p.status.reason = reason.to_string();
-            p.status.message = message.to_string();
+            status.reason = r.reason.clone();
+            status.message = r.message.clone();
         }
     }
 

@@ -114,7 +114,7 @@ pub(super) async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) 
         orphan: app.spec.deletion_policy == Some(DeletionPolicy::Orphan),
     };
     let mut applied = apply::carry_out(&target, planned.take_writes(), &owned).await;
-    report(ctx, &apps, &app, &planned, &applied).await?;
+    report(ctx, &apps, &app, &mut planned, &applied).await?;
     if applied.first_error.is_none() && !history.is_empty() {
         let records = Api::namespaced(ctx.client.clone(), &namespace);
         applied.first_error = apply::write_history(&records, &app, &history).await.err();
@@ -253,12 +253,13 @@ async fn report(
     ctx: &Context,
     apps: &Api<NodePoolApplication>,
     app: &NodePoolApplication,
-    planned: &Plan,
+    planned: &mut Plan,
     applied: &apply::Applied,
 ) -> Result<(), Error> {
     let (namespace, name) = (app.namespace().unwrap_or_default(), app.name_any());
     let old_status = app.status.clone().unwrap_or_default();
-    let published = planned.report.after_writes(&applied.refused).publish(&old_status, &applied.done);
+    planned.report.writes_refused(&applied.refused);
+    let published = planned.report.publish(&old_status, &applied.done);
     let new_status = &published.status;
     let FleetCounts {
         selected,

@@ -74,7 +74,7 @@ fn context() -> impl Strategy<Value = TemplateContext> {
                     name,
                     labels,
                     annotations,
-                    node_selector: BTreeMap::new(),
+                    marks: nodepool_fanout::pools::nodes::Membership::OwnCluster,
                     namespace: None,
                     health: None,
                 },
@@ -224,7 +224,7 @@ fn fixed_context() -> TemplateContext {
             ("topology.kubernetes.io/zone".into(), "cn-east-1a".into()),
         ]),
         annotations: BTreeMap::from([("owner".into(), "team-a".into())]),
-        node_selector: BTreeMap::new(),
+        marks: nodepool_fanout::pools::nodes::Membership::OwnCluster,
         namespace: None,
         health: None,
     };

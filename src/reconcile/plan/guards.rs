@@ -4,7 +4,6 @@
 
 use crate::api::conditions;
 use std::collections::hash_map::Entry;
-use std::collections::HashMap;
 
 use super::*;
 
@@ -148,7 +147,8 @@ pub(super) fn fail_duplicate_release_names(built: &mut [(usize, &Pool, Result<Bu
     // The first pool of a name is kept apart, so that the many names with
     // one pool allocate nothing.
     type Name<'a> = (&'a str, Option<&'a HelmReleaseKey>);
-    let mut by_name: HashMap<Name, (usize, Vec<usize>)> = HashMap::with_capacity(built.len());
+    let mut by_name: foldhash::HashMap<Name, (usize, Vec<usize>)> =
+        foldhash::HashMap::with_capacity_and_hasher(built.len(), Default::default());
     for (at, (_, _, result)) in built.iter().enumerate() {
         if let Ok(release) = result {
             let key = (release.made.release_name.as_str(), release.made.helm_release.as_ref());

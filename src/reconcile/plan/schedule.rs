@@ -223,6 +223,9 @@ impl Deciding<'_> {
     pub(super) fn outcomes(&self, candidates: Vec<Candidate>, plan: &mut Plan) {
         let suspended = self.input.app.spec.suspend == Some(true);
         let mut decisions = self.decision.in_order();
+        // One outcome a candidate: sized once, not doubled as it fills (a
+        // doubling holds the old and the new buffer at once).
+        plan.pools.reserve_exact(candidates.len());
         for Candidate { pool, release, kind } in candidates {
             let state = decisions.get(&pool.name).map(|d| d.state);
             let observed = self.owned.get(release.as_str()).copied();

@@ -11,7 +11,7 @@ fn ctx() -> TemplateContext {
             ("topology.kubernetes.io/region".into(), "cn-east-1".into()),
         ]),
         annotations: BTreeMap::from([("owner".into(), "team-a".into())]),
-        node_selector: BTreeMap::new(),
+        marks: crate::pools::nodes::Membership::OwnCluster,
         namespace: None,
         health: None,
     };

@@ -26,7 +26,7 @@ fn clusters() -> Vec<Pool> {
         .into_iter()
         .map(|p| Pool {
             namespace: Some("edge".into()),
-            node_selector: BTreeMap::new(),
+            marks: crate::pools::nodes::Membership::OwnCluster,
             ..p
         })
         .collect()
