@@ -142,7 +142,7 @@ pub fn rows_of(app: &NodePoolApplication, report: &FleetReport, helm: &BTreeMap<
         .map(|p| {
             let release = helm.get(p.helm_release.as_str()).copied();
             let Helm { revision, suspended } = release.unwrap_or_default();
-            let mut status = p.status.clone();
+            let mut status = ReleaseStatus::clone(&p.status);
             let never_acted = suspended && status.state == ReleaseState::Unknown;
             if never_acted {
                 status.reason = "Suspended".to_string();
@@ -203,7 +203,7 @@ pub fn observed_report(
                 .is_none_or(|since| since.checked_add(offline_after).is_ok_and(|at| at <= now))
     };
     let observed: Vec<ObservedRelease> = releases.iter().filter_map(ObservedRelease::from_value).collect();
-    let isolation: BTreeMap<String, ReleaseStatus> =
+    let isolation: BTreeMap<String, std::sync::Arc<ReleaseStatus>> =
         plan::isolation_failures(&observed).into_iter().map(|o| (o.name, o.status)).collect();
     let mut pools: Vec<PoolReport> = observed
         .into_iter()
@@ -213,7 +213,7 @@ pub fn observed_report(
             let status = isolation.get(&o.name).cloned().unwrap_or(o.status);
             PoolReport {
                 status: match offline(count) {
-                    true => fleet::offline_status(status, count, true),
+                    true => fleet::offline_status(ReleaseStatus::clone(&status), count, true).into(),
                     false => status,
                 },
                 pool,
@@ -236,7 +236,8 @@ pub fn observed_report(
                 chart_version: None,
                 observed_latest: false,
                 ready_since: None,
-            },
+            }
+            .into(),
             rollout: None,
             nodes: Some(nodes_of(&p.pool)),
         });

@@ -188,7 +188,7 @@ impl FleetReport {
         let found: Vec<(usize, &WriteRefused)> =
             refused.iter().filter_map(|r| Some((*at.get(r.pool.as_str())?, r))).collect();
         for (i, r) in found {
-            let status = &mut self.pools[i].status;
+            let status = std::sync::Arc::make_mut(&mut self.pools[i].status);
             status.state = match r.retriable {
                 false => ReleaseState::Stalled,
                 true => ReleaseState::Failed,

@@ -18,7 +18,7 @@ use crate::reconcile::rollout::PoolRollout;
 pub struct PoolReport {
     pub pool: String,
     pub helm_release: String,
-    pub status: ReleaseStatus,
+    pub status: std::sync::Arc<ReleaseStatus>,
     /// Where it stands in the rollout, when the rollout covers it.
     pub rollout: Option<PoolRollout>,
     pub nodes: Option<NodeCount>,

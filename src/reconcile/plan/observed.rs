@@ -71,7 +71,7 @@ pub struct ObservedRelease {
     pub resource_version: Option<String>,
     pub spec_hash: Option<String>,
     pub generation: Option<i64>,
-    pub status: ReleaseStatus,
+    pub status: std::sync::Arc<ReleaseStatus>,
     /// The shared HelmChart it points at, if any.
     pub chart_ref: Option<ChartRef>,
     /// The Helm release it drives.
@@ -118,7 +118,7 @@ impl ObservedRelease {
             spec_hash: text("annotations", naming::ANNOTATION_SPEC_HASH),
             resource_version: metadata.get("resourceVersion").and_then(Value::as_str).map(str::to_string),
             generation: metadata.get("generation").and_then(Value::as_i64),
-            status: release_state::classify(object),
+            status: release_state::classify(object).into(),
             chart_ref: chart_ref_of(object),
             helm_release: naming::helm_release_of(object),
             created: created_of(object),
@@ -212,9 +212,12 @@ fn failures_within(owned: &[&ObservedRelease]) -> Vec<ObservedRelease> {
                 state,
                 reason: reason.to_string(),
                 message,
-                ..o.status.clone()
+                ..ReleaseStatus::clone(&o.status)
             };
-            Some(ObservedRelease { status, ..o.clone() })
+            Some(ObservedRelease {
+                status: status.into(),
+                ..o.clone()
+            })
         })
         .collect()
 }

@@ -3,6 +3,7 @@
 
 use crate::api::conditions;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::*;
 
@@ -30,6 +31,7 @@ pub(super) fn roll_up(
             if let Some((state, note)) = verdict.and_then(|v| Some((v.state, v.note.as_ref()?))) {
                 // A failure the rollout finds is the pool's state; what a
                 // pool waits for is said beside its release's own state.
+                let status = Arc::make_mut(&mut status);
                 if state == PoolRollout::Failed {
                     status.state = ReleaseState::Failed;
                 }
@@ -38,11 +40,11 @@ pub(super) fn roll_up(
             }
             let nodes = reach.and_then(|n| n.get(&p.pool)).copied();
             if rollout == Some(PoolRollout::Offline) {
-                status = fleet::offline_status(
-                    status,
+                status = Arc::new(fleet::offline_status(
+                    Arc::unwrap_or_clone(status),
                     nodes.unwrap_or_default(),
                     owned.contains_key(p.release.as_str()),
-                );
+                ));
             }
             PoolReport {
                 pool: p.pool.clone(),
@@ -74,7 +76,9 @@ pub(super) fn roll_up(
     }
 }
 
-pub(super) fn pool_status(outcome: &PoolOutcome, observed: Option<&ObservedRelease>) -> ReleaseStatus {
+/// Shared with the observed release where the pool's state is its
+/// release's own: at rest, every pool's, and then no pool's status is copied.
+pub(super) fn pool_status(outcome: &PoolOutcome, observed: Option<&ObservedRelease>) -> Arc<ReleaseStatus> {
     let chart_version = observed.and_then(|o| o.status.chart_version.clone());
     let make = |state, reason: &str, message: String| ReleaseStatus {
         state,
@@ -84,8 +88,10 @@ pub(super) fn pool_status(outcome: &PoolOutcome, observed: Option<&ObservedRelea
         observed_latest: false,
         ready_since: None,
     };
-    match (&outcome.outcome, observed) {
-        (Outcome::Unchanged | Outcome::Deferred(_) | Outcome::Suspended, Some(o)) => o.status.clone(),
+    let status = match (&outcome.outcome, observed) {
+        (Outcome::Unchanged | Outcome::Deferred(_) | Outcome::Suspended, Some(o)) => {
+            return Arc::clone(&o.status)
+        }
         (Outcome::Suspended, None) => {
             make(ReleaseState::Waiting, "Suspended", "not installed: the application is suspended".into())
         }
@@ -123,5 +129,6 @@ pub(super) fn pool_status(outcome: &PoolOutcome, observed: Option<&ObservedRelea
             conditions::pool_reason::NAME_CONFLICT,
             format!("HelmRelease {name} exists and is not owned by this application; delete or rename it"),
         ),
-    }
+    };
+    Arc::new(status)
 }

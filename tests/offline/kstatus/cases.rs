@@ -207,7 +207,8 @@ pub fn reports(case: &Case) -> Vec<PoolReport> {
                 chart_version: Some("1.0.0".into()),
                 observed_latest: *state == ReleaseState::Ready,
                 ready_since: None,
-            },
+            }
+            .into(),
             rollout: match (case.rollout, state) {
                 (None, _) => None,
                 (Some(RolloutPhase::Halted), ReleaseState::Failed | ReleaseState::Stalled) => {

@@ -21,7 +21,8 @@ fn report(pool: &str, state: ReleaseState, reason: &str) -> PoolReport {
             chart_version: Some("1.0.0".into()),
             observed_latest: state == ReleaseState::Ready,
             ready_since: None,
-        },
+        }
+        .into(),
         rollout: None,
         nodes: None,
     }
@@ -124,7 +125,8 @@ fn no_pools_is_ready_with_a_reason() {
 #[test]
 fn conditions_quote_a_pools_message_cut_and_the_pool_keeps_it_whole() {
     let mut pools = vec![report("hz", ReleaseState::Stalled, "UpgradeFailed")];
-    pools[0].status.message = format!("Job is invalid: {}: field is immutable", "é".repeat(2000));
+    std::sync::Arc::make_mut(&mut pools[0].status).message =
+        format!("Job is invalid: {}: field is immutable", "é".repeat(2000));
     let s = roll(&pools, &[]);
     for kind in ["Ready", "Stalled"] {
         let message = &get(&s, kind).unwrap().message;
@@ -158,7 +160,7 @@ fn the_status_of_ten_thousand_pools_stays_under_64_kib() {
                 _ => ReleaseState::Ready,
             };
             let mut r = report(&format!("site-{i:05}-{}", "n".repeat(40)), state, "UpgradeFailed");
-            r.status.message = long.clone();
+            std::sync::Arc::make_mut(&mut r.status).message = long.clone();
             r.helm_release = format!("application-with-a-long-name-{i:05}-0123456789abcdef");
             r.rollout = Some(PoolRollout::Done);
             r.nodes = Some(NodeCount {
@@ -197,7 +199,7 @@ fn a_halt_names_its_failed_pools_once() {
         report("sh", ReleaseState::Ready, "UpgradeSucceeded"),
     ];
     pools[0].rollout = Some(PoolRollout::Failed);
-    pools[0].status.message = "the one message".into();
+    std::sync::Arc::make_mut(&mut pools[0].status).message = "the one message".into();
     let now = now();
     let s = rollup(&RollupInput {
         pools: &pools,
@@ -254,7 +256,7 @@ fn long_problem_lists_are_cut() {
 #[test]
 fn differing_chart_versions_are_listed() {
     let mut b = report("b", ReleaseState::Ready, "x");
-    b.status.chart_version = Some("1.1.0".into());
+    std::sync::Arc::make_mut(&mut b.status).chart_version = Some("1.1.0".into());
     let s = roll(&[report("a", ReleaseState::Ready, "x"), b], &[]);
     assert_eq!(s.chart_version.as_deref(), Some("1.0.0, 1.1.0"));
 }

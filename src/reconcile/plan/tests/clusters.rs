@@ -145,9 +145,9 @@ fn a_site_helm_controller_cannot_reach_is_offline_and_the_others_go_on() {
                    query: failed to query with labels: Get \"https://127.0.0.1:16753/api/v1/namespaces/\
                    edge/secrets\": dial tcp 127.0.0.1:16753: connect: connection refused";
     for o in owned.iter_mut().filter(|o| o.pool.as_deref() == Some("shanghai")) {
-        o.status.state = ReleaseState::Failed;
-        o.status.reason = "StateError".into();
-        o.status.message = refused.into();
+        std::sync::Arc::make_mut(&mut o.status).state = ReleaseState::Failed;
+        std::sync::Arc::make_mut(&mut o.status).reason = "StateError".into();
+        std::sync::Arc::make_mut(&mut o.status).message = refused.into();
         o.unreachable_since = Some("2029-12-31T23:30:00Z".parse().unwrap());
     }
     let mut changed = a.clone();

@@ -86,8 +86,8 @@ fn an_inventory_flux_has_not_caught_up_with_is_not_judged() {
     let a = app(json!({}));
     let mut owned = current(&a, &fleet(), &[("p1", &[CLASS]), ("p2", &[CLASS])]);
     for release in &mut owned {
-        release.status.observed_latest = false;
-        release.status.state = ReleaseState::Progressing;
+        std::sync::Arc::make_mut(&mut release.status).observed_latest = false;
+        std::sync::Arc::make_mut(&mut release.status).state = ReleaseState::Progressing;
     }
     let plan = Scenario::of(&a).over(&fleet()).owning(owned).plan();
     assert!(
@@ -117,7 +117,8 @@ fn helms_refusal_to_take_an_object_over_names_the_pool_that_holds_it() {
         chart_version: None,
         observed_latest: true,
         ready_since: None,
-    };
+    }
+    .into();
     let plan = Scenario::of(&a).over(&fleet()).owning(owned).plan();
     let status = pool_status(&plan, "p2");
     assert_eq!((status.ready, status.reason.as_str()), (ConditionStatus::False, "ObjectHeldElsewhere"));

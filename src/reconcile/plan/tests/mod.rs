@@ -197,7 +197,8 @@ fn ready_release(name: &str, pool: &str, hash: &str) -> ObservedRelease {
             chart_version: Some("1.0.0".into()),
             observed_latest: true,
             ready_since: None,
-        },
+        }
+        .into(),
         chart_ref: None,
         helm_release: None,
         created: None,

@@ -64,8 +64,9 @@ fn first_failed(good: &NodePoolApplication, bad: &NodePoolApplication) -> Vec<Ob
         status: ReleaseStatus {
             state: ReleaseState::Failed,
             reason: "UpgradeFailed".into(),
-            ..p1.status.clone()
-        },
+            ..ReleaseStatus::clone(&p1.status)
+        }
+        .into(),
         ..p1
     };
     owned

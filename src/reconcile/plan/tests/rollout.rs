@@ -96,7 +96,8 @@ fn a_failed_pool_halts_the_rollout_naming_it_with_fluxs_message() {
         chart_version: Some("1.0.0".into()),
         observed_latest: true,
         ready_since: None,
-    };
+    }
+    .into();
     let plan = Scenario::of(&a).over(&fleet()).owning(owned).plan();
     assert!(plan.apply.is_empty(), "no further pool is touched");
     assert!(plan.prune.is_empty());
@@ -121,7 +122,7 @@ fn a_failed_pool_halts_the_rollout_naming_it_with_fluxs_message() {
 fn the_progress_deadline_fails_a_pool_in_the_status_too() {
     let a = progressive(json!({ "progressDeadline": "5m" }));
     let mut owned = releases_of(&a, &fleet(), &["p2"]);
-    owned[0].status.state = ReleaseState::Progressing;
+    std::sync::Arc::make_mut(&mut owned[0].status).state = ReleaseState::Progressing;
     owned[0].written_at = Some("2029-12-31T23:54:00Z".into());
     let plan = Scenario::of(&a).over(&fleet()).owning(owned).plan();
     let p1 = plan.status().pools.iter().find(|p| p.pool == "p1").unwrap().clone();
@@ -133,7 +134,7 @@ fn the_progress_deadline_fails_a_pool_in_the_status_too() {
     assert_eq!(condition(&plan, "Stalled").unwrap().reason, "RolloutHalted");
     // Before the deadline: updating, and a look again when it passes.
     let mut owned = releases_of(&a, &fleet(), &["p2"]);
-    owned[0].status.state = ReleaseState::Progressing;
+    std::sync::Arc::make_mut(&mut owned[0].status).state = ReleaseState::Progressing;
     owned[0].written_at = Some("2029-12-31T23:58:00Z".into());
     let plan = Scenario::of(&a).over(&fleet()).owning(owned).plan();
     assert_eq!(plan.requeue_after, Some(Duration::from_secs(181)));
@@ -259,9 +260,9 @@ fn an_offline_pools_failed_upgrade_is_not_the_charts_failure() {
     )]
     .into();
     let mut owned = releases_of(&a, &fleet(), &["p2"]);
-    owned[0].status.state = ReleaseState::Failed;
-    owned[0].status.reason = "UpgradeFailed".into();
-    owned[0].status.message = "context deadline exceeded".into();
+    std::sync::Arc::make_mut(&mut owned[0].status).state = ReleaseState::Failed;
+    std::sync::Arc::make_mut(&mut owned[0].status).reason = "UpgradeFailed".into();
+    std::sync::Arc::make_mut(&mut owned[0].status).message = "context deadline exceeded".into();
     let plan = with_nodes(&a, &fleet(), owned, &nodes);
     assert_eq!(applied_pools(&plan), ["p2"]);
     assert!(condition(&plan, "Stalled").is_none());
@@ -286,8 +287,8 @@ fn a_pool_the_change_took_offline_halts_the_rollout() {
     // p1 took the revision at 23:50 and is still being upgraded; its nodes
     // stopped being Ready at 23:55.
     owned[0].written_at = Some("2029-12-31T23:50:00Z".into());
-    owned[0].status.state = ReleaseState::Progressing;
-    owned[0].status.observed_latest = false;
+    std::sync::Arc::make_mut(&mut owned[0].status).state = ReleaseState::Progressing;
+    std::sync::Arc::make_mut(&mut owned[0].status).observed_latest = false;
     let down = NodeCount {
         ready: 0,
         total: 2,

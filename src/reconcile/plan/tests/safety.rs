@@ -39,8 +39,8 @@ fn status_rolls_up_observed_states() {
     let first = Scenario::of(&a).over(&pools()).plan();
     let mut owned: Vec<_> =
         first.apply.iter().map(|d| ready_release(&d.name, &d.pool, &d.spec_hash)).collect();
-    owned[1].status.state = ReleaseState::Failed;
-    owned[1].status.reason = "InstallFailed".into();
+    std::sync::Arc::make_mut(&mut owned[1].status).state = ReleaseState::Failed;
+    std::sync::Arc::make_mut(&mut owned[1].status).reason = "InstallFailed".into();
     let plan = Scenario::of(&a).over(&pools()).owning(owned).plan();
     let s = &plan.status();
     assert_eq!((s.selected_pools, s.ready_pools, s.ready.as_str()), (2, 1, "1/2"));

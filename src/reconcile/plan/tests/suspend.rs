@@ -105,8 +105,8 @@ fn resumed_fleet(a: &NodePoolApplication, changed_while_suspended: bool) -> Vec<
                 d.spec_hash.as_str()
             };
             let mut release = marked(ready_release(&d.name, &d.pool, hash));
-            release.status.state = ReleaseState::Progressing;
-            release.status.observed_latest = false;
+            std::sync::Arc::make_mut(&mut release.status).state = ReleaseState::Progressing;
+            std::sync::Arc::make_mut(&mut release.status).observed_latest = false;
             release
         })
         .collect()
