@@ -228,10 +228,10 @@ pub fn select<'a>(
     pools: impl IntoIterator<Item = &'a Pool>,
 ) -> Result<Selected<'a>, SelectorError> {
     let selector = selection.selector.as_ref().map(Selector::new).transpose()?;
-    // Sorted and searched rather than put in an ordered map: the caches
-    // hand pools over in name order already, so the sort is one pass, where
-    // ten thousand map inserts were a twentieth of a resync. Of two pools
-    // of one name, the later one counts, as a map would keep it.
+    // Sorted and searched rather than put in two ordered maps: one sort of
+    // references, where ten thousand map inserts, twice, were a twentieth
+    // of a resync. Of two pools of one name, the later one counts, as a map
+    // would keep it.
     let mut all: Vec<&Pool> = pools.into_iter().collect();
     all.sort_by(|a, b| a.name.cmp(&b.name));
     all.dedup_by(|later, kept| {
