@@ -105,6 +105,13 @@ impl History {
         self.complete.iter().find(|p| p.revision != current)
     }
 
+    /// Whether the history says this rollout of `revision` completed.
+    pub fn completed(&self, revision: &str) -> bool {
+        self.recorded
+            .iter()
+            .any(|r| r.revision == revision && r.outcome.as_deref() == Some(COMPLETE))
+    }
+
     /// Whether the history says `revision` was rolled back.
     pub fn rolled_back(&self, revision: &str) -> bool {
         self.recorded
@@ -257,14 +264,15 @@ pub fn plan(
 }
 
 /// The last revision whose rollout completed: the current one once it is
-/// complete, or the newest record marked so.
+/// complete (now, or recorded so: a completed revision stays completed
+/// while a new pool installs), or the newest record marked so.
 pub fn last_complete<'a>(recorded: &'a [Recorded], current: Current<'a>) -> Option<&'a str> {
     if current.phase == RolloutPhase::Complete {
         return Some(current.revision);
     }
     recorded
         .iter()
-        .filter(|r| r.outcome.as_deref() == Some(COMPLETE) && r.revision != current.revision)
+        .filter(|r| r.outcome.as_deref() == Some(COMPLETE))
         .max_by_key(|r| r.number)
         .map(|r| r.revision.as_str())
 }

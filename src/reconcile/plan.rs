@@ -148,6 +148,7 @@ fn plan_releases(input: &PlanInput) -> Plan {
             clock_since: input.clock_since.as_ref().map(|t| t.0),
             last_complete: last_complete.map(|l| l.revision.clone()),
             rolled_back: input.history.is_some_and(|h| h.rolled_back(&revision)),
+            completed: completed(input, &revision),
             ..settings
         },
         Err(e) => return blocked(input, conditions::reason::INVALID_ROLLOUT.to_string(), e.to_string()),
@@ -222,6 +223,22 @@ fn plan_releases(input: &PlanInput) -> Plan {
         ..roll_up(input, &plan, &owned, blocker, Some(rollout), reach)
     };
     plan
+}
+
+/// Whether this rollout of `revision` completed: its history record says
+/// so, or, before the record is marked, the status the last reconcile
+/// wrote for the application's current spec.
+fn completed(input: &PlanInput, revision: &str) -> bool {
+    let recorded = input.history.is_some_and(|h| h.completed(revision));
+    let generation = input.app.metadata.generation;
+    let reported = input
+        .app
+        .status
+        .as_ref()
+        .filter(|s| s.observed_generation == generation)
+        .and_then(|s| s.rollout.as_ref())
+        .is_some_and(|r| r.revision == revision && r.phase == crate::api::RolloutPhase::Complete);
+    recorded || reported
 }
 
 /// Whether each pool is reached: its nodes as observe counted them and,

@@ -27,7 +27,10 @@
 //!   current generation failed or stalled, or `progressDeadline` passed
 //!   since the write before it was done.
 //! - More failures than `maxFailures` halt the rollout: no further pool is
-//!   touched.
+//!   touched. Not so once the revision completed (every pool was done
+//!   with it): a pool failing later (a new pool's install, a done pool
+//!   turning not Ready) is that pool's failure, reported on it, and
+//!   neither halts the revision nor takes any pool back.
 //! - Otherwise pools whose release is behind start: first those Flux says
 //!   are not Ready for their own generation (they are unavailable already;
 //!   a release Flux has not looked at since it was suspended or changed is
@@ -372,7 +375,9 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
         .filter(|(_, d)| d.state == PoolRollout::Failed)
         .map(|(p, _)| p.pool.to_string())
         .collect();
-    let halted = settings.progressive && failed.len() > settings.max_failures;
+    // A revision that completed stays completed: what fails on it later
+    // is that pool's own failure, not the revision's.
+    let halted = settings.progressive && !settings.completed && failed.len() > settings.max_failures;
     let busy = |s: PoolRollout| matches!(s, PoolRollout::Updating | PoolRollout::Soaking);
     let unavailable = states.iter().filter(|d| busy(d.state)).count();
 

@@ -52,7 +52,11 @@ pub enum Stamp {
 /// rolled back before.
 pub(super) fn applies(settings: &Settings, pools: &[PoolInput], halted: bool) -> bool {
     let before = settings.rolled_back || pools.iter().any(|p| p.stamp == Stamp::RolledBack);
-    settings.progressive && settings.rollback && settings.last_complete.is_some() && (halted || before)
+    settings.progressive
+        && settings.rollback
+        && !settings.completed
+        && settings.last_complete.is_some()
+        && (halted || before)
 }
 
 /// The pools a rollback covers, by name.

@@ -45,6 +45,11 @@ pub struct Settings {
     /// The history records the revision under way as rolled back: it stays
     /// so whatever its pools say now (see [`super::rollback`]).
     pub rolled_back: bool,
+    /// The revision under way completed (every pool was done with it): it
+    /// stays completed. A pool that fails later (a new pool's install, a
+    /// done pool turning not Ready) is that pool's failure, reported on
+    /// it; it halts nothing and takes no pool back.
+    pub completed: bool,
 }
 
 impl Default for Settings {
@@ -63,6 +68,7 @@ impl Default for Settings {
             rollback: false,
             last_complete: None,
             rolled_back: false,
+            completed: false,
         }
     }
 }

@@ -22,7 +22,16 @@ impl Decision {
             progress.push_str(&format!(" ({} failed)", self.failed.len()));
         }
         let message = match self.phase {
-            RolloutPhase::Complete => format!("every pool is on revision {revision}"),
+            RolloutPhase::Complete if self.failed.is_empty() => {
+                format!("every pool is on revision {revision}")
+            }
+            // A completed revision stays so: what fails later is the pool's.
+            RolloutPhase::Complete => format!(
+                "every pool is on revision {revision}; {} pool(s) failed since it completed ({}): \
+                 each is its own failure, reported on its line, and halts nothing",
+                self.failed.len(),
+                some_of(&self.failed)
+            ),
             RolloutPhase::Halted => format!(
                 "halted: {} failed pool(s) ({}), more than maxFailures {}; no further pool is \
                  updated until a new revision (fix the change) or a higher maxFailures",

@@ -163,3 +163,34 @@ fn a_pool_the_past_revision_cannot_be_built_for_stays_as_it_is() {
     let p1 = plan.status().pools.iter().find(|p| p.pool == "p1").unwrap().clone();
     assert!(p1.message.contains("the pool stays as it is"), "{}", p1.message);
 }
+
+#[test]
+fn a_pool_failing_after_its_revision_completed_takes_no_healthy_pool_back() {
+    let (good, bad) = (with_replicas(1), with_replicas(2));
+    let (good_rev, bad_rev) = (revision_of(&good), revision_of(&bad));
+    // `bad` rolled out to every pool and completed; then p5, installed
+    // by it as a new pool, failed.
+    let mut history = history(&good, &bad);
+    history.recorded[1].outcome = Some(COMPLETE.into());
+    let took = Stamps {
+        revision: Some(bad_rev.clone()),
+        rollback_revision: Some(good_rev),
+        rolled_back_from: None,
+    };
+    let mut owned = built(&bad, &took);
+    owned[4].stamps = written(&bad_rev);
+    owned[4].status = ReleaseStatus {
+        state: ReleaseState::Failed,
+        reason: "InstallFailed".into(),
+        ..ReleaseStatus::clone(&owned[4].status)
+    }
+    .into();
+    let plan = Scenario::of(&bad).over(&fleet()).owning(owned).recorded(&history).plan();
+    assert_eq!(applied_pools(&plan), Vec::<&str>::new(), "no healthy pool is written");
+    let rollout = plan.status().rollout.unwrap();
+    assert_eq!((rollout.phase, rollout.rolled_back_to), (RolloutPhase::Complete, None));
+    assert_eq!(rollout.failed, 1);
+    let ready = condition(&plan, "Ready").unwrap();
+    assert_eq!(ready.status, "False");
+    assert!(ready.message.contains("p5"), "the failed pool is named: {}", ready.message);
+}

@@ -608,6 +608,7 @@ fn settings_resolve_percentages_of_the_selected_pools() {
             rollback: false,
             last_complete: None,
             rolled_back: false,
+            completed: false,
         }
     );
     // Rounded down, yet at least one pool may update.

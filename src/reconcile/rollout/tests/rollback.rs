@@ -270,3 +270,59 @@ proptest! {
         prop_assert_eq!(d.phase == RolloutPhase::RollingBack, going);
     }
 }
+
+#[test]
+fn a_completed_revision_stays_completed_whatever_fails_on_it_later() {
+    // Every pool was done with the revision; then a new pool's install
+    // failed and a done pool turned not Ready for its current generation.
+    let fleet = Fleet::new()
+        .current("a", 0, ready(), 100)
+        .stamped("a", TOOK)
+        .current("b", 0, failed(), 100)
+        .stamped("b", TOOK)
+        .current("c", 1, ready(), 100)
+        .stamped("c", TOOK)
+        .current("new", 1, failed(), 9_000)
+        .behind("later", 1, ready());
+    let completed = Settings {
+        completed: true,
+        ..rolling_back()
+    };
+    let d = fleet.decide(&completed, 2);
+    assert_eq!(d.rolling_back, None, "a completed revision is never rolled back");
+    for (pool, state) in [
+        ("a", PoolRollout::Done),
+        ("b", PoolRollout::Failed),
+        ("c", PoolRollout::Done),
+        ("new", PoolRollout::Failed),
+        ("later", PoolRollout::Write),
+    ] {
+        assert_eq!(d.state(pool), Some(state), "{pool}");
+    }
+    assert_eq!(d.phase, RolloutPhase::Progressing);
+    assert_eq!(d.failed, ["b", "new"]);
+    // Under Halt, the default, nothing halts either.
+    let halt = Settings {
+        completed: true,
+        ..progressive()
+    };
+    assert_eq!(fleet.decide(&halt, 2).state("later"), Some(PoolRollout::Write));
+    // Not completed, the same failures halt and roll back.
+    let d = fleet.decide(&rolling_back(), 2);
+    assert_eq!(d.phase, RolloutPhase::RollingBack);
+    assert_eq!(d.state("later"), Some(PoolRollout::Halted));
+}
+
+#[test]
+fn a_completed_revision_with_a_failed_pool_says_so() {
+    let fleet = Fleet::new().current("a", 0, ready(), 100).current("b", 0, failed(), 100);
+    let completed = Settings {
+        completed: true,
+        ..progressive()
+    };
+    let d = fleet.decide(&completed, 1);
+    assert_eq!(d.phase, RolloutPhase::Complete);
+    let status = d.status("r1", &completed);
+    assert_eq!(status.progress, "Complete 1/2 (1 failed)");
+    assert!(status.message.contains("1 pool(s) failed since it completed (b)"), "{}", status.message);
+}
