@@ -117,6 +117,7 @@ mod tests {
             outcome: outcome.map(String::from),
             chart_version: Some("0.3.0".into()),
             created: Some(format!("2026-11-25T20:0{number}:00Z")),
+            rolled_out_at: None,
         }
     }
 

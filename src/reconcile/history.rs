@@ -7,7 +7,8 @@
 //!
 //! - A revision with no record gets one, numbered after the newest; a
 //!   revision that comes back (a change undone) is renumbered as the
-//!   newest, as a DaemonSet renumbers a template it returns to.
+//!   newest, as a DaemonSet renumbers a template it returns to, and its
+//!   outcome starts afresh: a record's outcome is its latest rollout's.
 //! - A revision whose rollout completes is marked `Complete`; one that
 //!   halts, `Halted`, or `RolledBack` when its pools went back. The last revision that completed is what status
 //!   names as `lastCompleteRevision`.
@@ -25,6 +26,11 @@ use crate::chart::shared::{ChartKind, ChartRef};
 pub const LABEL_REVISION: &str = "apps.fanout.dev/revision";
 /// What became of a revision's rollout: `Complete` or `Halted`.
 pub const ANNOTATION_OUTCOME: &str = "apps.fanout.dev/outcome";
+/// When this rollout of the revision began: set as the record is made,
+/// and again when a revision that comes back is renumbered, so that what
+/// an earlier rollout of it left on the releases (a rollback's stamp) is
+/// told from what this one did.
+pub const ANNOTATION_ROLLED_OUT_AT: &str = "apps.fanout.dev/rolled-out-at";
 /// The chart version a revision resolved to, when known.
 pub const ANNOTATION_CHART_VERSION: &str = "apps.fanout.dev/chart-version";
 /// Records kept when `revisionHistoryLimit` is not given, as a Deployment keeps.
@@ -48,6 +54,8 @@ pub struct Recorded {
     pub chart_version: Option<String>,
     /// When it was recorded.
     pub created: Option<String>,
+    /// When this rollout of it began ([`ANNOTATION_ROLLED_OUT_AT`]).
+    pub rolled_out_at: Option<String>,
 }
 
 impl Recorded {
@@ -63,7 +71,15 @@ impl Recorded {
             outcome: object.annotations().get(ANNOTATION_OUTCOME).cloned(),
             chart_version: object.annotations().get(ANNOTATION_CHART_VERSION).cloned(),
             created: object.metadata.creation_timestamp.as_ref().map(|t| t.0.to_string()),
+            rolled_out_at: object.annotations().get(ANNOTATION_ROLLED_OUT_AT).cloned(),
         })
+    }
+
+    /// When this rollout of the revision began: when it was renumbered,
+    /// else when it was recorded.
+    pub fn since(&self) -> Option<k8s_openapi::jiff::Timestamp> {
+        let text = self.rolled_out_at.as_deref().or(self.created.as_deref())?;
+        text.parse().ok()
     }
 }
 
@@ -110,6 +126,11 @@ impl History {
         self.recorded
             .iter()
             .any(|r| r.revision == revision && r.outcome.as_deref() == Some(COMPLETE))
+    }
+
+    /// When this rollout of `revision` began, when recorded.
+    pub fn rolled_out_since(&self, revision: &str) -> Option<k8s_openapi::jiff::Timestamp> {
+        self.recorded.iter().find(|r| r.revision == revision)?.since()
     }
 
     /// Whether the history says `revision` was rolled back.

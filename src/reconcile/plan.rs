@@ -274,12 +274,23 @@ fn reach(input: &PlanInput, owned: &Owned) -> Option<BTreeMap<String, NodeCount>
     Some(reach)
 }
 
-/// The part of a spec a revision is made of: all of it but the rollout
-/// settings (pausing is no new revision). The revision's hash and its
-/// history record are both made from this.
+/// The part of a spec a revision is made of: what the releases are built
+/// from. Not the rollout settings (pausing is no new revision), nor which
+/// pools are selected, what becomes of a release whose pool leaves, or
+/// the application's suspension: none of them changes a release, and a
+/// new revision whose releases are those of the last would send them to
+/// the canary again and ask for every approval anew. The revision's hash
+/// and its history record are both made from this.
 pub fn revision_spec(spec: &crate::api::NodePoolApplicationSpec) -> crate::api::NodePoolApplicationSpec {
     crate::api::NodePoolApplicationSpec {
         rollout: None,
+        pools: crate::api::Pools {
+            names: Vec::new(),
+            selector: None,
+            ..spec.pools.clone()
+        },
+        deletion_policy: None,
+        suspend: None,
         ..spec.clone()
     }
 }

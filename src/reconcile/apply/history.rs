@@ -56,16 +56,18 @@ async fn write_record(
     app: &NodePoolApplication,
     record: &Record,
 ) -> Result<(), kube::Error> {
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    let Some(data) = &record.data else {
+        // A record that exists: its data cannot change, its number can.
+        let patch = renumbering(record, &now);
+        api.patch(&record.name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        return Ok(());
+    };
     let mut annotations = serde_json::Map::new();
     if let Some(outcome) = record.outcome {
         annotations.insert(history::ANNOTATION_OUTCOME.into(), Value::String(outcome.into()));
     }
-    let Some(data) = &record.data else {
-        // A record that exists: its data cannot change, its number can.
-        let patch = json!({ "revision": record.number, "metadata": { "annotations": annotations } });
-        api.patch(&record.name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
-        return Ok(());
-    };
+    annotations.insert(history::ANNOTATION_ROLLED_OUT_AT.into(), Value::String(now));
     if let Some(version) = &record.chart_version {
         annotations.insert(history::ANNOTATION_CHART_VERSION.into(), Value::String(version.clone()));
     }
@@ -86,4 +88,47 @@ async fn write_record(
     api.patch(&record.name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&object))
         .await?;
     Ok(())
+}
+
+/// The merge patch that renumbers a record of a revision that came back:
+/// a new rollout of it, begun `now`, whose outcome is not the earlier
+/// one's (an outcome not known yet is removed, not left as it was).
+fn renumbering(record: &Record, now: &str) -> Value {
+    let outcome = record.outcome.map_or(Value::Null, |o| Value::String(o.into()));
+    json!({
+        "revision": record.number,
+        "metadata": { "annotations": {
+            history::ANNOTATION_OUTCOME: outcome,
+            history::ANNOTATION_ROLLED_OUT_AT: now,
+        } },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_renumbered_record_starts_a_new_rollout_with_no_outcome_of_the_last() {
+        let record = Record {
+            name: "shop-bbb".into(),
+            revision: "bbb".into(),
+            number: 7,
+            data: None,
+            chart_version: None,
+            outcome: None,
+        };
+        let patch = renumbering(&record, "2030-01-01T00:00:00Z");
+        let annotations = &patch["metadata"]["annotations"];
+        assert_eq!(patch["revision"], json!(7));
+        // A merge patch removes a key set to null: the old outcome goes.
+        assert!(annotations.get(history::ANNOTATION_OUTCOME).is_some_and(Value::is_null), "{patch}");
+        assert_eq!(annotations[history::ANNOTATION_ROLLED_OUT_AT], json!("2030-01-01T00:00:00Z"));
+        let complete = Record {
+            outcome: Some(history::COMPLETE),
+            ..record
+        };
+        let annotations = renumbering(&complete, "now")["metadata"]["annotations"].clone();
+        assert_eq!(annotations[history::ANNOTATION_OUTCOME], json!(history::COMPLETE));
+    }
 }

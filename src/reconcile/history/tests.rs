@@ -13,6 +13,7 @@ fn recorded(revision: &str, number: i64, outcome: Option<&str>) -> Recorded {
         outcome: outcome.map(String::from),
         chart_version: None,
         created: None,
+        rolled_out_at: None,
     }
 }
 

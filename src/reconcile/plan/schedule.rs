@@ -55,6 +55,7 @@ pub(super) fn decide(
     };
     let waves: BTreeSet<usize> = selected.iter().map(|p| step_of(p)).collect();
     let wave_of = |pool: &Pool| waves.iter().position(|w| *w == step_of(pool)).unwrap_or_default();
+    let since = input.history.and_then(|h| h.rolled_out_since(revision));
     let inputs: Vec<rollout::PoolInput> = candidates
         .iter()
         .filter_map(|c| {
@@ -80,7 +81,8 @@ pub(super) fn decide(
                     written: o.written_at.as_ref().and_then(|w| w.time),
                 },
             };
-            let stamp = stamp_of(observed.copied(), &release, revision, settings.last_complete.as_deref());
+            let stamp =
+                stamp_of(observed.copied(), &release, revision, settings.last_complete.as_deref(), since);
             Some(rollout::PoolInput {
                 stamp,
                 pool: &pool.name,
@@ -114,17 +116,25 @@ pub(super) fn decide(
 
 /// How a pool's release stands to `revision`, by its stamps: rolled back
 /// from it, or written at it (and whether it can go back to
-/// `last_complete`), or neither.
+/// `last_complete`), or neither. A rollback that an earlier rollout of the
+/// revision made (written before this rollout of it began, `since`) is of
+/// that rollout: a revision that comes back is rolled out afresh.
 fn stamp_of(
     observed: Option<&ObservedRelease>,
     release: &rollout::Release,
     revision: &str,
     last_complete: Option<&str>,
+    since: Option<Timestamp>,
 ) -> rollout::Stamp {
     let Some(stamps) = observed.map(|o| &o.stamps) else {
         return rollout::Stamp::Earlier;
     };
-    if stamps.rolled_back_from.as_deref() == Some(revision) {
+    let written = observed.and_then(|o| o.written_at.as_ref()?.time);
+    let of_this_rollout = match (written, since) {
+        (Some(written), Some(since)) => written >= since,
+        _ => true,
+    };
+    if stamps.rolled_back_from.as_deref() == Some(revision) && of_this_rollout {
         return rollout::Stamp::RolledBack;
     }
     let current = matches!(release, rollout::Release::Current { .. });

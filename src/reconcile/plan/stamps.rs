@@ -116,6 +116,7 @@ mod tests {
             outcome: None,
             chart_version: None,
             created: None,
+            rolled_out_at: None,
         }
     }
 

@@ -40,6 +40,7 @@ fn history(good: &NodePoolApplication, bad: &NodePoolApplication) -> History {
         outcome: outcome.map(String::from),
         chart_version: Some("1.0.0".into()),
         created: None,
+        rolled_out_at: None,
     };
     History {
         recorded: vec![record(good, 1, Some(COMPLETE)), record(bad, 2, None)],
@@ -193,4 +194,42 @@ fn a_pool_failing_after_its_revision_completed_takes_no_healthy_pool_back() {
     let ready = condition(&plan, "Ready").unwrap();
     assert_eq!(ready.status, "False");
     assert!(ready.message.contains("p5"), "the failed pool is named: {}", ready.message);
+}
+
+#[test]
+fn a_revision_is_what_the_releases_would_be() {
+    let good = with_replicas(1);
+    let mut same = good.clone();
+    same.spec.pools.names = vec!["p9".into()];
+    same.spec.deletion_policy = Some(crate::api::DeletionPolicy::Orphan);
+    assert_eq!(revision_of(&same), revision_of(&good), "no release changes: no new revision");
+    assert_ne!(revision_of(&with_replicas(2)), revision_of(&good));
+}
+
+#[test]
+fn a_revision_that_comes_back_after_a_rollback_is_rolled_out_afresh() {
+    let (good, bad) = (with_replicas(1), with_replicas(2));
+    let (good_rev, bad_rev) = (revision_of(&good), revision_of(&bad));
+    // `bad` was rolled back, another revision came and went, and `bad`
+    // came back: renumbered an hour ago, with no outcome yet.
+    let mut history = history(&good, &bad);
+    history.recorded[1].number = 3;
+    history.recorded[1].rolled_out_at = Some("2029-12-31T23:00:00Z".into());
+    let mut owned = built(&good, &written(&good_rev));
+    for release in &mut owned[..2] {
+        // Taken back by the earlier rollout of `bad`, a day ago.
+        release.stamps = Stamps::rolled_back(&bad_rev, &good_rev);
+        release.written_at = Some(WrittenAt::from("2029-12-31T00:00:00Z".to_string()));
+    }
+    let plan = Scenario::of(&bad).over(&fleet()).owning(owned.clone()).recorded(&history).plan();
+    let rollout = plan.status().rollout.unwrap();
+    assert_eq!(rollout.phase, RolloutPhase::Progressing, "{}", rollout.message);
+    assert_eq!(applied_pools(&plan), ["p1"], "the canary takes it again, as the user asked");
+    // Taken back by this rollout of it: it stays rolled back.
+    for release in &mut owned[..2] {
+        release.written_at = Some(WrittenAt::from("2029-12-31T23:30:00Z".to_string()));
+    }
+    let plan = Scenario::of(&bad).over(&fleet()).owning(owned).recorded(&history).plan();
+    assert_eq!(plan.status().rollout.unwrap().phase, RolloutPhase::RolledBack);
+    assert!(plan.apply.is_empty(), "{:?}", applied_pools(&plan));
 }
