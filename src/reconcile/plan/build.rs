@@ -48,12 +48,16 @@ pub(super) struct Change {
     claim: Option<HelmReleaseKey>,
     drove: Option<HelmReleaseKey>,
     lift_inert: bool,
+    /// See [`DesiredRelease::moves`].
+    moves: bool,
 }
 
 impl Change {
-    /// See [`DesiredRelease::restores`].
+    /// See [`DesiredRelease::restores`]. Waking an inert release puts back
+    /// what it holds only when it holds this spec: one that is behind is
+    /// moved to the revision, and takes its turn like any other.
     pub(super) fn restores(&self) -> bool {
-        self.drift.is_some() || self.resumed || self.lift_inert
+        self.drift.is_some() || self.resumed || (self.lift_inert && !self.moves)
     }
 
     pub(super) fn resumed(&self) -> bool {
@@ -64,7 +68,7 @@ impl Change {
     /// edit undone, an inert release woken), whose progress deadline runs
     /// from that write's time.
     pub(super) fn keeps_its_time(&self) -> bool {
-        self.drift.is_some() || self.lift_inert
+        self.drift.is_some() || (self.lift_inert && !self.moves)
     }
 
     pub(super) fn into_write(
@@ -85,6 +89,7 @@ impl Change {
             claim: self.claim,
             drove: self.drove,
             lift_inert: self.lift_inert,
+            moves: self.moves,
         }
     }
 }
@@ -214,6 +219,8 @@ pub(super) struct Built {
     pub(super) claims: bool,
     /// Carries this spec hash, and was suspended with the application.
     pub(super) resumed: bool,
+    /// Carries another spec hash, or there is no release yet.
+    pub(super) moves: bool,
 }
 
 impl Built {
@@ -233,6 +240,7 @@ impl Built {
                     claim: self.made.helm_release.clone().filter(|_| self.claims),
                     drove: self.drove,
                     lift_inert: self.inert,
+                    moves: self.moves,
                 }),
             ),
         }
@@ -256,8 +264,10 @@ impl Built {
         let drove = observed
             .and_then(|o| o.helm_release.clone())
             .filter(|d| Some(d) != helm_release.as_ref());
+        let moves = observed.and_then(|o| o.spec_hash.as_deref()) != Some(built.spec_hash.as_str());
         Self {
             resumed,
+            moves,
             claims: observed.is_none() || drove.is_some() || inert,
             drove,
             inert,
@@ -284,6 +294,7 @@ impl Built {
             .cloned();
         Self {
             resumed: false,
+            moves: false,
             claims: drove.is_some(),
             drove,
             inert: false,

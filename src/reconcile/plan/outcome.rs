@@ -44,6 +44,10 @@ pub struct DesiredRelease {
     /// The release was made inert ([`naming::ANNOTATION_INERT`]): the
     /// write, once the claim is ours, takes that back.
     pub lift_inert: bool,
+    /// The write gives the release another spec than the one it carries
+    /// (its spec hash differs): a step of the rollout, even when it also
+    /// wakes an inert release.
+    pub moves: bool,
 }
 
 impl DesiredRelease {
@@ -61,7 +65,7 @@ impl DesiredRelease {
     /// rather than moving it to a new one: it goes whatever the rollout,
     /// which only ever moves pools between revisions.
     pub fn restores(&self) -> bool {
-        self.drift.is_some() || self.resumed || self.lift_inert
+        self.drift.is_some() || self.resumed || (self.lift_inert && !self.moves)
     }
 }
 

@@ -472,3 +472,32 @@ fn an_application_past_its_total_budget_is_refused_whole_and_prunes_nothing() {
     let plan = Scenario::of(&a).over(&many[..20]).plan();
     assert_eq!(plan.apply.len(), 20);
 }
+
+#[test]
+fn a_woken_inert_release_that_is_behind_takes_its_turn_in_the_rollout() {
+    use super::rollout::{fleet, progressive};
+    let a = progressive(json!({ "paused": true }));
+    // Every pool behind; p3's release was made inert, and what held its
+    // Helm release is gone.
+    let first = Scenario::of(&a).over(&fleet()).plan();
+    let owned: Vec<ObservedRelease> = first
+        .apply
+        .iter()
+        .map(|d| ObservedRelease {
+            inert: d.pool == "p3",
+            ..ready_release(&d.name, &d.pool, "old")
+        })
+        .collect();
+    let plan = Scenario::of(&a).over(&fleet()).owning(owned.clone()).plan();
+    assert!(plan.apply.is_empty(), "paused, yet written: {:?}", applied_pools(&plan));
+    assert_eq!(outcome(&plan, "p3"), &Outcome::Deferred(PoolRollout::Paused));
+    // Its turn come, it is written at the revision like any other: a
+    // new time and new stamps, and the inert mark taken back.
+    let resumed = progressive(json!({ "maxUnavailable": 5 }));
+    let plan = Scenario::of(&resumed).over(&fleet()).owning(owned).plan();
+    let p3 = plan.apply.iter().find(|d| d.pool == "p3").unwrap();
+    assert!(p3.lift_inert && !p3.restores(), "{p3:?}");
+    assert_eq!(p3.written_at, now().0.to_string());
+    let revision = plan.status().rollout.unwrap().revision;
+    assert_eq!(p3.stamps.revision.as_deref(), Some(revision.as_str()));
+}
