@@ -30,9 +30,11 @@ pub const ANNOTATION_REVISION: &str = "apps.fanout.dev/revision";
 pub const ANNOTATION_ROLLBACK_REVISION: &str = "apps.fanout.dev/rollback-revision";
 /// On a release taken back by a rollback: the failed revision it left.
 pub const ANNOTATION_ROLLED_BACK_FROM: &str = "apps.fanout.dev/rolled-back-from";
-/// On an application: `<revision>/<wave>`, an operator's approval of the
-/// waves up to `<wave>` (as `status.rollout.wave` counts them, from 1) of
-/// that revision only. An annotation, not a field of the spec, so that
+/// On an application: `<revision>/<step>[,<step>…]`, an operator's
+/// approval of those steps of `spec.rollout.steps` (each by its name, or
+/// its position from 1) for that revision only. It names steps, not waves:
+/// waves are numbered over the steps that select pools now, and move when
+/// pools come and go. An annotation, not a field of the spec, so that
 /// it is given beside GitOps: Flux applies the spec from Git and leaves
 /// an annotation it does not manage alone.
 pub const ANNOTATION_APPROVE: &str = "apps.fanout.dev/approve";

@@ -170,6 +170,11 @@ pub struct Rollout {
     /// Ordered waves; the pools of no step form the last wave. A pool in
     /// several steps belongs to the first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    #[x_kube(validation = Rule::new(
+        "self.all(s, !has(s.name) || self.exists_one(t, has(t.name) && t.name == s.name))"
+    )
+    .message("step names must be unique: an approval names the step it lets go"))]
     pub steps: Vec<RolloutStep>,
 
     /// How long an updated pool must stay Ready to count as done. Default 0.
@@ -304,12 +309,25 @@ pub enum OfflinePools {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct RolloutStep {
+    /// What an approval calls the step (`<revision>/<name>`); without a
+    /// name, an approval calls it by its position in `steps`, from 1. A
+    /// name starts with a letter, so it is never taken for a position.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 63))]
+    #[x_kube(validation = Rule::new("self.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')").message(
+        "a step's name is a DNS label that starts with a letter, such as canary or east-2"
+    ))]
+    pub name: Option<String>,
+
     pub pools: PoolSelection,
 
     /// The wave waits, once the waves before it are done, until an operator
-    /// approves it for the revision under way: `nodepool-fanout approve`,
-    /// or the annotation `apps.fanout.dev/approve: <revision>/<wave>`. An
-    /// approval names the revision, so a later change waits again.
+    /// approves this step for the revision under way: `nodepool-fanout
+    /// approve`, or the annotation `apps.fanout.dev/approve:
+    /// <revision>/<step>` (several steps separated by commas). An approval
+    /// names the revision, so a later change waits again, and the step, so
+    /// it lets no other step go however the waves are numbered when pools
+    /// come and go.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub require_approval: Option<bool>,
 }

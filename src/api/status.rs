@@ -105,6 +105,11 @@ pub struct RolloutStatus {
     /// The wave under way, e.g. `2/3`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wave: Option<String>,
+    /// While a wave awaits approval: the step an approval names to let it
+    /// go (the step's name, or its position in `spec.rollout.steps` from
+    /// 1), as in `apps.fanout.dev/approve: <revision>/<step>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub awaiting_step: Option<String>,
     /// The last revision whose rollout completed: this one once it is
     /// complete (`nodepool-fanout history` lists them all).
     #[serde(default, skip_serializing_if = "Option::is_none")]

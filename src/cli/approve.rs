@@ -1,7 +1,10 @@
-//! `approve`: lets the wave that awaits approval go, for the revision under
-//! way only. It writes the annotation an operator could write with
+//! `approve`: lets the step that awaits approval go, for the revision
+//! under way only. It writes the annotation an operator could write with
 //! `kubectl annotate` ([`naming::ANNOTATION_APPROVE`]); the controller
-//! reads it on its next reconcile.
+//! reads it on its next reconcile. An approval names the step it lets go,
+//! never a wave number: waves are numbered over the steps that select
+//! pools now, and a number would move to another step when pools come and
+//! go.
 
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
@@ -17,10 +20,10 @@ pub struct ApproveArgs {
     /// The namespace; the kubeconfig context's when not given.
     #[arg(short, long)]
     pub namespace: Option<String>,
-    /// Approve the waves up to this one (as `status.rollout.wave` counts
-    /// them, from 1) ahead of time, rather than the wave awaiting approval.
+    /// Approve this step ahead of time (its name, or its position in
+    /// spec.rollout.steps from 1), rather than the step awaiting approval.
     #[arg(long)]
-    pub wave: Option<usize>,
+    pub step: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -33,7 +36,7 @@ pub enum ApproveError {
     )]
     NotReported { name: String, generation: i64 },
     #[error(
-        "{name} awaits no approval (rollout {progress}); give --wave to approve a later wave of \
+        "{name} awaits no approval (rollout {progress}); give --step to approve a later step of \
          revision {revision} ahead of time"
     )]
     NotAwaiting {
@@ -43,46 +46,60 @@ pub enum ApproveError {
     },
 }
 
-/// Approves `args`'s wave; returns what it approved, for the user.
+/// Approves `args`'s step; returns what it approved, for the user.
 pub async fn approve(client: &Client, args: &ApproveArgs) -> Result<String, ApproveError> {
     let namespace = args.namespace.clone().unwrap_or_else(|| client.default_namespace().to_string());
     let apps: Api<NodePoolApplication> = Api::namespaced(client.clone(), &namespace);
     let app = apps.get(&args.name).await?;
-    let (revision, wave) = approval(&app, args.wave)?;
-    let value = format!("{revision}/{wave}");
+    let (revision, step) = approval(&app, args.step.as_deref())?;
+    let value = annotation(&app, &revision, &step);
     let patch = json!({ "metadata": { "annotations": { naming::ANNOTATION_APPROVE: value } } });
     apps.patch(&args.name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
     Ok(format!(
-        "approved wave {wave} of revision {revision} of {namespace}/{} ({}={value})",
+        "approved step {step} of revision {revision} of {namespace}/{} ({}={value})",
         app.name_any(),
         naming::ANNOTATION_APPROVE
     ))
 }
 
-/// The revision and the wave to approve: the wave that awaits approval,
-/// or `wave` of the revision under way. Only from a status that reports
+/// The revision and the step to approve: the step that awaits approval,
+/// or `step` of the revision under way. Only from a status that reports
 /// on the application's current spec, so an approval never names a
 /// revision that is already gone.
-pub fn approval(app: &NodePoolApplication, wave: Option<usize>) -> Result<(String, usize), ApproveError> {
+pub fn approval(app: &NodePoolApplication, step: Option<&str>) -> Result<(String, String), ApproveError> {
     let name = app.name_any();
     let generation = app.metadata.generation.unwrap_or_default();
     let status = app.status.as_ref().filter(|s| s.observed_generation == Some(generation));
     let Some(rollout) = status.and_then(|s| s.rollout.as_ref()) else {
         return Err(ApproveError::NotReported { name, generation });
     };
-    let awaiting = match (rollout.phase, rollout.wave.as_deref()) {
-        (RolloutPhase::AwaitingApproval, Some(wave)) => wave.split('/').next().and_then(|w| w.parse().ok()),
-        (RolloutPhase::AwaitingApproval, None) => Some(1),
+    let awaiting = match rollout.phase {
+        RolloutPhase::AwaitingApproval => rollout.awaiting_step.clone(),
         _ => None,
     };
-    match wave.or(awaiting) {
-        Some(wave) => Ok((rollout.revision.clone(), wave)),
+    match step.map(str::to_string).or(awaiting) {
+        Some(step) => Ok((rollout.revision.clone(), step)),
         None => Err(ApproveError::NotAwaiting {
             name,
             progress: rollout.progress.clone(),
             revision: rollout.revision.clone(),
         }),
     }
+}
+
+/// The approval annotation once `step` of `revision` is approved: the
+/// steps of that revision approved already, and this one.
+pub fn annotation(app: &NodePoolApplication, revision: &str, step: &str) -> String {
+    let existing = app.annotations().get(naming::ANNOTATION_APPROVE);
+    let mut steps: Vec<&str> = existing
+        .and_then(|a| a.trim().rsplit_once('/'))
+        .filter(|(approved, _)| *approved == revision)
+        .map(|(_, steps)| steps.split(',').map(str::trim).filter(|s| !s.is_empty()).collect())
+        .unwrap_or_default();
+    if !steps.contains(&step) {
+        steps.push(step);
+    }
+    format!("{revision}/{}", steps.join(","))
 }
 
 #[cfg(test)]
@@ -113,17 +130,29 @@ mod tests {
     }
 
     #[test]
-    fn the_wave_awaiting_approval_of_the_reported_revision_is_approved() {
-        let awaiting = app(3, 3, RolloutPhase::AwaitingApproval, Some("2/3"));
-        assert_eq!(approval(&awaiting, None).unwrap(), ("abc123".to_string(), 2));
-        assert_eq!(approval(&awaiting, Some(3)).unwrap(), ("abc123".to_string(), 3));
+    fn the_step_awaiting_approval_of_the_reported_revision_is_approved() {
+        let mut awaiting = app(3, 3, RolloutPhase::AwaitingApproval, Some("2/3"));
+        awaiting.status.as_mut().unwrap().rollout.as_mut().unwrap().awaiting_step = Some("east".into());
+        assert_eq!(approval(&awaiting, None).unwrap(), ("abc123".to_string(), "east".to_string()));
+        assert_eq!(approval(&awaiting, Some("west")).unwrap(), ("abc123".to_string(), "west".to_string()));
         let progressing = app(3, 3, RolloutPhase::Progressing, Some("1/3"));
         let err = approval(&progressing, None).unwrap_err().to_string();
         assert!(err.contains("awaits no approval (rollout Progressing 1/4)"), "{err}");
-        assert_eq!(approval(&progressing, Some(2)).unwrap(), ("abc123".to_string(), 2));
+        assert_eq!(approval(&progressing, Some("3")).unwrap(), ("abc123".to_string(), "3".to_string()));
         // A status of an older spec names a revision that is gone.
         let stale = app(4, 3, RolloutPhase::AwaitingApproval, Some("2/3"));
-        let err = approval(&stale, Some(2)).unwrap_err().to_string();
+        let err = approval(&stale, Some("east")).unwrap_err().to_string();
         assert!(err.contains("report on generation 4"), "{err}");
+    }
+
+    #[test]
+    fn an_approval_adds_its_step_to_those_of_the_same_revision_only() {
+        let mut a = app(3, 3, RolloutPhase::AwaitingApproval, None);
+        assert_eq!(annotation(&a, "abc123", "east"), "abc123/east");
+        a.annotations_mut().insert(naming::ANNOTATION_APPROVE.into(), "abc123/east".into());
+        assert_eq!(annotation(&a, "abc123", "west"), "abc123/east,west");
+        assert_eq!(annotation(&a, "abc123", "east"), "abc123/east");
+        // Another revision's approval is of no use to this one.
+        assert_eq!(annotation(&a, "def456", "west"), "def456/west");
     }
 }

@@ -164,12 +164,11 @@ impl Actions {
                 format!("{} requested a reconcile of {namespace}/{name} ({at})", actor.name)
             }
             Action::Approve => {
-                let (revision, wave) =
+                let (revision, step) =
                     approve::approval(&app, None).map_err(|e| ActionError::NotNow(e.to_string()))?;
-                annotate(&apps, name, naming::ANNOTATION_APPROVE, &format!("{revision}/{wave}"))
-                    .await
-                    .map_err(refused)?;
-                format!("{} approved wave {wave} of revision {revision} of {namespace}/{name}", actor.name)
+                let value = approve::annotation(&app, &revision, &step);
+                annotate(&apps, name, naming::ANNOTATION_APPROVE, &value).await.map_err(refused)?;
+                format!("{} approved step {step} of revision {revision} of {namespace}/{name}", actor.name)
             }
             Action::SuspendPool | Action::ResumePool => {
                 let suspend = action == Action::SuspendPool;

@@ -228,6 +228,8 @@ pub struct Decision {
     pub wave: Option<(usize, usize)>,
     /// The wave (by index, from 0) whose updates wait for approval.
     pub awaiting_approval: Option<usize>,
+    /// What an approval calls that wave's step (see `Settings::wave_steps`).
+    pub awaiting_step: Option<String>,
     /// Under `onFailure: Rollback`, once the revision halted: the pools
     /// that go back.
     pub rolling_back: Option<RollingBack>,
@@ -441,8 +443,11 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
         .zip(&states)
         .find(|(_, d)| d.state == PoolRollout::AwaitingApproval)
         .map(|(p, _)| p.wave);
+    let awaiting_step =
+        awaiting_approval.map(|w| settings.wave_steps.get(w).cloned().unwrap_or_else(|| (w + 1).to_string()));
     Decision {
         awaiting_approval,
+        awaiting_step,
         rolling_back,
         updated: states.iter().filter(|d| d.state.up_to_date()).count(),
         done: count(&[PoolRollout::Done]),

@@ -329,11 +329,11 @@ async fn a_wave_that_requires_approval_waits_for_approve_and_a_later_revision_wa
     let args = nodepool_fanout::cli::approve::ApproveArgs {
         name: "ingress".into(),
         namespace: Some(env.namespace.clone()),
-        wave: None,
+        step: None,
     };
     let said = nodepool_fanout::cli::approve::approve(&env.client, &args).await?;
     let revision = waiting["status"]["rollout"]["revision"].as_str().unwrap_or_default().to_string();
-    assert!(said.contains(&format!("approved wave 2 of revision {revision}")), "{said}");
+    assert!(said.contains(&format!("approved step 2 of revision {revision}")), "{said}");
     let done = wait_app(&env, &controller, "the approved wave", ROLLOUT_TIMEOUT, complete(3)).await;
     let approved = hashes(&env).await;
     // The history holds both revisions, each complete, and the status
@@ -368,6 +368,59 @@ async fn a_wave_that_requires_approval_waits_for_approve_and_a_later_revision_wa
     for pool in &pools[1..] {
         assert_eq!(later[pool], approved[pool], "the old approval let pool {pool} through");
     }
+    env.cleanup().await;
+    Ok(())
+}
+
+/// The rollout awaits approval of `step`, in wave `wave`.
+fn awaiting_step(step: &'static str, wave: &'static str) -> impl Fn(&Value) -> Result<(), String> {
+    move |app| {
+        let rollout = &app["status"]["rollout"];
+        let seen = (rollout["phase"].as_str(), rollout["awaitingStep"].as_str(), rollout["wave"].as_str());
+        match seen {
+            (Some("AwaitingApproval"), Some(s), Some(w)) if s == step && w == wave => Ok(()),
+            other => Err(format!("rollout {other:?}")),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_approval_lets_go_the_step_it_names_and_no_other_when_the_canary_leaves() -> TestResult {
+    let (env, pools, controller) = three_pools("approval-step").await;
+    let steps = json!([
+        { "name": "canary", "pools": { "names": [pools[0]] } },
+        { "name": "east", "pools": { "names": [pools[1]] }, "requireApproval": true },
+        { "name": "west", "pools": { "names": [pools[2]] }, "requireApproval": true }
+    ]);
+    let mut app = ingress_app(&env, json!({ "rollout": { "strategy": "Progressive", "steps": steps } }));
+    apply_app(&env, &app).await?;
+    wait_app(&env, &controller, "the first install", READY_TIMEOUT, complete(3)).await;
+    let before = hashes(&env).await;
+
+    with_log_level(&mut app, "debug");
+    apply_app(&env, &app).await?;
+    wait_app(&env, &controller, "east awaiting", ROLLOUT_TIMEOUT, awaiting_step("east", "2/3")).await;
+    let args = nodepool_fanout::cli::approve::ApproveArgs {
+        name: "ingress".into(),
+        namespace: Some(env.namespace.clone()),
+        step: None,
+    };
+    let said = nodepool_fanout::cli::approve::approve(&env.client, &args).await?;
+    assert!(said.contains("approved step east of revision"), "{said}");
+    wait_app(&env, &controller, "west awaiting", ROLLOUT_TIMEOUT, awaiting_step("west", "3/3")).await;
+
+    // The canary's pool leaves the application: east is the first wave
+    // now and west the second, which the approval of east must not open.
+    let nodepools: Api<kube::api::DynamicObject> =
+        Api::all_with(env.client.clone(), &support::nodepool_resource());
+    let unlabel = json!({ "metadata": { "labels": { "e2e": null } } });
+    nodepools.patch(&pools[0], &PatchParams::default(), &Patch::Merge(&unlabel)).await?;
+    wait_app(&env, &controller, "west still awaiting", ROLLOUT_TIMEOUT, awaiting_step("west", "2/2")).await;
+    controller.quiet(Duration::from_secs(3)).await;
+    let after = hashes(&env).await;
+    assert!(!after.contains_key(&pools[0]), "the canary's release left with its pool: {after:?}");
+    assert_ne!(after[&pools[1]], before[&pools[1]], "east did not get the approved change");
+    assert_eq!(after[&pools[2]], before[&pools[2]], "the approval of east let west go");
     env.cleanup().await;
     Ok(())
 }

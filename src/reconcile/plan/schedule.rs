@@ -98,17 +98,20 @@ pub(super) fn decide(
             })
         })
         .collect();
-    // Waves that require approval and have none for this revision.
-    let approved = approved_wave(input.app, revision);
+    // Waves whose step requires approval and has none for this revision.
+    let approved = approved_steps(input.app, revision);
+    let wave_steps: Vec<String> = waves.iter().map(|step| step_key(steps, *step)).collect();
     let awaiting_approval = waves
         .iter()
+        .zip(&wave_steps)
         .enumerate()
-        .filter(|(_, step)| steps.get(**step).is_some_and(|s| s.require_approval == Some(true)))
+        .filter(|(_, (step, _))| steps.get(**step).is_some_and(|s| s.require_approval == Some(true)))
+        .filter(|(_, (_, key))| !approved.contains(key.as_str()))
         .map(|(wave, _)| wave)
-        .filter(|wave| approved.is_none_or(|approved| *wave >= approved))
         .collect();
     let settings = rollout::Settings {
         awaiting_approval,
+        wave_steps,
         ..settings.clone()
     };
     rollout::decide(&settings, &inputs, waves.len(), input.now.0)
@@ -180,15 +183,30 @@ fn closed(windows: &[AppWindow], pool: &Pool, now: Timestamp) -> Option<rollout:
     }
 }
 
-/// How many waves of `revision` an operator approved: the `<wave>` of an
-/// approval `<revision>/<wave>` (waves counted from 1), which approves that
-/// wave and those before it. An approval of another revision, or one that
-/// does not read, approves nothing.
-pub(super) fn approved_wave(app: &crate::api::NodePoolApplication, revision: &str) -> Option<usize> {
-    let approval = app.metadata.annotations.as_ref()?.get(crate::api::naming::ANNOTATION_APPROVE)?;
-    let (approved, wave) = approval.trim().rsplit_once('/')?;
-    (approved == revision).then_some(())?;
-    wave.parse().ok()
+/// What an approval calls the step at `index` of `steps`: its name, or
+/// its position from 1.
+pub(crate) fn step_key(steps: &[crate::api::RolloutStep], index: usize) -> String {
+    match steps.get(index).and_then(|s| s.name.clone()) {
+        Some(name) => name,
+        None => (index + 1).to_string(),
+    }
+}
+
+/// The steps of `revision` an operator approved: the `<step>`s of an
+/// approval `<revision>/<step>[,<step>…]`. An approval of another
+/// revision, or one that does not read, approves nothing.
+pub(super) fn approved_steps<'a>(
+    app: &'a crate::api::NodePoolApplication,
+    revision: &str,
+) -> BTreeSet<&'a str> {
+    let approval = app.metadata.annotations.as_ref().and_then(|a| a.get(naming::ANNOTATION_APPROVE));
+    let Some((approved, steps)) = approval.and_then(|a| a.trim().rsplit_once('/')) else {
+        return BTreeSet::new();
+    };
+    match approved == revision {
+        true => steps.split(',').map(str::trim).filter(|s| !s.is_empty()).collect(),
+        false => BTreeSet::new(),
+    }
 }
 
 /// What becomes of one candidate. A change the rollout holds back is

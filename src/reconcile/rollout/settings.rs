@@ -33,6 +33,9 @@ pub struct Settings {
     /// The waves (by index, from 0) that require approval and are not
     /// approved for the revision under way: none of their updates starts.
     pub awaiting_approval: BTreeSet<usize>,
+    /// What an approval calls each wave's step (by wave index): the step's
+    /// name, or its position in `spec.rollout.steps` from 1.
+    pub wave_steps: Vec<String>,
     /// Progress deadlines count from no earlier than this: see
     /// `PlanInput::clock_since`. The offline rule still reads each write's
     /// own stamp, which only orders it against the pool's nodes.
@@ -64,6 +67,7 @@ impl Default for Settings {
             skip_offline: true,
             offline_after: DEFAULT_OFFLINE_AFTER,
             awaiting_approval: BTreeSet::new(),
+            wave_steps: Vec::new(),
             clock_since: None,
             rollback: false,
             last_complete: None,

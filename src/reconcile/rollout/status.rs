@@ -21,6 +21,8 @@ impl Decision {
         if !self.failed.is_empty() && self.rolling_back.is_none() {
             progress.push_str(&format!(" ({} failed)", self.failed.len()));
         }
+        let awaiting_step =
+            self.awaiting_step.clone().filter(|_| self.phase == RolloutPhase::AwaitingApproval);
         let message = match self.phase {
             RolloutPhase::Complete if self.failed.is_empty() => {
                 format!("every pool is on revision {revision}")
@@ -49,10 +51,11 @@ impl Decision {
                     .awaiting_approval
                     .map(|w| (w + 1, self.wave.map_or(1, |(_, n)| n)))
                     .unwrap_or((1, 1));
+                let step = awaiting_step.as_deref().unwrap_or("1");
                 format!(
-                    "wave {wave}/{waves} awaits approval of revision {revision}: {} of {} pools done; \
-                     approve it with `nodepool-fanout approve` or the annotation \
-                     {}={revision}/{wave}",
+                    "wave {wave}/{waves} (step {step}) awaits approval of revision {revision}: {} of {} \
+                     pools done; approve it with `nodepool-fanout approve` or the annotation \
+                     {}={revision}/{step}",
                     self.done,
                     self.total,
                     crate::api::naming::ANNOTATION_APPROVE
@@ -78,6 +81,7 @@ impl Decision {
             rolled_back_to: self.rolling_back.as_ref().and(settings.last_complete.clone()),
             // Waves are of the way forward; a rollback has none.
             wave: self.wave.filter(|_| self.rolling_back.is_none()).map(|(w, n)| format!("{w}/{n}")),
+            awaiting_step,
             // What the history records says of earlier revisions is added
             // by the reconcile that reads it.
             last_complete_revision: (self.phase == RolloutPhase::Complete).then(|| revision.to_string()),

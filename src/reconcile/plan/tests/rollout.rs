@@ -404,3 +404,50 @@ fn a_wave_that_requires_approval_waits_for_an_approval_of_this_revision() {
     let plan = Scenario::of(&a).over(&pools).owning(owned).plan();
     assert_eq!(applied_pools(&plan), ["p6"]);
 }
+
+#[test]
+fn an_approval_lets_go_the_step_it_names_however_the_waves_move() {
+    let mut a = progressive(json!({ "maxUnavailable": 5, "steps": [
+        { "name": "canary", "pools": { "names": ["p5"] } },
+        { "name": "east", "pools": { "names": ["p1", "p2"] }, "requireApproval": true },
+        { "pools": { "names": ["p3", "p4"] }, "requireApproval": true }
+    ] }));
+    // The canary is done; east waits, and says what to approve.
+    let owned = releases_of(&a, &fleet(), &["p1", "p2", "p3", "p4"]);
+    let rollout = Scenario::of(&a)
+        .over(&fleet())
+        .owning(owned.clone())
+        .plan()
+        .status()
+        .rollout
+        .unwrap();
+    assert_eq!(rollout.awaiting_step.as_deref(), Some("east"));
+    let approval = format!("{}/east", rollout.revision);
+    assert!(
+        rollout.message.contains(&format!("apps.fanout.dev/approve={approval}")),
+        "{}",
+        rollout.message
+    );
+    a.metadata.annotations = Some([("apps.fanout.dev/approve".to_string(), approval.clone())].into());
+    let plan = Scenario::of(&a).over(&fleet()).owning(owned).plan();
+    assert_eq!(applied_pools(&plan), ["p1", "p2"]);
+    // East done; then the canary's pool goes away: east is now the first
+    // wave and the last step the second, which no one approved.
+    let east_done = releases_of(&a, &fleet(), &["p3", "p4"]);
+    let without_canary: Vec<Pool> = fleet().into_iter().filter(|p| p.name != "p5").collect();
+    let east_done: Vec<ObservedRelease> =
+        east_done.into_iter().filter(|o| o.pool.as_deref() != Some("p5")).collect();
+    for approval in [approval, format!("{}/2", rollout.revision)] {
+        a.metadata.annotations = Some([("apps.fanout.dev/approve".to_string(), approval.clone())].into());
+        let plan = Scenario::of(&a).over(&without_canary).owning(east_done.clone()).plan();
+        assert!(plan.apply.is_empty(), "{approval} let {:?} go", applied_pools(&plan));
+        let rollout = plan.status().rollout.unwrap();
+        assert_eq!(rollout.phase, RolloutPhase::AwaitingApproval);
+        assert_eq!((rollout.wave.as_deref(), rollout.awaiting_step.as_deref()), (Some("2/2"), Some("3")));
+    }
+    // Both steps approved: the last goes too.
+    let both = format!("{}/east,3", rollout.revision);
+    a.metadata.annotations = Some([("apps.fanout.dev/approve".to_string(), both)].into());
+    let plan = Scenario::of(&a).over(&without_canary).owning(east_done).plan();
+    assert_eq!(applied_pools(&plan), ["p3", "p4"]);
+}

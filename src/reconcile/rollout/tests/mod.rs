@@ -604,6 +604,7 @@ fn settings_resolve_percentages_of_the_selected_pools() {
             skip_offline: false,
             offline_after: Duration::from_secs(120),
             awaiting_approval: BTreeSet::new(),
+            wave_steps: Vec::new(),
             clock_since: None,
             rollback: false,
             last_complete: None,
@@ -834,7 +835,8 @@ fn a_wave_awaiting_approval_starts_no_update_and_holds_the_waves_after_it() {
         (d.phase, d.awaiting_approval, d.wave),
         (RolloutPhase::AwaitingApproval, Some(1), Some((2, 3)))
     );
-    assert!(d.status("r1", &settings).message.contains("wave 2/3 awaits approval of revision r1"));
+    let message = d.status("r1", &settings).message;
+    assert!(message.contains("wave 2/3 (step 2) awaits approval of revision r1"), "{message}");
     // While an earlier wave is under way, a later gate changes nothing.
     let d = Fleet::new().behind("a", 0, ready()).behind("b", 1, ready()).decide(&settings, 2);
     assert_eq!(written(&d), ["a"]);
