@@ -149,6 +149,10 @@ pub struct PastRevision {
     pub spec: NodePoolApplicationSpec,
     /// The shared chart its releases pointed at, if any.
     pub chart_ref: Option<ChartRef>,
+    /// Flux's request annotations its releases carried (a revision made
+    /// by a request differs from the last by them alone), in the order of
+    /// [`naming::FLUX_REQUESTS`].
+    pub requests: Vec<(String, String)>,
 }
 
 impl PastRevision {
@@ -171,10 +175,19 @@ impl PastRevision {
                     .to_string(),
             })
         });
+        let recorded = data.get("requests");
+        let requests = naming::FLUX_REQUESTS
+            .iter()
+            .filter_map(|key| {
+                let token = recorded?.get(*key)?.as_str()?;
+                Some((key.to_string(), token.to_string()))
+            })
+            .collect();
         Some(Self {
             revision: revision.to_string(),
             spec,
             chart_ref,
+            requests,
         })
     }
 }

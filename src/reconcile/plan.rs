@@ -107,7 +107,7 @@ use report::roll_up;
 pub use stamps::Stamps;
 
 /// Flux's request annotations the application carries, in a fixed order.
-fn requests(app: &NodePoolApplication) -> Vec<(&str, &str)> {
+pub fn requests(app: &NodePoolApplication) -> Vec<(&str, &str)> {
     let annotations = app.metadata.annotations.as_ref();
     naming::FLUX_REQUESTS
         .iter()

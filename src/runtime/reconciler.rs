@@ -230,9 +230,12 @@ fn plan_history(
         .unwrap_or(history::DEFAULT_REVISION_HISTORY_LIMIT);
     // What the revision is: the spec it hashes (the rollout settings aside)
     // and the chart it resolved to.
+    let requests: serde_json::Map<String, serde_json::Value> =
+        plan::requests(app).into_iter().map(|(k, v)| (k.to_string(), v.into())).collect();
     let data = || {
         serde_json::json!({
             "spec": plan::revision_spec(&app.spec),
+            "requests": requests,
             "chart": shared.map(|s| serde_json::json!({
                 "kind": s.chart_ref.kind.as_str(),
                 "name": s.chart_ref.name,

@@ -57,11 +57,16 @@ impl Back<'_> {
         pool: &Pool,
         observed: Option<&ObservedRelease>,
     ) -> Result<Option<DesiredRelease>, FieldError> {
+        // Exactly as the revision was: with the requests it carried, not
+        // the application's now (which may be what made the failed one).
+        let requests: Vec<(&str, &str)> =
+            self.past.requests.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         let app = AppInfo {
             spec: &self.past.spec,
             chart_ref: self.past.chart_ref.as_ref(),
             // Its values were checked against its chart when it rolled out.
             chart: None,
+            requests: &requests,
             ..*self.app
         };
         let built = release::build(&app, pool, &Renderer::new(), None)?;

@@ -48,6 +48,7 @@ fn history(good: &NodePoolApplication, bad: &NodePoolApplication) -> History {
             revision: revision_of(good),
             spec: revision_spec(&good.spec),
             chart_ref: None,
+            requests: Vec::new(),
         }],
     }
 }
@@ -232,4 +233,35 @@ fn a_revision_that_comes_back_after_a_rollback_is_rolled_out_afresh() {
     let plan = Scenario::of(&bad).over(&fleet()).owning(owned).recorded(&history).plan();
     assert_eq!(plan.status().rollout.unwrap().phase, RolloutPhase::RolledBack);
     assert!(plan.apply.is_empty(), "{:?}", applied_pools(&plan));
+}
+
+#[test]
+fn a_revision_made_by_a_flux_request_goes_back_to_the_release_as_it_was() {
+    let good = with_replicas(1);
+    // The same spec, retried with a request: a revision of its own.
+    let mut retried = good.clone();
+    retried.metadata.annotations = Some(
+        [
+            ("reconcile.fluxcd.io/requestedAt".to_string(), "t1".to_string()),
+            ("reconcile.fluxcd.io/forceAt".to_string(), "t1".to_string()),
+        ]
+        .into(),
+    );
+    let (good_rev, retried_rev) = (revision_of(&good), revision_of(&retried));
+    assert_ne!(good_rev, retried_rev);
+    let history = history(&good, &retried);
+    let mut owned = first_failed(&good, &retried);
+    let plan = Scenario::of(&retried).over(&fleet()).owning(owned.clone()).recorded(&history).plan();
+    assert_eq!(applied_pools(&plan), ["p1"], "the rollback writes the release as it was");
+    let write = plan.apply[0].object();
+    let annotations = &write["metadata"]["annotations"];
+    assert!(annotations.get("reconcile.fluxcd.io/forceAt").is_none(), "{annotations}");
+    assert_eq!(annotations[naming::ANNOTATION_ROLLED_BACK_FROM], json!(retried_rev));
+    // Back and Ready: rolled back, not rolling back forever.
+    owned[0] = ObservedRelease {
+        stamps: Stamps::rolled_back(&retried_rev, &good_rev),
+        ..ready_release(&plan.apply[0].name, "p1", &plan.apply[0].spec_hash)
+    };
+    let plan = Scenario::of(&retried).over(&fleet()).owning(owned).recorded(&history).plan();
+    assert_eq!(plan.status().rollout.unwrap().phase, RolloutPhase::RolledBack);
 }
