@@ -15,6 +15,9 @@
 //! - Past `revisionHistoryLimit`, the oldest records are forgotten, but
 //!   never the current revision's or the last complete one's.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use kube::ResourceExt;
 use serde_json::Value;
@@ -83,42 +86,79 @@ impl Recorded {
     }
 }
 
-/// The application's revision history, as planning reads it.
+/// The application's revision history, as planning reads it. A record's
+/// data (a whole spec) is read only when a rollback needs it.
 #[derive(Debug, Clone, Default)]
 pub struct History {
+    /// Newest first.
     pub recorded: Vec<Recorded>,
-    /// The two newest revisions that completed, newest first, rebuilt from
-    /// their records: the last that completed before the one under way is
-    /// one of them.
-    pub complete: Vec<PastRevision>,
+    /// What each recorded revision was, by revision, to be read on demand.
+    data: BTreeMap<String, Data>,
+    namespace: String,
+}
+
+#[derive(Debug, Clone)]
+enum Data {
+    Record(Arc<ControllerRevision>),
+    Read(PastRevision),
 }
 
 impl History {
     /// The records of `records` that are the application of `uid`'s (in
-    /// `namespace`), with its newest complete revisions rebuilt.
-    pub fn of<'a>(
-        records: impl IntoIterator<Item = &'a ControllerRevision>,
+    /// `namespace`).
+    pub fn of(
+        records: impl IntoIterator<Item = Arc<ControllerRevision>>,
         uid: &str,
         namespace: &str,
     ) -> Self {
-        let mut ours: Vec<(&ControllerRevision, Recorded)> =
-            records.into_iter().filter_map(|r| Some((r, Recorded::of(r, uid)?))).collect();
+        let mut ours: Vec<(Arc<ControllerRevision>, Recorded)> = records
+            .into_iter()
+            .filter_map(|r| {
+                let recorded = Recorded::of(&r, uid)?;
+                Some((r, recorded))
+            })
+            .collect();
         ours.sort_by_key(|(_, r)| std::cmp::Reverse(r.number));
-        let complete = ours
+        let data = ours
             .iter()
-            .filter(|(_, r)| r.outcome.as_deref() == Some(COMPLETE))
-            .filter_map(|(object, r)| PastRevision::of(object, &r.revision, namespace))
-            .take(2)
+            .map(|(object, r)| (r.revision.clone(), Data::Record(Arc::clone(object))))
             .collect();
         Self {
             recorded: ours.into_iter().map(|(_, r)| r).collect(),
-            complete,
+            data,
+            namespace: namespace.to_string(),
         }
     }
 
-    /// The last revision that completed before `current`.
-    pub fn last_complete(&self, current: &str) -> Option<&PastRevision> {
-        self.complete.iter().find(|p| p.revision != current)
+    /// A history of `recorded` whose revisions are `pasts`, read already.
+    pub fn read(recorded: Vec<Recorded>, pasts: Vec<PastRevision>) -> Self {
+        Self {
+            recorded,
+            data: pasts.into_iter().map(|p| (p.revision.clone(), Data::Read(p))).collect(),
+            namespace: String::new(),
+        }
+    }
+
+    /// What `revision` was, rebuilt from its record; `None` when it is not
+    /// recorded, an error saying why when its record does not read.
+    pub fn past(&self, revision: &str) -> Option<Result<PastRevision, String>> {
+        match self.data.get(revision)? {
+            Data::Read(past) => Some(Ok(past.clone())),
+            Data::Record(object) => Some(PastRevision::of(object, revision, &self.namespace)),
+        }
+    }
+
+    /// The newest revision recorded complete other than `current`.
+    pub fn last_complete(&self, current: &str) -> Option<&str> {
+        self.recorded
+            .iter()
+            .find(|r| r.outcome.as_deref() == Some(COMPLETE) && r.revision != current)
+            .map(|r| r.revision.as_str())
+    }
+
+    /// The number `revision` is recorded under, when it is.
+    pub fn number(&self, revision: &str) -> Option<i64> {
+        self.recorded.iter().find(|r| r.revision == revision).map(|r| r.number)
     }
 
     /// Whether the history says this rollout of `revision` completed.
@@ -156,13 +196,16 @@ pub struct PastRevision {
 }
 
 impl PastRevision {
-    /// What `record` says `revision` was; `None` when its data does not
-    /// read as a spec (a record of a version that wrote another shape).
+    /// What `record` says `revision` was, or why it cannot be read (a
+    /// record of a version that wrote another shape).
     /// A shared chart lives beside the chart's source: in the namespace the
     /// record names, or else the one the spec's source is in.
-    fn of(record: &ControllerRevision, revision: &str, namespace: &str) -> Option<Self> {
-        let data = &record.data.as_ref()?.0;
-        let spec: NodePoolApplicationSpec = serde_json::from_value(data.get("spec")?.clone()).ok()?;
+    fn of(record: &ControllerRevision, revision: &str, namespace: &str) -> Result<Self, String> {
+        let unreadable = |why: String| format!("the record of revision {revision} does not read: {why}");
+        let data = &record.data.as_ref().ok_or_else(|| unreadable("it holds no data".into()))?.0;
+        let spec = data.get("spec").ok_or_else(|| unreadable("it holds no spec".into()))?;
+        let spec: NodePoolApplicationSpec =
+            serde_json::from_value(spec.clone()).map_err(|e| unreadable(e.to_string()))?;
         let chart_ref = data.get("chart").filter(|c| !c.is_null()).and_then(|chart| {
             let beside_source = crate::chart::shared::source_namespace(&spec, namespace);
             Some(ChartRef {
@@ -183,7 +226,7 @@ impl PastRevision {
                 Some((key.to_string(), token.to_string()))
             })
             .collect();
-        Some(Self {
+        Ok(Self {
             revision: revision.to_string(),
             spec,
             chart_ref,
@@ -278,7 +321,10 @@ pub fn plan(
             })
         }
         Some(r) => {
-            if let Some(outcome) = outcome.filter(|o| r.outcome.as_deref() != Some(*o)) {
+            // Rolled back stays so: a halt read later (its pools' stamps
+            // lost, say) takes nothing back from that.
+            let downgrade = r.outcome.as_deref() == Some(ROLLED_BACK) && outcome == Some(HALTED);
+            if let Some(outcome) = outcome.filter(|o| r.outcome.as_deref() != Some(*o) && !downgrade) {
                 writes.mark = Some((r.name.clone(), outcome));
             }
         }

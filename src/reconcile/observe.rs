@@ -131,7 +131,7 @@ impl Caches {
         let in_namespace = records
             .iter()
             .filter(|r| r.namespace().as_deref() == Some(namespace.as_str()))
-            .map(|r| r.as_ref());
+            .cloned();
         crate::reconcile::history::History::of(in_namespace, &uid, &namespace)
     }
 

@@ -142,16 +142,28 @@ fn plan_releases(input: &PlanInput) -> Plan {
         return nothing_selected(input, &app);
     }
     let revision = revision(&app);
-    let last_complete = input.history.and_then(|h| h.last_complete(&revision));
     let settings = match rollout::Settings::new(app.spec.rollout.as_ref(), selected.pools.len()) {
         Ok(settings) => rollout::Settings {
             clock_since: input.clock_since.as_ref().map(|t| t.0),
-            last_complete: last_complete.map(|l| l.revision.clone()),
             rolled_back: input.history.is_some_and(|h| h.rolled_back(&revision)),
             completed: completed(input, &revision),
             ..settings
         },
         Err(e) => return blocked(input, conditions::reason::INVALID_ROLLOUT.to_string(), e.to_string()),
+    };
+    // Where the pools that took the revision may go back to: read only
+    // while a rollback may come.
+    let rollback_may_come = settings.progressive && settings.rollback && !settings.completed;
+    let targets = rollback::Targets::of(
+        input.history,
+        input.owned.iter().map(Arc::as_ref),
+        &revision,
+        rollback_may_come,
+    );
+    let settings = rollout::Settings {
+        back_to: targets.newest(input.history),
+        cannot_go_back: targets.unreadable(),
+        ..settings
     };
     // Pools that share an object read as failed, for the rollout and the
     // roll-up alike: later entries of the map win.
@@ -177,6 +189,7 @@ fn plan_releases(input: &PlanInput) -> Plan {
         selected: &selected.pools,
         reach,
         windows: &windows,
+        targets: &targets,
     };
     let decision = schedule::decide(input, &owned, &scheduled, &candidates.pools);
     let suspended = input.app.spec.suspend == Some(true);
@@ -189,9 +202,11 @@ fn plan_releases(input: &PlanInput) -> Plan {
         owned: &owned,
         decision: &decision,
         revision: &revision,
-        last_complete,
+        targets: &targets,
+        min_ready: settings.min_ready,
     };
     deciding.outcomes(candidates.pools, &mut plan);
+    plan.rollback_charts = targets.charts();
     // Nothing is pruned while the chart holds the writes or the
     // application is suspended (see `Outcome::Suspended`).
     if input.hold.is_none() && !suspended {

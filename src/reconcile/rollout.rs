@@ -418,22 +418,26 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
             PoolRollout::Waiting,
         ]);
     let moving = count(&[PoolRollout::Write, PoolRollout::Updating, PoolRollout::Soaking]);
-    let phase = if let Some(back) = &rolling_back {
-        match back.done() {
-            true => RolloutPhase::RolledBack,
-            false => RolloutPhase::RollingBack,
-        }
-    } else if halted {
-        RolloutPhase::Halted
-    } else if behind > 0 && settings.paused {
-        RolloutPhase::Paused
-    } else if awaiting > 0 {
-        RolloutPhase::AwaitingApproval
-    } else if behind > 0 || moving > 0 {
-        RolloutPhase::Progressing
-    } else {
-        RolloutPhase::Complete
-    };
+    // A rollback that takes no pool back, and took none before, is a halt,
+    // and says so: never `RolledBack` when nothing went back.
+    let rolled_back_before = rollback::before(settings, pools);
+    let phase =
+        if let Some(back) = rolling_back.as_ref().filter(|b| !b.nothing_went_back() || rolled_back_before) {
+            match back.done() {
+                true => RolloutPhase::RolledBack,
+                false => RolloutPhase::RollingBack,
+            }
+        } else if halted || rolling_back.is_some() {
+            RolloutPhase::Halted
+        } else if behind > 0 && settings.paused {
+            RolloutPhase::Paused
+        } else if awaiting > 0 {
+            RolloutPhase::AwaitingApproval
+        } else if behind > 0 || moving > 0 {
+            RolloutPhase::Progressing
+        } else {
+            RolloutPhase::Complete
+        };
     let wave = (waves > 1).then(|| {
         let current = active_wave(pools, &states).unwrap_or(waves - 1);
         (current + 1, waves)

@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::conditions;
-use crate::api::{DeletionPolicy, NodePoolApplication, OnFailure, PoolKind, RolloutPhase};
+use crate::api::{DeletionPolicy, NodePoolApplication, PoolKind};
 use crate::chart::shared::ChartRef;
 use crate::pools::nodes::{self, Membership};
 use crate::reconcile::apply;
@@ -120,17 +120,10 @@ pub(super) async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) 
         applied.first_error = apply::write_history(&records, &app, &history).await.err();
     }
     if applied.first_error.is_none() {
-        // Under `onFailure: Rollback`, the last complete revision's chart
-        // is kept until the revision under way completes: a rollback may
-        // need it after every release has left it.
-        let rollback = app.spec.rollout.as_ref().and_then(|r| r.on_failure) == Some(OnFailure::Rollback);
-        let kept = planned
-            .report
-            .rollout
-            .as_ref()
-            .filter(|r| rollback && r.phase != RolloutPhase::Complete)
-            .and_then(|r| recorded.last_complete(&r.revision))
-            .and_then(|p| p.chart_ref.as_ref());
+        // Under `onFailure: Rollback`, the charts of the revisions the
+        // pools may go back to are kept until the revision under way
+        // completes (the plan names them only then).
+        let kept = &planned.rollback_charts;
         applied.first_error =
             prune_unused_charts(ctx, &app, chart.as_ref(), &owned, &applied, kept).await.err();
     }
@@ -305,7 +298,7 @@ async fn prune_unused_charts(
     chart: Option<&Result<SharedChart, Hold>>,
     owned: &[Arc<ObservedRelease>],
     applied: &apply::Applied,
-    rollback: Option<&ChartRef>,
+    rollback: &[ChartRef],
 ) -> Result<(), apply::ApplyError> {
     let Some(Ok(current)) = chart else {
         return Ok(());

@@ -134,16 +134,14 @@ fn a_rolled_back_revision_is_marked_so_and_the_complete_ones_are_rebuilt() {
         ),
         record("ddd", 4, ROLLED_BACK, json!(null)),
     ];
-    let history = History::of(&objects, "u1", "edge");
+    let arcs = || objects.iter().cloned().map(std::sync::Arc::new);
+    let history = History::of(arcs(), "u1", "edge");
     assert_eq!(history.recorded.len(), 4);
-    let complete: Vec<&str> = history.complete.iter().map(|p| p.revision.as_str()).collect();
-    assert_eq!(complete, ["ccc", "aaa"], "newest first");
-    assert_eq!(history.last_complete("ddd").map(|p| p.revision.as_str()), Some("ccc"));
-    let ccc = history.last_complete("ddd").and_then(|p| p.chart_ref.as_ref());
-    assert_eq!(ccc.map(|c| c.namespace.as_str()), Some("flux-system"), "as recorded");
-    // A complete revision that fails later goes back to the one before.
-    assert_eq!(history.last_complete("ccc").map(|p| p.revision.as_str()), Some("aaa"));
-    let aaa = history.last_complete("ccc").unwrap();
+    assert_eq!(history.last_complete("ddd"), Some("ccc"));
+    let ccc = history.past("ccc").unwrap().unwrap();
+    assert_eq!(ccc.chart_ref.as_ref().map(|c| c.namespace.as_str()), Some("flux-system"), "as recorded");
+    assert_eq!(history.last_complete("ccc"), Some("aaa"));
+    let aaa = history.past("aaa").unwrap().unwrap();
     assert_eq!(
         aaa.chart_ref.as_ref().map(|c| (c.name.as_str(), c.namespace.as_str())),
         Some(("edge-shop-1", "edge")),
@@ -152,5 +150,6 @@ fn a_rolled_back_revision_is_marked_so_and_the_complete_ones_are_rebuilt() {
     assert_eq!(aaa.spec.pools.names, ["a"]);
     assert!(history.rolled_back("ddd") && !history.rolled_back("bbb"));
     // Another application's records are not its history.
-    assert!(History::of(&objects, "u2", "edge").recorded.is_empty());
+    assert!(History::of(arcs(), "u2", "edge").recorded.is_empty());
+    assert!(history.past("zzz").is_none(), "not recorded");
 }

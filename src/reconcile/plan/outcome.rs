@@ -170,6 +170,10 @@ pub struct Plan {
     /// What this plan found, for the next plan of the application
     /// ([`PlanInput::memo`](super::PlanInput)).
     pub memo: super::Memo,
+    /// The shared charts of the revisions the pools that took the revision
+    /// under way may go back to: kept until it completes, since a rollback
+    /// may need them after every release has left them.
+    pub rollback_charts: Vec<crate::chart::shared::ChartRef>,
 }
 
 impl Plan {
@@ -190,6 +194,7 @@ impl Plan {
             resume: Vec::new(),
             inert: Vec::new(),
             memo: super::Memo::default(),
+            rollback_charts: Vec::new(),
         }
     }
 

@@ -1,15 +1,86 @@
-//! A pool's release taken back to the last revision that completed, as a
-//! DaemonSet is taken back to a ControllerRevision: rebuilt from the spec
-//! and the chart the history recorded for that revision, for this pool,
-//! and stamped as rolled back from the failed revision. The rollout says
-//! which pools go back and when (see `rollout::rollback`).
+//! A pool's release taken back to the last revision it was done with, as a
+//! DaemonSet is taken back to a ControllerRevision: rebuilt from the spec,
+//! the chart and the requests the history recorded for that revision, for
+//! this pool, and stamped as rolled back from the failed revision. The
+//! rollout says which pools go back and when (see `rollout::rollback`).
 
+use std::collections::BTreeMap;
+
+use crate::chart::shared::ChartRef;
 use crate::pools::Pool;
+use crate::reconcile::history::History;
 use crate::reconcile::release::{self, AppInfo, FieldError};
 use crate::values::template::Renderer;
 
 use super::build::{Built, Kind};
 use super::{DesiredRelease, ObservedRelease, Outcome, PastRevision, PlanInput, Stamps};
+
+/// The revisions the pools that took a revision may go back to (each the
+/// last its pool was done with, as its release's stamp says), read from
+/// the history, or why one cannot be read.
+#[derive(Debug, Default)]
+pub(super) struct Targets {
+    pasts: BTreeMap<String, Result<PastRevision, String>>,
+}
+
+impl Targets {
+    /// Those of the `owned` releases that took `revision`, or were taken
+    /// back from it; none unless a rollback may come (`wanted`).
+    pub(super) fn of<'a>(
+        history: Option<&History>,
+        owned: impl Iterator<Item = &'a ObservedRelease>,
+        revision: &str,
+        wanted: bool,
+    ) -> Self {
+        let Some(history) = history.filter(|_| wanted) else {
+            return Self::default();
+        };
+        let mut pasts = BTreeMap::new();
+        for stamps in owned.map(|o| &o.stamps) {
+            let to = match (stamps.revision.as_deref(), stamps.rolled_back_from.as_deref()) {
+                (_, Some(from)) if from == revision => stamps.revision.as_deref(),
+                (Some(at), None) if at == revision => stamps.rollback_revision.as_deref(),
+                _ => None,
+            };
+            if let Some(to) = to.filter(|to| !pasts.contains_key(*to)) {
+                let past = history.past(to).unwrap_or_else(|| {
+                    Err(format!(
+                        "revision {to} is no longer in the history (past revisionHistoryLimit): the pools \
+                         done with it cannot go back to it"
+                    ))
+                });
+                pasts.insert(to.to_string(), past);
+            }
+        }
+        Self { pasts }
+    }
+
+    /// The revision `to`, when it can be gone back to.
+    pub(super) fn get(&self, to: Option<&str>) -> Option<&PastRevision> {
+        self.pasts.get(to?)?.as_ref().ok()
+    }
+
+    /// The newest revision that can be gone back to, by `history`'s numbers.
+    pub(super) fn newest(&self, history: Option<&History>) -> Option<String> {
+        let number = |revision: &str| history.and_then(|h| h.number(revision)).unwrap_or_default();
+        self.pasts
+            .iter()
+            .filter(|(_, past)| past.is_ok())
+            .max_by_key(|(revision, _)| number(revision))
+            .map(|(revision, _)| revision.clone())
+    }
+
+    /// Why some cannot be gone back to.
+    pub(super) fn unreadable(&self) -> Vec<String> {
+        self.pasts.values().filter_map(|p| p.as_ref().err().cloned()).collect()
+    }
+
+    /// The shared charts of those that can be gone back to: kept until the
+    /// revision under way completes.
+    pub(super) fn charts(&self) -> Vec<ChartRef> {
+        self.pasts.values().filter_map(|p| p.as_ref().ok()?.chart_ref.clone()).collect()
+    }
+}
 
 /// A rollback from the revision `failed` to `past`.
 pub(super) struct Back<'a> {

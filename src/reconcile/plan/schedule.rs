@@ -13,9 +13,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::build::{Candidate, Change, Kind};
 use super::rollback;
-use super::{
-    DesiredRelease, ObservedRelease, Outcome, Owned, PastRevision, Plan, PlanInput, PoolOutcome, Stamps,
-};
+use super::{DesiredRelease, ObservedRelease, Outcome, Owned, Plan, PlanInput, PoolOutcome, Stamps};
 use crate::reconcile::release::AppInfo;
 
 /// What the rollout is decided over, besides the candidates.
@@ -28,6 +26,8 @@ pub(super) struct Scheduling<'a> {
     pub reach: Option<&'a BTreeMap<String, NodeCount>>,
     /// The application's maintenance windows.
     pub windows: &'a [AppWindow<'a>],
+    /// Where the pools that took the revision may go back to.
+    pub targets: &'a rollback::Targets,
 }
 
 /// The rollout's decision over the candidates whose release is built:
@@ -44,6 +44,7 @@ pub(super) fn decide(
         selected,
         reach,
         windows,
+        targets,
     } = *scheduling;
     let steps = input.app.spec.rollout.as_ref().map(|r| r.steps.as_slice()).unwrap_or_default();
     // A step's selector was checked with the others: an error matches nothing.
@@ -81,8 +82,7 @@ pub(super) fn decide(
                     written: o.written_at.as_ref().and_then(|w| w.time),
                 },
             };
-            let stamp =
-                stamp_of(observed.copied(), &release, revision, settings.last_complete.as_deref(), since);
+            let stamp = stamp_of(observed.copied(), &release, revision, targets, since);
             Some(rollout::PoolInput {
                 stamp,
                 pool: &pool.name,
@@ -118,15 +118,15 @@ pub(super) fn decide(
 }
 
 /// How a pool's release stands to `revision`, by its stamps: rolled back
-/// from it, or written at it (and whether it can go back to
-/// `last_complete`), or neither. A rollback that an earlier rollout of the
+/// from it, or written at it (and whether it can go back to the revision
+/// its stamp names, one of `targets`), or neither. A rollback that an earlier rollout of the
 /// revision made (written before this rollout of it began, `since`) is of
 /// that rollout: a revision that comes back is rolled out afresh.
 fn stamp_of(
     observed: Option<&ObservedRelease>,
     release: &rollout::Release,
     revision: &str,
-    last_complete: Option<&str>,
+    targets: &rollback::Targets,
     since: Option<Timestamp>,
 ) -> rollout::Stamp {
     let Some(stamps) = observed.map(|o| &o.stamps) else {
@@ -143,7 +143,7 @@ fn stamp_of(
     let current = matches!(release, rollout::Release::Current { .. });
     match stamps.revision.as_deref() == Some(revision) && current {
         true => rollout::Stamp::Took {
-            can_go_back: last_complete.is_some() && stamps.rollback_revision.as_deref() == last_complete,
+            can_go_back: targets.get(stamps.rollback_revision.as_deref()).is_some(),
         },
         false => rollout::Stamp::Earlier,
     }
@@ -242,7 +242,9 @@ pub(super) struct Deciding<'a> {
     /// The revision under way.
     pub revision: &'a str,
     /// What a rollback goes back to.
-    pub last_complete: Option<&'a PastRevision>,
+    pub targets: &'a rollback::Targets,
+    /// How long a release must be Ready to be done with its revision.
+    pub min_ready: std::time::Duration,
 }
 
 impl Deciding<'_> {
@@ -257,7 +259,8 @@ impl Deciding<'_> {
         for Candidate { pool, release, kind } in candidates {
             let state = decisions.get(&pool.name).map(|d| d.state);
             let observed = self.owned.get(release.as_str()).copied();
-            let going_back = match (state, self.last_complete) {
+            let back_to = observed.and_then(|o| self.targets.get(o.stamps.rollback_revision.as_deref()));
+            let going_back = match (state, back_to) {
                 (Some(PoolRollout::RollBack), Some(past)) => Some((past, pool)),
                 _ => None,
             };
@@ -288,6 +291,20 @@ impl Deciding<'_> {
         }
     }
 
+    /// Whether `release` is done with the revision it carries: Ready on
+    /// its latest spec for `minReadySeconds`, as the rollout counts done.
+    fn done_with_its_revision(&self, release: &ObservedRelease) -> bool {
+        let status = &release.status;
+        let since = status.ready_since.as_deref().and_then(|t| t.parse::<Timestamp>().ok());
+        let ready_for = since
+            .map(|s| std::time::Duration::try_from(self.input.now.0.duration_since(s)).unwrap_or_default());
+        // Ready with no time known is an old release: done, as the rollout reads it.
+        let long_enough = ready_for.is_none_or(|d| d >= self.min_ready);
+        status.state == crate::reconcile::release_state::ReleaseState::Ready
+            && status.observed_latest
+            && long_enough
+    }
+
     /// The write of a change, stamped. A write that puts back what the
     /// release holds keeps its time and its stamps; one that moves it to
     /// this revision is stamped so, and with where it would go back to.
@@ -303,7 +320,8 @@ impl Deciding<'_> {
                 observed.map(|o| &o.stamps),
                 self.revision,
                 self.input.history.map(|h| h.recorded.as_slice()).unwrap_or_default(),
-                self.last_complete.map(|l| l.revision.as_str()),
+                self.input.history.and_then(|h| h.last_complete(self.revision)),
+                observed.is_some_and(|o| self.done_with_its_revision(o)),
             ),
         };
         change.into_write(pool, written_at, stamps)

@@ -4,13 +4,15 @@
 //! the release itself, so that a rollback needs no memory of its own and
 //! a restarted controller finds where each pool would go back to.
 //!
-//! The revision a release goes back to is the last revision that
-//! completed, when that revision completed on the release's pool: the
-//! release was written at it, or before it (a revision completes only when
-//! every pool is done with it, and a revision leaves a pool whose release
-//! it does not change as it was). Written at a later revision that never
-//! completed, the release keeps what it would go back to from then; a
-//! release written for the first time has nothing to go back to.
+//! The revision a release goes back to is the last revision its pool was
+//! done with (Ready on it for `minReadySeconds`), whether or not the whole
+//! fleet completed it: a burst of commits supersedes each revision while
+//! it soaks, and the pools that were done with one can still go back to
+//! it. A release written before stamps held that, or not done with the
+//! revision it carries, goes back to the last revision that completed,
+//! when that revision completed on it (it was written at it, or before
+//! it); else it keeps what it would go back to from before. A release
+//! written for the first time has nothing to go back to.
 
 use serde_json::Value;
 
@@ -56,17 +58,25 @@ impl Stamps {
 
     /// The stamps of a release written at `revision` over the release that
     /// carries `before` (`None`: a first write), given the history's
-    /// `recorded` revisions and the last that completed.
+    /// `recorded` revisions, the last that completed, and whether the
+    /// release was `done` with the revision it carries (Ready on it for
+    /// `minReadySeconds`): then that revision is what it goes back to,
+    /// whether or not the whole fleet completed it.
     pub fn next(
         before: Option<&Stamps>,
         revision: &str,
         recorded: &[Recorded],
         last_complete: Option<&str>,
+        done: bool,
     ) -> Self {
+        let is_recorded = |r: &str| recorded.iter().any(|rec| rec.revision == r);
         let rollback_revision = match before {
             None => None,
             // Rolled back, it holds the revision it went back to.
             Some(b) if b.rolled_back_from.is_some() => b.revision.clone(),
+            Some(b) if done && b.revision.as_deref().is_some_and(|r| r != revision && is_recorded(r)) => {
+                b.revision.clone()
+            }
             Some(b) if completed_on(b.revision.as_deref(), recorded, last_complete) => {
                 last_complete.map(str::to_string)
             }
@@ -130,7 +140,7 @@ mod tests {
     #[test]
     fn a_first_write_has_nothing_to_go_back_to() {
         let recorded = [record("a", 1), record("x", 2)];
-        let next = Stamps::next(None, "x", &recorded, Some("a"));
+        let next = Stamps::next(None, "x", &recorded, Some("a"), false);
         assert_eq!(next, written("x"));
     }
 
@@ -138,13 +148,13 @@ mod tests {
     fn a_release_written_at_or_before_the_last_complete_goes_back_to_it() {
         let recorded = [record("old", 1), record("a", 2), record("x", 3)];
         for before in ["old", "a"] {
-            let next = Stamps::next(Some(&written(before)), "x", &recorded, Some("a"));
+            let next = Stamps::next(Some(&written(before)), "x", &recorded, Some("a"), false);
             assert_eq!(next.rollback_revision.as_deref(), Some("a"), "written at {before}");
             assert_eq!(next.revision.as_deref(), Some("x"));
         }
         // Unstamped, or of a revision the history forgot: written before.
         for before in [Stamps::default(), written("forgotten")] {
-            let next = Stamps::next(Some(&before), "x", &recorded, Some("a"));
+            let next = Stamps::next(Some(&before), "x", &recorded, Some("a"), false);
             assert_eq!(next.rollback_revision.as_deref(), Some("a"));
         }
     }
@@ -158,26 +168,56 @@ mod tests {
             rolled_back_from: None,
         };
         assert_eq!(
-            Stamps::next(Some(&at_w), "x", &recorded, Some("a")).rollback_revision.as_deref(),
+            Stamps::next(Some(&at_w), "x", &recorded, Some("a"), false)
+                .rollback_revision
+                .as_deref(),
             Some("a")
         );
         // Installed at w: no revision completed on it.
-        assert_eq!(Stamps::next(Some(&written("w")), "x", &recorded, Some("a")).rollback_revision, None);
+        assert_eq!(
+            Stamps::next(Some(&written("w")), "x", &recorded, Some("a"), false).rollback_revision,
+            None
+        );
     }
 
     #[test]
     fn a_rolled_back_release_goes_back_to_where_it_went() {
         let recorded = [record("a", 1), record("x", 2), record("y", 3)];
         let back = Stamps::rolled_back("x", "a");
-        let next = Stamps::next(Some(&back), "y", &recorded, Some("a"));
+        let next = Stamps::next(Some(&back), "y", &recorded, Some("a"), false);
         assert_eq!(next.rollback_revision.as_deref(), Some("a"));
         assert_eq!(next.rolled_back_from, None);
     }
 
     #[test]
+    fn a_release_done_with_its_revision_goes_back_to_it_whatever_the_fleet_completed() {
+        let recorded = [record("a", 1), record("w", 2), record("x", 3)];
+        let at_w = Stamps {
+            revision: Some("w".into()),
+            rollback_revision: Some("a".into()),
+            rolled_back_from: None,
+        };
+        let next = Stamps::next(Some(&at_w), "x", &recorded, Some("a"), true);
+        assert_eq!(next.rollback_revision.as_deref(), Some("w"));
+        // Not done with it (failed, or still soaking): what it had before.
+        assert_eq!(
+            Stamps::next(Some(&at_w), "x", &recorded, Some("a"), false)
+                .rollback_revision
+                .as_deref(),
+            Some("a")
+        );
+        // A revision the history forgot cannot be rebuilt: not a way back.
+        let forgotten = [record("x", 3)];
+        assert_eq!(
+            Stamps::next(Some(&at_w), "x", &forgotten, None, true).rollback_revision.as_deref(),
+            Some("a")
+        );
+    }
+
+    #[test]
     fn with_no_complete_revision_there_is_nothing_to_go_back_to() {
         let recorded = [record("w", 1), record("x", 2)];
-        assert_eq!(Stamps::next(Some(&written("w")), "x", &recorded, None).rollback_revision, None);
+        assert_eq!(Stamps::next(Some(&written("w")), "x", &recorded, None, false).rollback_revision, None);
     }
 
     #[test]

@@ -48,15 +48,17 @@ pub enum Stamp {
 }
 
 /// Whether `pools` are to be rolled back now: the rollback is asked for,
-/// there is a revision to go back to, and the revision halted now or was
-/// rolled back before.
+/// the revision never completed, and it halted now or was rolled back
+/// before (then it stays so, whatever its pools say now: a rolled-back
+/// revision is never rolled out again).
 pub(super) fn applies(settings: &Settings, pools: &[PoolInput], halted: bool) -> bool {
-    let before = settings.rolled_back || pools.iter().any(|p| p.stamp == Stamp::RolledBack);
-    settings.progressive
-        && settings.rollback
-        && !settings.completed
-        && settings.last_complete.is_some()
-        && (halted || before)
+    settings.progressive && settings.rollback && !settings.completed && (halted || before(settings, pools))
+}
+
+/// Whether the revision was rolled back before: the history says so, or a
+/// release says it was taken back from it.
+pub(super) fn before(settings: &Settings, pools: &[PoolInput]) -> bool {
+    settings.rolled_back || pools.iter().any(|p| p.stamp == Stamp::RolledBack)
 }
 
 /// The pools a rollback covers, by name.
@@ -70,12 +72,22 @@ pub struct RollingBack {
     pub unreached: usize,
     /// Pools that took the revision and have nothing to go back to.
     pub stranded: Vec<String>,
+    /// Failed pools that carry no stamp of taking the revision (written
+    /// before releases were stamped): what they would go back to is not
+    /// known, so they stay as they are.
+    pub unstamped: Vec<String>,
 }
 
 impl RollingBack {
     /// Whether every pool that can go back now is back.
     pub fn done(&self) -> bool {
         self.back + self.unreached == self.pools.len()
+    }
+
+    /// Whether no pool goes back, or went back: a rollback that could not
+    /// apply, which is said as a halt, never as a rollback.
+    pub fn nothing_went_back(&self) -> bool {
+        self.pools.is_empty()
     }
 }
 
@@ -129,6 +141,7 @@ pub(super) fn roll_back(
                 *d = PoolDecision::of(PoolRollout::RollbackPending);
             }
             Stamp::Took { can_go_back: false } => going.stranded.push(p.pool.to_string()),
+            Stamp::Earlier if d.state == PoolRollout::Failed => going.unstamped.push(p.pool.to_string()),
             Stamp::Earlier => {
                 let behind = matches!(
                     d.state,
@@ -169,7 +182,7 @@ fn ready(status: &ReleaseStatus) -> bool {
 }
 
 fn unreached(settings: &Settings) -> PoolDecision {
-    let to = settings.last_complete.as_deref().unwrap_or_default();
+    let to = settings.back_to.as_deref().unwrap_or_default();
     PoolDecision::noted(
         PoolRollout::RollbackPending,
         conditions::pool_reason::NOT_REACHED,

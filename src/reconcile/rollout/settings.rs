@@ -41,10 +41,15 @@ pub struct Settings {
     /// own stamp, which only orders it against the pool's nodes.
     pub clock_since: Option<Timestamp>,
     /// `onFailure: Rollback`: a halt takes the pools that took the revision
-    /// back to the last revision that completed on them.
+    /// back to the last revision each was done with.
     pub rollback: bool,
-    /// The last revision that completed, which a rollback goes back to.
-    pub last_complete: Option<String>,
+    /// The revision a rollback takes pools back to, for the status: the
+    /// newest of those the pools that took this revision were last done with.
+    pub back_to: Option<String>,
+    /// Why a rollback cannot take some pools back though they were done
+    /// with a revision before (its record no longer reads, or was
+    /// forgotten), for the status.
+    pub cannot_go_back: Vec<String>,
     /// The history records the revision under way as rolled back: it stays
     /// so whatever its pools say now (see [`super::rollback`]).
     pub rolled_back: bool,
@@ -70,7 +75,8 @@ impl Default for Settings {
             wave_steps: Vec::new(),
             clock_since: None,
             rollback: false,
-            last_complete: None,
+            back_to: None,
+            cannot_go_back: Vec::new(),
             rolled_back: false,
             completed: false,
         }

@@ -10,7 +10,8 @@ impl Decision {
         let count = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
         // A rollback counts the pools going back, and its failures are
         // named in its message.
-        let (updated, done, total) = match &self.rolling_back {
+        let going_back = matches!(self.phase, RolloutPhase::RollingBack | RolloutPhase::RolledBack);
+        let (updated, done, total) = match self.rolling_back.as_ref().filter(|_| going_back) {
             Some(back) => {
                 let written = self.pools.values().filter(|d| d.state.written_back()).count();
                 (written, back.back, back.pools.len())
@@ -18,7 +19,7 @@ impl Decision {
             None => (self.updated, self.done, self.total),
         };
         let mut progress = format!("{} {done}/{total}", self.phase.as_str());
-        if !self.failed.is_empty() && self.rolling_back.is_none() {
+        if !self.failed.is_empty() && !going_back {
             progress.push_str(&format!(" ({} failed)", self.failed.len()));
         }
         let awaiting_step =
@@ -34,13 +35,19 @@ impl Decision {
                 self.failed.len(),
                 some_of(&self.failed)
             ),
-            RolloutPhase::Halted => format!(
-                "halted: {} failed pool(s) ({}), more than maxFailures {}; no further pool is \
-                 updated until a new revision (fix the change) or a higher maxFailures",
-                self.failed.len(),
-                self.failed.join(", "),
-                settings.max_failures
-            ),
+            RolloutPhase::Halted => {
+                let mut message = format!(
+                    "halted: {} failed pool(s) ({}), more than maxFailures {}; no further pool is \
+                     updated until a new revision (fix the change) or a higher maxFailures",
+                    self.failed.len(),
+                    self.failed.join(", "),
+                    settings.max_failures
+                );
+                if let Some(why) = self.rolling_back.as_ref().map(|b| cannot_go_back(b, settings)) {
+                    message.push_str(&format!("; onFailure: Rollback could not apply: {why}"));
+                }
+                message
+            }
             RolloutPhase::RollingBack | RolloutPhase::RolledBack => self.rollback_message(settings),
             RolloutPhase::Paused => format!(
                 "paused: {} of {} pools updated; set rollout.paused to false to go on",
@@ -78,7 +85,7 @@ impl Decision {
             done: count(done),
             failed: count(self.failed.len()),
             total: count(total),
-            rolled_back_to: self.rolling_back.as_ref().and(settings.last_complete.clone()),
+            rolled_back_to: self.rolling_back.as_ref().filter(|_| going_back).and(settings.back_to.clone()),
             // Waves are of the way forward; a rollback has none.
             wave: self.wave.filter(|_| self.rolling_back.is_none()).map(|(w, n)| format!("{w}/{n}")),
             awaiting_step,
@@ -95,7 +102,7 @@ impl Decision {
         let Some(back) = &self.rolling_back else {
             return String::new();
         };
-        let to = settings.last_complete.as_deref().unwrap_or_default();
+        let to = settings.back_to.as_deref().unwrap_or_default();
         let mut parts = Vec::new();
         if !self.failed.is_empty() {
             parts.push(format!(
@@ -118,12 +125,8 @@ impl Decision {
         if back.unreached > 0 {
             parts.push(format!("{} go back once they are reached again", back.unreached));
         }
-        if !back.stranded.is_empty() {
-            parts.push(format!(
-                "{} pool(s) this revision installed have nothing to go back to and stay as they are ({})",
-                back.stranded.len(),
-                some_of(&back.stranded)
-            ));
+        if !back.stranded.is_empty() || !back.unstamped.is_empty() || !settings.cannot_go_back.is_empty() {
+            parts.push(cannot_go_back(back, settings));
         }
         parts.push(
             "no pool takes this revision again; fix the change in the spec (a new revision rolls out \
@@ -132,6 +135,32 @@ impl Decision {
         );
         parts.join("; ")
     }
+}
+
+/// Which pools that took the revision a rollback leaves as they are, and why.
+fn cannot_go_back(back: &super::RollingBack, settings: &Settings) -> String {
+    let mut why = Vec::new();
+    if !back.stranded.is_empty() {
+        why.push(format!(
+            "{} pool(s) that took this revision were done with no earlier revision (installed by it, \
+             or never Ready for minReadySeconds on the one before) and stay as they are ({})",
+            back.stranded.len(),
+            some_of(&back.stranded)
+        ));
+    }
+    if !back.unstamped.is_empty() {
+        why.push(format!(
+            "{} failed pool(s) carry no stamp of the revision they took (written before releases were \
+             stamped), so what they would go back to is not known, and they stay as they are ({})",
+            back.unstamped.len(),
+            some_of(&back.unstamped)
+        ));
+    }
+    why.extend(settings.cannot_go_back.iter().cloned());
+    if why.is_empty() {
+        why.push("no pool took this revision".to_string());
+    }
+    why.join("; ")
 }
 
 /// A few names of a list, and how many more.

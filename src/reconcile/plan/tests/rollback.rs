@@ -42,15 +42,16 @@ fn history(good: &NodePoolApplication, bad: &NodePoolApplication) -> History {
         created: None,
         rolled_out_at: None,
     };
-    History {
-        recorded: vec![record(good, 1, Some(COMPLETE)), record(bad, 2, None)],
-        complete: vec![PastRevision {
+    // Newest first, as the history reads them.
+    History::read(
+        vec![record(bad, 2, None), record(good, 1, Some(COMPLETE))],
+        vec![PastRevision {
             revision: revision_of(good),
             spec: revision_spec(&good.spec),
             chart_ref: None,
             requests: Vec::new(),
         }],
-    }
+    )
 }
 
 /// Every pool on `good`, but p1, which took `bad` and failed.
@@ -149,11 +150,18 @@ fn under_halt_nothing_goes_back() {
 #[test]
 fn a_pool_the_past_revision_cannot_be_built_for_stays_as_it_is() {
     let (good, bad) = (with_replicas(1), with_replicas(2));
-    let mut history = history(&good, &bad);
     // The revision read a label the pool no longer has.
     let mut past = good.clone();
     past.spec.values = Some(json!({ "controller": { "image": "{{pool.labels.zone}}" } }));
-    history.complete[0].spec = revision_spec(&past.spec);
+    let history = History::read(
+        history(&good, &bad).recorded,
+        vec![PastRevision {
+            revision: revision_of(&good),
+            spec: revision_spec(&past.spec),
+            chart_ref: None,
+            requests: Vec::new(),
+        }],
+    );
     let owned = first_failed(&good, &bad);
     let plan = Scenario::of(&bad).over(&fleet()).owning(owned).recorded(&history).plan();
     assert!(plan.apply.is_empty(), "{:?}", applied_pools(&plan));
@@ -173,7 +181,7 @@ fn a_pool_failing_after_its_revision_completed_takes_no_healthy_pool_back() {
     // `bad` rolled out to every pool and completed; then p5, installed
     // by it as a new pool, failed.
     let mut history = history(&good, &bad);
-    history.recorded[1].outcome = Some(COMPLETE.into());
+    history.recorded[0].outcome = Some(COMPLETE.into());
     let took = Stamps {
         revision: Some(bad_rev.clone()),
         rollback_revision: Some(good_rev),
@@ -214,8 +222,8 @@ fn a_revision_that_comes_back_after_a_rollback_is_rolled_out_afresh() {
     // `bad` was rolled back, another revision came and went, and `bad`
     // came back: renumbered an hour ago, with no outcome yet.
     let mut history = history(&good, &bad);
-    history.recorded[1].number = 3;
-    history.recorded[1].rolled_out_at = Some("2029-12-31T23:00:00Z".into());
+    history.recorded[0].number = 3;
+    history.recorded[0].rolled_out_at = Some("2029-12-31T23:00:00Z".into());
     let mut owned = built(&good, &written(&good_rev));
     for release in &mut owned[..2] {
         // Taken back by the earlier rollout of `bad`, a day ago.
@@ -264,4 +272,77 @@ fn a_revision_made_by_a_flux_request_goes_back_to_the_release_as_it_was() {
     };
     let plan = Scenario::of(&retried).over(&fleet()).owning(owned).recorded(&history).plan();
     assert_eq!(plan.status().rollout.unwrap().phase, RolloutPhase::RolledBack);
+}
+
+#[test]
+fn a_pool_goes_back_to_the_revision_it_was_done_with_though_the_fleet_never_completed_it() {
+    // A burst of commits: 2 was written everywhere (each pool done with
+    // it, the last still soaking) and never completed; then 3 broke the
+    // canary.
+    let (two, three) = (with_replicas(2), with_replicas(3));
+    let (two_rev, three_rev) = (revision_of(&two), revision_of(&three));
+    let record = |revision: &str, number| Recorded {
+        name: format!("gw-{revision}"),
+        revision: revision.to_string(),
+        number,
+        outcome: None,
+        chart_version: None,
+        created: None,
+        rolled_out_at: None,
+    };
+    let past = PastRevision {
+        revision: two_rev.clone(),
+        spec: revision_spec(&two.spec),
+        chart_ref: None,
+        requests: Vec::new(),
+    };
+    let history =
+        History::read(vec![record(&three_rev, 3), record(&two_rev, 2), record("one", 1)], vec![past]);
+    // The canary's write of 3 is stamped with where it goes back: 2, the
+    // revision it was done with.
+    let at_two = built(&two, &written(&two_rev));
+    let plan = Scenario::of(&three).over(&fleet()).owning(at_two.clone()).recorded(&history).plan();
+    assert_eq!(applied_pools(&plan), ["p1"]);
+    assert_eq!(plan.apply[0].stamps.rollback_revision.as_deref(), Some(two_rev.as_str()));
+    // It failed: it goes back to 2.
+    let mut owned = at_two;
+    let took = Stamps {
+        revision: Some(three_rev.clone()),
+        rollback_revision: Some(two_rev.clone()),
+        rolled_back_from: None,
+    };
+    let p1 = built(&three, &took).remove(0);
+    owned[0] = ObservedRelease {
+        status: ReleaseStatus {
+            state: ReleaseState::Failed,
+            ..ReleaseStatus::clone(&p1.status)
+        }
+        .into(),
+        ..p1
+    };
+    let plan = Scenario::of(&three).over(&fleet()).owning(owned).recorded(&history).plan();
+    assert_eq!(applied_pools(&plan), ["p1"], "{}", plan.status().rollout.unwrap().message);
+    let write = plan.apply[0].object();
+    assert_eq!(write["spec"]["values"]["controller"]["replicas"], json!(2));
+    assert_eq!(write["metadata"]["annotations"][naming::ANNOTATION_ROLLED_BACK_FROM], json!(three_rev));
+    let rollout = plan.status().rollout.unwrap();
+    assert_eq!((rollout.phase, rollout.rolled_back_to), (RolloutPhase::RollingBack, Some(two_rev)));
+}
+
+#[test]
+fn a_rollback_with_nowhere_to_go_says_so_and_is_no_rollback() {
+    let (good, bad) = (with_replicas(1), with_replicas(2));
+    // p1 took `bad` over a release no revision had completed on.
+    let history = History::read(history(&good, &bad).recorded, Vec::new());
+    let owned = first_failed(&good, &bad);
+    let plan = Scenario::of(&bad).over(&fleet()).owning(owned).recorded(&history).plan();
+    assert!(plan.apply.is_empty(), "{:?}", applied_pools(&plan));
+    let rollout = plan.status().rollout.unwrap();
+    assert_eq!((rollout.phase, rollout.rolled_back_to), (RolloutPhase::Halted, None));
+    assert!(rollout.message.contains("onFailure: Rollback could not apply"), "{}", rollout.message);
+    assert!(
+        rollout.message.contains("is no longer in the history"),
+        "the reason is named: {}",
+        rollout.message
+    );
 }

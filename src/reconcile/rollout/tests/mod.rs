@@ -607,7 +607,8 @@ fn settings_resolve_percentages_of_the_selected_pools() {
             wave_steps: Vec::new(),
             clock_since: None,
             rollback: false,
-            last_complete: None,
+            back_to: None,
+            cannot_go_back: Vec::new(),
             rolled_back: false,
             completed: false,
         }

@@ -8,7 +8,7 @@ const TOOK: Stamp = Stamp::Took { can_go_back: true };
 fn rolling_back() -> Settings {
     Settings {
         rollback: true,
-        last_complete: Some("good".into()),
+        back_to: Some("good".into()),
         ..progressive()
     }
 }
@@ -45,18 +45,42 @@ fn a_halt_takes_the_pools_that_took_the_revision_back_and_holds_the_rest() {
 }
 
 #[test]
-fn without_a_revision_that_completed_a_halt_stays_a_halt() {
+fn with_nothing_to_go_back_to_a_halt_stays_a_halt_and_says_why() {
     let fleet = Fleet::new()
         .current("a", 0, failed(), 9_000)
-        .stamped("a", TOOK)
+        .stamped("a", Stamp::Took { can_go_back: false })
         .behind("b", 0, ready());
     let settings = Settings {
-        last_complete: None,
+        back_to: None,
         ..rolling_back()
     };
     let d = fleet.decide(&settings, 1);
-    assert_eq!(d.phase, RolloutPhase::Halted);
+    assert_eq!(d.phase, RolloutPhase::Halted, "nothing went back: no rollback is reported");
     assert_eq!(d.state("a"), Some(PoolRollout::Failed));
+    assert_eq!(d.state("b"), Some(PoolRollout::Halted));
+    let status = d.status("bad", &settings);
+    assert_eq!((status.rolled_back_to, status.progress.as_str()), (None, "Halted 0/2 (1 failed)"));
+    assert!(
+        status.message.contains("onFailure: Rollback could not apply: 1 pool(s)"),
+        "{}",
+        status.message
+    );
+    // A failed pool written before releases were stamped: not known
+    // where it would go back to, and said so.
+    let unstamped = Fleet::new()
+        .current("a", 0, failed(), 9_000)
+        .behind("b", 0, ready())
+        .decide(&settings, 1);
+    assert_eq!(unstamped.phase, RolloutPhase::Halted);
+    let message = unstamped.status("bad", &settings).message;
+    assert!(message.contains("carry no stamp of the revision they took"), "{message}");
+    // A record that no longer reads is named.
+    let unreadable = Settings {
+        cannot_go_back: vec!["the record of revision good does not read: missing field `interval`".into()],
+        ..settings.clone()
+    };
+    let message = fleet.decide(&unreadable, 1).status("bad", &unreadable).message;
+    assert!(message.contains("the record of revision good does not read"), "{message}");
     // Halt, the default, never rolls back.
     let halt = Settings {
         rollback: false,
@@ -140,7 +164,8 @@ fn an_offline_pool_goes_back_once_reached_and_one_with_nowhere_to_go_stays() {
     assert_eq!((back.pools.len(), back.unreached, back.stranded.clone()), (2, 1, vec!["c".to_string()]));
     let message = d.status("bad", &settings).message;
     assert!(message.contains("1 go back once they are reached again"), "{message}");
-    assert!(message.contains("have nothing to go back to and stay as they are (c)"), "{message}");
+    assert!(message.contains("were done with no earlier revision"), "{message}");
+    assert!(message.contains("and stay as they are (c)"), "{message}");
 }
 
 #[test]
@@ -227,7 +252,13 @@ proptest! {
             || inputs.iter().any(|p| p.stamp == Stamp::RolledBack)
             || d.failed.len() > max_failures;
         let back = matches!(d.phase, RolloutPhase::RollingBack | RolloutPhase::RolledBack);
-        prop_assert_eq!(applies, back);
+        // A rollback is reported only when a pool goes back or went back.
+        let before = recorded || inputs.iter().any(|p| p.stamp == Stamp::RolledBack);
+        let any_back = d.rolling_back.as_ref().is_some_and(|b| !b.pools.is_empty());
+        prop_assert_eq!(applies && (before || any_back), back);
+        if applies && !back {
+            prop_assert_eq!(d.phase, RolloutPhase::Halted);
+        }
         if !back {
             return Ok(());
         }
