@@ -361,6 +361,12 @@ fn pool_status(p: &PoolReport) -> PoolStatus {
         ReleaseState::Failed | ReleaseState::Stalled | ReleaseState::Waiting => ConditionStatus::False,
         ReleaseState::Progressing | ReleaseState::Unknown | ReleaseState::Offline => ConditionStatus::Unknown,
     };
+    // Offline once down past `offlineAfter`, when the rollout skips it (or
+    // counts it failed for going down after its update); a pool down for
+    // less is waited for, and says so in its reason, not offline yet.
+    let past_grace = p.status.state == ReleaseState::Offline
+        || p.status.reason == crate::api::conditions::pool_reason::OFFLINE_AFTER_UPDATE;
+    let offline = p.nodes.is_some_and(NodeCount::offline) && past_grace;
     PoolStatus {
         pool: p.pool.clone(),
         helm_release: p.helm_release.clone(),
@@ -372,8 +378,8 @@ fn pool_status(p: &PoolReport) -> PoolStatus {
         up_to_date: p.rollout.is_some_and(PoolRollout::up_to_date),
         rollout: p.rollout.map(|r| r.as_str().to_string()).unwrap_or_default(),
         nodes: p.nodes.map(|n| n.to_string()),
-        offline: p.nodes.is_some_and(NodeCount::offline),
-        offline_since: p.nodes.filter(|n| n.offline()).and_then(|n| n.changed).map(|t| t.to_string()),
+        offline,
+        offline_since: p.nodes.filter(|_| offline).and_then(|n| n.changed).map(|t| t.to_string()),
     }
 }
 

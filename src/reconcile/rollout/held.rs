@@ -20,6 +20,13 @@ use super::{
 /// failed, so that a chart that bricks its sites halts at the first one
 /// instead of walking the fleet pool by pool. Node conditions carry whole
 /// seconds: going down within the second of the write counts as after it.
+///
+/// The time a node went down is the edge node's own clock (the kubelet
+/// writes its NotReady), which may lag ours. The order is judged on our
+/// clock instead where we know it: the rollout writes no pool it sees
+/// down, so a release written at this revision (its stamp says so, and its
+/// `written-at` is our clock) was up when written, and went down after,
+/// whatever the node's clock says.
 pub(super) fn offline(settings: &Settings, p: &PoolInput) -> PoolDecision {
     let skipped = PoolDecision::of(PoolRollout::Offline);
     let Release::Current {
@@ -29,7 +36,12 @@ pub(super) fn offline(settings: &Settings, p: &PoolInput) -> PoolDecision {
     else {
         return skipped;
     };
-    let Some(since) = p.offline_since.filter(|since| since.as_second() >= written.as_second()) else {
+    let seen_up_at_write = matches!(p.stamp, super::Stamp::Took { .. });
+    let since = p.offline_since.map(|since| match seen_up_at_write {
+        true => since.max(written),
+        false => since,
+    });
+    let Some(since) = since.filter(|since| since.as_second() >= written.as_second()) else {
         return skipped;
     };
     let ready_since = status.ready_since.as_deref().and_then(|t| t.parse::<Timestamp>().ok());

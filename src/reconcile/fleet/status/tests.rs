@@ -333,3 +333,28 @@ fn kstatus_reads_every_case_as_a_person_would() {
         );
     }
 }
+
+#[test]
+fn a_pool_down_for_less_than_offline_after_is_not_offline_yet() {
+    let down = NodeCount {
+        ready: 0,
+        total: 2,
+        changed: Some("2029-12-31T23:59:20Z".parse().unwrap()),
+        of: crate::pools::nodes::Counted::Nodes,
+    };
+    let waiting = PoolReport {
+        nodes: Some(down),
+        rollout: Some(PoolRollout::Waiting),
+        ..report("a", ReleaseState::Ready, crate::api::conditions::pool_reason::NOT_REACHED)
+    };
+    let listed = pool_status(&waiting);
+    assert_eq!((listed.offline, listed.offline_since), (false, None), "within the grace: waited for");
+    assert_eq!(listed.reason, "PoolNotReached");
+    let skipped = PoolReport {
+        rollout: Some(PoolRollout::Offline),
+        ..report("a", ReleaseState::Offline, crate::api::conditions::pool_reason::POOL_OFFLINE)
+    };
+    let skipped = PoolReport { nodes: Some(down), ..skipped };
+    let listed = pool_status(&skipped);
+    assert!(listed.offline && listed.offline_since.is_some(), "past the grace: offline");
+}

@@ -902,3 +902,21 @@ fn a_pool_outside_its_windows_waits_for_the_next_and_the_rollout_looks_again_the
         .decide(&progressive(), 1);
     assert_eq!(d.phase, RolloutPhase::Complete);
 }
+
+#[test]
+fn a_pool_written_at_the_revision_went_down_after_it_whatever_its_nodes_clock_says() {
+    // The pool's node reports NotReady at 8,990 by its own clock, which
+    // lags: the write at 9,000 was made while the controller saw it up.
+    let fleet = || {
+        Fleet::new()
+            .current("down", 0, status(ReleaseState::Progressing, false, None), 9_000)
+            .down_since("down", 8_990)
+            .behind("next", 0, ready())
+    };
+    let took = fleet().stamped("down", Stamp::Took { can_go_back: false }).decide(&progressive(), 1);
+    assert_eq!(took.state("down"), Some(PoolRollout::Failed));
+    assert_eq!(took.state("next"), Some(PoolRollout::Halted), "the change does not walk on");
+    // A release this revision did not write is judged by the node's time.
+    let earlier = fleet().decide(&progressive(), 1);
+    assert_eq!(earlier.state("down"), Some(PoolRollout::Offline));
+}
