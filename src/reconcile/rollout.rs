@@ -381,7 +381,20 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
     // is that pool's own failure, not the revision's.
     let halted = settings.progressive && !settings.completed && failed.len() > settings.max_failures;
     let busy = |s: PoolRollout| matches!(s, PoolRollout::Updating | PoolRollout::Soaking);
-    let unavailable = states.iter().filter(|d| busy(d.state)).count();
+    // A pool that took the revision and went offline (or out of reach)
+    // before it was done keeps its slot: it comes back still updating,
+    // and freeing the slot meanwhile would let more than maxUnavailable
+    // update at once. Until its progressDeadline: then the slot is free.
+    let keeps_slot = |p: &PoolInput, d: &PoolDecision| {
+        d.state == PoolRollout::Offline
+            && match p.release {
+                Release::Current { status, written } => {
+                    busy(measure(settings, status, written, now, &mut Requeue::default()).state)
+                }
+                _ => false,
+            }
+    };
+    let unavailable = pools.iter().zip(&states).filter(|(p, d)| busy(d.state) || keeps_slot(p, d)).count();
 
     let rolling_back = rollback::applies(settings, pools, halted)
         .then(|| rollback::roll_back(settings, pools, &mut states, now, &mut requeue));

@@ -354,7 +354,10 @@ fn a_pool_down_for_less_than_offline_after_is_not_offline_yet() {
         rollout: Some(PoolRollout::Offline),
         ..report("a", ReleaseState::Offline, crate::api::conditions::pool_reason::POOL_OFFLINE)
     };
-    let skipped = PoolReport { nodes: Some(down), ..skipped };
+    let skipped = PoolReport {
+        nodes: Some(down),
+        ..skipped
+    };
     let listed = pool_status(&skipped);
     assert!(listed.offline && listed.offline_since.is_some(), "past the grace: offline");
 }

@@ -40,6 +40,8 @@ struct Fleet {
     closed: BTreeMap<String, Closed>,
     /// What each pool's release was written at, when not earlier.
     stamps: BTreeMap<String, Stamp>,
+    /// Offline pools out of reach (no node's clock says since when).
+    unreached: BTreeSet<String>,
 }
 
 #[derive(Clone, Copy)]
@@ -57,7 +59,15 @@ impl Fleet {
             offline_since: BTreeMap::new(),
             closed: BTreeMap::new(),
             stamps: BTreeMap::new(),
+            unreached: BTreeSet::new(),
         }
+    }
+
+    /// The pool `name` is out of reach since `secs` (a site helm-controller
+    /// cannot reach): down, with no node's time for it.
+    fn unreached_since(mut self, name: &str, secs: i64) -> Self {
+        self.unreached.insert(name.to_string());
+        self.down_since(name, secs)
     }
 
     /// The pool `name`'s release was written with `stamp`.
@@ -122,7 +132,11 @@ impl Fleet {
                 pool: name,
                 wave: *wave,
                 offline: *offline,
-                offline_since: self.offline_since.get(name).map(|s| ts(*s)),
+                offline_since: self
+                    .offline_since
+                    .get(name)
+                    .map(|s| ts(*s))
+                    .filter(|_| !self.unreached.contains(name)),
                 down_since: self.offline_since.get(name).map(|s| ts(*s)),
                 closed: self.closed.get(name).cloned(),
                 release: match kind {
@@ -919,4 +933,31 @@ fn a_pool_written_at_the_revision_went_down_after_it_whatever_its_nodes_clock_sa
     // A release this revision did not write is judged by the node's time.
     let earlier = fleet().decide(&progressive(), 1);
     assert_eq!(earlier.state("down"), Some(PoolRollout::Offline));
+}
+
+#[test]
+fn a_pool_that_goes_out_of_reach_while_updating_keeps_its_slot() {
+    let settings = Settings {
+        max_unavailable: 1,
+        max_failures: 1,
+        offline_after: Duration::from_secs(30),
+        ..progressive()
+    };
+    // "site" took the revision, then its cluster went out of reach (no
+    // time known on its nodes' clock) before it was Ready.
+    let d = Fleet::new()
+        .current("site", 0, status(ReleaseState::Progressing, false, None), 9_800)
+        .add("b", 0, false, Kind::Behind(0), Some(ready()))
+        .unreached_since("site", 9_850)
+        .decide(&settings, 1);
+    assert_eq!(d.state("site"), Some(PoolRollout::Offline));
+    assert_eq!(written(&d), Vec::<&str>::new(), "its slot is still taken");
+    assert_eq!(d.state("b"), Some(PoolRollout::Pending));
+    // Done before it went down: it frees its slot.
+    let d = Fleet::new()
+        .current("site", 0, status(ReleaseState::Ready, true, Some(9_810)), 9_800)
+        .add("b", 0, false, Kind::Behind(0), Some(ready()))
+        .unreached_since("site", 9_850)
+        .decide(&settings, 1);
+    assert_eq!(written(&d), ["b"]);
 }
