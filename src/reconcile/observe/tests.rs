@@ -143,6 +143,21 @@ fn a_release_no_application_owns_is_cached_as_the_helm_release_it_drives() {
     assert_eq!(CachedRelease::from_object(full).drives, None);
 }
 
+/// A HelmRelease written by hand that installs into a site cluster drives
+/// a Helm release there, not on this cluster: the cache keeps where.
+#[test]
+fn a_release_no_application_owns_into_a_site_cluster_is_cached_as_the_helm_release_it_drives_there() {
+    let mut full = release("theirs", "edge", None);
+    full.data["spec"]["releaseName"] = json!("gateway");
+    full.data["spec"]["kubeConfig"] = json!({ "secretRef": { "name": "store-1-kubeconfig" } });
+    let cached = CachedRelease::from_object(full.clone());
+    let whole = serde_json::to_value(&full).unwrap();
+    assert_eq!(cached.drives, naming::helm_release_of(&whole));
+    let mut into_hub = whole.clone();
+    into_hub["spec"].as_object_mut().unwrap().remove("kubeConfig");
+    assert_ne!(cached.drives, naming::helm_release_of(&into_hub), "not a release of this cluster");
+}
+
 #[test]
 fn a_cached_pool_keeps_its_name_labels_and_annotations() {
     let pool = object(json!({
