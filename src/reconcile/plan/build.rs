@@ -163,7 +163,7 @@ pub(super) fn candidates<'a>(
                 let release = naming::release_name(app.name, &pool.name);
                 (release, Kind::Refused(Outcome::Failed { field, message }))
             }
-            Ok(b) => match helm_release_taken(input, owned, &b) {
+            Ok(b) => match helm_release_taken(input, owned, pool, &b) {
                 Some(taken) => {
                     // Its own release, if it drives that Helm release, would
                     // fight the other's installs (an upgrade of

@@ -52,19 +52,35 @@ pub(super) fn blocked(input: &PlanInput, reason: String, message: String) -> Pla
 /// drove it first (the older of the two keeps it; names break a tie). The
 /// refused pool's existing release, if any, is made inert (see
 /// `Plan::inert`) and not deleted: deleting an active one would uninstall
-/// the Helm release both drive.
-pub(super) fn helm_release_taken(input: &PlanInput, owned: &Owned, built: &Built) -> Option<Outcome> {
+/// the Helm release both drive. A site cluster is known by every name its
+/// profile gives it (`Pool::cluster_ids`) as well as by its kubeconfig
+/// Secret: another application's profile of the same cluster, in any
+/// namespace, leads to the same Helm release.
+pub(super) fn helm_release_taken(
+    input: &PlanInput,
+    owned: &Owned,
+    pool: &Pool,
+    built: &Built,
+) -> Option<Outcome> {
     let key = built.made.helm_release.as_ref()?;
-    let by = input.others.driving(key)?;
-    let ours = owned.get(built.name.as_str()).filter(|o| o.helm_release.as_ref() == Some(key));
     let first = |created: &Option<String>, name: &str| {
         (created.clone().unwrap_or_else(|| "~".into()), name.to_string())
     };
+    let by = std::iter::once(input.others.driving(key))
+        .chain(
+            pool.cluster_ids
+                .iter()
+                .filter_map(|id| naming::same_helm_release_on(key, id))
+                .map(|same| input.others.driving(&same)),
+        )
+        .flatten()
+        .min_by_key(|by| first(&by.created, &by.name))?;
+    let ours = owned.get(built.name.as_str()).filter(|o| o.helm_release.as_ref() == Some(key));
     if ours.is_some_and(|o| first(&o.created, &o.name) < first(&by.created, &by.name)) {
         return None;
     }
     Some(Outcome::HelmReleaseTaken {
-        helm_release: format!("{}/{}", key.0, key.1),
+        helm_release: naming::describe_helm_release(key),
         by,
     })
 }
@@ -77,11 +93,14 @@ pub(super) fn helm_release_taken_message(outcome: &Outcome) -> String {
         Some(app) => format!(" of NodePoolApplication {app}"),
         None => String::new(),
     };
+    let name = match &by.namespace {
+        Some(namespace) => format!("{namespace}/{}", by.name),
+        None => by.name.clone(),
+    };
     format!(
-        "releaseName: Helm release {helm_release} is already driven by HelmRelease {}{owner}; two \
+        "releaseName: Helm release {helm_release} is already driven by HelmRelease {name}{owner}; two \
          HelmReleases would overwrite each other's installs: give each application's releases \
          their own names (include {{{{app.name}}}} in releaseName) or storageNamespace",
-        by.name
     )
 }
 
