@@ -4,6 +4,7 @@
 
 use crate::api::conditions;
 use std::collections::hash_map::Entry;
+use std::collections::BTreeMap;
 
 use super::*;
 
@@ -197,6 +198,44 @@ pub(super) fn fail_duplicate_release_names(built: &mut [(usize, &Pool, Result<Bu
                 field: "releaseName".into(),
                 message: message.clone(),
             });
+        }
+    }
+}
+
+/// Two sites of the application that are one cluster (two profiles of it
+/// in its namespace, two managers' for example) installing the same Helm
+/// release there would overwrite each other, through two kubeconfig
+/// Secrets that [`fail_duplicate_release_names`] takes for two clusters.
+pub(super) fn fail_one_cluster_twice(built: &mut [(usize, &Pool, Result<Built, FieldError>)]) {
+    // Sites only, and few share a name: the map holds one entry a name.
+    let mut by_cluster: BTreeMap<HelmReleaseKey, Vec<usize>> = BTreeMap::new();
+    for (at, (_, pool, result)) in built.iter().enumerate() {
+        let Some(key) = result.as_ref().ok().and_then(|b| b.made.helm_release.as_ref()) else {
+            continue;
+        };
+        for id in &pool.cluster_ids {
+            if let Some(same) = naming::same_helm_release_on(key, id) {
+                by_cluster.entry(same).or_default().push(at);
+            }
+        }
+    }
+    for (key, at) in by_cluster.into_iter().filter(|(_, at)| at.len() > 1) {
+        let (cluster, _) = key.0.rsplit_once(':').unwrap_or_default();
+        let pools: Vec<&str> = at.iter().map(|i| built[*i].1.name.as_str()).collect();
+        let message = format!(
+            "renders to {:?} for sites {}, which are one cluster ({cluster}): both would install one \
+             Helm release there; select one profile of each cluster, or include {{{{pool.name}}}} in \
+             releaseName",
+            key.1,
+            pools.join(", ")
+        );
+        for i in at {
+            if built[i].2.is_ok() {
+                built[i].2 = Err(FieldError {
+                    field: "releaseName".into(),
+                    message: message.clone(),
+                });
+            }
         }
     }
 }

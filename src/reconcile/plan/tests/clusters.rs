@@ -294,3 +294,35 @@ fn a_site_whose_cluster_another_application_drives_under_another_name_is_refused
         reported.message
     );
 }
+
+/// Two profiles of one cluster in the application's namespace (two
+/// managers publish one each): one releaseName would install it twice
+/// there, through two Secrets.
+#[test]
+fn two_sites_that_are_one_cluster_with_one_release_name_both_fail_naming_the_cluster() {
+    let one_cluster: Vec<Pool> = clusters()
+        .into_iter()
+        .map(|p| Pool {
+            cluster_ids: vec![format!("cluster of {}", p.name), "cluster at https://store-1.example:6443".into()],
+            ..p
+        })
+        .collect();
+    let mut a = sites(json!({}));
+    a.spec.release_name = Some("gateway".into());
+    let plan = Scenario::of(&a).over(&one_cluster).plan();
+    assert!(plan.apply.is_empty(), "{:?}", applied_pools(&plan));
+    for pool in ["hangzhou", "shanghai"] {
+        match outcome(&plan, pool) {
+            Outcome::Failed { field, message } => {
+                assert_eq!(field, "releaseName");
+                assert!(message.contains("hangzhou, shanghai"), "{message}");
+                assert!(message.contains("cluster at https://store-1.example:6443"), "{message}");
+            }
+            other => panic!("{pool}: expected a failed site, got {other:?}"),
+        }
+    }
+    // Named per pool, they are two Helm releases on that cluster.
+    a.spec.release_name = Some("gateway-{{pool.name}}".into());
+    let plan = Scenario::of(&a).over(&one_cluster).plan();
+    assert_eq!(applied_pools(&plan), ["hangzhou", "shanghai"]);
+}
