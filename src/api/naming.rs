@@ -218,7 +218,11 @@ pub fn describe_helm_release(key: &(String, String)) -> String {
 /// ([`crate::pools::cluster_id`]).
 pub fn cluster_of(object: &serde_json::Value) -> Option<String> {
     let text = |value: &serde_json::Value, key: &str| {
-        value.get(key).and_then(serde_json::Value::as_str).filter(|s| !s.is_empty()).map(str::to_string)
+        value
+            .get(key)
+            .and_then(serde_json::Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
     };
     let kube_config = object.pointer("/spec/kubeConfig")?;
     let namespace = object.pointer("/metadata/namespace").and_then(serde_json::Value::as_str)?;

@@ -85,7 +85,8 @@ mod tests {
     fn names(profile: &Value) -> Vec<String> {
         let name = profile.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
         let labels: BTreeMap<String, String> =
-            serde_json::from_value(profile.pointer("/metadata/labels").cloned().unwrap_or(json!({}))).unwrap();
+            serde_json::from_value(profile.pointer("/metadata/labels").cloned().unwrap_or(json!({})))
+                .unwrap();
         of_profile(name, &labels, profile)
     }
 
@@ -128,7 +129,13 @@ mod tests {
             "status": { "credentialProviders": [{ "name": "token", "cluster": { "server": "https://store-1.example:6443" } }] }
         });
         let ids = names(&karmada);
-        assert_eq!(ids, ["cluster member-7 of manager karmada", "cluster at https://store-1.example:6443"]);
+        assert_eq!(
+            ids,
+            [
+                "cluster member-7 of manager karmada",
+                "cluster at https://store-1.example:6443"
+            ]
+        );
         assert!(names(&published("team-a")).iter().any(|id| ids.contains(id)));
     }
 

@@ -225,7 +225,10 @@ pub fn observe(caches: &Caches, app: &NodePoolApplication) -> Observed {
     let mut owned = Vec::new();
     let mut others = Vec::new();
     let mut on_sites = Vec::new();
-    let profiles = caches.pools.get(&PoolKind::ClusterProfile).filter(|_| kind == PoolKind::ClusterProfile);
+    let profiles = caches
+        .pools
+        .get(&PoolKind::ClusterProfile)
+        .filter(|_| kind == PoolKind::ClusterProfile);
     for release in caches.releases.state() {
         if let Some(profiles) = profiles.filter(|_| !owned_by(release.as_ref(), uid)) {
             on_sites.extend(same_cluster_drivers(profiles, &release));
@@ -266,11 +269,15 @@ fn same_cluster_drivers(
         return Vec::new();
     };
     let meta = &release.metadata;
-    let pool = release.observed.as_ref().and_then(|o| o.pool.as_deref());
+    // A release of this cluster has no site to be known by.
+    let on_site = release.observed.as_ref().filter(|o| o.cluster.is_some());
+    let pool = on_site.and_then(|o| o.pool.as_deref());
     let (Some(pool), Some(namespace)) = (pool, meta.namespace.as_deref()) else {
         return Vec::new();
     };
-    let Some(profile) = profiles.store.get(&ObjectRef::new_with(pool, profiles.api.clone()).within(namespace))
+    let Some(profile) = profiles
+        .store
+        .get(&ObjectRef::new_with(pool, profiles.api.clone()).within(namespace))
     else {
         return Vec::new();
     };

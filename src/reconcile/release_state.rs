@@ -502,7 +502,9 @@ mod tests {
         let release = remote(
             "False",
             "StateError",
-            &format!("{STATE_ERROR}context deadline exceeded (Client.Timeout exceeded while awaiting headers)"),
+            &format!(
+                "{STATE_ERROR}context deadline exceeded (Client.Timeout exceeded while awaiting headers)"
+            ),
         );
         assert_eq!(unreachable_since(&release), Some("2030-01-01T00:00:00Z".parse().unwrap()));
     }

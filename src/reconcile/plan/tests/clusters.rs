@@ -303,7 +303,10 @@ fn two_sites_that_are_one_cluster_with_one_release_name_both_fail_naming_the_clu
     let one_cluster: Vec<Pool> = clusters()
         .into_iter()
         .map(|p| Pool {
-            cluster_ids: vec![format!("cluster of {}", p.name), "cluster at https://store-1.example:6443".into()],
+            cluster_ids: vec![
+                format!("cluster of {}", p.name),
+                "cluster at https://store-1.example:6443".into(),
+            ],
             ..p
         })
         .collect();
