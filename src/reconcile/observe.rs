@@ -324,8 +324,10 @@ impl Others {
             (release.drives.as_ref(), meta.creation_timestamp.as_ref(), meta.name.as_deref())
         });
         on_sites.sort_by(|(a, x), (b, y)| {
-            let when = |r: &CachedRelease| (r.metadata.creation_timestamp.clone(), r.metadata.name.clone());
-            a.cmp(b).then_with(|| when(x).cmp(&when(y)))
+            let (x, y) = (&x.metadata, &y.metadata);
+            a.cmp(b)
+                .then_with(|| x.creation_timestamp.as_ref().cmp(&y.creation_timestamp.as_ref()))
+                .then_with(|| x.name.cmp(&y.name))
         });
         Self {
             releases,
