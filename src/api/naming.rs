@@ -167,8 +167,8 @@ fn is_label_value(value: &str) -> bool {
 /// Flux shortens it; stored in `spec.storageNamespace`, or the HelmRelease's
 /// own namespace. Two HelmReleases with the same pair drive one release.
 /// A release into another cluster (`spec.kubeConfig`) is stored there: its
-/// storage namespace is prefixed `<kubeconfig Secret>:`, so that releases
-/// of one name in two site clusters are two releases.
+/// storage namespace is prefixed `<cluster>:` ([`cluster_of`]), so that
+/// releases of one name in two site clusters are two releases.
 pub fn helm_release_of(object: &serde_json::Value) -> Option<(String, String)> {
     let text =
         |pointer: &str| object.pointer(pointer).and_then(serde_json::Value::as_str).filter(|s| !s.is_empty());
@@ -180,22 +180,63 @@ pub fn helm_release_of(object: &serde_json::Value) -> Option<(String, String)> {
         (None, None) => name.to_string(),
     };
     let storage = text("/spec/storageNamespace").unwrap_or(namespace);
-    let storage = match cluster_of(object) {
-        Some(cluster) => format!("{cluster}:{storage}"),
-        None => storage.to_string(),
-    };
-    Some((storage, shorten_release_name(&release)))
+    let release = shorten_release_name(&release);
+    Some(match cluster_of(object) {
+        Some(cluster) => helm_release_on(&cluster, storage, &release),
+        None => (storage.to_string(), release),
+    })
 }
 
-/// The cluster a HelmRelease installs into, when it is not this one: the
-/// kubeconfig Secret (and key) its `spec.kubeConfig` names.
+/// The Helm release `release`, stored in `storage`, of the site cluster
+/// `cluster`: the key [`helm_release_of`] gives it.
+pub fn helm_release_on(cluster: &str, storage: &str, release: &str) -> (String, String) {
+    (format!("{cluster}:{storage}"), release.to_string())
+}
+
+/// The same Helm release as `key` (one of a site cluster, as
+/// [`helm_release_of`] gives it), known by another name of its cluster;
+/// `None` for a Helm release of this cluster. A namespace holds no `:`, so
+/// the storage namespace is what follows the last one.
+pub fn same_helm_release_on(key: &(String, String), cluster: &str) -> Option<(String, String)> {
+    let (_, storage) = key.0.rsplit_once(':')?;
+    Some(helm_release_on(cluster, storage, &key.1))
+}
+
+/// A Helm release as a person reads it: `<storage namespace>/<name>`, and
+/// for one of a site cluster, which.
+pub fn describe_helm_release(key: &(String, String)) -> String {
+    match key.0.rsplit_once(':') {
+        Some((cluster, storage)) => format!("{storage}/{} in the site cluster of {cluster}", key.1),
+        None => format!("{}/{}", key.0, key.1),
+    }
+}
+
+/// The cluster a HelmRelease installs into, when it is not this one, as
+/// its `spec.kubeConfig` names it: the kubeconfig Secret, with its
+/// namespace (the HelmRelease's, as Flux reads it), and its key unless it
+/// is Flux's default `value` (no key and `value` are one kubeconfig); or
+/// the ConfigMap of a workload identity. Only the same Secret is known to
+/// be the same cluster here: a site's other names are its profile's
+/// ([`crate::pools::cluster_id`]).
 pub fn cluster_of(object: &serde_json::Value) -> Option<String> {
-    let secret = object.pointer("/spec/kubeConfig/secretRef")?;
-    let name = secret.get("name")?.as_str()?;
-    Some(match secret.get("key").and_then(serde_json::Value::as_str) {
-        Some(key) => format!("{name}.{key}"),
-        None => name.to_string(),
-    })
+    let text = |value: &serde_json::Value, key: &str| {
+        value
+            .get(key)
+            .and_then(serde_json::Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    let kube_config = object.pointer("/spec/kubeConfig")?;
+    let namespace = object.pointer("/metadata/namespace").and_then(serde_json::Value::as_str)?;
+    if let Some(secret) = kube_config.get("secretRef") {
+        let name = text(secret, "name")?;
+        return Some(match text(secret, "key").filter(|k| k != "value") {
+            Some(key) => format!("Secret {namespace}/{name} key {key}"),
+            None => format!("Secret {namespace}/{name}"),
+        });
+    }
+    let config_map = kube_config.get("configMapRef")?;
+    Some(format!("ConfigMap {namespace}/{}", text(config_map, "name")?))
 }
 
 /// Flux's `ShortenName`: names past 53 characters become their first 40
@@ -406,6 +447,35 @@ mod tests {
             key("store", "gw")
         );
         assert_eq!(helm_release_of(&serde_json::json!({ "metadata": { "name": "x" } })), None);
+    }
+
+    #[test]
+    fn a_site_cluster_is_its_kubeconfig_in_its_namespace_whatever_names_flux_default_key() {
+        let hr = |namespace: &str, kube_config: serde_json::Value| {
+            serde_json::json!({ "metadata": { "name": "web", "namespace": namespace },
+                                "spec": { "storageNamespace": "apps", "kubeConfig": kube_config } })
+        };
+        let default = helm_release_of(&hr("edge", serde_json::json!({ "secretRef": { "name": "s1" } })));
+        assert_eq!(default, Some(("Secret edge/s1:apps".to_string(), "web".to_string())));
+        let value = hr("edge", serde_json::json!({ "secretRef": { "name": "s1", "key": "value" } }));
+        assert_eq!(helm_release_of(&value), default, "no key is Flux's `value`");
+        let yaml = hr("edge", serde_json::json!({ "secretRef": { "name": "s1", "key": "value.yaml" } }));
+        assert_ne!(helm_release_of(&yaml), default);
+        let elsewhere = hr("other", serde_json::json!({ "secretRef": { "name": "s1" } }));
+        assert_ne!(helm_release_of(&elsewhere), default, "another namespace's Secret of that name");
+        let identity = hr("edge", serde_json::json!({ "configMapRef": { "name": "s1" } }));
+        assert_eq!(helm_release_of(&identity).unwrap().0, "ConfigMap edge/s1:apps");
+        // The same Helm release, by another name of its cluster.
+        assert_eq!(
+            same_helm_release_on(default.as_ref().unwrap(), "cluster c1 of manager ocm"),
+            Some(("cluster c1 of manager ocm:apps".to_string(), "web".to_string()))
+        );
+        assert_eq!(same_helm_release_on(&("apps".into(), "web".into()), "c1"), None, "of this cluster");
+        assert_eq!(
+            describe_helm_release(default.as_ref().unwrap()),
+            "apps/web in the site cluster of Secret edge/s1"
+        );
+        assert_eq!(describe_helm_release(&("apps".into(), "web".into())), "apps/web");
     }
 
     #[test]

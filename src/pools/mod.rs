@@ -11,6 +11,7 @@
 //! label nodepool` sets, not the labels the framework copies onto its nodes,
 //! which say nothing about which applications the pool wants.
 
+pub mod cluster_id;
 pub mod kind;
 pub mod node_label;
 pub mod nodes;
@@ -41,6 +42,10 @@ pub struct Pool {
     /// A site cluster's health, as its ClusterProfile says it; `None` for
     /// a pool of this cluster, or a profile that says nothing of it.
     pub health: Option<nodes::SiteHealth>,
+    /// The names the cluster inventory API gives a site cluster, each
+    /// enough to know it in any namespace ([`cluster_id::of_profile`]);
+    /// empty for a pool of this cluster.
+    pub cluster_ids: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -102,6 +107,7 @@ impl Pool {
             marks: kind.membership(),
             namespace: object.metadata.namespace.clone().filter(|_| kind.namespaced),
             health: nodes::SiteHealth::of_profile(&object.data),
+            cluster_ids: cluster_ids(kind, &name, &labels, &object.data),
             name,
             labels,
             annotations,
@@ -123,11 +129,25 @@ impl Pool {
             marks: kind.membership(),
             namespace: namespace.filter(|_| kind.namespaced).map(str::to_string),
             health: nodes::SiteHealth::of_profile(object),
+            cluster_ids: cluster_ids(kind, &name, &labels, object),
             name,
             labels,
             annotations,
         })
     }
+}
+
+/// A pool's [`Pool::cluster_ids`]: those of a site cluster's profile.
+fn cluster_ids(
+    kind: &PoolObjects,
+    name: &str,
+    labels: &BTreeMap<String, String>,
+    object: &Value,
+) -> Vec<String> {
+    if kind.marks != kind::NodeMark::OwnCluster {
+        return Vec::new();
+    }
+    cluster_id::of_profile(name, labels, object)
 }
 
 fn string_map(
@@ -294,6 +314,7 @@ mod tests {
             marks: nodes::Membership::OwnCluster,
             namespace: None,
             health: None,
+            cluster_ids: Vec::new(),
         }
     }
 

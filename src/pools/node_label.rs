@@ -34,6 +34,7 @@ pub fn pools<'a>(nodes: impl IntoIterator<Item = &'a Node>, key: &str) -> Vec<Po
             name: value.to_string(),
             namespace: None,
             health: None,
+            cluster_ids: Vec::new(),
             labels,
             annotations: BTreeMap::new(),
             marks: Membership::Label(key.to_string()),

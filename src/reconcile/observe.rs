@@ -224,7 +224,15 @@ pub fn observe(caches: &Caches, app: &NodePoolApplication) -> Observed {
     };
     let mut owned = Vec::new();
     let mut others = Vec::new();
+    let mut on_sites = Vec::new();
+    let profiles = caches
+        .pools
+        .get(&PoolKind::ClusterProfile)
+        .filter(|_| kind == PoolKind::ClusterProfile);
     for release in caches.releases.state() {
+        if let Some(profiles) = profiles.filter(|_| !owned_by(release.as_ref(), uid)) {
+            on_sites.extend(same_cluster_drivers(profiles, &release));
+        }
         if release.metadata.namespace.as_deref() != Some(namespace.as_str()) {
             continue;
         }
@@ -243,13 +251,50 @@ pub fn observe(caches: &Caches, app: &NodePoolApplication) -> Observed {
         pools,
         unserved,
         owned,
-        others: Others::new(others),
+        others: Others::new(others, on_sites, &namespace),
     }
+}
+
+/// The Helm releases a HelmRelease of another application drives on a
+/// site cluster, in any namespace, by each name the cluster inventory
+/// gives that cluster (the profile of the release's pool, in the
+/// release's namespace): another profile of the same cluster leads there
+/// too. None for a release with no pool mark (one written by hand: only
+/// its kubeconfig Secret tells its cluster, see `naming::cluster_of`).
+fn same_cluster_drivers(
+    profiles: &PoolCache,
+    release: &Arc<CachedRelease>,
+) -> Vec<(HelmReleaseKey, Arc<CachedRelease>)> {
+    let Some(key) = release.drives.as_ref() else {
+        return Vec::new();
+    };
+    let meta = &release.metadata;
+    // A release of this cluster has no site to be known by.
+    let on_site = release.observed.as_ref().filter(|o| o.cluster.is_some());
+    let pool = on_site.and_then(|o| o.pool.as_deref());
+    let (Some(pool), Some(namespace)) = (pool, meta.namespace.as_deref()) else {
+        return Vec::new();
+    };
+    let Some(profile) = profiles
+        .store
+        .get(&ObjectRef::new_with(pool, profiles.api.clone()).within(namespace))
+    else {
+        return Vec::new();
+    };
+    profile
+        .pool
+        .cluster_ids
+        .iter()
+        .filter_map(|id| naming::same_helm_release_on(key, id))
+        .map(|same| (same, Arc::clone(release)))
+        .collect()
 }
 
 /// The releases of an application's namespace it does not own, as the
 /// cache holds them, sorted to be looked up by name and by the Helm release
-/// each drives: shared with the cache rather than copied out.
+/// each drives: shared with the cache rather than copied out; and the
+/// Helm releases other applications drive on site clusters, by each name
+/// of their cluster.
 #[derive(Debug, Clone, Default)]
 pub struct Others {
     /// Sorted by name.
@@ -257,10 +302,20 @@ pub struct Others {
     /// Indices into `releases`, sorted by the Helm release each drives, then
     /// oldest first.
     by_helm_release: Vec<usize>,
+    /// By a name of the site cluster each installs into
+    /// ([`same_cluster_drivers`]), sorted by it, then oldest first; in any
+    /// namespace.
+    on_sites: Vec<(HelmReleaseKey, Arc<CachedRelease>)>,
+    /// The application's namespace: a driver elsewhere is named with its own.
+    namespace: String,
 }
 
 impl Others {
-    fn new(mut releases: Vec<Arc<CachedRelease>>) -> Self {
+    fn new(
+        mut releases: Vec<Arc<CachedRelease>>,
+        mut on_sites: Vec<(HelmReleaseKey, Arc<CachedRelease>)>,
+        namespace: &str,
+    ) -> Self {
         releases.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         let mut by_helm_release: Vec<usize> = (0..releases.len()).collect();
         by_helm_release.sort_by_key(|&i| {
@@ -268,9 +323,26 @@ impl Others {
             let meta = &release.metadata;
             (release.drives.as_ref(), meta.creation_timestamp.as_ref(), meta.name.as_deref())
         });
+        on_sites.sort_by(|(a, x), (b, y)| {
+            let (x, y) = (&x.metadata, &y.metadata);
+            a.cmp(b)
+                .then_with(|| x.creation_timestamp.as_ref().cmp(&y.creation_timestamp.as_ref()))
+                .then_with(|| x.name.cmp(&y.name))
+        });
         Self {
             releases,
             by_helm_release,
+            on_sites,
+            namespace: namespace.to_string(),
+        }
+    }
+
+    fn taken(&self, release: &CachedRelease) -> TakenRelease {
+        TakenRelease {
+            name: release.metadata.name.clone().unwrap_or_default(),
+            namespace: release.metadata.namespace.clone().filter(|ns| *ns != self.namespace),
+            application: owner_of::<NodePoolApplication>(release).map(|app| app.name),
+            created: release.created(),
         }
     }
 }
@@ -285,12 +357,17 @@ impl OtherReleases for Others {
     fn driving(&self, key: &HelmReleaseKey) -> Option<TakenRelease> {
         let drives = |i: usize| self.releases[i].drives.as_ref();
         let first = self.by_helm_release.partition_point(|&i| drives(i) < Some(key));
-        let release = &self.releases[*self.by_helm_release.get(first)?];
-        (release.drives.as_ref() == Some(key)).then(|| TakenRelease {
-            name: release.metadata.name.clone().unwrap_or_default(),
-            application: owner_of::<NodePoolApplication>(release.as_ref()).map(|app| app.name),
-            created: release.created(),
-        })
+        let here = self.by_helm_release.get(first).map(|&i| &self.releases[i]);
+        let here = here.filter(|r| r.drives.as_ref() == Some(key));
+        let first = self.on_sites.partition_point(|(k, _)| k < key);
+        let on_site = self.on_sites.get(first).filter(|(k, _)| k == key).map(|(_, r)| r);
+        let when = |r: &CachedRelease| (r.created(), r.metadata.name.clone());
+        let older = match (here, on_site) {
+            (Some(h), Some(s)) if when(s) < when(h) => Some(s),
+            (Some(h), _) => Some(h),
+            (None, s) => s,
+        };
+        older.map(|r| self.taken(r))
     }
 }
 

@@ -159,12 +159,22 @@ pub fn classify(release: &Value) -> ReleaseStatus {
     }
 }
 
-/// What helm-controller's Ready message holds when the cluster a release
-/// installs into (its `spec.kubeConfig`) does not answer: Go's network
-/// errors, as helm-controller reports them (reason `StateError`, "Could
-/// not determine release state: … Get \"https://…\": <error>"). A wrong
-/// CA (`x509: …`) or refused credentials are not here: they are the
-/// kubeconfig's fault, which no waiting mends, so the site fails.
+/// The reason helm-controller gives when it could not read the release's
+/// state from Helm's storage, before any Helm action
+/// (`internal/reconcile/atomic_release.go`): "Could not determine release
+/// state: failed to retrieve last release from storage: … Get
+/// \"https://…\": <error>". That read is the first request a reconcile
+/// makes to the site cluster, so a site that does not answer says so
+/// here, and only here: a Helm action that runs out of time on a site
+/// that answers (a wait, a hook, a chart download from the hub) ends in
+/// the same network words but with reason `InstallFailed` or
+/// `UpgradeFailed`, or `ArtifactFailed`, and is the chart's failure.
+pub const REASON_STATE_ERROR: &str = "StateError";
+
+/// Go's network errors, as a `StateError` message ends with them when the
+/// site cluster does not answer. A wrong CA (`x509: …`) or refused
+/// credentials are not here: they are the kubeconfig's fault, which no
+/// waiting mends, so the site fails.
 const UNREACHABLE: &[&str] = &[
     "connect: connection refused",
     "net/http: TLS handshake timeout",
@@ -178,13 +188,17 @@ const UNREACHABLE: &[&str] = &[
 
 /// Since when the site cluster a release installs into has not answered,
 /// as its Ready condition says; `None` for a release of this cluster (no
-/// `spec.kubeConfig`), or one whose site answers.
+/// `spec.kubeConfig`), one whose site answers, or one whose Helm action
+/// failed (whatever its words: see [`REASON_STATE_ERROR`]).
 pub fn unreachable_since(release: &Value) -> Option<k8s_openapi::jiff::Timestamp> {
     release.pointer("/spec/kubeConfig")?;
     let conditions = release.pointer("/status/conditions")?.as_array()?;
     let ready = conditions.iter().find(|c| c["type"] == "Ready")?;
     let message = ready["message"].as_str()?;
-    if ready["status"] == "True" || !UNREACHABLE.iter().any(|m| message.contains(m)) {
+    let could_not_reach = ready["status"] == "False"
+        && ready["reason"] == REASON_STATE_ERROR
+        && UNREACHABLE.iter().any(|m| message.contains(m));
+    if !could_not_reach {
         return None;
     }
     ready["lastTransitionTime"].as_str()?.parse().ok()
@@ -446,6 +460,53 @@ mod tests {
                 "{error}"
             );
         }
+    }
+
+    /// What helm-controller says when a Helm action on a site that answers
+    /// runs out of time: Helm 3's wait, Helm 4's wait (kstatus, one line a
+    /// resource, then the context's error), a hook, and the chart download
+    /// from source-controller on the hub. The words of a timeout, but the
+    /// site answered: a failed install or upgrade, never an unreachable site.
+    #[test]
+    fn a_helm_action_that_times_out_on_a_site_that_answers_is_not_unreachable() {
+        let helm3_wait = "Helm upgrade failed for release apps/apps-web with chart podinfo@6.7.1: \
+            context deadline exceeded";
+        let helm4_wait = "Helm install failed for release apps/apps-web with chart podinfo@6.7.1: \
+            resource not ready, name: apps-web, kind: Deployment, status: InProgress\n\
+            context deadline exceeded";
+        let hook = "Helm upgrade failed for release apps/apps-web with chart podinfo@6.7.1: \
+            post-upgrade hooks failed: 1 error occurred:\n\t* context deadline exceeded";
+        let download = "Could not load chart: failed to download chart from \
+            'http://source-controller.flux-system.svc.cluster.local./helmchart/apps/apps-web/podinfo-6.7.1.tgz': \
+            Get \"http://source-controller.flux-system.svc.cluster.local./helmchart/apps/apps-web/podinfo-6.7.1.tgz\": \
+            context deadline exceeded (Client.Timeout exceeded while awaiting headers)";
+        for (reason, message) in [
+            ("UpgradeFailed", helm3_wait),
+            ("InstallFailed", helm4_wait),
+            ("UpgradeFailed", hook),
+            ("ArtifactFailed", download),
+        ] {
+            assert_eq!(unreachable_since(&remote("False", reason, message)), None, "{reason}: {message}");
+        }
+        // Helm's own words for a cluster it could not reach during an
+        // action are still the action's failure: helm-controller's next
+        // attempt reads the release state first, and says StateError then.
+        let mid_install = "Helm install failed for release apps/apps-web with chart podinfo@6.7.1: \
+            Kubernetes cluster unreachable: Get \"https://127.0.0.1:17743/version\": dial tcp \
+            127.0.0.1:17743: connect: connection refused";
+        assert_eq!(unreachable_since(&remote("False", "InstallFailed", mid_install)), None);
+    }
+
+    #[test]
+    fn a_release_state_that_times_out_is_unreachable() {
+        let release = remote(
+            "False",
+            "StateError",
+            &format!(
+                "{STATE_ERROR}context deadline exceeded (Client.Timeout exceeded while awaiting headers)"
+            ),
+        );
+        assert_eq!(unreachable_since(&release), Some("2030-01-01T00:00:00Z".parse().unwrap()));
     }
 
     #[test]

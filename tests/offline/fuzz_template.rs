@@ -77,6 +77,7 @@ fn context() -> impl Strategy<Value = TemplateContext> {
                     marks: nodepool_fanout::pools::nodes::Membership::OwnCluster,
                     namespace: None,
                     health: None,
+                    cluster_ids: Vec::new(),
                 },
             )
         },
@@ -227,6 +228,7 @@ fn fixed_context() -> TemplateContext {
         marks: nodepool_fanout::pools::nodes::Membership::OwnCluster,
         namespace: None,
         health: None,
+        cluster_ids: Vec::new(),
     };
     TemplateContext::new("gateway", "edge", &pool)
 }

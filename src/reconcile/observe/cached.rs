@@ -139,8 +139,13 @@ impl CachedRelease {
                 *values = drift::kept_values(values.take());
             }
             if let Some(spec) = map.get_mut("spec").and_then(Value::as_object_mut).filter(|_| !anyones) {
+                // With the cluster it installs into (`kubeConfig`): a release
+                // of one name in a site cluster is another than on this one.
                 spec.retain(|key, _| {
-                    matches!(key.as_str(), "releaseName" | "targetNamespace" | "storageNamespace")
+                    matches!(
+                        key.as_str(),
+                        "releaseName" | "targetNamespace" | "storageNamespace" | "kubeConfig"
+                    )
                 });
             }
             if let Some(status) = map.get_mut("status").and_then(Value::as_object_mut) {

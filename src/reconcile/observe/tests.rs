@@ -143,6 +143,21 @@ fn a_release_no_application_owns_is_cached_as_the_helm_release_it_drives() {
     assert_eq!(CachedRelease::from_object(full).drives, None);
 }
 
+/// A HelmRelease written by hand that installs into a site cluster drives
+/// a Helm release there, not on this cluster: the cache keeps where.
+#[test]
+fn a_release_no_application_owns_into_a_site_cluster_is_cached_as_the_helm_release_it_drives_there() {
+    let mut full = release("theirs", "edge", None);
+    full.data["spec"]["releaseName"] = json!("gateway");
+    full.data["spec"]["kubeConfig"] = json!({ "secretRef": { "name": "store-1-kubeconfig" } });
+    let cached = CachedRelease::from_object(full.clone());
+    let whole = serde_json::to_value(&full).unwrap();
+    assert_eq!(cached.drives, naming::helm_release_of(&whole));
+    let mut into_hub = whole.clone();
+    into_hub["spec"].as_object_mut().unwrap().remove("kubeConfig");
+    assert_ne!(cached.drives, naming::helm_release_of(&into_hub), "not a release of this cluster");
+}
+
 #[test]
 fn a_cached_pool_keeps_its_name_labels_and_annotations() {
     let pool = object(json!({
@@ -308,4 +323,60 @@ fn an_application_sees_only_the_cluster_profiles_of_its_own_namespace() {
     named.spec.pools.selector = None;
     named.spec.pools.names = vec!["store-9".into()];
     assert!(observe(&caches, &named).pools.is_empty(), "a name in another namespace is not reached");
+}
+
+/// One cluster published in two tenants' namespaces (as OCM publishes a
+/// profile in every namespace bound to the cluster's set): the release
+/// another application keeps there, through its own kubeconfig Secret, is
+/// found by the cluster's names, and named with its namespace.
+#[test]
+fn a_release_into_the_same_site_cluster_from_another_namespace_is_found_by_the_clusters_names() {
+    use crate::pools::kind::CLUSTER_PROFILE;
+    let profile = |namespace: &str| {
+        CachedPool::from_object(
+            &CLUSTER_PROFILE,
+            object(json!({
+                "apiVersion": "multicluster.x-k8s.io/v1alpha1", "kind": "ClusterProfile",
+                "metadata": { "name": "store-1", "namespace": namespace,
+                              "labels": { "x-k8s.io/cluster-manager": "open-cluster-management" } },
+                "spec": { "clusterManager": { "name": "open-cluster-management" } }
+            })),
+        )
+    };
+    let api = ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("multicluster.x-k8s.io", "v1alpha1", "ClusterProfile"),
+        "clusterprofiles",
+    );
+    let mut theirs = release("b-store-1", "tenant-b", Some("u2"));
+    theirs.metadata.labels = Some([("apps.fanout.dev/pool".to_string(), "store-1".to_string())].into());
+    theirs.data["spec"] = json!({ "releaseName": "gateway", "storageNamespace": "ingress",
+        "kubeConfig": { "secretRef": { "name": "store-1-admin" } } });
+    let caches = Caches {
+        pools: BTreeMap::from([(
+            PoolKind::ClusterProfile,
+            PoolCache {
+                store: store_of(vec![profile("edge"), profile("tenant-b")], api.clone()),
+                api,
+            },
+        )]),
+        nodes: store(Vec::new()),
+        unserved: BTreeMap::new(),
+        history: store(Vec::new()),
+        releases: store(vec![CachedRelease::from_object(theirs)]),
+    };
+    let mut sites = app("u1");
+    sites.spec.pools.kind = PoolKind::ClusterProfile;
+    sites.spec.pools.names = vec!["store-1".into()];
+    let observed = observe(&caches, &sites);
+    let ours = &observed.pools[0].pool;
+    let cluster = &ours.cluster_ids[0];
+    let mine = naming::helm_release_on("Secret edge/store-1-kubeconfig", "ingress", "gateway");
+    assert_eq!(observed.others.driving(&mine), None, "by the Secret alone, another cluster");
+    let same = naming::same_helm_release_on(&mine, cluster).unwrap();
+    let by = observed.others.driving(&same).expect("the same cluster, by its profile");
+    assert_eq!(
+        (by.name.as_str(), by.namespace.as_deref(), by.application.as_deref()),
+        ("b-store-1", Some("tenant-b"), Some("gw"))
+    );
+    assert!(!observed.others.named("b-store-1"), "names are of the application's namespace only");
 }

@@ -13,7 +13,9 @@ use crate::reconcile::packed::PackedJson;
 use crate::reconcile::release::{self, AppInfo, BuiltRelease, FieldError};
 use crate::values::template::Renderer;
 
-use super::guards::{fail_duplicate_release_names, helm_release_taken, helm_release_taken_message};
+use super::guards::{
+    fail_duplicate_release_names, fail_one_cluster_twice, helm_release_taken, helm_release_taken_message,
+};
 use super::memo::{self, Made, Memo};
 use super::{DesiredRelease, HelmReleaseKey, Manifest, ObservedRelease, Outcome, Owned, PlanInput};
 
@@ -160,6 +162,7 @@ pub(super) fn candidates<'a>(
         built.push((count, pool, result));
     }
     fail_duplicate_release_names(&mut built);
+    fail_one_cluster_twice(&mut built);
     let mut inert = Vec::new();
     let mut candidates: Vec<(usize, Candidate)> = Vec::with_capacity(selected.len());
     for (count, pool, result) in built {
@@ -168,7 +171,7 @@ pub(super) fn candidates<'a>(
                 let release = naming::release_name(app.name, &pool.name);
                 (release, Kind::Refused(Outcome::Failed { field, message }))
             }
-            Ok(b) => match helm_release_taken(input, owned, &b) {
+            Ok(b) => match helm_release_taken(input, owned, pool, &b) {
                 Some(taken) => {
                     // Its own release, if it drives that Helm release, would
                     // fight the other's installs (an upgrade of

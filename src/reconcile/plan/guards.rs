@@ -4,6 +4,7 @@
 
 use crate::api::conditions;
 use std::collections::hash_map::Entry;
+use std::collections::BTreeMap;
 
 use super::*;
 
@@ -52,19 +53,35 @@ pub(super) fn blocked(input: &PlanInput, reason: String, message: String) -> Pla
 /// drove it first (the older of the two keeps it; names break a tie). The
 /// refused pool's existing release, if any, is made inert (see
 /// `Plan::inert`) and not deleted: deleting an active one would uninstall
-/// the Helm release both drive.
-pub(super) fn helm_release_taken(input: &PlanInput, owned: &Owned, built: &Built) -> Option<Outcome> {
+/// the Helm release both drive. A site cluster is known by every name its
+/// profile gives it (`Pool::cluster_ids`) as well as by its kubeconfig
+/// Secret: another application's profile of the same cluster, in any
+/// namespace, leads to the same Helm release.
+pub(super) fn helm_release_taken(
+    input: &PlanInput,
+    owned: &Owned,
+    pool: &Pool,
+    built: &Built,
+) -> Option<Outcome> {
     let key = built.made.helm_release.as_ref()?;
-    let by = input.others.driving(key)?;
-    let ours = owned.get(built.name.as_str()).filter(|o| o.helm_release.as_ref() == Some(key));
     let first = |created: &Option<String>, name: &str| {
         (created.clone().unwrap_or_else(|| "~".into()), name.to_string())
     };
+    let by = std::iter::once(input.others.driving(key))
+        .chain(
+            pool.cluster_ids
+                .iter()
+                .filter_map(|id| naming::same_helm_release_on(key, id))
+                .map(|same| input.others.driving(&same)),
+        )
+        .flatten()
+        .min_by_key(|by| first(&by.created, &by.name))?;
+    let ours = owned.get(built.name.as_str()).filter(|o| o.helm_release.as_ref() == Some(key));
     if ours.is_some_and(|o| first(&o.created, &o.name) < first(&by.created, &by.name)) {
         return None;
     }
     Some(Outcome::HelmReleaseTaken {
-        helm_release: format!("{}/{}", key.0, key.1),
+        helm_release: naming::describe_helm_release(key),
         by,
     })
 }
@@ -77,11 +94,14 @@ pub(super) fn helm_release_taken_message(outcome: &Outcome) -> String {
         Some(app) => format!(" of NodePoolApplication {app}"),
         None => String::new(),
     };
+    let name = match &by.namespace {
+        Some(namespace) => format!("{namespace}/{}", by.name),
+        None => by.name.clone(),
+    };
     format!(
-        "releaseName: Helm release {helm_release} is already driven by HelmRelease {}{owner}; two \
+        "releaseName: Helm release {helm_release} is already driven by HelmRelease {name}{owner}; two \
          HelmReleases would overwrite each other's installs: give each application's releases \
          their own names (include {{{{app.name}}}} in releaseName) or storageNamespace",
-        by.name
     )
 }
 
@@ -178,6 +198,44 @@ pub(super) fn fail_duplicate_release_names(built: &mut [(usize, &Pool, Result<Bu
                 field: "releaseName".into(),
                 message: message.clone(),
             });
+        }
+    }
+}
+
+/// Two sites of the application that are one cluster (two profiles of it
+/// in its namespace, two managers' for example) installing the same Helm
+/// release there would overwrite each other, through two kubeconfig
+/// Secrets that [`fail_duplicate_release_names`] takes for two clusters.
+pub(super) fn fail_one_cluster_twice(built: &mut [(usize, &Pool, Result<Built, FieldError>)]) {
+    // Sites only, and few share a name: the map holds one entry a name.
+    let mut by_cluster: BTreeMap<HelmReleaseKey, Vec<usize>> = BTreeMap::new();
+    for (at, (_, pool, result)) in built.iter().enumerate() {
+        let Some(key) = result.as_ref().ok().and_then(|b| b.made.helm_release.as_ref()) else {
+            continue;
+        };
+        for id in &pool.cluster_ids {
+            if let Some(same) = naming::same_helm_release_on(key, id) {
+                by_cluster.entry(same).or_default().push(at);
+            }
+        }
+    }
+    for (key, at) in by_cluster.into_iter().filter(|(_, at)| at.len() > 1) {
+        let (cluster, _) = key.0.rsplit_once(':').unwrap_or_default();
+        let pools: Vec<&str> = at.iter().map(|i| built[*i].1.name.as_str()).collect();
+        let message = format!(
+            "renders to {:?} for sites {}, which are one cluster ({cluster}): both would install one \
+             Helm release there; select one profile of each cluster, or include {{{{pool.name}}}} in \
+             releaseName",
+            key.1,
+            pools.join(", ")
+        );
+        for i in at {
+            if built[i].2.is_ok() {
+                built[i].2 = Err(FieldError {
+                    field: "releaseName".into(),
+                    message: message.clone(),
+                });
+            }
         }
     }
 }

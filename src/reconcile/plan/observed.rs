@@ -45,6 +45,9 @@ impl OtherReleases for ListedReleases {
 pub struct TakenRelease {
     /// The HelmRelease's name.
     pub name: String,
+    /// Its namespace, when it is not the application's: a profile of the
+    /// same site cluster in another namespace led it there.
+    pub namespace: Option<String>,
     /// The NodePoolApplication that owns it, if one does.
     pub application: Option<String>,
     /// Its creation time (RFC 3339, as the API server writes it): of two

@@ -14,6 +14,7 @@ fn ctx() -> TemplateContext {
         marks: crate::pools::nodes::Membership::OwnCluster,
         namespace: None,
         health: None,
+        cluster_ids: Vec::new(),
     };
     TemplateContext::new("gateway", "edge", &pool)
 }

@@ -253,3 +253,79 @@ fn a_site_found_unreachable_after_its_write_never_got_it_and_is_not_failed() {
     assert_eq!(status.ready, "1/2 (1 offline)");
     assert!(condition(&plan, "Stalled").is_none());
 }
+
+/// One cluster under two names: another tenant's application, in another
+/// namespace, drives `gateway` on the cluster hangzhou's profile describes
+/// (its own profile of that cluster, published by the same manager in its
+/// namespace, led it there through its own kubeconfig Secret).
+#[test]
+fn a_site_whose_cluster_another_application_drives_under_another_name_is_refused_naming_it() {
+    let manager = "cluster hangzhou of manager open-cluster-management";
+    let sites_known: Vec<Pool> = clusters()
+        .into_iter()
+        .map(|p| Pool {
+            cluster_ids: vec![format!("cluster {} of manager open-cluster-management", p.name)],
+            ..p
+        })
+        .collect();
+    let mut a = sites(json!({}));
+    a.spec.release_name = Some("gateway".into());
+    a.spec.target_namespace = Some("ingress".into());
+    let mut scenario = Scenario::of(&a).over(&sites_known);
+    scenario.others.taken.insert(
+        naming::helm_release_on(manager, "ingress", "gateway"),
+        TakenRelease {
+            name: "tenant-b-gateway".into(),
+            namespace: Some("tenant-b".into()),
+            application: Some("gateway-b".into()),
+            created: Some("2029-12-01T00:00:00Z".into()),
+        },
+    );
+    let plan = scenario.plan();
+    assert_eq!(applied_pools(&plan), ["shanghai"], "the other site goes on");
+    let reported = plan.status().pools.iter().find(|p| p.pool == "hangzhou").unwrap().clone();
+    assert_eq!(reported.reason, "ReleaseNameConflict");
+    assert!(
+        reported.message.contains(
+            "Helm release ingress/gateway in the site cluster of Secret edge/hangzhou-kubeconfig is already \
+             driven by HelmRelease tenant-b/tenant-b-gateway of NodePoolApplication gateway-b"
+        ),
+        "{}",
+        reported.message
+    );
+}
+
+/// Two profiles of one cluster in the application's namespace (two
+/// managers publish one each): one releaseName would install it twice
+/// there, through two Secrets.
+#[test]
+fn two_sites_that_are_one_cluster_with_one_release_name_both_fail_naming_the_cluster() {
+    let one_cluster: Vec<Pool> = clusters()
+        .into_iter()
+        .map(|p| Pool {
+            cluster_ids: vec![
+                format!("cluster of {}", p.name),
+                "cluster at https://store-1.example:6443".into(),
+            ],
+            ..p
+        })
+        .collect();
+    let mut a = sites(json!({}));
+    a.spec.release_name = Some("gateway".into());
+    let plan = Scenario::of(&a).over(&one_cluster).plan();
+    assert!(plan.apply.is_empty(), "{:?}", applied_pools(&plan));
+    for pool in ["hangzhou", "shanghai"] {
+        match outcome(&plan, pool) {
+            Outcome::Failed { field, message } => {
+                assert_eq!(field, "releaseName");
+                assert!(message.contains("hangzhou, shanghai"), "{message}");
+                assert!(message.contains("cluster at https://store-1.example:6443"), "{message}");
+            }
+            other => panic!("{pool}: expected a failed site, got {other:?}"),
+        }
+    }
+    // Named per pool, they are two Helm releases on that cluster.
+    a.spec.release_name = Some("gateway-{{pool.name}}".into());
+    let plan = Scenario::of(&a).over(&one_cluster).plan();
+    assert_eq!(applied_pools(&plan), ["hangzhou", "shanghai"]);
+}

@@ -116,6 +116,7 @@ impl<'a> Scenario<'a> {
             self.others.names.insert(release.to_string());
             let by = TakenRelease {
                 name: release.to_string(),
+                namespace: None,
                 application: Some("other".into()),
                 created: Some(created.to_string()),
             };
