@@ -70,6 +70,9 @@ pub struct ResourceInfoLabels {
 pub struct NotificationLabels {
     /// `delivered`, `duplicate`, `refused`, `failed` or `dropped`.
     pub result: String,
+    /// The event's severity as Flux names it: `error` (a Warning Event) or
+    /// `info`. A full queue drops `info` first.
+    pub severity: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -225,7 +228,7 @@ impl Default for Metrics {
         let notifications = Family::<NotificationLabels, Counter>::default();
         registry.register(
             "notifications",
-            "Events sent to Flux's notification-controller, by result",
+            "Events sent to Flux's notification-controller, by result and severity",
             notifications.clone(),
         );
         Self {
@@ -318,11 +321,12 @@ impl Metrics {
         self.resource_info.get_or_create(&info).set(1);
     }
 
-    /// What became of one notification.
-    pub fn observe_notification(&self, result: &str) {
+    /// What became of one notification of `severity` (`error` or `info`).
+    pub fn observe_notification(&self, result: &str, severity: &str) {
         self.notifications
             .get_or_create(&NotificationLabels {
                 result: result.to_string(),
+                severity: severity.to_string(),
             })
             .inc();
     }
@@ -386,9 +390,12 @@ mod tests {
         m.set_info("edge", "ingress", "True", false);
         m.set_leader(true);
         m.observe_api_error("apply", "helmreleases.helm.toolkit.fluxcd.io", "409");
-        m.observe_notification("delivered");
+        m.observe_notification("delivered", "error");
         let text = m.encode().unwrap();
-        assert!(text.contains(r#"nodepool_fanout_notifications_total{result="delivered"} 1"#), "{text}");
+        assert!(
+            text.contains(r#"nodepool_fanout_notifications_total{result="delivered",severity="error"} 1"#),
+            "{text}"
+        );
         assert!(text.contains(r#"nodepool_fanout_reconciles_total{result="success"} 1"#), "{text}");
         assert!(text.contains(r#"nodepool_fanout_reconciles_total{result="ApiError"} 1"#), "{text}");
         assert!(
