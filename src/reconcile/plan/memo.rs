@@ -77,6 +77,29 @@ impl Memo {
         self.pools.is_empty()
     }
 
+    /// A memo that remembers `pools` pools, `p0`, `p1`…, for tests of
+    /// those who keep memos.
+    #[cfg(test)]
+    pub fn for_tests(pools: usize) -> Self {
+        let made = Arc::new(Made {
+            release_name: "r".into(),
+            spec_hash: "h".into(),
+            helm_release: None,
+            size: 1,
+        });
+        let mut memo = Self::with_capacity(0, pools);
+        for n in 0..pools {
+            let remembered = Remembered {
+                inputs: 0,
+                name: format!("r-p{n}"),
+                resource_version: "1".into(),
+                made: Arc::clone(&made),
+            };
+            memo.pools.insert(format!("p{n}"), Arc::new(remembered));
+        }
+        memo
+    }
+
     /// What was found for `pool`, if nothing it was found from has changed
     /// since: the application's inputs (`app`), the pool's, and its
     /// release (`observed`), which must still be the object then read, not
