@@ -46,7 +46,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     let unserved = pool_apis.unserved.clone();
     let (served, writer) = reflector::store();
     let index = Arc::new(AppIndex::new(metrics.clone(), served.clone()));
-    let context = Arc::new(context(&client, &args, &watches, unserved, metrics, readyz, notifier, index));
+    let context = Arc::new(context(&client, &args, &watches, unserved, readyz, notifier, index));
     let mut leadership = lead_when_elected(&client, &args, &context).await?;
 
     // Wakes from pools, nodes, releases and charts are throttled per
@@ -166,7 +166,6 @@ fn context(
     args: &RunArgs,
     watches: &Watches,
     unserved: BTreeMap<PoolKind, String>,
-    metrics: Arc<Metrics>,
     readyz: Arc<Readyz>,
     notifier: Option<Notifier>,
     index: Arc<AppIndex>,
@@ -190,7 +189,7 @@ fn context(
         charts: watches.charts(),
         ready,
         readyz,
-        metrics,
+        metrics: index.metrics(),
         backoff: Backoff::default(),
         chart_backoff: Backoff::starting_at(CHART_HOLD_FIRST_RETRY),
         leading_since: std::sync::OnceLock::new(),

@@ -106,6 +106,11 @@ impl AppIndex {
         }
     }
 
+    /// The metrics the applications' series are kept in.
+    pub(super) fn metrics(&self) -> Arc<Metrics> {
+        Arc::clone(&self.metrics)
+    }
+
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<ObjectRef<AppMeta>, Known>> {
         // A panic elsewhere while holding the lock leaves a usable map.
         self.known.write().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -124,9 +129,7 @@ impl AppIndex {
         if let Some(entry) = known.get_mut(app) {
             return Some(change(entry));
         }
-        if self.served.get(app).is_none() {
-            return None;
-        }
+        self.served.get(app)?;
         Some(change(known.entry(app.clone()).or_default()))
     }
 
