@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use kube::api::PartialObjectMeta;
 use kube::runtime::events::Recorder;
-use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::reflector;
 use kube::Client;
 
 use k8s_openapi::api::core::v1::Node;
@@ -138,51 +138,20 @@ pub(super) struct Context {
     /// What `/readyz` answers.
     pub(super) readyz: Arc<Readyz>,
     pub(super) metrics: Arc<Metrics>,
-    /// Consecutive failures per application, for exponential backoff.
-    pub(super) backoff: Backoff<ObjectRef<AppMeta>>,
-    /// Consecutive reconciles whose writes waited on the chart, per
-    /// application: a source that stays unready is looked at less and less
-    /// often (its own events still wake the application at once).
-    pub(super) holds: Backoff<ObjectRef<AppMeta>>,
+    /// How long an application waits after failures in a row.
+    pub(super) backoff: Backoff,
+    /// How long an application whose writes wait on the chart waits to
+    /// look again, after such reconciles in a row: a source that stays
+    /// unready is looked at less and less often (its own events still wake
+    /// the application at once).
+    pub(super) chart_backoff: Backoff,
     /// When this instance took the lead (or started, without leader
     /// election): rollout deadlines are not counted across two clocks.
     pub(super) leading_since: std::sync::OnceLock<k8s_openapi::jiff::Timestamp>,
-    /// What each application's events are and how long its last
-    /// reconcile took (see [`AppIndex`]).
+    /// Everything kept of each application between reconciles (see
+    /// [`AppIndex`]): its events, wake window, memo, backoffs and metric
+    /// series, forgotten together.
     pub(super) index: Arc<AppIndex>,
-    /// What each application's last plan found, by uid: the pools its
-    /// next plan need not build again ([`crate::reconcile::plan::memo`]).
-    pub(super) memos: Memos,
-}
-
-/// Each application's last plan's memo, by uid.
-#[derive(Default)]
-pub(super) struct Memos(
-    std::sync::Mutex<std::collections::HashMap<String, Arc<crate::reconcile::plan::Memo>>>,
-);
-
-impl Memos {
-    /// The memo of the application `uid`, if one was kept.
-    pub(super) fn get(&self, uid: &str) -> Option<Arc<crate::reconcile::plan::Memo>> {
-        self.0.lock().ok()?.get(uid).cloned()
-    }
-
-    /// Keeps `memo` for the application `uid`; an empty one is none.
-    pub(super) fn put(&self, uid: &str, memo: crate::reconcile::plan::Memo) {
-        if let Ok(mut memos) = self.0.lock() {
-            match memo.is_empty() {
-                true => memos.remove(uid),
-                false => memos.insert(uid.to_string(), Arc::new(memo)),
-            };
-        }
-    }
-
-    /// Forgets the application `uid` (deleted).
-    pub(super) fn forget(&self, uid: &str) {
-        if let Ok(mut memos) = self.0.lock() {
-            memos.remove(uid);
-        }
-    }
 }
 
 /// Where the caches stand.

@@ -28,6 +28,7 @@ use crate::runtime::throttle;
 
 pub use super::context::Error;
 use super::context::*;
+use super::index::AppIndex;
 use super::leader::Leadership;
 use super::pool_apis::PoolApis;
 use super::reconciler::*;
@@ -43,16 +44,21 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     let watches = Watches::new(&client, &args, pool_apis.served.iter().cloned());
     let notifier = events_addr.map(|url| Notifier::start(url, metrics.clone()));
     let unserved = pool_apis.unserved.clone();
-    let context = Arc::new(context(&client, &args, &watches, unserved, metrics, readyz, notifier));
+    let (served, writer) = reflector::store();
+    let index = Arc::new(AppIndex::new(metrics.clone(), served.clone()));
+    let context = Arc::new(context(&client, &args, &watches, unserved, readyz, notifier, index));
     let mut leadership = lead_when_elected(&client, &args, &context).await?;
 
     // Wakes from pools, nodes, releases and charts are throttled per
     // application below, not debounced here: kube's debounce restarts at
     // every trigger, so a steady trickle of release events would hold an
     // application's reconcile (and its resync) off until the trickle stops.
-    let (served, writer) = reflector::store();
+    // An application that leaves the store is forgotten there and then:
+    // kube's controller runs no reconcile for it (see `AppIndex`).
+    let index = context.index.clone();
     let app_events =
-        reflector(writer, watcher(apps, app_watch(&args)).map_ok(|e| map_event(e, |app| app.object)));
+        reflector(writer, watcher(apps, app_watch(&args)).map_ok(|e| map_event(e, |app| app.object)))
+            .inspect_ok(move |event| index.watched(event));
     let controller = Controller::for_stream(changed_apps(app_events), served.clone())
         .with_config(ControllerConfig::default().concurrency(args.concurrent));
     let wakes = watches.wakes(&client, &served, &context);
@@ -160,9 +166,9 @@ fn context(
     args: &RunArgs,
     watches: &Watches,
     unserved: BTreeMap<PoolKind, String>,
-    metrics: Arc<Metrics>,
     readyz: Arc<Readyz>,
     notifier: Option<Notifier>,
+    index: Arc<AppIndex>,
 ) -> Context {
     let caches = watches.caches(unserved);
     let reporter = Reporter {
@@ -183,12 +189,11 @@ fn context(
         charts: watches.charts(),
         ready,
         readyz,
-        metrics,
+        metrics: index.metrics(),
         backoff: Backoff::default(),
-        holds: Backoff::starting_at(CHART_HOLD_FIRST_RETRY),
+        chart_backoff: Backoff::starting_at(CHART_HOLD_FIRST_RETRY),
         leading_since: std::sync::OnceLock::new(),
-        index: Arc::default(),
-        memos: Default::default(),
+        index,
     }
 }
 

@@ -1,17 +1,30 @@
-//! What the controller remembers of each application between reconciles,
-//! under one lock: what its pool and node events are ([`Interest`], read
-//! by the triggers) and how long its last reconcile took (its wake
-//! window). An application is known from its first reconcile that read it
-//! until one finds it gone.
+//! Everything the controller keeps of each application between
+//! reconciles, in one map under one lock: what its pool and node events
+//! are ([`Interest`], read by the triggers), how long its last reconcile
+//! took (its wake window), what its rollout waits on, its last plan's
+//! memo, its failure streak and chart waits (its backoffs), and which
+//! metric series it has.
+//!
+//! An application is kept only while this instance serves it (it is in
+//! the watch's store), and forgotten whole, its metric series with it, by
+//! the one function [`AppIndex::forget`]: on the watch's delete event (an
+//! application deleted without our finalizer, or out of this shard), on a
+//! relist that no longer lists it, when a reconcile finds it gone, and
+//! when it is finalized. kube-runtime's controller runs no reconcile for
+//! an object no longer in its store, so a reconcile alone would not see
+//! every application go.
 
 use std::collections::HashMap;
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
 
 use crate::api::{NodePoolApplication, PoolKind, PoolSelection};
 use crate::pools::nodes::Membership;
+use crate::reconcile::plan::Memo;
+use crate::runtime::metrics::{Metrics, PoolCounts, ResourceInfoLabels};
 
 use super::context::{wake_window, AppMeta};
 
@@ -46,60 +59,136 @@ impl Interest {
     }
 }
 
-#[derive(Debug)]
+/// What is kept of one application.
+#[derive(Debug, Default)]
 struct Known {
-    interest: Interest,
+    /// `None` until a reconcile reads it (one whose read failed may have a
+    /// failure streak all the same).
+    interest: Option<Interest>,
     last_reconcile: Option<Duration>,
     /// Its last plan's rollout holds changes until releases under way
     /// turn Ready or fail: how many verdicts are worth a reconcile soon.
     waits_on_releases: Option<usize>,
     /// The verdicts seen since its last plan.
     verdicts: usize,
+    /// Its last plan's memo, with the uid of the object it was made for:
+    /// an application deleted and made again under the same name is
+    /// another object, planned afresh.
+    memo: Option<(String, Arc<Memo>)>,
+    /// Consecutive reconciles that failed, for its backoff.
+    failures: u32,
+    /// Consecutive reconciles whose writes waited on the chart: a source
+    /// that stays unready is looked at less and less often (its own events
+    /// still wake the application at once).
+    chart_waits: u32,
+    /// Its `gotk_resource_info` series, so that a change of its labels
+    /// removes the old one.
+    info: Option<ResourceInfoLabels>,
 }
 
-/// Every known application, by reference.
-#[derive(Debug, Default)]
+/// Every application this instance serves and has something of, by
+/// reference.
 pub(super) struct AppIndex {
     known: RwLock<HashMap<ObjectRef<AppMeta>, Known>>,
+    /// The applications served, from their watch: nothing is kept of one
+    /// that is not there (a reconcile under way when it went, an error
+    /// policy after its delete event).
+    served: Store<AppMeta>,
+    metrics: Arc<Metrics>,
 }
 
 impl AppIndex {
+    pub(super) fn new(metrics: Arc<Metrics>, served: Store<AppMeta>) -> Self {
+        Self {
+            known: RwLock::default(),
+            served,
+            metrics,
+        }
+    }
+
+    /// The metrics the applications' series are kept in.
+    pub(super) fn metrics(&self) -> Arc<Metrics> {
+        Arc::clone(&self.metrics)
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<ObjectRef<AppMeta>, Known>> {
+        // A panic elsewhere while holding the lock leaves a usable map.
+        self.known.write().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn read_lock(&self) -> std::sync::RwLockReadGuard<'_, HashMap<ObjectRef<AppMeta>, Known>> {
+        self.known.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Changes what is kept of `app` with `change`, making its entry if
+    /// need be, as long as it is served: checked under the lock, after
+    /// which a delete event (which follows the store's update) can only
+    /// come after the change, and removes it.
+    fn keep<T>(&self, app: &ObjectRef<AppMeta>, change: impl FnOnce(&mut Known) -> T) -> Option<T> {
+        let mut known = self.write();
+        if let Some(entry) = known.get_mut(app) {
+            return Some(change(entry));
+        }
+        self.served.get(app)?;
+        Some(change(known.entry(app.clone()).or_default()))
+    }
+
+    /// Changes what is kept of `app`, if anything is.
+    fn update<T>(&self, app: &ObjectRef<AppMeta>, change: impl FnOnce(&mut Known) -> T) -> Option<T> {
+        self.write().get_mut(app).map(change)
+    }
+
+    /// One event of the applications' watch, once the store has taken it:
+    /// an application deleted, or out of this shard, is forgotten; so is,
+    /// at the end of a relist, every one the relist did not list (gone
+    /// while the watch was down, with no delete event to say so).
+    pub(super) fn watched(&self, event: &watcher::Event<AppMeta>) {
+        match event {
+            watcher::Event::Delete(app) => self.forget(&ObjectRef::from_obj(app)),
+            watcher::Event::InitDone => {
+                let gone: Vec<ObjectRef<AppMeta>> = {
+                    let known = self.read_lock();
+                    known.keys().filter(|app| self.served.get(app).is_none()).cloned().collect()
+                };
+                for app in &gone {
+                    self.forget(app);
+                }
+            }
+            watcher::Event::Apply(_) | watcher::Event::InitApply(_) | watcher::Event::Init => {}
+        }
+    }
+
+    /// The application is gone, or finalized: nothing of it is kept, its
+    /// metric series included.
+    pub(super) fn forget(&self, app: &ObjectRef<AppMeta>) {
+        let entry = self.write().remove(app);
+        let namespace = app.namespace.as_deref().unwrap_or_default();
+        let info = entry.and_then(|e| e.info);
+        self.metrics.forget(namespace, &app.name, info.as_ref());
+    }
+
+    /// How many applications something is kept of.
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.read_lock().len()
+    }
+
     /// The application was read: what concerns it now.
     pub(super) fn read(&self, app: ObjectRef<AppMeta>, interest: Interest) {
-        let mut known = self.known.write().unwrap_or_else(|e| e.into_inner());
-        match known.get_mut(&app) {
-            Some(entry) => entry.interest = interest,
-            None => {
-                known.insert(
-                    app,
-                    Known {
-                        interest,
-                        last_reconcile: None,
-                        waits_on_releases: None,
-                        verdicts: 0,
-                    },
-                );
-            }
-        }
+        self.keep(&app, |entry| entry.interest = Some(interest));
     }
 
-    /// The application is gone: nothing of it is kept.
-    pub(super) fn forget(&self, app: &ObjectRef<AppMeta>) {
-        self.known.write().unwrap_or_else(|e| e.into_inner()).remove(app);
-    }
-
-    /// A reconcile of `app` ended after `took`; returns whether the
-    /// application is still known (a reconcile that found it gone leaves
-    /// nothing behind, its measurements included).
+    /// A reconcile of `app` ended after `took`: its wake window, and
+    /// Flux's per-object duration, from it. Returns whether the application
+    /// is still known (a reconcile that found it gone leaves nothing
+    /// behind, its measurements included).
     pub(super) fn reconciled(&self, app: &ObjectRef<AppMeta>, took: Duration) -> bool {
-        let mut known = self.known.write().unwrap_or_else(|e| e.into_inner());
-        match known.get_mut(app) {
-            Some(entry) => {
-                entry.last_reconcile = Some(took);
-                true
-            }
-            None => false,
+        let known = self.update(app, |entry| entry.last_reconcile = Some(took)).is_some();
+        if known {
+            let namespace = app.namespace.as_deref().unwrap_or_default();
+            self.metrics.observe_object(namespace, &app.name, took);
         }
+        known
     }
 
     /// What `app`'s last plan said of its rollout: how many releases
@@ -107,11 +196,10 @@ impl AppIndex {
     /// (see [`crate::reconcile::plan::Plan::waits_on_releases`]). The
     /// verdicts are counted afresh from here.
     pub(super) fn planned(&self, app: &ObjectRef<AppMeta>, waits_on_releases: Option<usize>) {
-        let mut known = self.known.write().unwrap_or_else(|e| e.into_inner());
-        if let Some(entry) = known.get_mut(app) {
+        self.update(app, |entry| {
             entry.waits_on_releases = waits_on_releases;
             entry.verdicts = 0;
-        }
+        });
     }
 
     /// A release of `app` reached a verdict (turned Ready, failed, or
@@ -119,22 +207,91 @@ impl AppIndex {
     /// rollout to move on now. An application whose rollout waits on no
     /// release, or not read yet, moves on at its window's end.
     pub(super) fn verdict(&self, app: &ObjectRef<AppMeta>) -> bool {
-        let mut known = self.known.write().unwrap_or_else(|e| e.into_inner());
-        let Some(entry) = known.get_mut(app) else {
-            return false;
-        };
-        let Some(enough) = entry.waits_on_releases else {
-            return false;
-        };
-        entry.verdicts += 1;
-        entry.verdicts >= enough
+        self.update(app, |entry| {
+            let Some(enough) = entry.waits_on_releases else {
+                return false;
+            };
+            entry.verdicts += 1;
+            entry.verdicts >= enough
+        })
+        .unwrap_or(false)
+    }
+
+    /// The memo of `app`'s last plan, if it was made for the object `uid`.
+    pub(super) fn memo(&self, app: &ObjectRef<AppMeta>, uid: &str) -> Option<Arc<Memo>> {
+        let known = self.read_lock();
+        let (made_for, memo) = known.get(app)?.memo.as_ref()?;
+        (made_for == uid).then(|| Arc::clone(memo))
+    }
+
+    /// Keeps `memo`, of `app`'s plan of the object `uid`, for its next
+    /// plan; an empty one is none.
+    pub(super) fn keep_memo(&self, app: &ObjectRef<AppMeta>, uid: &str, memo: Memo) {
+        let memo = (!memo.is_empty()).then(|| (uid.to_string(), Arc::new(memo)));
+        self.update(app, |entry| entry.memo = memo);
+    }
+
+    /// One more reconcile of `app` failed: the failures in a row now, for
+    /// its backoff (0 for an application no longer served).
+    pub(super) fn failed(&self, app: &ObjectRef<AppMeta>) -> u32 {
+        self.keep(app, |entry| {
+            entry.failures = entry.failures.saturating_add(1);
+            entry.failures
+        })
+        .unwrap_or(0)
+    }
+
+    /// Settles one reconcile of `app`: an error is counted by the error
+    /// policy (through [`AppIndex::failed`]); anything else (done, waiting
+    /// for source-controller, or finding it gone) ends the streak, so the
+    /// next failure starts again from the first wait.
+    pub(super) fn settle(&self, app: &ObjectRef<AppMeta>, ok: bool) {
+        if ok {
+            self.update(app, |entry| entry.failures = 0);
+        }
+    }
+
+    /// One more reconcile of `app` whose writes waited on the chart: the
+    /// waits in a row now (0 for an application no longer served).
+    pub(super) fn chart_waited(&self, app: &ObjectRef<AppMeta>) -> u32 {
+        self.keep(app, |entry| {
+            entry.chart_waits = entry.chart_waits.saturating_add(1);
+            entry.chart_waits
+        })
+        .unwrap_or(0)
+    }
+
+    /// `app`'s writes no longer wait on the chart.
+    pub(super) fn chart_ready(&self, app: &ObjectRef<AppMeta>) {
+        self.update(app, |entry| entry.chart_waits = 0);
+    }
+
+    /// `app`'s pool gauges, while it is known.
+    pub(super) fn set_pools(&self, app: &ObjectRef<AppMeta>, counts: PoolCounts) {
+        let namespace = app.namespace.as_deref().unwrap_or_default();
+        // Under the lock: a forget cannot come between the check and the write.
+        let mut known = self.write();
+        if known.get_mut(app).is_some() {
+            self.metrics.set_pools(namespace, &app.name, counts);
+        }
+    }
+
+    /// `app`'s Ready status and suspension as `gotk_resource_info`, while
+    /// it is known; the series of its old labels goes.
+    pub(super) fn set_info(&self, app: &ObjectRef<AppMeta>, ready: &str, suspended: bool) {
+        let namespace = app.namespace.as_deref().unwrap_or_default();
+        let mut known = self.write();
+        if let Some(entry) = known.get_mut(app) {
+            let info = Metrics::info_labels(namespace, &app.name, ready, suspended);
+            self.metrics.set_info(entry.info.as_ref(), &info);
+            entry.info = Some(info);
+        }
     }
 
     /// How long `app`'s events are folded into one reconcile (see
     /// [`wake_window`]).
     pub(super) fn wake_window(&self, app: &ObjectRef<AppMeta>) -> Duration {
-        let known = self.known.read().unwrap_or_else(|e| e.into_inner());
-        wake_window(known.get(app).and_then(|k| k.last_reconcile))
+        wake_window(self.read_lock().get(app).and_then(|k| k.last_reconcile))
     }
 
     /// The applications `served` that an event concerns: those whose
@@ -145,12 +302,12 @@ impl AppIndex {
         served: &Store<AppMeta>,
         concerns: impl Fn(&Interest) -> bool,
     ) -> Vec<ObjectRef<AppMeta>> {
-        let known = self.known.read().unwrap_or_else(|e| e.into_inner());
+        let known = self.read_lock();
         served
             .state()
             .iter()
             .map(|app| ObjectRef::from_obj(app.as_ref()))
-            .filter(|app| known.get(app).is_none_or(|k| concerns(&k.interest)))
+            .filter(|app| known.get(app).and_then(|k| k.interest.as_ref()).is_none_or(&concerns))
             .collect()
     }
 
@@ -161,10 +318,10 @@ impl AppIndex {
         served: &Store<AppMeta>,
         concerns: impl Fn(&Interest) -> bool,
     ) -> Vec<ObjectRef<AppMeta>> {
-        let known = self.known.read().unwrap_or_else(|e| e.into_inner());
+        let known = self.read_lock();
         known
             .iter()
-            .filter(|(app, k)| concerns(&k.interest) && served.get(app).is_some())
+            .filter(|(app, k)| k.interest.as_ref().is_some_and(&concerns) && served.get(app).is_some())
             .map(|(app, _)| app.clone())
             .collect()
     }
@@ -173,6 +330,7 @@ impl AppIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube::runtime::reflector;
 
     fn interest(kind: PoolKind) -> Interest {
         Interest {
@@ -186,7 +344,8 @@ mod tests {
 
     #[test]
     fn a_reconcile_of_an_application_it_forgot_is_not_recorded() {
-        let index = AppIndex::default();
+        let (store, _writer) = served(&["a"]);
+        let index = AppIndex::new(Arc::default(), store);
         let app = ObjectRef::<AppMeta>::new("a").within("ns");
         assert!(!index.reconciled(&app, Duration::from_secs(2)), "never read");
         index.read(app.clone(), interest(PoolKind::OpenYurt));
@@ -197,5 +356,162 @@ mod tests {
         index.forget(&app);
         assert!(!index.reconciled(&app, Duration::from_secs(2)));
         assert_eq!(index.wake_window(&app), wake_window(None));
+    }
+
+    fn served(apps: &[&str]) -> (Store<AppMeta>, reflector::store::Writer<AppMeta>) {
+        let (store, mut writer) = reflector::store::<AppMeta>();
+        for name in apps {
+            writer.apply_watcher_event(&watcher::Event::Apply(meta(name)));
+        }
+        (store, writer)
+    }
+
+    fn meta(name: &str) -> AppMeta {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "apps.fanout.dev/v1alpha1", "kind": "NodePoolApplication",
+            "metadata": { "name": name, "namespace": "ns", "uid": format!("uid-{name}") }
+        }))
+        .unwrap()
+    }
+
+    /// Everything kept of `name`: a memo, a failure streak, a chart wait,
+    /// and its metric series.
+    fn remember_everything(index: &AppIndex, name: &str) -> ObjectRef<AppMeta> {
+        let app = ObjectRef::<AppMeta>::new(name).within("ns");
+        index.read(app.clone(), interest(PoolKind::OpenYurt));
+        let memo = crate::reconcile::plan::Memo::for_tests(3);
+        index.keep_memo(&app, &format!("uid-{name}"), memo);
+        assert_eq!(index.failed(&app), 1);
+        assert_eq!(index.chart_waited(&app), 1);
+        index.set_pools(
+            &app,
+            PoolCounts {
+                selected: 3,
+                ready: 2,
+                offline: 0,
+            },
+        );
+        index.set_info(&app, "True", false);
+        assert!(index.reconciled(&app, Duration::from_secs(2)));
+        app
+    }
+
+    fn series_of(metrics: &Metrics, name: &str) -> Vec<String> {
+        let text = metrics.encode().unwrap();
+        let labels = [format!(r#"application="{name}""#), format!(r#"name="{name}""#)];
+        text.lines()
+            .filter(|l| labels.iter().any(|s| l.contains(s)))
+            .map(String::from)
+            .collect()
+    }
+
+    #[test]
+    fn a_delete_event_forgets_everything_kept_of_the_application() {
+        let metrics = Arc::new(Metrics::default());
+        let (store, mut writer) = served(&["gone", "stays"]);
+        let index = AppIndex::new(metrics.clone(), store);
+        let gone = remember_everything(&index, "gone");
+        let stays = remember_everything(&index, "stays");
+        assert!(!series_of(&metrics, "gone").is_empty(), "its series are there");
+        // Deleted without our finalizer: no reconcile finalizes it, and the
+        // watch's delete event is all that says it went.
+        let deleted = watcher::Event::Delete(meta("gone"));
+        writer.apply_watcher_event(&deleted);
+        index.watched(&deleted);
+        assert!(index.memo(&gone, "uid-gone").is_none(), "the memo");
+        assert_eq!(index.failed(&gone), 0, "the failure streak, and no new one for what is gone");
+        assert_eq!(index.chart_waited(&gone), 0, "the chart's waits");
+        assert!(!index.reconciled(&gone, Duration::from_secs(2)), "the index entry");
+        assert_eq!(series_of(&metrics, "gone"), Vec::<String>::new(), "its metric series");
+        assert_eq!(index.len(), 1);
+        // The other application keeps all of it.
+        assert!(index.memo(&stays, "uid-stays").is_some());
+        assert_eq!(index.failed(&stays), 2);
+        assert!(!series_of(&metrics, "stays").is_empty());
+    }
+
+    #[test]
+    fn a_relist_forgets_what_left_while_the_watch_was_down() {
+        let metrics = Arc::new(Metrics::default());
+        let (store, mut writer) = served(&["left", "stays"]);
+        let index = AppIndex::new(metrics.clone(), store);
+        remember_everything(&index, "left");
+        remember_everything(&index, "stays");
+        // Deleted, or out of this shard, while the watch was down: the
+        // relist does not list it, and no delete event says so.
+        for event in [
+            watcher::Event::Init,
+            watcher::Event::InitApply(meta("stays")),
+            watcher::Event::InitDone,
+        ] {
+            writer.apply_watcher_event(&event);
+            index.watched(&event);
+        }
+        assert_eq!(index.len(), 1);
+        assert_eq!(series_of(&metrics, "left"), Vec::<String>::new());
+        assert!(!series_of(&metrics, "stays").is_empty());
+    }
+
+    #[test]
+    fn a_reconcile_under_way_when_its_application_went_leaves_nothing_behind() {
+        let metrics = Arc::new(Metrics::default());
+        let (store, mut writer) = served(&["gone"]);
+        let index = AppIndex::new(metrics.clone(), store);
+        let app = ObjectRef::<AppMeta>::new("gone").within("ns");
+        let deleted = watcher::Event::Delete(meta("gone"));
+        writer.apply_watcher_event(&deleted);
+        index.watched(&deleted);
+        // What the reconcile does after the delete event: nothing is kept.
+        index.read(app.clone(), interest(PoolKind::OpenYurt));
+        index.keep_memo(&app, "uid-gone", crate::reconcile::plan::Memo::for_tests(1));
+        index.set_pools(
+            &app,
+            PoolCounts {
+                selected: 1,
+                ready: 1,
+                offline: 0,
+            },
+        );
+        index.set_info(&app, "True", false);
+        assert!(!index.reconciled(&app, Duration::from_secs(1)));
+        assert_eq!(index.failed(&app), 0);
+        assert_eq!(index.len(), 0);
+        assert_eq!(series_of(&metrics, "gone"), Vec::<String>::new());
+    }
+
+    #[test]
+    fn finalize_forgets_as_a_delete_does() {
+        let metrics = Arc::new(Metrics::default());
+        let (store, _writer) = served(&["done"]);
+        let index = AppIndex::new(metrics.clone(), store);
+        let app = remember_everything(&index, "done");
+        index.forget(&app);
+        assert_eq!(index.len(), 0);
+        assert!(index.memo(&app, "uid-done").is_none());
+        assert_eq!(series_of(&metrics, "done"), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_memo_is_of_one_object_not_of_a_name() {
+        let (store, _writer) = served(&["a"]);
+        let index = AppIndex::new(Arc::default(), store);
+        let app = remember_everything(&index, "a");
+        assert!(index.memo(&app, "uid-a").is_some());
+        assert!(index.memo(&app, "uid-of-a-new-a").is_none(), "deleted and made again under its name");
+    }
+
+    #[test]
+    fn any_reconcile_without_error_ends_the_failure_streak() {
+        let (store, _writer) = served(&["a"]);
+        let index = AppIndex::new(Arc::default(), store);
+        let app = ObjectRef::<AppMeta>::new("a").within("ns");
+        assert_eq!((index.failed(&app), index.failed(&app)), (1, 2));
+        index.settle(&app, false);
+        assert_eq!(index.failed(&app), 3, "an error keeps the streak");
+        index.settle(&app, true);
+        assert_eq!(index.failed(&app), 1, "the next starts over");
+        assert_eq!((index.chart_waited(&app), index.chart_waited(&app)), (1, 2));
+        index.chart_ready(&app);
+        assert_eq!(index.chart_waited(&app), 1);
     }
 }

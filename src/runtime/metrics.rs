@@ -70,6 +70,9 @@ pub struct ResourceInfoLabels {
 pub struct NotificationLabels {
     /// `delivered`, `duplicate`, `refused`, `failed` or `dropped`.
     pub result: String,
+    /// The event's severity as Flux names it: `error` (a Warning Event) or
+    /// `info`. A full queue drops `info` first.
+    pub severity: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -152,9 +155,6 @@ pub struct Metrics {
     pub object_duration: Family<ObjectLabels, Histogram>,
     /// Flux's resource info, one series per application at value 1.
     pub resource_info: Family<ResourceInfoLabels, Gauge>,
-    /// Each application's current info series, so that a change of its
-    /// labels removes the old one.
-    info_of: std::sync::Mutex<std::collections::HashMap<AppLabels, ResourceInfoLabels>>,
     /// 1 while this instance leads (or runs without leader election), as
     /// controller-runtime reports it for Flux's controllers.
     pub leader: Family<LeaderLabels, Gauge>,
@@ -225,7 +225,7 @@ impl Default for Metrics {
         let notifications = Family::<NotificationLabels, Counter>::default();
         registry.register(
             "notifications",
-            "Events sent to Flux's notification-controller, by result",
+            "Events sent to Flux's notification-controller, by result and severity",
             notifications.clone(),
         );
         Self {
@@ -239,7 +239,6 @@ impl Default for Metrics {
             api_requests,
             object_duration,
             resource_info,
-            info_of: Default::default(),
             leader,
             notifications,
         }
@@ -296,13 +295,9 @@ impl Metrics {
             .observe(took.as_secs_f64());
     }
 
-    /// The application's Ready status and suspension, as `gotk_resource_info`.
-    pub fn set_info(&self, namespace: &str, name: &str, ready: &str, suspended: bool) {
-        let app = AppLabels {
-            namespace: namespace.to_string(),
-            application: name.to_string(),
-        };
-        let info = ResourceInfoLabels {
+    /// The labels of an application's `gotk_resource_info` series.
+    pub fn info_labels(namespace: &str, name: &str, ready: &str, suspended: bool) -> ResourceInfoLabels {
+        ResourceInfoLabels {
             customresource_group: "apps.fanout.dev".to_string(),
             customresource_kind: "NodePoolApplication".to_string(),
             customresource_version: "v1alpha1".to_string(),
@@ -310,19 +305,25 @@ impl Metrics {
             name: name.to_string(),
             ready: ready.to_string(),
             suspended: suspended.to_string(),
-        };
-        let mut info_of = self.info_of.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(old) = info_of.insert(app, info.clone()).filter(|old| *old != info) {
-            self.resource_info.remove(&old);
         }
-        self.resource_info.get_or_create(&info).set(1);
     }
 
-    /// What became of one notification.
-    pub fn observe_notification(&self, result: &str) {
+    /// An application's Ready status and suspension, as
+    /// `gotk_resource_info`: the series `info`, in place of `was` (its
+    /// series until now, which the caller keeps).
+    pub fn set_info(&self, was: Option<&ResourceInfoLabels>, info: &ResourceInfoLabels) {
+        if let Some(old) = was.filter(|old| *old != info) {
+            self.resource_info.remove(old);
+        }
+        self.resource_info.get_or_create(info).set(1);
+    }
+
+    /// What became of one notification of `severity` (`error` or `info`).
+    pub fn observe_notification(&self, result: &str, severity: &str) {
         self.notifications
             .get_or_create(&NotificationLabels {
                 result: result.to_string(),
+                severity: severity.to_string(),
             })
             .inc();
     }
@@ -336,8 +337,9 @@ impl Metrics {
             .set(i64::from(leading));
     }
 
-    /// An application that is gone leaves no series behind.
-    pub fn forget(&self, namespace: &str, application: &str) {
+    /// An application that is gone leaves no series behind; `info` is its
+    /// `gotk_resource_info` series, if it has one.
+    pub fn forget(&self, namespace: &str, application: &str, info: Option<&ResourceInfoLabels>) {
         let labels = AppLabels {
             namespace: namespace.to_string(),
             application: application.to_string(),
@@ -350,8 +352,8 @@ impl Metrics {
             name: application.to_string(),
             namespace: namespace.to_string(),
         });
-        if let Some(info) = self.info_of.lock().unwrap_or_else(|e| e.into_inner()).remove(&labels) {
-            self.resource_info.remove(&info);
+        if let Some(info) = info {
+            self.resource_info.remove(info);
         }
     }
 
@@ -382,13 +384,18 @@ mod tests {
             },
         );
         m.observe_object("edge", "ingress", Duration::from_millis(20));
-        m.set_info("edge", "ingress", "False", false);
-        m.set_info("edge", "ingress", "True", false);
+        let was = Metrics::info_labels("edge", "ingress", "False", false);
+        m.set_info(None, &was);
+        let info = Metrics::info_labels("edge", "ingress", "True", false);
+        m.set_info(Some(&was), &info);
         m.set_leader(true);
         m.observe_api_error("apply", "helmreleases.helm.toolkit.fluxcd.io", "409");
-        m.observe_notification("delivered");
+        m.observe_notification("delivered", "error");
         let text = m.encode().unwrap();
-        assert!(text.contains(r#"nodepool_fanout_notifications_total{result="delivered"} 1"#), "{text}");
+        assert!(
+            text.contains(r#"nodepool_fanout_notifications_total{result="delivered",severity="error"} 1"#),
+            "{text}"
+        );
         assert!(text.contains(r#"nodepool_fanout_reconciles_total{result="success"} 1"#), "{text}");
         assert!(text.contains(r#"nodepool_fanout_reconciles_total{result="ApiError"} 1"#), "{text}");
         assert!(
@@ -429,7 +436,7 @@ mod tests {
         ] {
             assert!(text.lines().any(|l| l.starts_with(process)), "{process} in {text}");
         }
-        m.forget("edge", "ingress");
+        m.forget("edge", "ingress", Some(&info));
         let after = m.encode().unwrap();
         assert!(!after.contains(r#"application="ingress""#), "{after}");
         assert!(!after.contains(r#"name="ingress""#), "{after}");

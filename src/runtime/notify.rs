@@ -6,23 +6,28 @@
 //!
 //! Sending never holds a reconcile up: Events wait in a bounded queue for
 //! one background task, which sends them in order, retries connection
-//! errors and 5xx answers a few times, and counts what became of each.
+//! errors and 5xx answers a few times, and counts what became of each. A
+//! full queue drops an Info before a Warning ([`queue`]).
 //! What the event server keeps of an event is decided by the pure parts
 //! here ([`FluxEvent::of`], [`metadata`], [`verdict`], [`retry_wait`]).
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tracing::{debug, warn};
 
 use crate::reconcile::fleet::Transition;
 use crate::runtime::metrics::Metrics;
+
+mod queue;
+use queue::Queue;
 
 /// Who sends: notification-controller passes it on as the `Gotk-Component`
 /// header of a generic webhook, and Slack shows it as the source.
@@ -33,9 +38,9 @@ pub const REPORTING_CONTROLLER: &str = "nodepool-fanout";
 /// Flux's own `event.toolkit.fluxcd.io/`), and forwards them without it.
 pub const METADATA_PREFIX: &str = "apps.fanout.dev/";
 
-/// Events waiting to be sent, past which new ones are dropped (and
-/// logged and counted): a few minutes of a busy fleet's Events, held while
-/// notification-controller is slow or away.
+/// Events waiting to be sent, past which one is dropped for each new one
+/// (logged and counted), an Info before a Warning: a few minutes of a busy
+/// fleet's Events, held while notification-controller is slow or away.
 pub const QUEUE_CAPACITY: usize = 1024;
 
 /// One attempt's limit, as Flux's own sender's.
@@ -85,6 +90,11 @@ impl FluxEvent {
             reporting_controller: REPORTING_CONTROLLER,
             reporting_instance: instance.map(str::to_string),
         }
+    }
+
+    /// Whether it is of a Warning Event (see [`severity`]).
+    pub fn is_warning(&self) -> bool {
+        self.severity == severity(true)
     }
 }
 
@@ -205,12 +215,28 @@ pub fn parse_address(addr: &str) -> Result<reqwest::Url, AddressError> {
 
 /// Sends Events to notification-controller in the background.
 pub struct Notifier {
-    /// Taken out (closing the queue) by [`Notifier::drain`].
-    queue: Mutex<Option<mpsc::Sender<FluxEvent>>>,
+    waiting: Arc<Waiting>,
     worker: Mutex<Option<JoinHandle<()>>>,
     metrics: Arc<Metrics>,
     /// The pod's name, as Flux's controllers report their host name.
     instance: Option<String>,
+}
+
+/// What the sender and those who queue share.
+struct Waiting {
+    queue: Mutex<Queue>,
+    /// Tells the sender an event was queued, or the queue closed.
+    queued: Notify,
+    /// Set by [`Notifier::drain`]: nothing more is queued, and the sender
+    /// stops once the queue is empty.
+    closed: AtomicBool,
+}
+
+impl Waiting {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
+        // A panic elsewhere while holding the lock leaves a usable queue.
+        self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 impl Notifier {
@@ -220,10 +246,14 @@ impl Notifier {
             .timeout(ATTEMPT_TIMEOUT)
             .build()
             .unwrap_or_else(|_| reqwest::Client::new());
-        let (queue, waiting) = mpsc::channel(QUEUE_CAPACITY);
-        let worker = tokio::spawn(send_all(waiting, http, url, metrics.clone()));
+        let waiting = Arc::new(Waiting {
+            queue: Mutex::new(Queue::with_capacity(QUEUE_CAPACITY)),
+            queued: Notify::new(),
+            closed: AtomicBool::new(false),
+        });
+        let worker = tokio::spawn(send_all(waiting.clone(), http, url, metrics.clone()));
         Self {
-            queue: Mutex::new(Some(queue)),
+            waiting,
             worker: Mutex::new(Some(worker)),
             metrics,
             instance: instance_name(),
@@ -232,27 +262,29 @@ impl Notifier {
 
     /// Queues the event for one Event recorded on `object`; never waits.
     pub fn notify(&self, object: &ObjectReference, happened: &Transition, revision: Option<&str>) {
-        let event = FluxEvent::of(object, happened, revision, Timestamp::now(), self.instance.as_deref());
-        let queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(queue) = queue.as_ref() else {
+        if self.waiting.closed.load(Ordering::Acquire) {
             return;
-        };
-        if let Err(e) = queue.try_send(event) {
-            let event = e.into_inner();
+        }
+        let event = FluxEvent::of(object, happened, revision, Timestamp::now(), self.instance.as_deref());
+        let dropped = self.waiting.lock().push(event);
+        self.waiting.queued.notify_one();
+        if let Some(event) = dropped {
             warn!(
                 reason = %event.reason,
+                severity = event.severity,
                 capacity = QUEUE_CAPACITY,
                 "notification dropped: the queue to notification-controller is full, which is slow or \
                  unreachable (see the earlier warnings)"
             );
-            self.metrics.observe_notification(Outcome::Dropped.label());
+            self.metrics.observe_notification(Outcome::Dropped.label(), event.severity);
         }
     }
 
     /// Sends what is queued, for up to `grace`, and stops: the last Events
     /// before a shutdown (a halt, say) still go out.
     pub async fn drain(&self, grace: Duration) {
-        drop(self.queue.lock().unwrap_or_else(|e| e.into_inner()).take());
+        self.waiting.closed.store(true, Ordering::Release);
+        self.waiting.queued.notify_one();
         let worker = self.worker.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(mut worker) = worker {
             if tokio::time::timeout(grace, &mut worker).await.is_err() {
@@ -273,15 +305,21 @@ fn instance_name() -> Option<String> {
     })
 }
 
-async fn send_all(
-    mut waiting: mpsc::Receiver<FluxEvent>,
-    http: reqwest::Client,
-    url: reqwest::Url,
-    metrics: Arc<Metrics>,
-) {
-    while let Some(event) = waiting.recv().await {
-        let outcome = deliver(&http, &url, &event).await;
-        metrics.observe_notification(outcome.label());
+/// Sends the queued events in order until the queue is closed and empty.
+async fn send_all(waiting: Arc<Waiting>, http: reqwest::Client, url: reqwest::Url, metrics: Arc<Metrics>) {
+    loop {
+        // Taken in its own statement: the lock is not held across a send.
+        let next = waiting.lock().pop();
+        match next {
+            Some(event) => {
+                let outcome = deliver(&http, &url, &event).await;
+                metrics.observe_notification(outcome.label(), event.severity);
+            }
+            None if waiting.closed.load(Ordering::Acquire) => return,
+            // A notification that came since the queue was looked at left
+            // a permit: this returns at once.
+            None => waiting.queued.notified().await,
+        }
     }
 }
 

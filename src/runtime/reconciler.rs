@@ -54,8 +54,6 @@ async fn reconcile_logged(meta: Arc<AppMeta>, ctx: Arc<Context>) -> Result<Actio
             reconcile_app(Arc::new(app), &ctx).await
         }
         Ok(None) => {
-            ctx.metrics.forget(&namespace, &name);
-            ctx.holds.reset(&ObjectRef::from_obj(meta.as_ref()));
             ctx.index.forget(&ObjectRef::from_obj(meta.as_ref()));
             Ok(Action::await_change())
         }
@@ -68,17 +66,14 @@ async fn reconcile_logged(meta: Arc<AppMeta>, ctx: Arc<Context>) -> Result<Actio
     };
     // Deleted, waiting or done: any end without error ends the streak.
     let app_ref = ObjectRef::from_obj(meta.as_ref());
-    ctx.backoff.settle(&app_ref, &result);
+    ctx.index.settle(&app_ref, result.is_ok());
     let outcome = match &result {
         Ok(_) => "success",
         Err(e) => e.category(),
     };
     ctx.metrics.observe_reconcile(outcome, start.elapsed());
     // A reconcile that found the application gone leaves no series behind.
-    if ctx.index.reconciled(&app_ref, start.elapsed()) {
-        let (namespace, name) = (meta.namespace().unwrap_or_default(), meta.name_any());
-        ctx.metrics.observe_object(&namespace, &name, start.elapsed());
-    }
+    ctx.index.reconciled(&app_ref, start.elapsed());
     result
 }
 
@@ -88,7 +83,6 @@ pub(super) async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) 
     let namespace = app.namespace().unwrap_or_default();
     let apps: Api<NodePoolApplication> = Api::namespaced(ctx.client.clone(), &namespace);
     if app.meta().deletion_timestamp.is_some() {
-        ctx.memos.forget(app.meta().uid.as_deref().unwrap_or_default());
         return finalize(ctx, &apps, app.as_ref()).await;
     }
     apply::set_finalizers(&apps, app.as_ref(), &finalizers(ctx, &app)).await?;
@@ -172,7 +166,8 @@ fn plan_observed(
         }
     };
     let uid = app.metadata.uid.clone().unwrap_or_default();
-    let memo = ctx.memos.get(&uid);
+    let app_ref = ObjectRef::<AppMeta>::new(&app.name_any()).within(&app.namespace().unwrap_or_default());
+    let memo = ctx.index.memo(&app_ref, &uid);
     let input = PlanInput {
         memo: memo.as_deref(),
         app,
@@ -189,7 +184,7 @@ fn plan_observed(
         history: Some(history),
     };
     let mut planned = plan::plan(&input);
-    ctx.memos.put(&uid, std::mem::take(&mut planned.memo));
+    ctx.index.keep_memo(&app_ref, &uid, std::mem::take(&mut planned.memo));
     let PlanInput { owned, .. } = input;
     (planned, owned)
 }
@@ -263,9 +258,9 @@ async fn report(
         offline,
     } = published.counts;
     let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
-    ctx.metrics.set_pools(
-        &namespace,
-        &name,
+    let app_ref = ObjectRef::<AppMeta>::new(&name).within(&namespace);
+    ctx.index.set_pools(
+        &app_ref,
         PoolCounts {
             selected: count(selected),
             ready: count(ready),
@@ -277,8 +272,8 @@ async fn report(
         .iter()
         .find(|c| c.type_ == conditions::READY)
         .map(|c| c.status.as_str());
-    ctx.metrics
-        .set_info(&namespace, &name, ready.unwrap_or("Unknown"), app.spec.suspend == Some(true));
+    ctx.index
+        .set_info(&app_ref, ready.unwrap_or("Unknown"), app.spec.suspend == Some(true));
     if !transitions::same_ignoring_timestamps(&old_status, new_status) {
         apply::apply_status(apps, &name, new_status).await?;
     }
@@ -328,12 +323,12 @@ fn next_reconcile(
     let app_ref = ObjectRef::<AppMeta>::new(&app.name_any()).within(&app.namespace().unwrap_or_default());
     if let Some(Err(hold)) = chart {
         if hold.transient {
-            let wait = ctx.holds.failed(app_ref);
+            let wait = ctx.chart_backoff.wait(ctx.index.chart_waited(&app_ref));
             tracing::debug!(app = %app.name_any(), reason = %hold.reason, retry_in = ?wait, "waiting for the chart");
             return Action::requeue(wait);
         }
     }
-    ctx.holds.reset(&app_ref);
+    ctx.index.chart_ready(&app_ref);
     Action::requeue(planned.requeue_after.map_or(ctx.resync, |after| after.min(ctx.resync)))
 }
 
@@ -358,7 +353,10 @@ pub(super) async fn finalize(
     if has(apply::FINALIZER) || has(apply::ORPHAN_FINALIZER) {
         apply::set_finalizers(apps, app, &[]).await?;
     }
-    ctx.metrics.forget(&app.namespace().unwrap_or_default(), &app.name_any());
+    // Nothing of it is kept: the watch's delete event, which follows, may
+    // never come to this instance (another shard's by then, say).
+    let app_ref = ObjectRef::<AppMeta>::new(&app.name_any()).within(&app.namespace().unwrap_or_default());
+    ctx.index.forget(&app_ref);
     Ok(Action::await_change())
 }
 
@@ -460,7 +458,7 @@ fn with_resource_version(reference: &ObjectReference, version: Option<String>) -
 /// A write the plan counted on failed: the pool's status says so.
 /// Exponential backoff with jitter, from 1 s up to 5 min, per application.
 pub(super) fn error_policy(app: Arc<AppMeta>, error: &Error, ctx: Arc<Context>) -> Action {
-    let base = ctx.backoff.failed(ObjectRef::from_obj(app.as_ref()));
+    let base = ctx.backoff.wait(ctx.index.failed(&ObjectRef::from_obj(app.as_ref())));
     let jitter = Duration::from_millis(fastrand::u64(0..1000));
     warn!(app = %app.name_any(), category = error.category(), error = %error, retry_in = ?base + jitter, "reconcile failed");
     Action::requeue(base + jitter)

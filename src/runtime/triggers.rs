@@ -284,7 +284,7 @@ mod tests {
         let app_ref = ObjectRef::from_obj(&app);
         let (served, mut writer) = reflector::store::<AppMeta>();
         writer.apply_watcher_event(&watcher::Event::Apply(app));
-        let index = Arc::new(AppIndex::default());
+        let index = Arc::new(AppIndex::new(Arc::default(), served.clone()));
         let interest = Interest {
             kind: PoolKind::OpenYurt,
             namespace: "edge".into(),

@@ -6,9 +6,12 @@
 //! its `resourceVersion`, so that pool alone is built and checked again.
 //!
 //! A pool's inputs are everything [`crate::reconcile::release::build`]
-//! reads: the application's part ([`app_inputs`]: its name, namespace,
-//! uid, spec, shared chart, shard and Flux requests) and the pool's own
-//! (every field of [`Pool`], hashed). Only pools
+//! reads that can change what it builds: the application's part
+//! ([`app_inputs`]: its name, namespace, spec, shared chart, shard and
+//! Flux requests) and the pool's own ([`pool_inputs`]: its labels,
+//! annotations and how its nodes are marked). Both name each field they
+//! leave out, and why; a test leaves out each input in turn and sees the
+//! plans differ. Only pools
 //! whose release needed no write are remembered; the plan's result with a
 //! memo is the plan's result without one (a property test checks it over
 //! random sequences of events).
@@ -16,6 +19,7 @@
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::Arc;
 
+use crate::chart::shared::ChartRef;
 use crate::pools::Pool;
 use crate::reconcile::release::AppInfo;
 
@@ -75,6 +79,29 @@ impl Memo {
 
     pub fn is_empty(&self) -> bool {
         self.pools.is_empty()
+    }
+
+    /// A memo that remembers `pools` pools, `p0`, `p1`…, for tests of
+    /// those who keep memos.
+    #[cfg(test)]
+    pub fn for_tests(pools: usize) -> Self {
+        let made = Arc::new(Made {
+            release_name: "r".into(),
+            spec_hash: "h".into(),
+            helm_release: None,
+            size: 1,
+        });
+        let mut memo = Self::with_capacity(0, pools);
+        for n in 0..pools {
+            let remembered = Remembered {
+                inputs: 0,
+                name: format!("r-p{n}"),
+                resource_version: "1".into(),
+                made: Arc::clone(&made),
+            };
+            memo.pools.insert(format!("p{n}"), Arc::new(remembered));
+        }
+        memo
     }
 
     /// What was found for `pool`, if nothing it was found from has changed
@@ -145,22 +172,113 @@ fn inputs_hasher() -> impl Hasher {
     foldhash::quality::FixedState::with_seed(0x6e70_665f_6d65_6d6f).build_hasher()
 }
 
-/// The application's part of every pool's inputs, as one number.
+/// The application's part of every pool's inputs, as one number: every
+/// field of [`AppInfo`] that can change what a pool's release is found to
+/// be, by name, so that a field added to it does not compile until it is
+/// taken in or said to be left out here.
 pub(super) fn app_inputs(app: &AppInfo) -> u64 {
+    let AppInfo {
+        name,
+        namespace,
+        // Left out: the uid enters only the releases' owner reference,
+        // which neither the spec hash nor the drift check reads, and the
+        // releases planned are those whose owner reference names this uid
+        // already.
+        uid: _,
+        spec,
+        chart_ref,
+        // Left out: a remembered release holds the spec hash built from
+        // these inputs, and `release::build` checks the values against the
+        // chart's schema only when the spec hash is not the release's (the
+        // chart reference is part of the spec). A new schema therefore
+        // changes nothing of a pool at rest, and hashing it at each plan
+        // would cost as much as the check it spares.
+        chart: _,
+        shard,
+        requests,
+    } = *app;
     let mut hasher = inputs_hasher();
-    (app.name, app.namespace, app.uid, app.shard, app.requests).hash(&mut hasher);
-    serde_json::to_string(app.spec).unwrap_or_default().hash(&mut hasher);
-    app.chart_ref
-        .map(|c| (format!("{:?}", c.kind), &c.name, &c.namespace))
-        .hash(&mut hasher);
+    part(&mut hasher, "app.name", name);
+    part(&mut hasher, "app.namespace", namespace);
+    part(&mut hasher, "app.spec", serde_json::to_string(spec).unwrap_or_default());
+    let chart_ref = chart_ref.map(
+        |ChartRef {
+             kind,
+             name,
+             namespace,
+         }| (kind.as_str(), name, namespace),
+    );
+    part(&mut hasher, "app.chartRef", chart_ref);
+    part(&mut hasher, "app.shard", shard);
+    part(&mut hasher, "app.requests", requests);
     hasher.finish()
 }
 
-/// A pool's own inputs, as one number.
+/// A pool's own inputs, as one number: every field of [`Pool`] that
+/// [`crate::reconcile::release::build`] reads, by name, so that a field
+/// added to it does not compile until it is taken in or said to be left
+/// out here.
 pub(super) fn pool_inputs(pool: &Pool) -> u64 {
+    let Pool {
+        // Left out: the memo is looked up by it.
+        name: _,
+        labels,
+        annotations,
+        marks,
+        // Left out: neither is read by the build. A site cluster's
+        // namespace is its application's (an application selects only the
+        // profiles of its own namespace); its health says whether it is
+        // offline, which the rollout reads, so a site whose health flaps
+        // is not built again for it.
+        namespace: _,
+        health: _,
+    } = pool;
     let mut hasher = inputs_hasher();
-    // Every field: a field added to `Pool` is part of the inputs without
-    // a change here (the derive hashes it, or fails to compile).
-    pool.hash(&mut hasher);
+    part(&mut hasher, "pool.labels", labels);
+    part(&mut hasher, "pool.annotations", annotations);
+    part(&mut hasher, "pool.marks", marks);
     hasher.finish()
+}
+
+/// One input, hashed: named, so that a test can leave each out in turn
+/// and see planning with the memo go wrong (see [`dropping`]).
+#[cfg_attr(not(test), allow(unused_variables))]
+fn part(hasher: &mut impl Hasher, name: &'static str, value: impl Hash) {
+    #[cfg(test)]
+    if dropping::leaves_out(name) {
+        return;
+    }
+    value.hash(hasher);
+}
+
+/// For tests: leave one input out of the key, as a mistake would, and
+/// list the inputs the key takes in.
+#[cfg(test)]
+pub(super) mod dropping {
+    use std::cell::RefCell;
+    use std::collections::BTreeSet;
+
+    thread_local! {
+        static LEFT_OUT: RefCell<Option<&'static str>> = const { RefCell::new(None) };
+        static SEEN: RefCell<BTreeSet<&'static str>> = const { RefCell::new(BTreeSet::new()) };
+    }
+
+    /// Whether `name` is to be left out; notes that it is an input.
+    pub(super) fn leaves_out(name: &'static str) -> bool {
+        SEEN.with(|seen| seen.borrow_mut().insert(name));
+        LEFT_OUT.with(|left_out| *left_out.borrow() == Some(name))
+    }
+
+    /// The inputs hashed on this thread so far.
+    pub(in crate::reconcile::plan) fn inputs() -> BTreeSet<&'static str> {
+        SEEN.with(|seen| seen.borrow().clone())
+    }
+
+    /// Runs `f` with `name` left out of every key it makes on this thread.
+    pub(in crate::reconcile::plan) fn without<T>(name: &'static str, f: impl FnOnce() -> T) -> T {
+        LEFT_OUT.with(|left_out| *left_out.borrow_mut() = Some(name));
+        let out = f();
+        LEFT_OUT.with(|left_out| *left_out.borrow_mut() = None);
+        out
+    }
 }

@@ -206,13 +206,63 @@ async fn a_full_queue_drops_and_counts_without_waiting() {
         notifier.notify(&app_ref(), &halted(), None);
     }
     assert!(started.elapsed() < Duration::from_secs(1), "notify waited: {:?}", started.elapsed());
-    let text = metrics.encode().unwrap();
-    let dropped = text
-        .lines()
-        .find(|l| l.starts_with(r#"nodepool_fanout_notifications_total{result="dropped"}"#))
-        .and_then(|l| l.rsplit(' ').next()?.parse::<usize>().ok())
-        .unwrap_or_default();
+    let dropped = counted(&metrics, "dropped", "error");
     // The task may have taken one off the queue before it filled.
-    assert!((9..=10).contains(&dropped), "{dropped} dropped: {text}");
+    assert!((9..=10).contains(&dropped), "{dropped} dropped: {}", metrics.encode().unwrap());
     notifier.drain(Duration::from_millis(10)).await;
+}
+
+/// An Info Event, as a rollout's progress is reported.
+fn progressed() -> Transition {
+    Transition {
+        warning: false,
+        reason: "RolloutProgressed".into(),
+        action: "Rollout",
+        message: "revision 5d2c1f0a: wave 1 of 3 done".into(),
+        release: None,
+        pool: None,
+    }
+}
+
+/// How many notifications `metrics` counted as `result`, of `severity`.
+fn counted(metrics: &Metrics, result: &str, severity: &str) -> usize {
+    let text = metrics.encode().unwrap();
+    let series = format!(r#"nodepool_fanout_notifications_total{{result="{result}",severity="{severity}"}}"#);
+    text.lines()
+        .filter(|l| l.starts_with(&series))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<usize>().ok())
+        .sum()
+}
+
+#[tokio::test]
+async fn under_a_dead_endpoint_a_warning_is_never_dropped_for_an_info() {
+    let metrics = Arc::new(Metrics::default());
+    // Nothing listens on port 9 of the loopback: the first event is in
+    // its retries (seconds) while the rest queue up.
+    let notifier = Notifier::start("http://127.0.0.1:9/".parse().unwrap(), metrics.clone());
+    for _ in 0..QUEUE_CAPACITY + 10 {
+        notifier.notify(&app_ref(), &progressed(), None);
+    }
+    for _ in 0..5 {
+        notifier.notify(&app_ref(), &halted(), None);
+    }
+    assert_eq!(counted(&metrics, "dropped", "error"), 0, "{}", metrics.encode().unwrap());
+    // The task may have taken one off the queue before it filled.
+    let info = counted(&metrics, "dropped", "info");
+    assert!((14..=15).contains(&info), "{info} Info dropped: {}", metrics.encode().unwrap());
+    notifier.drain(Duration::from_millis(10)).await;
+}
+
+#[tokio::test]
+async fn a_drain_sends_what_is_queued_and_stops() {
+    let (url, hits) = event_server(vec![202]).await;
+    let metrics = Arc::new(Metrics::default());
+    let notifier = Notifier::start(url, metrics.clone());
+    notifier.notify(&app_ref(), &progressed(), None);
+    notifier.notify(&app_ref(), &halted(), None);
+    notifier.drain(Duration::from_secs(5)).await;
+    assert_eq!(hits.load(Ordering::SeqCst), 2);
+    assert_eq!((counted(&metrics, "delivered", "info"), counted(&metrics, "delivered", "error")), (1, 1));
+    notifier.notify(&app_ref(), &halted(), None);
+    assert_eq!(hits.load(Ordering::SeqCst), 2, "nothing is queued once drained");
 }
