@@ -100,7 +100,7 @@ pub struct History {
 #[derive(Debug, Clone)]
 enum Data {
     Record(Arc<ControllerRevision>),
-    Read(PastRevision),
+    Read(Box<PastRevision>),
 }
 
 impl History {
@@ -134,7 +134,7 @@ impl History {
     pub fn read(recorded: Vec<Recorded>, pasts: Vec<PastRevision>) -> Self {
         Self {
             recorded,
-            data: pasts.into_iter().map(|p| (p.revision.clone(), Data::Read(p))).collect(),
+            data: pasts.into_iter().map(|p| (p.revision.clone(), Data::Read(Box::new(p)))).collect(),
             namespace: String::new(),
         }
     }
@@ -143,7 +143,7 @@ impl History {
     /// recorded, an error saying why when its record does not read.
     pub fn past(&self, revision: &str) -> Option<Result<PastRevision, String>> {
         match self.data.get(revision)? {
-            Data::Read(past) => Some(Ok(past.clone())),
+            Data::Read(past) => Some(Ok(PastRevision::clone(past))),
             Data::Record(object) => Some(PastRevision::of(object, revision, &self.namespace)),
         }
     }

@@ -285,6 +285,63 @@ async fn a_node_flap_shorter_than_offline_after_neither_skips_nor_fails_its_pool
     Ok(())
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pool_failing_after_its_revision_completed_takes_no_healthy_pool_back() -> TestResult {
+    let mut env = TestEnv::new("completed").await;
+    ensure_crd(&env.client).await;
+    let tag = env.prefix.clone();
+    let mut pools = Vec::new();
+    for short in ["a", "b"] {
+        pools.push(env.create_pool(short, &[("e2e", &tag), ("region", "east")], 1).await);
+    }
+    let controller = RunningController::start(&env.namespace);
+    // A pool still to come gets an override the API server refuses (a
+    // Deployment with -1 replicas): its install will fail.
+    let late = env.pool_name("late");
+    let overrides = json!([{ "pools": { "names": [late] }, "values": { "controller": { "replicas": -1 } } }]);
+    let rollout = json!({ "strategy": "Progressive", "onFailure": "Rollback" });
+    let mut app = ingress_app(&env, json!({ "rollout": rollout, "overrides": overrides }));
+    apply_app(&env, &app).await?;
+    wait_app(&env, &controller, "the first install", READY_TIMEOUT, complete(2)).await;
+    with_log_level(&mut app, "debug");
+    apply_app(&env, &app).await?;
+    let done = wait_app(&env, &controller, "the change complete", ROLLOUT_TIMEOUT, complete(2)).await;
+    let revision = done["status"]["rollout"]["revision"].as_str().unwrap_or_default().to_string();
+    let before = hashes(&env).await;
+
+    env.create_pool("late", &[("e2e", &tag), ("region", "east")], 1).await;
+    let failed = |app: &Value| {
+        let status = support::apps::pool_status(app, &late).ok_or("no line for the late pool")?;
+        match status["ready"].as_str() {
+            Some("False") => Ok(()),
+            _ => Err(format!("late pool: {status}")),
+        }
+    };
+    let after = wait_app(&env, &controller, "the late pool's install failed", READY_TIMEOUT, failed).await;
+    controller.quiet(Duration::from_secs(5)).await;
+    let rollout = &after["status"]["rollout"];
+    assert_eq!(rollout["revision"], revision.as_str(), "{rollout}");
+    assert!(rollout.get("rolledBackTo").is_none(), "a completed revision went back: {rollout}");
+    assert_ne!(rollout["phase"], "Halted", "{rollout}");
+    assert_ne!(rollout["phase"], "RollingBack", "{rollout}");
+    let now = hashes(&env).await;
+    for pool in &pools {
+        assert_eq!(now[pool], before[pool], "the healthy pool {pool} was written");
+    }
+    let ready = condition(&after, "Ready").cloned().unwrap_or_default();
+    assert_eq!(ready["status"], "False", "{ready}");
+    assert!(ready["message"].as_str().unwrap_or_default().contains(&late), "{ready}");
+    let history = nodepool_fanout::cli::history::HistoryArgs {
+        name: "ingress".into(),
+        namespace: Some(env.namespace.clone()),
+    };
+    let rows = nodepool_fanout::cli::history::fetch(&env.client, &history).await?;
+    let last = rows.iter().find(|r| r.revision == revision).map(|r| r.outcome.clone());
+    assert_eq!(last.as_deref(), Some("Complete"), "{rows:?}");
+    env.cleanup().await;
+    Ok(())
+}
+
 /// The rollout awaits approval of its second wave.
 fn awaiting_approval(app: &Value) -> Result<(), String> {
     let rollout = &app["status"]["rollout"];

@@ -232,6 +232,10 @@ pub(super) fn pool_inputs(pool: &Pool) -> u64 {
         // is not built again for it.
         namespace: _,
         health: _,
+        // Left out: the build does not read them; the checks that do
+        // (another application's release on the same cluster, one
+        // cluster selected twice) run after it at every plan, memo or not.
+        cluster_ids: _,
     } = pool;
     let mut hasher = inputs_hasher();
     part(&mut hasher, "pool.labels", labels);

@@ -247,6 +247,7 @@ impl World {
                     (false, Some(key)) => {
                         let older = TakenRelease {
                             name: "by-hand".into(),
+                            namespace: None,
                             application: Some("other".into()),
                             created: Some("2000-01-01T00:00:00Z".into()),
                         };
