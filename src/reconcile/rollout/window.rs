@@ -4,14 +4,16 @@
 //! that select it, and the pool's own annotation): it is open while any is.
 //! A pool no window applies to is always open.
 //!
-//! Schedules are read by croner (Vixie cron's five fields, `@daily` and the
-//! like), and time zones come from the IANA database through jiff. Across
+//! Schedules are read as Vixie cron reads them (see [`cron`]) and
+//! evaluated by croner; time zones come from the IANA database through
+//! jiff. Across
 //! a daylight-saving change a window opens as cron would start a job: a
 //! start time the clock skips opens at the first minute after the gap, and
 //! a start time the clock repeats opens once, at its first occurrence. The
 //! duration is elapsed time: a 4h window across a change lasts 4 hours.
 
-use std::str::FromStr;
+mod cron;
+
 use std::time::Duration;
 
 use croner::Cron;
@@ -61,9 +63,9 @@ struct Declared {
 impl Window {
     /// A window from its schedule, duration and time zone (UTC when `None`).
     pub fn new(schedule: &str, duration: &str, time_zone: Option<&str>) -> Result<Self, WindowError> {
-        let cron = Cron::from_str(schedule).map_err(|e| WindowError {
+        let cron = cron::parse(schedule).map_err(|message| WindowError {
             field: "schedule",
-            message: format!("{schedule:?} is not a cron schedule such as \"0 22 * * 1-5\": {e}"),
+            message,
         })?;
         let duration = super::parse_duration(duration)
             .filter(|d| *d >= Duration::from_secs(60))
