@@ -11,6 +11,10 @@
 //! start time the clock skips opens at the first minute after the gap, and
 //! a start time the clock repeats opens once, at its first occurrence. The
 //! duration is elapsed time: a 4h window across a change lasts 4 hours.
+//!
+//! One plan reads each window once, at its `now` ([`Gates`]): the
+//! application's windows and each distinct text of a pool's annotation
+//! give one answer for every pool they apply to.
 
 mod cron;
 
@@ -116,6 +120,16 @@ impl Window {
         let zoned = now.to_zoned(self.zone.clone());
         Some(self.schedule.find_next_occurrence(&zoned, false).ok()?.timestamp())
     }
+
+    /// Whether the window is open at `now`, or else when it next opens.
+    fn gate(&self, now: Timestamp) -> Gate {
+        match self.open_at(now) {
+            Some(_) => Gate::Open,
+            None => Gate::Closed {
+                opens: self.next_opening(now),
+            },
+        }
+    }
 }
 
 /// A window of the application, with the pools it applies to.
@@ -153,7 +167,7 @@ pub fn of_spec(
 }
 
 /// Whether updates may reach a pool now.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Gate {
     /// No window applies, or one is open.
     Open,
@@ -164,21 +178,103 @@ pub enum Gate {
 
 /// The gate of a pool that `windows` apply to, at `now`.
 pub fn gate<'a>(windows: impl IntoIterator<Item = &'a Window>, now: Timestamp) -> Gate {
-    let mut opens: Option<Timestamp> = None;
-    let mut any = false;
-    for window in windows {
-        any = true;
-        if window.open_at(now).is_some() {
-            return Gate::Open;
-        }
-        if let Some(next) = window.next_opening(now) {
-            opens = Some(opens.map_or(next, |o| o.min(next)));
+    either(windows.into_iter().map(|w| w.gate(now)))
+}
+
+/// The gate of several windows' gates: open while any is, else opening
+/// at the earliest; open when there are none.
+fn either(gates: impl IntoIterator<Item = Gate>) -> Gate {
+    let mut closed: Option<Option<Timestamp>> = None;
+    for gate in gates {
+        match gate {
+            Gate::Open => return Gate::Open,
+            Gate::Closed { opens } => {
+                let earliest = match closed.flatten() {
+                    Some(before) => Some(opens.map_or(before, |o| o.min(before))),
+                    None => opens,
+                };
+                closed = Some(earliest);
+            }
         }
     }
-    match any {
-        false => Gate::Open,
-        true => Gate::Closed { opens },
+    match closed {
+        None => Gate::Open,
+        Some(opens) => Gate::Closed { opens },
     }
+}
+
+/// The windows of one plan read at its `now`, each once: the
+/// application's, and each distinct text of a pool's annotation (pools
+/// of one site or one region tend to share theirs). A pool's gate is then
+/// a look-up and a selector match per window of the application, where
+/// reading a window is a backward and a forward cron search.
+pub struct Gates<'a> {
+    now: Timestamp,
+    app: Vec<(&'a AppWindow<'a>, Gate)>,
+    own: foldhash::HashMap<&'a str, Result<Gate, WindowError>>,
+}
+
+impl<'a> Gates<'a> {
+    /// `windows`, and the pools' `annotations`, read at `now`.
+    pub fn new(windows: &'a [AppWindow<'a>], annotations: impl IntoIterator<Item = &'a str>, now: Timestamp) -> Self {
+        let app = windows.iter().map(|w| (w, w.window.gate(now))).collect();
+        let mut own = foldhash::HashMap::default();
+        for text in annotations {
+            own.entry(text).or_insert_with(|| read(text, now));
+        }
+        Self { now, app, own }
+    }
+
+    /// How many windows were read.
+    pub fn read(&self) -> usize {
+        self.app.len() + self.own.len()
+    }
+
+    /// Whether a pool's windows hold it back: those of the application
+    /// whose selection `applies` to it (every pool for one without), and
+    /// its `own` annotation's. A text not among the annotations the gates
+    /// were made with is read now.
+    pub fn closed(
+        &self,
+        applies: impl Fn(&crate::api::PoolSelection) -> bool,
+        own: Option<&str>,
+    ) -> Option<super::Closed> {
+        let own = own.map(|text| match self.own.get(text) {
+            Some(read) => read.clone(),
+            None => read(text, self.now),
+        });
+        let own = match own {
+            Some(Err(e)) => {
+                return Some(super::Closed {
+                    opens: None,
+                    holds_installs: false,
+                    unreadable: Some(e.to_string()),
+                })
+            }
+            Some(Ok(gate)) => Some(gate),
+            None => None,
+        };
+        // Each selector is matched once; `either` reads every gate when
+        // it finds them all closed, which is when `holds_installs` counts.
+        let mut holds_installs = false;
+        let applying = self.app.iter().filter(|(w, _)| w.pools.is_none_or(&applies)).map(|(w, gate)| {
+            holds_installs |= w.holds_installs;
+            *gate
+        });
+        match either(applying.chain(own)) {
+            Gate::Open => None,
+            Gate::Closed { opens } => Some(super::Closed {
+                opens,
+                holds_installs,
+                unreadable: None,
+            }),
+        }
+    }
+}
+
+/// A pool's own window at `now`, from its annotation's text.
+fn read(text: &str, now: Timestamp) -> Result<Gate, WindowError> {
+    Window::from_annotation(text).map(|w| w.gate(now))
 }
 
 #[cfg(test)]

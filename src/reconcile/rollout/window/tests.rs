@@ -264,3 +264,85 @@ proptest::proptest! {
         }
     }
 }
+
+/// The application's windows of the tests of `Gates`: every night for
+/// every pool; weekend noons for the pools of `names: [north]`.
+fn app_windows(north: &crate::api::PoolSelection) -> Vec<AppWindow<'_>> {
+    vec![
+        AppWindow {
+            window: window("0 22 * * *", "2h", None),
+            pools: None,
+            holds_installs: false,
+        },
+        AppWindow {
+            window: window("0 12 * * 6,0", "1h", Some("Asia/Shanghai")),
+            pools: Some(north),
+            holds_installs: true,
+        },
+    ]
+}
+
+/// Pools' own windows: two that read, one that does not.
+const OWN: [&str; 3] = [
+    r#"{"schedule": "0 2 * * *", "duration": "3h", "timeZone": "America/Chicago"}"#,
+    r#"{"schedule": "30 9 * * 1-5", "duration": "90m"}"#,
+    r#"{"schedule": "0 0 30 2 *", "duration": "1h"}"#,
+];
+
+#[test]
+fn a_plans_windows_are_read_once_each_whatever_the_pools() {
+    let north = crate::api::PoolSelection {
+        names: vec!["north".into()],
+        ..Default::default()
+    };
+    let windows = app_windows(&north);
+    // Ten thousand pools, a tenth with an annotation of three texts.
+    let annotations = (0..10_000).filter(|i| i % 10 == 0).map(|i| OWN[i % 3]);
+    let gates = Gates::new(&windows, annotations, at("2026-11-25T12:30:00Z"));
+    assert_eq!(gates.read(), 2 + 3, "the application's two and three texts");
+}
+
+/// What a pool's windows say, read for it alone: the reference `Gates`
+/// must agree with.
+fn closed_alone(windows: &[AppWindow], applies: &dyn Fn(usize) -> bool, own: Option<&str>, now: Timestamp) -> Option<super::super::Closed> {
+    let own = match own.map(Window::from_annotation) {
+        Some(Err(e)) => {
+            return Some(super::super::Closed {
+                opens: None,
+                holds_installs: false,
+                unreadable: Some(e.to_string()),
+            })
+        }
+        Some(Ok(w)) => Some(w),
+        None => None,
+    };
+    let applying: Vec<&AppWindow> = windows.iter().enumerate().filter(|(i, _)| applies(*i)).map(|(_, w)| w).collect();
+    match gate(applying.iter().map(|w| &w.window).chain(own.as_ref()), now) {
+        Gate::Open => None,
+        Gate::Closed { opens } => Some(super::super::Closed {
+            opens,
+            holds_installs: applying.iter().any(|w| w.holds_installs),
+            unreadable: None,
+        }),
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 500, failure_persistence: None, ..Default::default() })]
+
+    #[test]
+    fn reading_windows_once_answers_as_reading_them_for_each_pool(
+        seconds in 0i64..(2 * 366 * 86_400),
+        in_north in proptest::bool::ANY,
+        own in proptest::option::of(0usize..OWN.len()),
+    ) {
+        let north = crate::api::PoolSelection { names: vec!["north".into()], ..Default::default() };
+        let windows = app_windows(&north);
+        let now = Timestamp::from_second(at("2026-01-01T00:00:00Z").as_second() + seconds).unwrap();
+        let own = own.map(|i| OWN[i]);
+        let gates = Gates::new(&windows, OWN, now);
+        let applies = |selection: &crate::api::PoolSelection| in_north && std::ptr::eq(selection, &north);
+        let alone = closed_alone(&windows, &|i| i == 0 || in_north, own, now);
+        proptest::prop_assert_eq!(gates.closed(applies, own), alone);
+    }
+}
