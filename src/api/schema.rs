@@ -32,7 +32,8 @@ pub(super) const SCHEDULE_RULE: &str = "self.matches('^[[:space:]]*(\
 /// A schedule that never fires, where its text alone tells: only the 30th
 /// or 31st of February, or only the 31st of months of 30 days or fewer,
 /// with a weekday that starts with `*` (so both days must match).
-pub(super) const SCHEDULE_FIRES_RULE: &str = "!self.matches('^[[:space:]]*[^[:space:]]+[[:space:]]+[^[:space:]]+[[:space:]]+\
+pub(super) const SCHEDULE_FIRES_RULE: &str =
+    "!self.matches('^[[:space:]]*[^[:space:]]+[[:space:]]+[^[:space:]]+[[:space:]]+\
      (30|31|30-31)(,(30|31|30-31))*[[:space:]]+(2|(?i:feb))(,(2|(?i:feb)))*\
      [[:space:]]+[*][^[:space:]]*[[:space:]]*$') && \
      !self.matches('^[[:space:]]*[^[:space:]]+[[:space:]]+[^[:space:]]+[[:space:]]+\

@@ -216,7 +216,11 @@ pub struct Gates<'a> {
 
 impl<'a> Gates<'a> {
     /// `windows`, and the pools' `annotations`, read at `now`.
-    pub fn new(windows: &'a [AppWindow<'a>], annotations: impl IntoIterator<Item = &'a str>, now: Timestamp) -> Self {
+    pub fn new(
+        windows: &'a [AppWindow<'a>],
+        annotations: impl IntoIterator<Item = &'a str>,
+        now: Timestamp,
+    ) -> Self {
         let app = windows.iter().map(|w| (w, w.window.gate(now))).collect();
         let mut own = foldhash::HashMap::default();
         for text in annotations {

@@ -9,7 +9,8 @@ fn annotated(own: &[(&str, &str)]) -> Vec<Pool> {
     let mut pools = fleet();
     for pool in &mut pools {
         if let Some((_, text)) = own.iter().find(|(name, _)| *name == pool.name) {
-            pool.annotations.insert(naming::ANNOTATION_MAINTENANCE_WINDOW.to_string(), text.to_string());
+            pool.annotations
+                .insert(naming::ANNOTATION_MAINTENANCE_WINDOW.to_string(), text.to_string());
         }
     }
     pools
@@ -24,7 +25,11 @@ fn a_pool_is_held_by_the_windows_that_apply_to_it_and_by_no_other() {
         { "schedule": "0 12 * * *", "duration": "1h", "pools": { "names": ["p1", "p2"] } }
     ]}));
     let night = r#"{"schedule": "0 23 * * *", "duration": "2h"}"#;
-    let pools = annotated(&[("p2", night), ("p3", night), ("p4", r#"{"schedule": "0 0 30 2 *", "duration": "1h"}"#)]);
+    let pools = annotated(&[
+        ("p2", night),
+        ("p3", night),
+        ("p4", r#"{"schedule": "0 0 30 2 *", "duration": "1h"}"#),
+    ]);
     let first = Scenario::of(&a).over(&pools).plan();
     assert_eq!(applied_pools(&first), ["p1", "p2", "p3", "p4", "p5"], "new pools install at once");
     let behind = first.apply.iter().map(|d| ready_release(&d.name, &d.pool, "old")).collect();
@@ -39,7 +44,10 @@ fn a_pool_is_held_by_the_windows_that_apply_to_it_and_by_no_other() {
     assert!(p4.message.contains("never fires"), "{}", p4.message);
     let requeue = plan.requeue_after.unwrap();
     let opens = Duration::from_secs(12 * 3600);
-    assert!(requeue >= opens && requeue <= opens + Duration::from_secs(1), "when p1's window opens: {requeue:?}");
+    assert!(
+        requeue >= opens && requeue <= opens + Duration::from_secs(1),
+        "when p1's window opens: {requeue:?}"
+    );
 }
 
 #[test]
@@ -52,5 +60,8 @@ fn a_schedule_of_the_spec_that_never_fires_stalls_the_application_naming_it() {
     assert!(plan.apply.is_empty());
     assert_eq!(condition(&plan, "Stalled").unwrap().reason, "InvalidRollout");
     let blocked = plan.blocked.as_deref().unwrap();
-    assert!(blocked.contains("rollout.windows[1].schedule") && blocked.contains("never fires"), "{blocked}");
+    assert!(
+        blocked.contains("rollout.windows[1].schedule") && blocked.contains("never fires"),
+        "{blocked}"
+    );
 }

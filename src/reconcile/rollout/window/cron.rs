@@ -23,12 +23,20 @@ use croner::Cron;
 /// The names of the five fields, as messages give them.
 const FIELDS: [&str; 5] = ["minute", "hour", "day of month", "month", "day of week"];
 /// The values each field takes.
-const RANGES: [&str; 5] = ["0-59", "0-23", "1-31", "1-12 or jan-dec", "0-7 or sun-sat (Sunday is 0 or 7)"];
+const RANGES: [&str; 5] = [
+    "0-59",
+    "0-23",
+    "1-31",
+    "1-12 or jan-dec",
+    "0-7 or sun-sat (Sunday is 0 or 7)",
+];
 const DAY_OF_MONTH: usize = 2;
 const MONTH: usize = 3;
 const DAY_OF_WEEK: usize = 4;
 
-const MONTHS: [&str; 12] = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
+const MONTHS: [&str; 12] = [
+    "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+];
 const WEEKDAYS: [&str; 7] = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
 
 /// Vixie cron's macros and the fields they stand for.
@@ -82,7 +90,10 @@ pub(super) fn parse(schedule: &str) -> Result<Cron, String> {
     // Vixie cron matches both days when either field starts with `*`.
     let both_days = parts[DAY_OF_MONTH].starts_with('*') || parts[DAY_OF_WEEK].starts_with('*');
     let cron = parser(both_days).parse(fields).map_err(|e| match field_in_error(&parts) {
-        Some(i) => format!("{schedule:?}: its {}, {:?}, is out of range: it takes {}", FIELDS[i], parts[i], RANGES[i]),
+        Some(i) => format!(
+            "{schedule:?}: its {}, {:?}, is out of range: it takes {}",
+            FIELDS[i], parts[i], RANGES[i]
+        ),
         None => format!("{schedule:?} is not a cron schedule such as \"0 22 * * 1-5\": {e}"),
     })?;
     match fires(&cron) {
@@ -130,7 +141,9 @@ fn vixie_field(i: usize, field: &str) -> Result<(), String> {
                 return Err(format!("steps by {step:?}: a step is a number, as in */15"));
             }
             if range != "*" && !range.contains('-') {
-                return Err(format!("steps from {range:?}: a step goes over `*` or a range, as in */15 or 0-30/15"));
+                return Err(format!(
+                    "steps from {range:?}: a step goes over `*` or a range, as in */15 or 0-30/15"
+                ));
             }
         }
         if range == "*" {
@@ -181,4 +194,3 @@ fn fires(cron: &Cron) -> bool {
         days.iter().any(|day| *day <= longest)
     })
 }
-

@@ -192,7 +192,10 @@ fn a_step_in_the_day_of_month_restricts_the_weekdays_as_in_vixie_cron() {
     );
     // A step in the weekday likewise restricts the days of the month.
     let w = window("0 2 1-7 * */6", "1h", None);
-    assert!(matches!(gate([&w], at("2026-11-02T02:30:00Z")), Gate::Closed { .. }), "the 2nd is a Monday");
+    assert!(
+        matches!(gate([&w], at("2026-11-02T02:30:00Z")), Gate::Closed { .. }),
+        "the 2nd is a Monday"
+    );
     assert_eq!(gate([&w], at("2026-11-07T02:30:00Z")), Gate::Open, "a Saturday in the first week");
 }
 
@@ -304,7 +307,12 @@ fn a_plans_windows_are_read_once_each_whatever_the_pools() {
 
 /// What a pool's windows say, read for it alone: the reference `Gates`
 /// must agree with.
-fn closed_alone(windows: &[AppWindow], applies: &dyn Fn(usize) -> bool, own: Option<&str>, now: Timestamp) -> Option<super::super::Closed> {
+fn closed_alone(
+    windows: &[AppWindow],
+    applies: &dyn Fn(usize) -> bool,
+    own: Option<&str>,
+    now: Timestamp,
+) -> Option<super::super::Closed> {
     let own = match own.map(Window::from_annotation) {
         Some(Err(e)) => {
             return Some(super::super::Closed {
@@ -316,7 +324,8 @@ fn closed_alone(windows: &[AppWindow], applies: &dyn Fn(usize) -> bool, own: Opt
         Some(Ok(w)) => Some(w),
         None => None,
     };
-    let applying: Vec<&AppWindow> = windows.iter().enumerate().filter(|(i, _)| applies(*i)).map(|(_, w)| w).collect();
+    let applying: Vec<&AppWindow> =
+        windows.iter().enumerate().filter(|(i, _)| applies(*i)).map(|(_, w)| w).collect();
     match gate(applying.iter().map(|w| &w.window).chain(own.as_ref()), now) {
         Gate::Open => None,
         Gate::Closed { opens } => Some(super::super::Closed {
