@@ -4,7 +4,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::api::naming;
 use crate::pools::nodes::{Counted, NodeCount};
 use crate::pools::{self, Pool};
 use crate::reconcile::rollout::window::Gates;
@@ -136,11 +135,9 @@ fn stamp_of(
 }
 
 /// The windows that apply to `pool` (the application's that select it,
-/// and its own annotation), when none is open. A window whose selector
-/// cannot be read was refused with the others: an error applies.
+/// and its own annotation), when none is open.
 fn closed(windows: &Gates, pool: &Pool) -> Option<rollout::Closed> {
-    let own = pool.annotations.get(naming::ANNOTATION_MAINTENANCE_WINDOW);
-    windows.closed(|selection| pools::contains(selection, pool).unwrap_or(true), own.map(String::as_str))
+    windows.closed(pool)
 }
 
 /// How many waves of `revision` an operator approved: the `<wave>` of an

@@ -18,12 +18,16 @@
 
 mod cron;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use croner::Cron;
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
 use serde::Deserialize;
+
+use crate::api::naming::ANNOTATION_MAINTENANCE_WINDOW;
+use crate::pools::Pool;
 
 /// One window, read and checked.
 #[derive(Debug, Clone)]
@@ -203,25 +207,39 @@ fn either(gates: impl IntoIterator<Item = Gate>) -> Gate {
     }
 }
 
+/// Whether a pool of this name and these labels is one a window selects.
+type Picks<'a> = Box<dyn Fn(&str, &BTreeMap<String, String>) -> bool + 'a>;
+
 /// The windows of one plan read at its `now`, each once: the
 /// application's, and each distinct text of a pool's annotation (pools
-/// of one site or one region tend to share theirs). A pool's gate is then
-/// a look-up and a selector match per window of the application, where
-/// reading a window is a backward and a forward cron search.
+/// of one site or one region tend to share theirs), with each window's
+/// selector read once too. A pool's gate is then a look-up and a
+/// selector match per window of the application, where reading a window
+/// is a backward and a forward cron search.
 pub struct Gates<'a> {
     now: Timestamp,
-    app: Vec<(&'a AppWindow<'a>, Gate)>,
+    /// Each window of the application, which pools it applies to (every
+    /// pool when `None`) and its gate.
+    app: Vec<(&'a AppWindow<'a>, Option<Picks<'a>>, Gate)>,
     own: foldhash::HashMap<&'a str, Result<Gate, WindowError>>,
 }
 
 impl<'a> Gates<'a> {
-    /// `windows`, and the pools' `annotations`, read at `now`.
+    /// `windows`, and the pools' `annotations`, read at `now`. A window
+    /// whose selector cannot be read was refused with the others: such a
+    /// window applies to every pool.
     pub fn new(
         windows: &'a [AppWindow<'a>],
         annotations: impl IntoIterator<Item = &'a str>,
         now: Timestamp,
     ) -> Self {
-        let app = windows.iter().map(|w| (w, w.window.gate(now))).collect();
+        let picks = |selection: &'a crate::api::PoolSelection| -> Picks<'a> {
+            match crate::pools::picker(selection) {
+                Ok(picks) => Box::new(picks),
+                Err(_) => Box::new(|_: &str, _: &BTreeMap<String, String>| true),
+            }
+        };
+        let app = windows.iter().map(|w| (w, w.pools.map(picks), w.window.gate(now))).collect();
         let mut own = foldhash::HashMap::default();
         for text in annotations {
             own.entry(text).or_insert_with(|| read(text, now));
@@ -234,18 +252,15 @@ impl<'a> Gates<'a> {
         self.app.len() + self.own.len()
     }
 
-    /// Whether a pool's windows hold it back: those of the application
-    /// whose selection `applies` to it (every pool for one without), and
-    /// its `own` annotation's. A text not among the annotations the gates
-    /// were made with is read now.
-    pub fn closed(
-        &self,
-        applies: impl Fn(&crate::api::PoolSelection) -> bool,
-        own: Option<&str>,
-    ) -> Option<super::Closed> {
-        let own = own.map(|text| match self.own.get(text) {
-            Some(read) => read.clone(),
-            None => read(text, self.now),
+    /// Whether `pool`'s windows hold it back: the application's that
+    /// select it and its annotation's. An annotation text not among those
+    /// the gates were made with is read now.
+    pub fn closed(&self, pool: &Pool) -> Option<super::Closed> {
+        let own = pool.annotations.get(ANNOTATION_MAINTENANCE_WINDOW).map(|text| {
+            match self.own.get(text.as_str()) {
+                Some(read) => read.clone(),
+                None => read(text, self.now),
+            }
         });
         let own = match own {
             Some(Err(e)) => {
@@ -258,13 +273,17 @@ impl<'a> Gates<'a> {
             Some(Ok(gate)) => Some(gate),
             None => None,
         };
-        // Each selector is matched once; `either` reads every gate when
-        // it finds them all closed, which is when `holds_installs` counts.
+        // `either` reads every gate when it finds them all closed, which
+        // is when `holds_installs` counts.
         let mut holds_installs = false;
-        let applying = self.app.iter().filter(|(w, _)| w.pools.is_none_or(&applies)).map(|(w, gate)| {
-            holds_installs |= w.holds_installs;
-            *gate
-        });
+        let applying = self
+            .app
+            .iter()
+            .filter(|(_, picks, _)| picks.as_ref().is_none_or(|picks| picks(&pool.name, &pool.labels)))
+            .map(|(w, _, gate)| {
+                holds_installs |= w.holds_installs;
+                *gate
+            });
         match either(applying.chain(own)) {
             Gate::Open => None,
             Gate::Closed { opens } => Some(super::Closed {

@@ -344,14 +344,20 @@ proptest::proptest! {
         seconds in 0i64..(2 * 366 * 86_400),
         in_north in proptest::bool::ANY,
         own in proptest::option::of(0usize..OWN.len()),
+        read_before in proptest::bool::ANY,
     ) {
         let north = crate::api::PoolSelection { names: vec!["north".into()], ..Default::default() };
         let windows = app_windows(&north);
         let now = Timestamp::from_second(at("2026-01-01T00:00:00Z").as_second() + seconds).unwrap();
         let own = own.map(|i| OWN[i]);
-        let gates = Gates::new(&windows, OWN, now);
-        let applies = |selection: &crate::api::PoolSelection| in_north && std::ptr::eq(selection, &north);
+        let mut pool = Pool::named(if in_north { "north" } else { "south" });
+        if let Some(text) = own {
+            pool.annotations.insert(ANNOTATION_MAINTENANCE_WINDOW.to_string(), text.to_string());
+        }
+        // The pool's text read with the others, or not among them.
+        let annotations: &[&str] = if read_before { &OWN } else { &[] };
+        let gates = Gates::new(&windows, annotations.iter().copied(), now);
         let alone = closed_alone(&windows, &|i| i == 0 || in_north, own, now);
-        proptest::prop_assert_eq!(gates.closed(applies, own), alone);
+        proptest::prop_assert_eq!(gates.closed(&pool), alone);
     }
 }
