@@ -4,6 +4,13 @@
 //! release changed. The caches are filled in memory (a stand-in for the
 //! API server's watch: the objects enter them as a watch would bring
 //! them), so the figures are the controller's CPU alone.
+//!
+//! Then the resync again, from scratch and with the memo, with
+//! maintenance windows: two of
+//! the application's (one for a selector), and a pool annotation on a
+//! tenth of the pools, in 24 distinct texts (sites of a few regions) and
+//! in 1,000 (every annotated pool its own hours), beside the same resync
+//! without windows.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -12,7 +19,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher;
-use nodepool_fanout::api::{NodePoolApplication, PoolKind};
+use nodepool_fanout::api::{naming, NodePoolApplication, PoolKind};
 use nodepool_fanout::pools::kind;
 use nodepool_fanout::reconcile::observe::{self, CachedPool, CachedRelease, Caches, PoolCache};
 use nodepool_fanout::reconcile::plan::{self, Memo, Plan, PlanInput};
@@ -28,7 +35,8 @@ struct Cluster {
 }
 
 impl Cluster {
-    fn new(pools: usize) -> Self {
+    /// `pools` pools, pool `i` with the maintenance window `own(i)`.
+    fn new(pools: usize, own: impl Fn(usize) -> Option<String>) -> Self {
         let objects = kind::objects(PoolKind::OpenYurt).expect("OpenYurt's pool objects");
         let api = ApiResource::from_gvk_with_plural(
             &GroupVersionKind::gvk("apps.openyurt.io", "v1beta2", "NodePool"),
@@ -36,13 +44,16 @@ impl Cluster {
         );
         let pools: Vec<CachedPool> = (0..pools)
             .map(|i| {
-                let pool: DynamicObject = serde_json::from_value(json!({
+                let mut pool = json!({
                     "apiVersion": "apps.openyurt.io/v1beta2", "kind": "NodePool",
                     "metadata": { "name": format!("site-{i:05}"), "resourceVersion": "1",
                                   "labels": { "region": "east" } },
                     "spec": { "type": "Edge" }
-                }))
-                .expect("a NodePool");
+                });
+                if let Some(window) = own(i) {
+                    pool["metadata"]["annotations"][naming::ANNOTATION_MAINTENANCE_WINDOW] = json!(window);
+                }
+                let pool: DynamicObject = serde_json::from_value(pool).expect("a NodePool");
                 CachedPool::from_object(objects, pool)
             })
             .collect();
@@ -108,7 +119,7 @@ pub fn at_scale(pools: usize) {
         "fleet",
         json!({ "controller": { "ingressClass": { "name": "{{app.namespace}}-{{pool.name}}" } } }),
     );
-    let mut cluster = Cluster::new(pools);
+    let mut cluster = Cluster::new(pools, |_| None);
     println!("one application over {pools} pools, observed from watch caches filled in memory, then planned");
     println!("(release build, best of 3)");
     println!();
@@ -118,13 +129,13 @@ pub fn at_scale(pools: usize) {
     );
     // Best of three, as the cases above: on a shared 2-core machine one
     // run of a 100 ms plan moves by half.
-    let measure = |label: &str, cluster: &Cluster, memo: Option<&Memo>| {
+    let measure = |label: &str, cluster: &Cluster, app: &NodePoolApplication, memo: Option<&Memo>| {
         reset_peak_rss();
         let before = peak_rss_kib();
-        let (mut planned, mut observing, mut planning) = reconcile(cluster, &app, memo);
+        let (mut planned, mut observing, mut planning) = reconcile(cluster, app, memo);
         for _ in 1..3 {
             drop(planned);
-            let (again, observed, planned_in) = reconcile(cluster, &app, memo);
+            let (again, observed, planned_in) = reconcile(cluster, app, memo);
             (planned, observing, planning) = (again, observing.min(observed), planning.min(planned_in));
         }
         let peak = peak_rss_kib().saturating_sub(before);
@@ -139,26 +150,77 @@ pub fn at_scale(pools: usize) {
         );
         planned
     };
-    let first = measure("first fan-out", &cluster, None);
+    let first = measure("first fan-out", &cluster, &app, None);
     // Every release as helm-controller leaves it: written, Ready. Read as
     // it enters the cache, once (the cost of a release's watch event).
     let start = Instant::now();
-    for (i, desired) in first.apply.iter().enumerate() {
-        cluster.arrive(ready(desired.object(), i, 1000 + i));
-    }
+    settle(&mut cluster, &first);
     let entered = start.elapsed();
     let changed = first.apply.first().map(|d| ready(d.object(), 0, 999_999));
     drop(first);
-    let resync = measure("resync, every release in place, from scratch", &cluster, None);
-    let rest = measure("resync, with the last plan's memo", &cluster, Some(&resync.memo));
+    let resync = measure("resync, every release in place, from scratch", &cluster, &app, None);
+    let rest = measure("resync, with the last plan's memo", &cluster, &app, Some(&resync.memo));
     // One release turns Ready again (a new resourceVersion): that pool
     // alone is read again.
     cluster.arrive(changed.expect("a release was written"));
-    measure("one release changed, with the memo", &cluster, Some(&rest.memo));
+    measure("one release changed, with the memo", &cluster, &app, Some(&rest.memo));
     println!(
         "(each release read as it entered the cache: {:.1} µs, once per watch event)",
         entered.as_secs_f64() * 1e6 / pools as f64
     );
+    drop((cluster, resync, rest));
+    println!();
+    println!("the resync with maintenance windows: two of the application's, one by selector,");
+    println!("and a pool annotation on a tenth of the pools");
+    println!();
+    let windowed = with_windows(&app);
+    let cases: [(&str, &NodePoolApplication, Option<usize>); 3] = [
+        ("no windows", &app, None),
+        ("windows, annotations of 24 texts", &windowed, Some(24)),
+        ("windows, annotations of 1,000 texts", &windowed, Some(1_000)),
+    ];
+    for (label, app, distinct) in cases {
+        let mut cluster = Cluster::new(pools, |i| distinct.and_then(|d| own_window(i, d)));
+        let (first, _, _) = reconcile(&cluster, app, None);
+        settle(&mut cluster, &first);
+        drop(first);
+        let resync = measure(&format!("{label}, scratch"), &cluster, app, None);
+        measure(&format!("{label}, memo"), &cluster, app, Some(&resync.memo));
+    }
+}
+
+/// Every release `plan` wrote, in the cache as helm-controller leaves it.
+fn settle(cluster: &mut Cluster, plan: &Plan) {
+    for (i, desired) in plan.apply.iter().enumerate() {
+        cluster.arrive(ready(desired.object(), i, 1000 + i));
+    }
+}
+
+/// `app` with two maintenance windows: weeknights in Berlin for every
+/// pool, weekend mornings for the pools of region east.
+fn with_windows(app: &NodePoolApplication) -> NodePoolApplication {
+    let mut app = app.clone();
+    app.spec.rollout = Some(
+        serde_json::from_value(json!({ "windows": [
+            { "schedule": "0 22 * * 1-5", "duration": "4h", "timeZone": "Europe/Berlin" },
+            { "schedule": "0 2 * * sat,sun", "duration": "6h", "timeZone": "Asia/Shanghai",
+              "pools": { "selector": { "matchLabels": { "region": "east" } } } }
+        ]}))
+        .expect("rollout settings"),
+    );
+    app
+}
+
+/// Pool `i`'s own window: every tenth pool's, in one of `distinct` texts.
+fn own_window(i: usize, distinct: usize) -> Option<String> {
+    let k = (i / 10) % distinct;
+    i.is_multiple_of(10).then(|| {
+        format!(
+            r#"{{"schedule": "{} {} * * *", "duration": "3h", "timeZone": "America/Chicago"}}"#,
+            k % 60,
+            (k / 60) % 24
+        )
+    })
 }
 
 /// A written release as the API server and helm-controller leave it.

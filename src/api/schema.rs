@@ -19,6 +19,27 @@ pub(super) const LABEL_KEY_RULE: &str =
     "self.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?\
      [A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$') && !self.matches('^[^/]{254,}/')";
 
+/// A maintenance window's schedule as Vixie cron writes it: five fields
+/// (letters only in the month and the weekday, for their names) or a
+/// macro. What the fields hold is checked when the window is read, which
+/// names the field; this refuses what is plainly another dialect
+/// (seconds, years, Quartz's `?`, a `CRON_TZ=` prefix) at admission.
+/// `[[:space:]]` for whitespace: no escaping through Rust, CEL and RE2.
+pub(super) const SCHEDULE_RULE: &str = "self.matches('^[[:space:]]*(\
+     @(yearly|annually|monthly|weekly|daily|midnight|hourly)|\
+     [0-9*,/-]+([[:space:]]+[0-9*,/-]+){2}([[:space:]]+[0-9A-Za-z*,/-]+){2}\
+     )[[:space:]]*$')";
+/// A schedule that never fires, where its text alone tells: only the 30th
+/// or 31st of February, or only the 31st of months of 30 days or fewer,
+/// with a weekday that starts with `*` (so both days must match).
+pub(super) const SCHEDULE_FIRES_RULE: &str =
+    "!self.matches('^[[:space:]]*[^[:space:]]+[[:space:]]+[^[:space:]]+[[:space:]]+\
+     (30|31|30-31)(,(30|31|30-31))*[[:space:]]+(2|(?i:feb))(,(2|(?i:feb)))*\
+     [[:space:]]+[*][^[:space:]]*[[:space:]]*$') && \
+     !self.matches('^[[:space:]]*[^[:space:]]+[[:space:]]+[^[:space:]]+[[:space:]]+\
+     31(,31)*[[:space:]]+(2|4|6|9|11|(?i:feb|apr|jun|sep|nov))(,(2|4|6|9|11|(?i:feb|apr|jun|sep|nov)))*\
+     [[:space:]]+[*][^[:space:]]*[[:space:]]*$')";
+
 pub(super) fn duration_schema(_: &mut SchemaGenerator) -> Schema {
     json_schema!({ "type": "string", "pattern": DURATION_PATTERN })
 }

@@ -240,11 +240,26 @@ pub struct Rollout {
 /// A maintenance window: open at each time `schedule` names, in
 /// `timeZone`, for `duration`.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[x_kube(cel)]
 #[serde(rename_all = "camelCase")]
 pub struct MaintenanceWindow {
-    /// When the window opens, as a cron schedule of five fields (minute,
-    /// hour, day of month, month, day of week), e.g. `0 22 * * 1-5`.
+    /// When the window opens, as a cron schedule read as Vixie cron reads
+    /// it: five fields (minute, hour, day of month, month, day of week),
+    /// e.g. `0 22 * * 1-5`, or a macro such as `@daily`. A day matches
+    /// when its day of month or its weekday does if neither field starts
+    /// with `*`, and when both do otherwise.
     #[schemars(length(min = 1, max = 128))]
+    #[x_kube(
+        validation = Rule::new(SCHEDULE_RULE).message(
+            "must be five fields (minute, hour, day of month, month, day of week) as Vixie cron reads \
+             them, e.g. \"0 22 * * 1-5\", or one of @yearly, @annually, @monthly, @weekly, @daily, \
+             @midnight and @hourly; seconds, years and a time zone (give timeZone) are not read"
+        ),
+        validation = Rule::new(SCHEDULE_FIRES_RULE).message(
+            "never fires: February has no 30th or 31st, and April, June, September and November \
+             have no 31st"
+        ),
+    )]
     pub schedule: String,
 
     /// How long it stays open, e.g. `4h`: at least a minute.

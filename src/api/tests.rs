@@ -377,3 +377,44 @@ fn a_placement_is_refused_for_sites_that_are_clusters() {
     pools["spec"]["placement"] = json!({ "valuesPaths": ["nodeSelector"] });
     assert!(check(pools).is_ok());
 }
+
+#[test]
+fn window_schedules_are_five_fields_or_a_macro_at_admission() {
+    let check = |schedule: &str| {
+        MaintenanceWindow::validate_cel(&json!({ "schedule": schedule, "duration": "1h" }), None)
+    };
+    for good in [
+        "0 22 * * 1-5",
+        "*/15 0-6 1,15 jan-mar mon-fri",
+        " 0 0 13 * 5 ",
+        "@daily",
+        "@midnight",
+        "0 0 29 2 *",
+        "0 0 30 2 1",
+    ] {
+        assert!(check(good).is_ok(), "{good:?}: {:?}", check(good));
+    }
+    for bad in [
+        "0 0 22 * * *",
+        "0 0 22 * * * 2027",
+        "0 22 * *",
+        "0 22 ? * 1",
+        "CRON_TZ=UTC 0 22 * * *",
+        "@reboot",
+        "every night",
+    ] {
+        let e = check(bad).expect_err(bad);
+        assert!(e.to_string().contains("five fields"), "{bad:?}: {e}");
+    }
+    // What never fires, where a pattern can tell: the 30th or 31st of
+    // February, the 31st of the months of 30 days.
+    for never in [
+        "0 0 30 2 *",
+        "0 0 30,31 feb *",
+        "0 0 31 4,6,9,11 *",
+        "0 0 31 Apr */2",
+    ] {
+        let e = check(never).expect_err(never);
+        assert!(e.to_string().contains("never fires"), "{never:?}: {e}");
+    }
+}

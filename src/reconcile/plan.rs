@@ -183,6 +183,11 @@ fn plan_releases(input: &PlanInput) -> Plan {
         Ok(windows) => windows,
         Err(e) => return blocked(input, conditions::reason::INVALID_ROLLOUT.to_string(), e.to_string()),
     };
+    let own_windows = selected
+        .pools
+        .iter()
+        .filter_map(|p| p.annotations.get(naming::ANNOTATION_MAINTENANCE_WINDOW).map(String::as_str));
+    let windows = rollout::window::Gates::new(&windows, own_windows, input.now.0);
     let scheduled = schedule::Scheduling {
         settings: &settings,
         revision: &revision,

@@ -4,12 +4,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use k8s_openapi::jiff::Timestamp;
+
 use crate::api::naming;
 use crate::pools::nodes::{Counted, NodeCount};
 use crate::pools::{self, Pool};
-use crate::reconcile::rollout::window::{self, AppWindow, Gate, Window};
+use crate::reconcile::rollout::window::Gates;
 use crate::reconcile::rollout::{self, PoolRollout};
-use k8s_openapi::jiff::Timestamp;
 
 use super::build::{Candidate, Change, Kind};
 use super::rollback;
@@ -24,8 +25,8 @@ pub(super) struct Scheduling<'a> {
     pub selected: &'a [&'a Pool],
     /// Each pool's nodes, or its site's reach.
     pub reach: Option<&'a BTreeMap<String, NodeCount>>,
-    /// The application's maintenance windows.
-    pub windows: &'a [AppWindow<'a>],
+    /// The maintenance windows, read at the plan's `now`.
+    pub windows: &'a Gates<'a>,
     /// Where the pools that took the revision may go back to.
     pub targets: &'a rollback::Targets,
 }
@@ -93,7 +94,7 @@ pub(super) fn decide(
                 // the site never got the write: no update took it down.
                 offline_since: nodes.filter(|n| n.of != Counted::Connection).and_then(|n| n.changed),
                 down_since: nodes.and_then(|n| n.changed),
-                closed: closed(windows, pool, input.now.0),
+                closed: closed(windows, pool),
                 release,
             })
         })
@@ -150,37 +151,9 @@ fn stamp_of(
 }
 
 /// The windows that apply to `pool` (the application's that select it,
-/// and its own annotation), when none is open at `now`. A window whose
-/// selector cannot be read was refused with the others: an error applies.
-fn closed(windows: &[AppWindow], pool: &Pool, now: Timestamp) -> Option<rollout::Closed> {
-    let applying: Vec<&AppWindow> = windows
-        .iter()
-        .filter(|w| w.pools.is_none_or(|selection| pools::contains(selection, pool).unwrap_or(true)))
-        .collect();
-    let own = match pool
-        .annotations
-        .get(naming::ANNOTATION_MAINTENANCE_WINDOW)
-        .map(|t| Window::from_annotation(t))
-    {
-        Some(Err(e)) => {
-            return Some(rollout::Closed {
-                opens: None,
-                holds_installs: false,
-                unreadable: Some(e.to_string()),
-            })
-        }
-        Some(Ok(own)) => Some(own),
-        None => None,
-    };
-    let all = applying.iter().map(|w| &w.window).chain(own.as_ref());
-    match window::gate(all, now) {
-        Gate::Open => None,
-        Gate::Closed { opens } => Some(rollout::Closed {
-            opens,
-            holds_installs: applying.iter().any(|w| w.holds_installs),
-            unreadable: None,
-        }),
-    }
+/// and its own annotation), when none is open.
+fn closed(windows: &Gates, pool: &Pool) -> Option<rollout::Closed> {
+    windows.closed(pool)
 }
 
 /// What an approval calls the step at `index` of `steps`: its name, or

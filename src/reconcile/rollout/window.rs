@@ -4,20 +4,30 @@
 //! that select it, and the pool's own annotation): it is open while any is.
 //! A pool no window applies to is always open.
 //!
-//! Schedules are read by croner (Vixie cron's five fields, `@daily` and the
-//! like), and time zones come from the IANA database through jiff. Across
+//! Schedules are read as Vixie cron reads them (see [`cron`]) and
+//! evaluated by croner; time zones come from the IANA database through
+//! jiff. Across
 //! a daylight-saving change a window opens as cron would start a job: a
 //! start time the clock skips opens at the first minute after the gap, and
 //! a start time the clock repeats opens once, at its first occurrence. The
 //! duration is elapsed time: a 4h window across a change lasts 4 hours.
+//!
+//! One plan reads each window once, at its `now` ([`Gates`]): the
+//! application's windows and each distinct text of a pool's annotation
+//! give one answer for every pool they apply to.
 
-use std::str::FromStr;
+mod cron;
+
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use croner::Cron;
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
 use serde::Deserialize;
+
+use crate::api::naming::ANNOTATION_MAINTENANCE_WINDOW;
+use crate::pools::Pool;
 
 /// One window, read and checked.
 #[derive(Debug, Clone)]
@@ -61,9 +71,9 @@ struct Declared {
 impl Window {
     /// A window from its schedule, duration and time zone (UTC when `None`).
     pub fn new(schedule: &str, duration: &str, time_zone: Option<&str>) -> Result<Self, WindowError> {
-        let cron = Cron::from_str(schedule).map_err(|e| WindowError {
+        let cron = cron::parse(schedule).map_err(|message| WindowError {
             field: "schedule",
-            message: format!("{schedule:?} is not a cron schedule such as \"0 22 * * 1-5\": {e}"),
+            message,
         })?;
         let duration = super::parse_duration(duration)
             .filter(|d| *d >= Duration::from_secs(60))
@@ -114,6 +124,16 @@ impl Window {
         let zoned = now.to_zoned(self.zone.clone());
         Some(self.schedule.find_next_occurrence(&zoned, false).ok()?.timestamp())
     }
+
+    /// Whether the window is open at `now`, or else when it next opens.
+    fn gate(&self, now: Timestamp) -> Gate {
+        match self.open_at(now) {
+            Some(_) => Gate::Open,
+            None => Gate::Closed {
+                opens: self.next_opening(now),
+            },
+        }
+    }
 }
 
 /// A window of the application, with the pools it applies to.
@@ -151,7 +171,7 @@ pub fn of_spec(
 }
 
 /// Whether updates may reach a pool now.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Gate {
     /// No window applies, or one is open.
     Open,
@@ -162,21 +182,122 @@ pub enum Gate {
 
 /// The gate of a pool that `windows` apply to, at `now`.
 pub fn gate<'a>(windows: impl IntoIterator<Item = &'a Window>, now: Timestamp) -> Gate {
-    let mut opens: Option<Timestamp> = None;
-    let mut any = false;
-    for window in windows {
-        any = true;
-        if window.open_at(now).is_some() {
-            return Gate::Open;
-        }
-        if let Some(next) = window.next_opening(now) {
-            opens = Some(opens.map_or(next, |o| o.min(next)));
+    either(windows.into_iter().map(|w| w.gate(now)))
+}
+
+/// The gate of several windows' gates: open while any is, else opening
+/// at the earliest; open when there are none.
+fn either(gates: impl IntoIterator<Item = Gate>) -> Gate {
+    let mut closed: Option<Option<Timestamp>> = None;
+    for gate in gates {
+        match gate {
+            Gate::Open => return Gate::Open,
+            Gate::Closed { opens } => {
+                let earliest = match closed.flatten() {
+                    Some(before) => Some(opens.map_or(before, |o| o.min(before))),
+                    None => opens,
+                };
+                closed = Some(earliest);
+            }
         }
     }
-    match any {
-        false => Gate::Open,
-        true => Gate::Closed { opens },
+    match closed {
+        None => Gate::Open,
+        Some(opens) => Gate::Closed { opens },
     }
+}
+
+/// Whether a pool of this name and these labels is one a window selects.
+type Picks<'a> = Box<dyn Fn(&str, &BTreeMap<String, String>) -> bool + 'a>;
+
+/// The windows of one plan read at its `now`, each once: the
+/// application's, and each distinct text of a pool's annotation (pools
+/// of one site or one region tend to share theirs), with each window's
+/// selector read once too. A pool's gate is then a look-up and a
+/// selector match per window of the application, where reading a window
+/// is a backward and a forward cron search.
+pub struct Gates<'a> {
+    now: Timestamp,
+    /// Each window of the application, which pools it applies to (every
+    /// pool when `None`) and its gate.
+    app: Vec<(&'a AppWindow<'a>, Option<Picks<'a>>, Gate)>,
+    own: foldhash::HashMap<&'a str, Result<Gate, WindowError>>,
+}
+
+impl<'a> Gates<'a> {
+    /// `windows`, and the pools' `annotations`, read at `now`. A window
+    /// whose selector cannot be read was refused with the others: such a
+    /// window applies to every pool.
+    pub fn new(
+        windows: &'a [AppWindow<'a>],
+        annotations: impl IntoIterator<Item = &'a str>,
+        now: Timestamp,
+    ) -> Self {
+        let picks = |selection: &'a crate::api::PoolSelection| -> Picks<'a> {
+            match crate::pools::picker(selection) {
+                Ok(picks) => Box::new(picks),
+                Err(_) => Box::new(|_: &str, _: &BTreeMap<String, String>| true),
+            }
+        };
+        let app = windows.iter().map(|w| (w, w.pools.map(picks), w.window.gate(now))).collect();
+        let mut own = foldhash::HashMap::default();
+        for text in annotations {
+            own.entry(text).or_insert_with(|| read(text, now));
+        }
+        Self { now, app, own }
+    }
+
+    /// How many windows were read.
+    pub fn read(&self) -> usize {
+        self.app.len() + self.own.len()
+    }
+
+    /// Whether `pool`'s windows hold it back: the application's that
+    /// select it and its annotation's. An annotation text not among those
+    /// the gates were made with is read now.
+    pub fn closed(&self, pool: &Pool) -> Option<super::Closed> {
+        let own = pool.annotations.get(ANNOTATION_MAINTENANCE_WINDOW).map(|text| {
+            match self.own.get(text.as_str()) {
+                Some(read) => read.clone(),
+                None => read(text, self.now),
+            }
+        });
+        let own = match own {
+            Some(Err(e)) => {
+                return Some(super::Closed {
+                    opens: None,
+                    holds_installs: false,
+                    unreadable: Some(e.to_string()),
+                })
+            }
+            Some(Ok(gate)) => Some(gate),
+            None => None,
+        };
+        // `either` reads every gate when it finds them all closed, which
+        // is when `holds_installs` counts.
+        let mut holds_installs = false;
+        let applying = self
+            .app
+            .iter()
+            .filter(|(_, picks, _)| picks.as_ref().is_none_or(|picks| picks(&pool.name, &pool.labels)))
+            .map(|(w, _, gate)| {
+                holds_installs |= w.holds_installs;
+                *gate
+            });
+        match either(applying.chain(own)) {
+            Gate::Open => None,
+            Gate::Closed { opens } => Some(super::Closed {
+                opens,
+                holds_installs,
+                unreadable: None,
+            }),
+        }
+    }
+}
+
+/// A pool's own window at `now`, from its annotation's text.
+fn read(text: &str, now: Timestamp) -> Result<Gate, WindowError> {
+    Window::from_annotation(text).map(|w| w.gate(now))
 }
 
 #[cfg(test)]

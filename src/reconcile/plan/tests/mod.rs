@@ -10,6 +10,7 @@ mod rollback;
 mod rollout;
 mod safety;
 mod suspend;
+mod windows;
 
 use super::*;
 use crate::api::{ConditionStatus, RolloutPhase};
