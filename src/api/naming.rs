@@ -38,6 +38,17 @@ pub const ANNOTATION_ROLLED_BACK_FROM: &str = "apps.fanout.dev/rolled-back-from"
 /// it is given beside GitOps: Flux applies the spec from Git and leaves
 /// an annotation it does not manage alone.
 pub const ANNOTATION_APPROVE: &str = "apps.fanout.dev/approve";
+
+/// The steps an approval ([`ANNOTATION_APPROVE`]) lets go for `revision`:
+/// none when it names another revision or does not read.
+pub fn approved_steps<'a>(approval: &'a str, revision: &str) -> Vec<&'a str> {
+    match approval.trim().rsplit_once('/') {
+        Some((approved, steps)) if approved == revision => {
+            steps.split(',').map(str::trim).filter(|s| !s.is_empty()).collect()
+        }
+        _ => Vec::new(),
+    }
+}
 /// On a pool (a NodePool, a ClusterProfile…): the pool's own maintenance
 /// window, as JSON (`{"schedule": "0 2 * * *", "duration": "3h",
 /// "timeZone": "America/Chicago"}`), for every application that updates it.

@@ -91,11 +91,7 @@ pub fn approval(app: &NodePoolApplication, step: Option<&str>) -> Result<(String
 /// steps of that revision approved already, and this one.
 pub fn annotation(app: &NodePoolApplication, revision: &str, step: &str) -> String {
     let existing = app.annotations().get(naming::ANNOTATION_APPROVE);
-    let mut steps: Vec<&str> = existing
-        .and_then(|a| a.trim().rsplit_once('/'))
-        .filter(|(approved, _)| *approved == revision)
-        .map(|(_, steps)| steps.split(',').map(str::trim).filter(|s| !s.is_empty()).collect())
-        .unwrap_or_default();
+    let mut steps = existing.map(|a| naming::approved_steps(a, revision)).unwrap_or_default();
     if !steps.contains(&step) {
         steps.push(step);
     }

@@ -57,6 +57,7 @@ pub mod settings;
 mod status;
 pub mod window;
 use held::{down_briefly, grace_left, held_by_window, offline, outside_window};
+pub use measure::soak_left;
 use measure::{format_duration, measure};
 pub use rollback::{RollingBack, Stamp};
 pub use settings::{parse_duration, Settings, DEFAULT_PROGRESS_DEADLINE};

@@ -173,13 +173,11 @@ pub(super) fn approved_steps<'a>(
     revision: &str,
 ) -> BTreeSet<&'a str> {
     let approval = app.metadata.annotations.as_ref().and_then(|a| a.get(naming::ANNOTATION_APPROVE));
-    let Some((approved, steps)) = approval.and_then(|a| a.trim().rsplit_once('/')) else {
-        return BTreeSet::new();
-    };
-    match approved == revision {
-        true => steps.split(',').map(str::trim).filter(|s| !s.is_empty()).collect(),
-        false => BTreeSet::new(),
-    }
+    approval
+        .map(|a| naming::approved_steps(a, revision))
+        .unwrap_or_default()
+        .into_iter()
+        .collect()
 }
 
 /// What becomes of one candidate. A change the rollout holds back is
@@ -267,15 +265,8 @@ impl Deciding<'_> {
     /// Whether `release` is done with the revision it carries: Ready on
     /// its latest spec for `minReadySeconds`, as the rollout counts done.
     fn done_with_its_revision(&self, release: &ObservedRelease) -> bool {
-        let status = &release.status;
-        let since = status.ready_since.as_deref().and_then(|t| t.parse::<Timestamp>().ok());
-        let ready_for = since
-            .map(|s| std::time::Duration::try_from(self.input.now.0.duration_since(s)).unwrap_or_default());
-        // Ready with no time known is an old release: done, as the rollout reads it.
-        let long_enough = ready_for.is_none_or(|d| d >= self.min_ready);
-        status.state == crate::reconcile::release_state::ReleaseState::Ready
-            && status.observed_latest
-            && long_enough
+        rollout::soak_left(self.min_ready, &release.status, self.input.now.0)
+            .is_some_and(|left| left.is_zero())
     }
 
     /// The write of a change, stamped. A write that puts back what the

@@ -22,18 +22,13 @@ pub(super) fn measure(
     let decided = PoolDecision::of;
     let elapsed = |since: Timestamp| Duration::try_from(now.duration_since(since)).unwrap_or(Duration::ZERO);
     match status.state {
-        ReleaseState::Ready if status.observed_latest => {
-            let since = status.ready_since.as_deref().and_then(|t| t.parse::<Timestamp>().ok());
-            match since.map(elapsed) {
-                Some(ready_for) if ready_for < settings.min_ready => {
-                    requeue.at(settings.min_ready - ready_for);
-                    decided(PoolRollout::Soaking)
-                }
-                // Ready with no time known: Flux always stamps one, so
-                // this is an old release; soaking could never end.
-                _ => decided(PoolRollout::Done),
+        ReleaseState::Ready if status.observed_latest => match soak_left(settings.min_ready, status, now) {
+            Some(left) if !left.is_zero() => {
+                requeue.at(left);
+                decided(PoolRollout::Soaking)
             }
-        }
+            _ => decided(PoolRollout::Done),
+        },
         ReleaseState::Failed | ReleaseState::Stalled if status.observed_latest => {
             decided(PoolRollout::Failed)
         }
@@ -57,6 +52,20 @@ pub(super) fn measure(
             None => decided(PoolRollout::Updating),
         },
     }
+}
+
+/// How much longer a release must stay Ready to be done with the revision
+/// it carries (Ready on its latest spec for `min_ready`): zero once done,
+/// `None` while it is not Ready on its latest spec. Ready with no time
+/// known is an old release, done: Flux always stamps one, so soaking could
+/// never end.
+pub fn soak_left(min_ready: Duration, status: &ReleaseStatus, now: Timestamp) -> Option<Duration> {
+    if status.state != ReleaseState::Ready || !status.observed_latest {
+        return None;
+    }
+    let since = status.ready_since.as_deref().and_then(|t| t.parse::<Timestamp>().ok());
+    let ready_for = since.map(|s| Duration::try_from(now.duration_since(s)).unwrap_or(Duration::ZERO));
+    Some(ready_for.map_or(Duration::ZERO, |r| min_ready.saturating_sub(r)))
 }
 
 pub(super) fn format_duration(d: Duration) -> String {
