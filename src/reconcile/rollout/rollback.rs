@@ -1,16 +1,18 @@
 //! Automatic rollback (`onFailure: Rollback`): once the revision under
-//! way halts, the pools that took it go back to the last revision that
-//! completed on them, and the revision stays rolled back until the spec
-//! changes. Pure and stateless like the rest of the rollout: what each
+//! way halts (never once it completed), the pools that took it go back to
+//! the last revision each was done with, and the revision stays rolled
+//! back until the spec changes. Pure and stateless like the rest of the rollout: what each
 //! release was written at, and what it would go back to, are stamped on
 //! the release itself when it is written.
 //!
 //! - The pools that took the revision are those whose release was written
 //!   at it; a pool whose release the revision left as it was took nothing.
-//! - Each goes back to the last revision that completed, if that revision
-//!   completed on it (see `ANNOTATION_ROLLBACK_REVISION`). A pool installed
-//!   by the failed revision has nothing to go back to: it stays as it is
-//!   (removing it is not ours to decide), and the status names it.
+//! - Each goes back to the revision its release's stamp names (see
+//!   `ANNOTATION_ROLLBACK_REVISION`): the last it was done with. A pool
+//!   installed by the failed revision, or done with none before it, has
+//!   nothing to go back to: it stays as it is (removing it is not ours to
+//!   decide), and the status names it. When no pool goes back at all, the
+//!   rollout is a halt that says why, never a rollback of nothing.
 //! - Pools unavailable already (failed, not Ready) go back at once; the
 //!   others last wave first, then by name, never more than
 //!   `maxUnavailable` going back and not yet Ready at once.
