@@ -84,6 +84,14 @@ pub const SUSPEND_FIELD_MANAGER: &str = "nodepool-fanout-suspend";
 pub const ANNOTATION_INERT: &str = "apps.fanout.dev/inert";
 /// The field manager that makes a release inert and takes that back.
 pub const INERT_FIELD_MANAGER: &str = "nodepool-fanout-inert";
+/// On a release deleted while its site cluster does not answer: why
+/// helm-controller let it go without uninstalling. Set, with
+/// `spec.suspend: true`, by the field manager [`UNINSTALL_SKIPPED_FIELD_MANAGER`]
+/// alone: helm-controller skips the uninstall of a suspended release and
+/// drops its finalizer, as Flux documents for clusters that are gone.
+pub const ANNOTATION_UNINSTALL_SKIPPED: &str = "apps.fanout.dev/uninstall-skipped";
+/// The field manager that lets a release being deleted go without its uninstall.
+pub const UNINSTALL_SKIPPED_FIELD_MANAGER: &str = "nodepool-fanout-uninstall-skipped";
 /// On a claim (a Lease, see [`claim_name`]): the uid of the application
 /// that holds it, and the name of the HelmRelease it holds it for.
 pub const LABEL_CLAIM_APPLICATION_UID: &str = "apps.fanout.dev/claimed-by-uid";

@@ -119,6 +119,14 @@ pub enum Done {
         pool: String,
         release: String,
     },
+    /// Being deleted, let go without its uninstall: its site has not
+    /// answered since `since`, longer than `after`.
+    UninstallSkipped {
+        pool: String,
+        release: String,
+        since: k8s_openapi::jiff::Timestamp,
+        after: std::time::Duration,
+    },
 }
 
 /// Empty, until a plan rolls its pools up.

@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -102,7 +103,7 @@ pub use observed::{
     isolation_failures, HelmReleaseKey, ListedReleases, Manifest, ObservedRelease, OtherReleases,
     TakenRelease, WrittenAt,
 };
-pub use outcome::{DesiredRelease, Outcome, Plan, PoolOutcome, Writes};
+pub use outcome::{DesiredRelease, Outcome, Plan, PoolOutcome, UninstallSkipped, Writes};
 use report::roll_up;
 pub use stamps::Stamps;
 
@@ -217,14 +218,16 @@ fn plan_releases(input: &PlanInput) -> Plan {
     if input.hold.is_none() && !suspended {
         let mut wanted = foldhash::HashSet::with_capacity_and_hasher(plan.pools.len(), Default::default());
         wanted.extend(plan.pools.iter().map(|p| p.release.as_str()));
-        plan.prune = input
-            .owned
-            .iter()
-            .filter(|o| !wanted.contains(o.name.as_str()))
-            .map(|o| o.name.clone())
-            .collect();
+        let leaving = input.owned.iter().filter(|o| !wanted.contains(o.name.as_str()));
+        let (deleting, prune): (Vec<_>, Vec<_>) = leaving.partition(|o| o.deleting);
+        plan.prune = prune.into_iter().map(|o| o.name.clone()).collect();
+        let waiting = uninstalls(deleting.into_iter().map(Arc::as_ref), settings.offline_after, input.now.0);
+        (plan.uninstall_skipped, plan.uninstall_wait) = waiting;
     }
-    plan.requeue_after = decision.requeue_after.filter(|_| !suspended);
+    plan.requeue_after = match (decision.requeue_after.filter(|_| !suspended), plan.uninstall_wait) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
     plan.waits_on_releases = decision
         .waits_on_releases(settings.max_unavailable)
         .filter(|_| !suspended && input.hold.is_none());
@@ -243,6 +246,39 @@ fn plan_releases(input: &PlanInput) -> Plan {
         ..roll_up(input, &plan, &owned, blocker, Some(rollout), reach)
     };
     plan
+}
+
+/// Of the releases being deleted, those whose uninstall has waited on a
+/// site that does not answer for `after` (the application's
+/// `rollout.offlineAfter`): let go without it; and how long until the
+/// next of the others is due. A site that answers again within `after`
+/// gets its uninstall; one that is gone for good no longer holds the
+/// release, or its application's deletion, Terminating for ever.
+pub fn uninstalls<'a>(
+    deleting: impl IntoIterator<Item = &'a ObservedRelease>,
+    after: Duration,
+    now: k8s_openapi::jiff::Timestamp,
+) -> (Vec<UninstallSkipped>, Option<Duration>) {
+    let mut skipped = Vec::new();
+    let mut wait: Option<Duration> = None;
+    for release in deleting.into_iter().filter(|r| r.deleting) {
+        let Some(since) = release.uninstall_blocked_since else {
+            continue;
+        };
+        match since.checked_add(after).map(|due| due.duration_since(now)) {
+            Ok(left) if left.is_positive() => {
+                let left = Duration::try_from(left).unwrap_or_default();
+                wait = Some(wait.map_or(left, |w| w.min(left)));
+            }
+            _ => skipped.push(UninstallSkipped {
+                pool: release.pool.clone().unwrap_or_default(),
+                release: release.name.clone(),
+                since,
+                after,
+            }),
+        }
+    }
+    (skipped, wait)
 }
 
 /// Whether this rollout of `revision` completed: its history record says

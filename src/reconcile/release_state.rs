@@ -204,6 +204,34 @@ pub fn unreachable_since(release: &Value) -> Option<k8s_openapi::jiff::Timestamp
     ready["lastTransitionTime"].as_str()?.parse().ok()
 }
 
+/// Since when a release being deleted has waited on a site cluster that
+/// does not answer: it carries a deletion time and a `spec.kubeConfig`,
+/// is not suspended, and its Ready condition ends in a network error,
+/// whatever the reason (`UninstallFailed`, `StateError`,
+/// `ConfigFactoryErr`: by then the only Helm action left is the
+/// uninstall, and no chart of ours can fail it with those words). From
+/// the later of the deletion and the condition's transition: a Ready that
+/// was False for another cause before says nothing of the site.
+/// helm-controller retries such an uninstall for ever, so the release
+/// stays Terminating until someone lets it go (see
+/// [`naming::ANNOTATION_UNINSTALL_SKIPPED`](crate::api::naming::ANNOTATION_UNINSTALL_SKIPPED)).
+pub fn uninstall_blocked_since(release: &Value) -> Option<k8s_openapi::jiff::Timestamp> {
+    let deleted: k8s_openapi::jiff::Timestamp =
+        release.pointer("/metadata/deletionTimestamp")?.as_str()?.parse().ok()?;
+    release.pointer("/spec/kubeConfig")?;
+    if release.pointer("/spec/suspend") == Some(&Value::Bool(true)) {
+        return None;
+    }
+    let conditions = release.pointer("/status/conditions")?.as_array()?;
+    let ready = conditions.iter().find(|c| c["type"] == "Ready")?;
+    let message = ready["message"].as_str()?;
+    if ready["status"] != "False" || !UNREACHABLE.iter().any(|m| message.contains(m)) {
+        return None;
+    }
+    let changed: k8s_openapi::jiff::Timestamp = ready["lastTransitionTime"].as_str()?.parse().ok()?;
+    Some(changed.max(deleted))
+}
+
 /// The chart version of the latest release Helm made, else the one Flux last tried.
 fn chart_version(release: &Value) -> Option<String> {
     release
@@ -495,6 +523,49 @@ mod tests {
             Kubernetes cluster unreachable: Get \"https://127.0.0.1:17743/version\": dial tcp \
             127.0.0.1:17743: connect: connection refused";
         assert_eq!(unreachable_since(&remote("False", "InstallFailed", mid_install)), None);
+    }
+
+    /// A site release being deleted, whose uninstall helm-controller
+    /// tried: `message` is what it said.
+    fn deleting(reason: &str, message: &str) -> Value {
+        let mut release = remote("False", reason, message);
+        release["metadata"]["deletionTimestamp"] = json!("2030-01-01T00:05:00Z");
+        release
+    }
+
+    #[test]
+    fn a_site_release_whose_uninstall_cannot_reach_the_site_is_blocked_since_its_deletion() {
+        let uninstall = "Helm uninstall failed for release apps/apps-strict with chart gateway@1.0.0: \
+            Kubernetes cluster unreachable: Get \"https://127.0.0.1:17743/version\": dial tcp \
+            127.0.0.1:17743: connect: connection refused";
+        let since = Some("2030-01-01T00:05:00Z".parse().unwrap());
+        assert_eq!(uninstall_blocked_since(&deleting("UninstallFailed", uninstall)), since);
+        let state = format!("{STATE_ERROR}dial tcp 127.0.0.1:17743: i/o timeout");
+        assert_eq!(uninstall_blocked_since(&deleting("StateError", &state)), since);
+        // The site stopped answering after the deletion began.
+        let mut later = deleting("UninstallFailed", uninstall);
+        later["status"]["conditions"][0]["lastTransitionTime"] = json!("2030-01-01T00:07:00Z");
+        assert_eq!(uninstall_blocked_since(&later), Some("2030-01-01T00:07:00Z".parse().unwrap()));
+    }
+
+    #[test]
+    fn a_release_not_deleted_local_suspended_or_failing_otherwise_is_not_blocked() {
+        let refused = "Helm uninstall failed: dial tcp 127.0.0.1:17743: connect: connection refused";
+        assert_eq!(uninstall_blocked_since(&remote("False", "UninstallFailed", refused)), None);
+        let mut local = deleting("UninstallFailed", refused);
+        local["spec"].as_object_mut().unwrap().remove("kubeConfig");
+        assert_eq!(uninstall_blocked_since(&local), None);
+        let mut suspended = deleting("UninstallFailed", refused);
+        suspended["spec"]["suspend"] = json!(true);
+        assert_eq!(uninstall_blocked_since(&suspended), None);
+        let hook = "Helm uninstall failed: pre-delete hook failed: job failed: BackoffLimitExceeded";
+        assert_eq!(uninstall_blocked_since(&deleting("UninstallFailed", hook)), None);
+        let wrong_ca = "Helm uninstall failed: tls: failed to verify certificate: x509: certificate \
+            signed by unknown authority";
+        assert_eq!(uninstall_blocked_since(&deleting("UninstallFailed", wrong_ca)), None);
+        let mut ready = deleting("UninstallFailed", refused);
+        ready["status"]["conditions"][0]["status"] = json!("True");
+        assert_eq!(uninstall_blocked_since(&ready), None);
     }
 
     #[test]

@@ -60,7 +60,7 @@ use held::{down_briefly, grace_left, held_by_window, offline, outside_window};
 pub use measure::soak_left;
 use measure::{format_duration, measure};
 pub use rollback::{RollingBack, Stamp};
-pub use settings::{parse_duration, Settings, DEFAULT_PROGRESS_DEADLINE};
+pub use settings::{parse_duration, Settings, DEFAULT_OFFLINE_AFTER, DEFAULT_PROGRESS_DEADLINE};
 
 /// A selected pool's release, measured against the current revision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

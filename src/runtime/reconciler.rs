@@ -83,6 +83,9 @@ pub(super) async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) 
     let namespace = app.namespace().unwrap_or_default();
     let apps: Api<NodePoolApplication> = Api::namespaced(ctx.client.clone(), &namespace);
     if app.meta().deletion_timestamp.is_some() {
+        if let Some(wait) = delete_site_releases(ctx, &app).await? {
+            return Ok(Action::requeue(wait));
+        }
         return finalize(ctx, &apps, app.as_ref()).await;
     }
     apply::set_finalizers(&apps, app.as_ref(), &finalizers(ctx, &app)).await?;
@@ -127,12 +130,63 @@ pub(super) async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) 
     Ok(next_reconcile(ctx, &app, &chart, &planned))
 }
 
+/// How often an application being deleted looks at its site releases'
+/// uninstalls when nothing else wakes it.
+const UNINSTALL_RECHECK: Duration = Duration::from_secs(30);
+
+/// Before an application being deleted goes, its releases into site
+/// clusters go, rather than by the garbage collector once it is gone: a
+/// release whose site does not answer would stay Terminating with no one
+/// to see it. Deleted here, they are watched until gone, and one whose
+/// uninstall has waited on its site for `rollout.offlineAfter` is let go
+/// without it, with an Event ([`plan::uninstalls`], the rule that a
+/// pruned release follows too). How long to wait, while any remains.
+/// Releases the application orphans are not touched.
+async fn delete_site_releases(ctx: &Context, app: &NodePoolApplication) -> Result<Option<Duration>, Error> {
+    if app.finalizers().iter().any(|f| f == apply::ORPHAN_FINALIZER) {
+        return Ok(None);
+    }
+    let namespace = app.namespace().unwrap_or_default();
+    let uid = app.uid();
+    let site_releases: Vec<Arc<ObservedRelease>> = (ctx.caches.releases.state().iter())
+        .filter(|r| r.metadata.namespace.as_deref() == Some(namespace.as_str()))
+        .filter(|r| observe::owned_by(r.as_ref(), uid.as_deref()))
+        .filter_map(|r| r.observed.clone())
+        .filter(|o| o.cluster.is_some())
+        .collect();
+    if site_releases.is_empty() {
+        return Ok(None);
+    }
+    let releases: Api<DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), &namespace, &helmrelease_resource());
+    for release in site_releases.iter().filter(|r| !r.deleting) {
+        let uid = release.uid.as_deref().unwrap_or_default();
+        apply::delete_observed(&releases, "HelmRelease", &release.name, uid).await?;
+    }
+    let after = crate::reconcile::rollout::Settings::new(app.spec.rollout.as_ref(), 0)
+        .map_or(crate::reconcile::rollout::DEFAULT_OFFLINE_AFTER, |s| s.offline_after);
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let (skipped, due) = plan::uninstalls(site_releases.iter().map(Arc::as_ref), after, now);
+    let mut happened = Vec::new();
+    for skip in skipped {
+        let why = format!("its site has not answered since {}: deleted without uninstalling", skip.since);
+        let uid = site_releases.iter().find(|r| r.name == skip.release).and_then(|r| r.uid.as_deref());
+        apply::skip_uninstall(&releases, &skip.release, uid, &why).await?;
+        happened.push(Transition::uninstall_skipped(&skip.pool, &skip.release, &skip.since, skip.after));
+    }
+    publish(ctx, app, None, &happened).await;
+    Ok(Some(due.map_or(UNINSTALL_RECHECK, |d| d.min(UNINSTALL_RECHECK))))
+}
+
 /// Our finalizers the application should carry: one to delete its shared
-/// charts, one to orphan its releases under `deletionPolicy: Orphan`.
+/// charts (and, for sites that are clusters, to see their releases go:
+/// see [`delete_site_releases`]), one to orphan its releases under
+/// `deletionPolicy: Orphan`.
 fn finalizers(ctx: &Context, app: &NodePoolApplication) -> Vec<&'static str> {
     let orphan = app.spec.deletion_policy == Some(DeletionPolicy::Orphan);
+    let sites = app.spec.pools.kind == PoolKind::ClusterProfile;
     [
-        ctx.shared_chart.then_some(apply::FINALIZER),
+        (ctx.shared_chart || sites).then_some(apply::FINALIZER),
         orphan.then_some(apply::ORPHAN_FINALIZER),
     ]
     .into_iter()

@@ -20,7 +20,8 @@ use crate::reconcile::observe::CachedRelease;
 use crate::reconcile::plan::{DesiredRelease, ObservedRelease, Writes};
 
 use super::{
-    delete_observed, orphan_release, set_inert, set_suspended, write_release, ApplyError, SharedCharts,
+    delete_observed, orphan_release, set_inert, set_suspended, skip_uninstall, write_release, ApplyError,
+    SharedCharts,
 };
 
 /// HelmReleases written at once: releases are independent objects, and
@@ -78,6 +79,7 @@ pub async fn carry_out(target: &Target<'_>, writes: Writes, owned: &[Arc<Observe
         inert,
         apply,
         prune: to_prune,
+        skip_uninstall: to_skip,
     } = writes;
     switch_suspension(target, resume, suspend, owned, &mut applied).await;
     for (release, message) in &inert {
@@ -89,6 +91,22 @@ pub async fn carry_out(target: &Target<'_>, writes: Writes, owned: &[Arc<Observe
     }
     write_all(target, apply, owned, &mut applied).await;
     prune(target, &to_prune, owned, &mut applied).await;
+    for skipped in to_skip {
+        let uid = uid_of(owned, &skipped.release);
+        let why = format!("its site has not answered since {}: deleted without uninstalling", skipped.since);
+        match skip_uninstall(target.releases, &skipped.release, uid.as_deref(), &why).await {
+            Ok(()) => applied.done.push(Done::UninstallSkipped {
+                pool: skipped.pool,
+                release: skipped.release,
+                since: skipped.since,
+                after: skipped.after,
+            }),
+            Err(e) => {
+                warn!(release = %skipped.release, error = %e, "cannot let the release go without its uninstall");
+                applied.failed(e);
+            }
+        }
+    }
     applied
 }
 

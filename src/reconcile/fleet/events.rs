@@ -69,6 +69,36 @@ impl Transition {
             } => Self::apply_failed(pool, release, reason, message),
             Done::Pruned { pool, release } => Self::pruned(pool, release),
             Done::Orphaned { pool, release } => Self::orphaned(pool, release),
+            Done::UninstallSkipped {
+                pool,
+                release,
+                since,
+                after,
+            } => Self::uninstall_skipped(pool, release, since, *after),
+        }
+    }
+
+    /// A release being deleted whose site does not answer, let go without
+    /// its uninstall: what stays on the site is said, and how to remove it.
+    pub fn uninstall_skipped(
+        pool: &str,
+        release: &str,
+        since: &k8s_openapi::jiff::Timestamp,
+        after: std::time::Duration,
+    ) -> Self {
+        let after = humantime::format_duration(after);
+        Self {
+            warning: true,
+            reason: "UninstallSkipped".to_string(),
+            action: "Prune",
+            message: fit_note(format!(
+                "pool {pool:?}: its site has not answered since {since} (longer than \
+                 rollout.offlineAfter, {after}), so HelmRelease {release} was deleted without \
+                 uninstalling; what Helm installed on the site stays there: when the site is back, \
+                 remove it with helm uninstall, or delete the site's cluster"
+            )),
+            release: Some(release.to_string()),
+            pool: Some(pool.to_string()),
         }
     }
 

@@ -190,6 +190,9 @@ impl CachedRelease {
             uid: release.metadata.uid,
             generation: release.metadata.generation,
             creation_timestamp: release.metadata.creation_timestamp,
+            // Set once: a release being deleted is let go when its site
+            // does not answer (`release_state::uninstall_blocked_since`).
+            deletion_timestamp: release.metadata.deletion_timestamp,
             labels: release.metadata.labels,
             annotations: release.metadata.annotations,
             owner_references: release.metadata.owner_references,

@@ -103,6 +103,11 @@ pub struct ObservedRelease {
     /// The cluster it installs into when not this one
     /// ([`naming::cluster_of`]): objects in two clusters are two objects.
     pub cluster: Option<String>,
+    /// It is being deleted: helm-controller uninstalls it before it goes.
+    pub deleting: bool,
+    /// Since when its uninstall has waited on a site cluster that does
+    /// not answer (see [`release_state::uninstall_blocked_since`]).
+    pub uninstall_blocked_since: Option<k8s_openapi::jiff::Timestamp>,
 }
 
 impl ObservedRelease {
@@ -134,6 +139,8 @@ impl ObservedRelease {
             inventory: inventory_of(object),
             unreachable_since: release_state::unreachable_since(object),
             cluster: naming::cluster_of(object),
+            deleting: metadata.get("deletionTimestamp").is_some_and(|t| !t.is_null()),
+            uninstall_blocked_since: release_state::uninstall_blocked_since(object),
         })
     }
 }

@@ -174,6 +174,24 @@ pub struct Plan {
     /// under way may go back to: kept until it completes, since a rollback
     /// may need them after every release has left them.
     pub rollback_charts: Vec<crate::chart::shared::ChartRef>,
+    /// Releases of pools that left, being deleted, whose site has not
+    /// answered for `rollout.offlineAfter`: let go without their uninstall.
+    pub uninstall_skipped: Vec<UninstallSkipped>,
+    /// How long until the next such release is due to be let go.
+    pub uninstall_wait: Option<Duration>,
+}
+
+/// A release being deleted, let go without its uninstall: the site it
+/// installs into has not answered since `since`, longer than `after`.
+/// helm-controller would retry the uninstall for ever, the release would
+/// stay Terminating, and so would the deletion of its namespace; what Helm
+/// installed on the site stays there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UninstallSkipped {
+    pub pool: String,
+    pub release: String,
+    pub since: k8s_openapi::jiff::Timestamp,
+    pub after: Duration,
 }
 
 impl Plan {
@@ -195,6 +213,8 @@ impl Plan {
             inert: Vec::new(),
             memo: super::Memo::default(),
             rollback_charts: Vec::new(),
+            uninstall_skipped: Vec::new(),
+            uninstall_wait: None,
         }
     }
 
@@ -213,6 +233,7 @@ impl Plan {
             inert: std::mem::take(&mut self.inert),
             apply: std::mem::take(&mut self.apply),
             prune: std::mem::take(&mut self.prune),
+            skip_uninstall: std::mem::take(&mut self.uninstall_skipped),
         }
     }
 
@@ -238,4 +259,5 @@ pub struct Writes {
     pub inert: Vec<(String, String)>,
     pub apply: Vec<DesiredRelease>,
     pub prune: Vec<String>,
+    pub skip_uninstall: Vec<UninstallSkipped>,
 }

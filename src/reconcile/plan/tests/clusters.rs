@@ -329,3 +329,66 @@ fn two_sites_that_are_one_cluster_with_one_release_name_both_fail_naming_the_clu
     let plan = Scenario::of(&a).over(&one_cluster).plan();
     assert_eq!(applied_pools(&plan), ["hangzhou", "shanghai"]);
 }
+
+/// A site release of a pool that left, being deleted; `blocked` is since
+/// when its uninstall has waited on a site that does not answer.
+fn leaving(pool: &str, blocked: Option<&str>) -> ObservedRelease {
+    ObservedRelease {
+        cluster: Some(format!("edge/{pool}")),
+        deleting: true,
+        uninstall_blocked_since: blocked.map(|t| t.parse().unwrap()),
+        ..ready_release(&naming::release_name("gw", pool), pool, "h")
+    }
+}
+
+#[test]
+fn a_leaving_release_whose_site_has_not_answered_for_offline_after_is_let_go_without_its_uninstall() {
+    let a = sites(json!({}));
+    let gone = leaving("beijing", Some("2029-12-31T23:58:00Z"));
+    let soon = leaving("wuhan", Some("2029-12-31T23:59:30Z"));
+    let uninstalling = leaving("xian", None);
+    let not_yet_deleted = ObservedRelease {
+        cluster: Some("edge/chengdu".into()),
+        ..ready_release(&naming::release_name("gw", "chengdu"), "chengdu", "h")
+    };
+    let owned = vec![gone.clone(), soon, uninstalling, not_yet_deleted.clone()];
+    let plan = Scenario::of(&a).over(&clusters()).owning(owned).plan();
+    assert_eq!(
+        plan.uninstall_skipped,
+        [UninstallSkipped {
+            pool: "beijing".into(),
+            release: gone.name.clone(),
+            since: "2029-12-31T23:58:00Z".parse().unwrap(),
+            after: Duration::from_secs(60),
+        }]
+    );
+    // Deleted already: not deleted again (nor reported pruned again).
+    assert_eq!(plan.prune, [not_yet_deleted.name]);
+    // Wuhan's is due in 30 s.
+    assert_eq!(plan.uninstall_wait, Some(Duration::from_secs(30)));
+    assert!(
+        plan.requeue_after.is_some_and(|r| r <= Duration::from_secs(30)),
+        "{:?}",
+        plan.requeue_after
+    );
+    assert_eq!(applied_pools(&plan), ["hangzhou", "shanghai"]);
+}
+
+#[test]
+fn a_site_that_answers_again_within_offline_after_gets_its_uninstall() {
+    let mut a = sites(json!({}));
+    a.spec.rollout = Some(serde_json::from_value(json!({ "offlineAfter": "5m" })).unwrap());
+    let owned = vec![leaving("beijing", Some("2029-12-31T23:58:00Z"))];
+    let plan = Scenario::of(&a).over(&clusters()).owning(owned).plan();
+    assert!(plan.uninstall_skipped.is_empty(), "{:?}", plan.uninstall_skipped);
+    assert_eq!(plan.uninstall_wait, Some(Duration::from_secs(180)));
+}
+
+#[test]
+fn a_selected_pool_whose_release_is_being_deleted_is_never_let_go() {
+    let a = sites(json!({}));
+    let owned = vec![leaving("hangzhou", Some("2029-12-31T23:00:00Z"))];
+    let plan = Scenario::of(&a).over(&clusters()).owning(owned).plan();
+    assert!(plan.uninstall_skipped.is_empty(), "{:?}", plan.uninstall_skipped);
+    assert!(plan.prune.is_empty());
+}

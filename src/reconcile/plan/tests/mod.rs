@@ -211,6 +211,8 @@ fn ready_release(name: &str, pool: &str, hash: &str) -> ObservedRelease {
         inert: false,
         inventory: Vec::new(),
         unreachable_since: None,
+        deleting: false,
+        uninstall_blocked_since: None,
         cluster: None,
     }
 }
