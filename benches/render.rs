@@ -286,6 +286,8 @@ fn input<'a>(
         unserved: None,
         clock_since: None,
         memo: None,
+        // Every pool built and written, as a fleet's resync builds them.
+        first_install_alone: false,
     }
 }
 

@@ -109,6 +109,8 @@ fn reconcile(
         unserved: observed.unserved.as_deref(),
         clock_since: None,
         memo,
+        // Building and deciding every pool, as an installed fleet does.
+        first_install_alone: false,
     });
     (planned, observing, start.elapsed())
 }

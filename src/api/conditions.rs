@@ -55,6 +55,9 @@ pub mod pool_reason {
     /// The pool's own maintenance window cannot be read: its update waits
     /// until the annotation is fixed.
     pub const INVALID_WINDOW: &str = "InvalidMaintenanceWindow";
+    /// A new pool of an application none of whose releases is judged yet:
+    /// it waits for the first install, which goes alone.
+    pub const FIRST_INSTALL: &str = "WaitingForFirstInstall";
     /// The pool went offline after it took the current revision.
     pub const OFFLINE_AFTER_UPDATE: &str = "OfflineAfterUpdate";
     /// The pool's values or templates cannot be built.

@@ -103,6 +103,8 @@ pub fn render(
         unserved: None,
         clock_since: None,
         memo: None,
+        // A preview of every pool's release, as the fleet holds them once installed.
+        first_install_alone: false,
     });
     errors.extend(plan.blocked.iter().cloned());
     errors.extend(

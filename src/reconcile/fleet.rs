@@ -77,6 +77,10 @@ pub struct FleetCounts {
     pub offline: usize,
 }
 
+/// The reasons a pool's status gives when the API server refused its
+/// release's write ([`WriteRefused::reason`], from `ApplyError::category`).
+pub const REFUSED_WRITE_REASONS: [&str; 3] = ["ApplyFailed", "NameClash", "ReleaseNameConflict"];
+
 /// A pool whose release the API server refused to write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriteRefused {

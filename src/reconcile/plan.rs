@@ -68,6 +68,11 @@ pub struct PlanInput<'a> {
     /// What the last plan of this application found ([`Plan::memo`]): the
     /// pools it need not build again. `None` builds every pool.
     pub memo: Option<&'a Memo>,
+    /// The application's first install on pools of one cluster goes to one
+    /// pool alone until it is judged (see `rollout::first_install_alone`):
+    /// what the controller does. Off, every new pool is written at once,
+    /// as a preview of the fleet once installed shows it.
+    pub first_install_alone: bool,
 }
 
 /// The application's releases by name, for lookups by name alone:
@@ -148,6 +153,8 @@ fn plan_releases(input: &PlanInput) -> Plan {
             clock_since: input.clock_since.as_ref().map(|t| t.0),
             rolled_back: input.history.is_some_and(|h| h.rolled_back(&revision)),
             completed: completed(input, &revision),
+            first_install_alone: input.first_install_alone
+                && app.spec.pools.kind != crate::api::PoolKind::ClusterProfile,
             ..settings
         },
         Err(e) => return blocked(input, conditions::reason::INVALID_ROLLOUT.to_string(), e.to_string()),

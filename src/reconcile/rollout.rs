@@ -21,7 +21,10 @@
 //!   may be what took it down (a chart that breaks the kubelet, the CNI or
 //!   the edge agent), and it counts as failed.
 //! - A pool with no release yet is installed at once: it has nothing to
-//!   break. Only a halt holds it back (the revision is known bad).
+//!   break. Only a halt holds it back (the revision is known bad). Except
+//!   the application's very first install on pools of one cluster: one
+//!   pool goes alone until its release is judged (see
+//!   [`first_install_alone`]).
 //! - A pool whose release carries the revision is done once Ready for its
 //!   current generation for `minReadySeconds`; failed when Flux says the
 //!   current generation failed or stalled, or `progressDeadline` passed
@@ -47,6 +50,7 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 
+use crate::api::conditions::pool_reason;
 use crate::api::RolloutPhase;
 use crate::reconcile::release_state::{ReleaseState, ReleaseStatus};
 
@@ -96,6 +100,14 @@ pub struct PoolInput<'a> {
     pub release: Release<'a>,
     /// What its release was written at, for a rollback.
     pub stamp: Stamp,
+    /// Its release is, or is written, suspended (`spec.suspend`: the
+    /// template's, an override's, or our mark's): Helm does nothing with
+    /// it, so it is no install under way (see [`first_install_alone`]).
+    pub suspended: bool,
+    /// The API server refused the last write of its release (the status
+    /// says so): it neither goes first nor waits for the first install,
+    /// so one pool's bad override holds no install back.
+    pub refused_before: bool,
 }
 
 /// Every maintenance window of a pool is closed, or its own cannot be read.
@@ -264,8 +276,10 @@ impl Decision {
     /// verdict starts the next pool.
     pub fn waits_on_releases(&self, max_unavailable: usize) -> Option<usize> {
         let rolling = matches!(self.phase, RolloutPhase::Progressing | RolloutPhase::RollingBack);
-        let waiting =
-            |d: &PoolDecision| matches!(d.state, PoolRollout::Pending | PoolRollout::RollbackPending);
+        let waiting = |d: &PoolDecision| {
+            matches!(d.state, PoolRollout::Pending | PoolRollout::RollbackPending)
+                || d.note.as_ref().is_some_and(|n| n.reason == pool_reason::FIRST_INSTALL)
+        };
         if !rolling || !self.pools.values().any(waiting) {
             return None;
         }
@@ -323,6 +337,64 @@ fn start(settings: &Settings, p: &PoolInput, now: Timestamp, requeue: &mut Reque
             let counted_from = written.map(|w| settings.clock_since.map_or(w, |since| w.max(since)));
             measure(settings, status, counted_from, now, requeue)
         }
+    }
+}
+
+/// An application's first install on pools of one cluster goes to one
+/// pool alone, until its release is judged (Ready, failed, or past its
+/// `progressDeadline`). Helm looks for an object before it creates it, so
+/// installs that run together each find nothing and each create an object
+/// whose name does not vary by pool (an IngressClass, a ClusterRole, a
+/// webhook): two releases then hold one object, and uninstalling either
+/// deletes what the other uses. Once one install is judged, such objects
+/// exist, and Helm refuses them to every later install, which the pool's
+/// status names. The first to go is the first pool in rollout order that
+/// may be written now, so a pool that is down or outside its window
+/// holds no one back; once any pool's release is judged, or was ever on
+/// an earlier revision, nothing waits here.
+fn first_install_alone(pools: &[PoolInput], states: &mut [PoolDecision]) {
+    let judged = |p: &PoolInput, d: &PoolDecision| {
+        matches!(p.release, Release::Behind(_))
+            || matches!(
+                d.state,
+                PoolRollout::Done
+                    | PoolRollout::Soaking
+                    | PoolRollout::Failed
+                    | PoolRollout::RollBack
+                    | PoolRollout::RollbackPending
+                    | PoolRollout::RollingBack
+                    | PoolRollout::RolledBack
+            )
+    };
+    if pools.iter().zip(states.iter()).any(|(p, d)| judged(p, d)) {
+        return;
+    }
+    // A release written suspended installs nothing: it neither goes first nor waits.
+    let new_and_written = |i: &usize| {
+        matches!(pools[*i].release, Release::Missing)
+            && states[*i].state == PoolRollout::Write
+            && !pools[*i].suspended
+            && !pools[*i].refused_before
+    };
+    let in_flight = (0..pools.len()).find(|&i| {
+        matches!(pools[i].release, Release::Current { .. })
+            && states[i].state == PoolRollout::Updating
+            && !pools[i].suspended
+    });
+    let first = in_flight.or_else(|| {
+        (0..pools.len())
+            .filter(new_and_written)
+            .min_by_key(|&i| (pools[i].wave, pools[i].pool))
+    });
+    let Some(first) = first else { return };
+    let message = format!(
+        "waits for the application's first install, on pool {:?}, to be Ready or fail: installs that \
+         run together would each create the chart's objects whose names do not vary by pool",
+        pools[first].pool
+    );
+    let held: Vec<usize> = (0..pools.len()).filter(new_and_written).filter(|&i| i != first).collect();
+    for i in held {
+        states[i] = PoolDecision::noted(PoolRollout::Waiting, pool_reason::FIRST_INSTALL, message.clone());
     }
 }
 
@@ -419,6 +491,9 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
         }
     } else if settings.progressive {
         pick(settings, pools, &mut states, unavailable);
+    }
+    if settings.first_install_alone && rolling_back.is_none() && !halted {
+        first_install_alone(pools, &mut states);
     }
 
     let count = |wanted: &[PoolRollout]| states.iter().filter(|d| wanted.contains(&d.state)).count();

@@ -224,6 +224,7 @@ fn plan_observed(
     let memo = ctx.index.memo(&app_ref, &uid);
     let input = PlanInput {
         memo: memo.as_deref(),
+        first_install_alone: true,
         app,
         pools: &observed.pools.iter().map(|p| &p.pool).collect::<Vec<_>>(),
         nodes: Some(&node_counts),

@@ -67,6 +67,8 @@ fn plan_over(app: &NodePoolApplication, pools: &[Pool], owned: Vec<Arc<ObservedR
         unserved: None,
         clock_since: None,
         memo: None,
+        // These tests carry out plans over releases as the API server takes them.
+        first_install_alone: false,
     })
 }
 

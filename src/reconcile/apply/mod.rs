@@ -107,7 +107,8 @@ impl ApplyError {
         }
     }
 
-    /// A short category for metrics, logs and Event reasons.
+    /// A short category for metrics, logs and Event reasons; those of a
+    /// refused write are [`crate::reconcile::fleet::REFUSED_WRITE_REASONS`].
     pub fn category(&self) -> &'static str {
         match self {
             Self::NameClash { .. } => "NameClash",

@@ -52,9 +52,17 @@ pub(super) struct Change {
     lift_inert: bool,
     /// See [`DesiredRelease::moves`].
     moves: bool,
+    /// What is written is suspended (`spec.suspend: true`, the template's
+    /// or an override's): Helm does nothing with it.
+    suspends: bool,
 }
 
 impl Change {
+    /// See [`Change::suspends`].
+    pub(super) fn suspends(&self) -> bool {
+        self.suspends
+    }
+
     /// See [`DesiredRelease::restores`]. Waking an inert release puts back
     /// what it holds only when it holds this spec: one that is behind is
     /// moved to the revision, and takes its turn like any other.
@@ -224,6 +232,8 @@ pub(super) struct Built {
     pub(super) resumed: bool,
     /// Carries another spec hash, or there is no release yet.
     pub(super) moves: bool,
+    /// What was built is suspended (see [`Change::suspends`]).
+    pub(super) suspends: bool,
 }
 
 impl Built {
@@ -244,6 +254,7 @@ impl Built {
                     drove: self.drove,
                     lift_inert: self.inert,
                     moves: self.moves,
+                    suspends: self.suspends,
                 }),
             ),
         }
@@ -268,9 +279,11 @@ impl Built {
             .and_then(|o| o.helm_release.clone())
             .filter(|d| Some(d) != helm_release.as_ref());
         let moves = observed.and_then(|o| o.spec_hash.as_deref()) != Some(built.spec_hash.as_str());
+        let suspends = built.object.pointer("/spec/suspend") == Some(&serde_json::Value::Bool(true));
         Self {
             resumed,
             moves,
+            suspends,
             claims: observed.is_none() || drove.is_some() || inert,
             drove,
             inert,
@@ -298,6 +311,7 @@ impl Built {
         Self {
             resumed: false,
             moves: false,
+            suspends: false,
             claims: drove.is_some(),
             drove,
             inert: false,
@@ -366,6 +380,7 @@ pub(super) fn app_info_for_tests(app: &crate::api::NodePoolApplication) -> u64 {
         clock_since: None,
         history: None,
         memo: None,
+        first_install_alone: false,
     };
     memo::app_inputs(&app_info(&input, &requests))
 }

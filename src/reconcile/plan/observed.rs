@@ -94,6 +94,8 @@ pub struct ObservedRelease {
     pub suspended_with_app: bool,
     /// Made inert: another application holds the Helm release it drives.
     pub inert: bool,
+    /// `spec.suspend: true`, whoever set it: Helm does nothing with it.
+    pub suspended: bool,
     /// The ids of the objects helm-controller applied for it
     /// (`status.inventory`), to find objects two pools share.
     pub inventory: Vec<String>,
@@ -136,6 +138,7 @@ impl ObservedRelease {
             live: None,
             suspended_with_app: text("annotations", naming::ANNOTATION_SUSPENDED_WITH_APPLICATION).is_some(),
             inert: text("annotations", naming::ANNOTATION_INERT).is_some(),
+            suspended: object.pointer("/spec/suspend") == Some(&Value::Bool(true)),
             inventory: inventory_of(object),
             unreachable_since: release_state::unreachable_since(object),
             cluster: naming::cluster_of(object),

@@ -31,6 +31,17 @@ pub(super) struct Scheduling<'a> {
     pub targets: &'a rollback::Targets,
 }
 
+/// The pools whose last write the API server refused, as the status says
+/// (see [`crate::reconcile::fleet::WriteRefused`]).
+fn refused_writes(app: &crate::api::NodePoolApplication) -> BTreeSet<&str> {
+    let pools = app.status.as_ref().map(|s| s.pools.as_slice()).unwrap_or_default();
+    pools
+        .iter()
+        .filter(|p| crate::reconcile::fleet::REFUSED_WRITE_REASONS.contains(&p.reason.as_str()))
+        .map(|p| p.pool.as_str())
+        .collect()
+}
+
 /// The rollout's decision over the candidates whose release is built:
 /// which of the changes go out now, and where each pool stands.
 pub(super) fn decide(
@@ -58,6 +69,7 @@ pub(super) fn decide(
     let waves: BTreeSet<usize> = selected.iter().map(|p| step_of(p)).collect();
     let wave_of = |pool: &Pool| waves.iter().position(|w| *w == step_of(pool)).unwrap_or_default();
     let since = input.history.and_then(|h| h.rolled_out_since(revision));
+    let refused_before = refused_writes(input.app);
     let inputs: Vec<rollout::PoolInput> = candidates
         .iter()
         .filter_map(|c| {
@@ -95,6 +107,11 @@ pub(super) fn decide(
                 offline_since: nodes.filter(|n| n.of != Counted::Connection).and_then(|n| n.changed),
                 down_since: nodes.and_then(|n| n.changed),
                 closed: closed(windows, pool),
+                refused_before: refused_before.contains(pool.name.as_str()),
+                suspended: match &c.kind {
+                    Kind::Differs(change) => change.suspends(),
+                    _ => observed.is_some_and(|o| o.suspended),
+                },
                 release,
             })
         })

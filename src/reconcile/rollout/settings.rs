@@ -58,6 +58,10 @@ pub struct Settings {
     /// done pool turning not Ready) is that pool's failure, reported on
     /// it; it halts nothing and takes no pool back.
     pub completed: bool,
+    /// The pools share one cluster (they are not sites that are clusters):
+    /// the application's first install goes to one pool alone until its
+    /// release is judged (see [`super::first_install_alone`]).
+    pub first_install_alone: bool,
 }
 
 impl Default for Settings {
@@ -79,6 +83,7 @@ impl Default for Settings {
             cannot_go_back: Vec::new(),
             rolled_back: false,
             completed: false,
+            first_install_alone: false,
         }
     }
 }

@@ -291,6 +291,7 @@ impl World {
             unserved: None,
             clock_since: None,
             memo,
+            first_install_alone: false,
         })
     }
 

@@ -72,6 +72,9 @@ struct Scenario<'a> {
     hold: Option<Hold>,
     unserved: Option<&'a str>,
     history: Option<&'a History>,
+    /// As the controller plans: the first install goes alone. Off in
+    /// the scenarios of other rules, which start from a fleet's releases.
+    first_install_alone: bool,
 }
 
 impl<'a> Scenario<'a> {
@@ -85,7 +88,15 @@ impl<'a> Scenario<'a> {
             hold: None,
             unserved: None,
             history: None,
+            first_install_alone: false,
         }
+    }
+
+    /// Planned as the controller plans: the application's first install
+    /// goes to one pool alone.
+    fn planned_by_the_controller(mut self) -> Self {
+        self.first_install_alone = true;
+        self
     }
 
     /// The application's revision history.
@@ -159,6 +170,7 @@ impl<'a> Scenario<'a> {
             unserved: self.unserved,
             clock_since: None,
             memo: None,
+            first_install_alone: self.first_install_alone,
         })
     }
 }
@@ -212,6 +224,7 @@ fn ready_release(name: &str, pool: &str, hash: &str) -> ObservedRelease {
         inventory: Vec::new(),
         unreachable_since: None,
         deleting: false,
+        suspended: false,
         uninstall_blocked_since: None,
         cluster: None,
     }

@@ -313,6 +313,7 @@ pub(super) fn with_chart(a: &NodePoolApplication, owned: Vec<ObservedRelease>, c
         unserved: None,
         clock_since: None,
         memo: None,
+        first_install_alone: false,
     })
 }
 
@@ -457,6 +458,7 @@ fn releases_of_an_oci_chart_name_its_pinned_ocirepository() {
         unserved: None,
         clock_since: None,
         memo: None,
+        first_install_alone: false,
     });
     assert_eq!(applied_pools(&planned), ["hangzhou", "shanghai"]);
     for pool in ["hangzhou", "shanghai"] {
@@ -508,4 +510,50 @@ fn releases_refuse_to_take_over_objects_unless_the_application_allows_it() {
     let spec = desired(&Scenario::of(&a).over(&pools()).plan(), "hangzhou")["spec"].clone();
     assert_eq!(spec["install"]["disableTakeOwnership"], false);
     assert_eq!(spec["upgrade"]["disableTakeOwnership"], true);
+}
+
+#[test]
+fn the_controller_installs_a_new_application_on_one_pool_first_and_sites_all_at_once() {
+    let a = app(json!({}));
+    let plan = Scenario::of(&a).over(&pools()).planned_by_the_controller().plan();
+    assert_eq!(applied_pools(&plan), ["hangzhou"]);
+    assert_eq!(outcome(&plan, "shanghai"), &Outcome::Deferred(PoolRollout::Waiting));
+    let status = plan.status();
+    let shanghai = status.pools.iter().find(|p| p.pool == "shanghai").unwrap();
+    assert_eq!(shanghai.reason, "WaitingForFirstInstall");
+    assert!(shanghai.message.contains("\"hangzhou\""), "{}", shanghai.message);
+    // The first judged, the others go.
+    let first = &plan.apply[0];
+    let owned = vec![ready_release(&first.name, &first.pool, &first.spec_hash)];
+    let next = Scenario::of(&a).over(&pools()).owning(owned).planned_by_the_controller().plan();
+    assert_eq!(applied_pools(&next), ["shanghai"]);
+    // The first pool's write was refused (its status says so): it holds
+    // no install back, and is written again with the others.
+    let mut refused = a.clone();
+    refused.status = Some(crate::api::NodePoolApplicationStatus {
+        pools: vec![crate::api::PoolStatus {
+            pool: "hangzhou".into(),
+            reason: "ApplyFailed".into(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    let plan = Scenario::of(&refused).over(&pools()).planned_by_the_controller().plan();
+    assert_eq!(applied_pools(&plan), ["hangzhou", "shanghai"]);
+    // Releases the template suspends install nothing: all written at once.
+    let suspended = app(json!({ "helmRelease": { "suspend": true } }));
+    let plan = Scenario::of(&suspended).over(&pools()).planned_by_the_controller().plan();
+    assert_eq!(applied_pools(&plan), ["hangzhou", "shanghai"]);
+    // Sites that are clusters share no object: every site at once.
+    let mut sites = app(json!({ "pools": { "kind": "ClusterProfile", "names": ["hangzhou", "shanghai"] } }));
+    sites.spec.placement = Default::default();
+    let clusters: Vec<Pool> = pools()
+        .into_iter()
+        .map(|p| Pool {
+            namespace: Some("edge".into()),
+            ..p
+        })
+        .collect();
+    let plan = Scenario::of(&sites).over(&clusters).planned_by_the_controller().plan();
+    assert_eq!(applied_pools(&plan), ["hangzhou", "shanghai"]);
 }

@@ -42,6 +42,10 @@ struct Fleet {
     stamps: BTreeMap<String, Stamp>,
     /// Offline pools out of reach (no node's clock says since when).
     unreached: BTreeSet<String>,
+    /// Pools whose release is suspended.
+    suspended: BTreeSet<String>,
+    /// Pools whose last write the API server refused.
+    refused: BTreeSet<String>,
 }
 
 #[derive(Clone, Copy)]
@@ -60,7 +64,21 @@ impl Fleet {
             closed: BTreeMap::new(),
             stamps: BTreeMap::new(),
             unreached: BTreeSet::new(),
+            suspended: BTreeSet::new(),
+            refused: BTreeSet::new(),
         }
+    }
+
+    /// The API server refused the last write of pool `name`'s release.
+    fn refused(mut self, name: &str) -> Self {
+        self.refused.insert(name.to_string());
+        self
+    }
+
+    /// The pool `name`'s release is suspended.
+    fn suspended(mut self, name: &str) -> Self {
+        self.suspended.insert(name.to_string());
+        self
     }
 
     /// The pool `name` is out of reach since `secs` (a site helm-controller
@@ -148,6 +166,8 @@ impl Fleet {
                     },
                 },
                 stamp: self.stamps.get(name).copied().unwrap_or_default(),
+                suspended: self.suspended.contains(name),
+                refused_before: self.refused.contains(name),
             })
             .collect();
         decide(settings, &inputs, waves, now())
@@ -162,11 +182,12 @@ fn progressive() -> Settings {
 }
 
 fn written(d: &Decision) -> Vec<&str> {
-    d.pools
-        .iter()
-        .filter(|(_, p)| p.state == PoolRollout::Write)
-        .map(|(k, _)| k.as_str())
-        .collect()
+    pools_where(d, |p| p.state == PoolRollout::Write)
+}
+
+/// The pools whose decision is `wanted`, in name order.
+fn pools_where(d: &Decision, wanted: impl Fn(&PoolDecision) -> bool) -> Vec<&str> {
+    d.pools.iter().filter(|(_, p)| wanted(p)).map(|(k, _)| k.as_str()).collect()
 }
 
 fn five_behind() -> Fleet {
@@ -625,6 +646,7 @@ fn settings_resolve_percentages_of_the_selected_pools() {
             cannot_go_back: Vec::new(),
             rolled_back: false,
             completed: false,
+            first_install_alone: false,
         }
     );
     // Rounded down, yet at least one pool may update.
@@ -960,4 +982,89 @@ fn a_pool_that_goes_out_of_reach_while_updating_keeps_its_slot() {
         .unreached_since("site", 9_850)
         .decide(&settings, 1);
     assert_eq!(written(&d), ["b"]);
+}
+
+/// All at once, as the controller decides over pools of one cluster.
+fn first_alone() -> Settings {
+    Settings {
+        first_install_alone: true,
+        ..Settings::default()
+    }
+}
+
+fn first_install_waiters(d: &Decision) -> Vec<&str> {
+    pools_where(d, |p| p.note.as_ref().is_some_and(|n| n.reason == pool_reason::FIRST_INSTALL))
+}
+
+#[test]
+fn an_applications_first_install_goes_to_one_pool_alone() {
+    let fleet = Fleet::new().new_pool("c").new_pool("a").new_pool("b");
+    let d = fleet.decide(&first_alone(), 1);
+    assert_eq!(written(&d), ["a"]);
+    assert_eq!(first_install_waiters(&d), ["b", "c"]);
+    assert_eq!(d.state("b"), Some(PoolRollout::Waiting));
+    assert_eq!(d.phase, RolloutPhase::Progressing);
+    // A verdict on the first is worth a reconcile at once.
+    assert_eq!(d.waits_on_releases(1), Some(1));
+    // Without the rule (sites that are clusters), every pool at once.
+    assert_eq!(written(&fleet.decide(&Settings::default(), 1)), ["a", "b", "c"]);
+}
+
+#[test]
+fn the_others_wait_while_the_first_install_is_under_way_and_go_once_it_is_judged() {
+    let updating = status(ReleaseState::Progressing, false, None);
+    let under_way = Fleet::new().current("b", 0, updating, 9_990).new_pool("a").new_pool("c");
+    let d = under_way.decide(&first_alone(), 1);
+    assert!(written(&d).is_empty(), "{:?}", d.pools);
+    assert_eq!(first_install_waiters(&d), ["a", "c"]);
+    let message = &d.pools["a"].note.as_ref().unwrap().message;
+    assert!(message.contains("pool \"b\""), "{message}");
+    for verdict in [ready(), status(ReleaseState::Failed, true, None)] {
+        let judged = Fleet::new().current("b", 0, verdict, 9_990).new_pool("a").new_pool("c");
+        assert_eq!(written(&judged.decide(&first_alone(), 1)), ["a", "c"]);
+    }
+    // Past its progressDeadline, the first is judged failed: no one waits longer.
+    let stuck = status(ReleaseState::Progressing, false, None);
+    let late = Fleet::new().current("b", 0, stuck, 10_000 - 601).new_pool("a");
+    assert_eq!(written(&late.decide(&first_alone(), 1)), ["a"]);
+}
+
+#[test]
+fn a_fleet_installed_before_or_a_first_pool_that_is_down_holds_no_install_back() {
+    // A release behind was installed at an earlier revision: new pools go at once.
+    let installed = Fleet::new().behind("b", 0, ready()).new_pool("a").new_pool("c");
+    assert_eq!(written(&installed.decide(&first_alone(), 1)), ["a", "b", "c"]);
+    // The first's release is suspended (an override): Helm installs
+    // nothing there, and the next goes first.
+    let updating = status(ReleaseState::Progressing, false, None);
+    let suspended = Fleet::new()
+        .current("a", 0, updating, 9_990)
+        .new_pool("b")
+        .new_pool("c")
+        .suspended("a");
+    let d = suspended.decide(&first_alone(), 1);
+    assert_eq!(written(&d), ["b"]);
+    assert_eq!(first_install_waiters(&d), ["c"]);
+    // Releases written suspended install nothing: none waits for another.
+    let written_suspended = Fleet::new().new_pool("a").new_pool("b").suspended("a").suspended("b");
+    assert_eq!(written(&written_suspended.decide(&first_alone(), 1)), ["a", "b"]);
+    // The first's write was refused (a bad override): the next goes first,
+    // and the refused one is written again, since it may be fixed.
+    let refused = Fleet::new().new_pool("a").new_pool("b").new_pool("c").refused("a");
+    let d = refused.decide(&first_alone(), 1);
+    assert_eq!(written(&d), ["a", "b"]);
+    assert_eq!(first_install_waiters(&d), ["c"]);
+    // The first in order is down: the next goes first.
+    let down = Fleet::new().new_pool("a").new_pool("b").new_pool("c").down_since("a", 9_990);
+    let d = down.decide(&first_alone(), 1);
+    assert_eq!(written(&d), ["b"]);
+    assert_eq!(first_install_waiters(&d), ["c"]);
+}
+
+#[test]
+fn the_first_install_goes_in_rollout_order() {
+    let waves = Fleet::new()
+        .add("a", 1, false, Kind::Missing, None)
+        .add("z", 0, false, Kind::Missing, None);
+    assert_eq!(written(&waves.decide(&first_alone(), 2)), ["z"]);
 }

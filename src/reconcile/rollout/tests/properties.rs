@@ -139,6 +139,8 @@ proptest! {
                     _ => Release::Current { status: &statuses[i], written: Some(ts(10_000 - d.written_ago)) },
                 },
                 stamp: Stamp::Earlier,
+                suspended: false,
+                refused_before: false,
             })
             .collect();
         let d = decide(&settings, &inputs, 3, now());

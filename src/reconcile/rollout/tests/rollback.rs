@@ -240,6 +240,8 @@ proptest! {
                     closed: None,
                     release,
                     stamp,
+                    suspended: false,
+                    refused_before: false,
                 }
             })
             .collect();
