@@ -15,9 +15,12 @@
 //! - [`cli`]: the commands.
 //! - [`console`]: the web console (`nodepool-fanout ui`), over what `get`
 //!   reads.
+//! - [`check`]: the invariant checker (`nodepool-fanout-check`), which
+//!   judges the README's promises from what the API server records.
 
 pub mod api;
 pub mod chart;
+pub mod check;
 pub mod cli;
 pub mod console;
 pub mod pools;

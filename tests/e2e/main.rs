@@ -22,6 +22,7 @@ mod apply;
 mod bad_input;
 mod bucket;
 mod chart_ownership;
+mod check;
 mod cli;
 mod console;
 mod deletion_safety;

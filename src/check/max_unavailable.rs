@@ -1,0 +1,107 @@
+//! maxUnavailable: under `strategy: Progressive`, the pools the rollout
+//! has taken down at once never outnumber `maxUnavailable`. A pool is
+//! taken down when a write changes its release's spec (its spec hash:
+//! a new revision, a rollback, the pool's own change) while the release
+//! was Ready for its generation, and is back once Ready for the new one.
+//! A release not Ready before its write was unavailable already: the
+//! README lets those start at once, whatever the slots, and so does a
+//! new pool. Being Ready is judged without `minReadySeconds`, so a
+//! soaking pool counts as back here: the check errs on the lenient side.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value;
+
+use crate::api::naming;
+
+use super::{application_of_release, ready_now, Invariant, Key, Kind, Record, Violation};
+
+/// The releases each application (namespace, name) has taken down.
+#[derive(Debug, Default)]
+pub(super) struct Updating(BTreeMap<(String, String), BTreeSet<String>>);
+
+impl Updating {
+    pub(super) fn check_release(
+        &mut self,
+        objects: &BTreeMap<Key, Value>,
+        record: &Record,
+        previous: Option<&Value>,
+    ) -> Vec<Violation> {
+        let release = &record.object;
+        let Some((namespace, app)) = application_of_release(release) else {
+            return Vec::new();
+        };
+        let namespace = namespace.to_string();
+        let key = (namespace.clone(), app.to_string());
+        let name = record.key().name;
+        let hash = |r: &Value| {
+            r.pointer("/metadata/annotations")
+                .and_then(|a| a.get(naming::ANNOTATION_SPEC_HASH))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        };
+        let rewritten = previous.is_some_and(|p| hash(p) != hash(release));
+        let down = self.0.entry(key.clone()).or_default();
+        if rewritten && previous.is_some_and(ready_now) {
+            down.insert(name.clone());
+        }
+        if ready_now(release) {
+            down.remove(&name);
+        }
+        let app_key = Key {
+            kind: Kind::Application,
+            namespace: namespace.clone(),
+            name: app.to_string(),
+        };
+        let Some(application) = objects.get(&app_key) else {
+            return Vec::new();
+        };
+        self.judge(application, &key)
+    }
+
+    fn judge(&self, application: &Value, key: &(String, String)) -> Vec<Violation> {
+        let Some(limit) = limit(application) else {
+            return Vec::new();
+        };
+        let down = self.0.get(key).map(BTreeSet::len).unwrap_or_default();
+        if down <= limit {
+            return Vec::new();
+        }
+        let names: Vec<&str> = self.0.get(key).into_iter().flatten().map(String::as_str).collect();
+        vec![Violation {
+            invariant: Invariant::MaxUnavailable,
+            message: format!(
+                "{}/{} has {down} pools taken down at once ({}), over maxUnavailable {limit}",
+                key.0,
+                key.1,
+                names.join(", ")
+            ),
+            objects: names.iter().map(|n| format!("HelmRelease {}/{n}", key.0)).collect(),
+            story: Vec::new(),
+        }]
+    }
+}
+
+/// `maxUnavailable` of a Progressive rollout, resolved as the README says
+/// (a count, or a percentage of the selected pools rounded down, at least
+/// one); `None` for any other strategy.
+fn limit(application: &Value) -> Option<usize> {
+    let rollout = application.pointer("/spec/rollout")?;
+    if rollout.get("strategy").and_then(Value::as_str) != Some("Progressive") {
+        return None;
+    }
+    let selected = application
+        .pointer("/status/selectedPools")
+        .and_then(Value::as_u64)
+        .unwrap_or_default();
+    let limit = match rollout.get("maxUnavailable") {
+        None | Some(Value::Null) => 1,
+        Some(Value::Number(n)) => n.as_u64().unwrap_or(1) as usize,
+        Some(Value::String(s)) => match s.strip_suffix('%') {
+            Some(percent) => (percent.trim().parse::<u64>().ok()? * selected / 100) as usize,
+            None => s.trim().parse().ok()?,
+        },
+        Some(_) => return None,
+    };
+    Some(limit.max(1))
+}

@@ -1,0 +1,308 @@
+//! The invariant checker: judges, from what the API server records, the
+//! promises the README makes, while faults fly. It reads the objects as a
+//! watch delivers them (every version of every HelmRelease and
+//! NodePoolApplication, each with the time it was seen) and never the
+//! controller's logs or its code: a rule is judged here in its own words,
+//! so a bug in the controller's reading of it is not shared.
+//!
+//! Each invariant is a module with a function from the world as it stands
+//! and one new record to the violations that record shows. A violation
+//! names the invariant, the README section it checks, the objects, and
+//! the ordered records of the application that led to it.
+//!
+//! What is judged so far:
+//! - [`max_unavailable`]: a Progressive rollout never has more pools
+//!   updating than `maxUnavailable` (README: Rollouts).
+//! - [`halt`]: after a revision reads halted or rolled back, no pool that
+//!   had not taken it is written at it (README: Rollouts).
+//! - [`isolation`]: no two HelmReleases drive one Helm release of one
+//!   cluster, and no object is in two releases' inventories (README: One
+//!   instance per pool, really).
+//! - [`ownership`]: our field managers are on no object we do not own
+//!   (README: Bad input and ownership).
+
+use std::collections::{BTreeMap, VecDeque};
+
+use k8s_openapi::jiff::Timestamp;
+use serde_json::Value;
+
+mod halt;
+mod isolation;
+mod max_unavailable;
+mod ownership;
+#[cfg(test)]
+mod tests;
+pub mod watch;
+
+/// The kinds of object the checker reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    HelmRelease,
+    Application,
+}
+
+/// Where an object is: its kind, namespace and name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Key {
+    pub kind: Kind,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl std::fmt::Display for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self.kind {
+            Kind::HelmRelease => "HelmRelease",
+            Kind::Application => "NodePoolApplication",
+        };
+        write!(f, "{kind} {}/{}", self.namespace, self.name)
+    }
+}
+
+/// One version of one object as a watch delivered it.
+#[derive(Debug, Clone)]
+pub struct Record {
+    pub seen: Timestamp,
+    pub kind: Kind,
+    /// The object as the API server serves it; for a deletion, its last state.
+    pub object: Value,
+    pub deleted: bool,
+}
+
+impl Record {
+    pub fn key(&self) -> Key {
+        let text = |pointer: &str| self.object.pointer(pointer).and_then(Value::as_str).unwrap_or_default();
+        Key {
+            kind: self.kind,
+            namespace: text("/metadata/namespace").to_string(),
+            name: text("/metadata/name").to_string(),
+        }
+    }
+
+    /// A line for a violation's story: when, what, and the version.
+    fn line(&self) -> String {
+        let version = self.object.pointer("/metadata/resourceVersion").and_then(Value::as_str);
+        let generation = self.object.pointer("/metadata/generation").and_then(Value::as_i64);
+        let what = match self.deleted {
+            true => "deleted",
+            false => "seen",
+        };
+        format!(
+            "{} {} {what} at resourceVersion {} generation {}",
+            self.seen,
+            self.key(),
+            version.unwrap_or("?"),
+            generation.map_or("?".to_string(), |g| g.to_string())
+        )
+    }
+}
+
+/// A promise broken, with what shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    pub invariant: Invariant,
+    pub message: String,
+    /// The objects concerned.
+    pub objects: Vec<String>,
+    /// The application's records that led to it, oldest first.
+    pub story: Vec<String>,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "VIOLATION {} (README: {}): {}",
+            self.invariant.name(),
+            self.invariant.readme_section(),
+            self.message
+        )?;
+        for object in &self.objects {
+            writeln!(f, "  object: {object}")?;
+        }
+        for line in &self.story {
+            writeln!(f, "  {line}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The invariants judged, each a README promise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Invariant {
+    MaxUnavailable,
+    HaltHolds,
+    Isolation,
+    Ownership,
+}
+
+impl Invariant {
+    pub const ALL: [Invariant; 4] = [
+        Self::MaxUnavailable,
+        Self::HaltHolds,
+        Self::Isolation,
+        Self::Ownership,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::MaxUnavailable => "maxUnavailable",
+            Self::HaltHolds => "a halt holds",
+            Self::Isolation => "isolation",
+            Self::Ownership => "ownership",
+        }
+    }
+
+    /// The README section whose promise it checks.
+    pub fn readme_section(self) -> &'static str {
+        match self {
+            Self::MaxUnavailable | Self::HaltHolds => "Rollouts",
+            Self::Isolation => "One instance per pool, really",
+            Self::Ownership => "Bad input and ownership",
+        }
+    }
+}
+
+/// How many times each invariant was judged, and how many violations it found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Summary {
+    pub checks: BTreeMap<Invariant, u64>,
+    pub violations: BTreeMap<Invariant, u64>,
+    pub records: u64,
+}
+
+impl std::fmt::Display for Summary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "{} records read", self.records)?;
+        writeln!(f, "{:<16} {:>10} {:>10}", "invariant", "checks", "violations")?;
+        for invariant in Invariant::ALL {
+            let checks = self.checks.get(&invariant).copied().unwrap_or_default();
+            let violations = self.violations.get(&invariant).copied().unwrap_or_default();
+            writeln!(f, "{:<16} {checks:>10} {violations:>10}", invariant.name())?;
+        }
+        Ok(())
+    }
+}
+
+/// How many records of one application a violation's story keeps.
+const STORY: usize = 32;
+
+/// The world as the records so far leave it, and what each invariant
+/// remembers.
+#[derive(Debug, Default)]
+pub struct Checker {
+    /// The latest version of each object that exists.
+    pub(crate) objects: BTreeMap<Key, Value>,
+    /// The last records of each application (by namespace and name) and
+    /// of its releases, for a violation's story.
+    stories: BTreeMap<(String, String), VecDeque<String>>,
+    halts: halt::Halts,
+    updating: max_unavailable::Updating,
+    /// Each violation is reported once, the first time a record shows it;
+    /// later records that show it again are counted as checks only.
+    reported: std::collections::BTreeSet<(Invariant, String)>,
+    summary: Summary,
+}
+
+impl Checker {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Reads one record and returns the violations it shows.
+    pub fn observe(&mut self, record: Record) -> Vec<Violation> {
+        self.summary.records += 1;
+        let key = record.key();
+        let application = application_of(&record);
+        if let Some(app) = &application {
+            let story = self.stories.entry(app.clone()).or_default();
+            story.push_back(record.line());
+            if story.len() > STORY {
+                story.pop_front();
+            }
+        }
+        let previous = match record.deleted {
+            true => self.objects.remove(&key),
+            false => self.objects.insert(key.clone(), record.object.clone()),
+        };
+        let mut found: Vec<(Invariant, Option<Violation>)> = Vec::new();
+        let mut judge = |invariant: Invariant, violations: Vec<Violation>| {
+            found.push((invariant, None));
+            found.extend(violations.into_iter().map(|v| (invariant, Some(v))));
+        };
+        judge(Invariant::Ownership, ownership::check(&record));
+        if !record.deleted {
+            match record.kind {
+                Kind::HelmRelease => {
+                    judge(Invariant::Isolation, isolation::check(&self.objects, &key, &record.object));
+                    judge(Invariant::HaltHolds, self.halts.check_release(&record, previous.as_ref()));
+                    judge(
+                        Invariant::MaxUnavailable,
+                        self.updating.check_release(&self.objects, &record, previous.as_ref()),
+                    );
+                }
+                // Judged at each release's write, not when the application
+                // changes: a smaller maxUnavailable does not undo what is
+                // under way.
+                Kind::Application => self.halts.read_application(&record),
+            }
+        }
+        let story: Vec<String> = application
+            .and_then(|app| self.stories.get(&app))
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default();
+        let mut violations = Vec::new();
+        for (invariant, violation) in found {
+            *self.summary.checks.entry(invariant).or_default() += 1;
+            if let Some(mut violation) = violation {
+                if !self.reported.insert((invariant, violation.message.clone())) {
+                    continue;
+                }
+                *self.summary.violations.entry(invariant).or_default() += 1;
+                violation.story = story.clone();
+                violations.push(violation);
+            }
+        }
+        violations
+    }
+
+    pub fn summary(&self) -> &Summary {
+        &self.summary
+    }
+}
+
+/// The application a record concerns, by namespace and name: itself, or
+/// the one a release is labelled with.
+fn application_of(record: &Record) -> Option<(String, String)> {
+    let (namespace, name) = match record.kind {
+        Kind::Application => {
+            (text(&record.object, "/metadata/namespace")?, text(&record.object, "/metadata/name")?)
+        }
+        Kind::HelmRelease => application_of_release(&record.object)?,
+    };
+    Some((namespace.to_string(), name.to_string()))
+}
+
+/// A release's namespace, and the application its label names.
+fn application_of_release(release: &Value) -> Option<(&str, &str)> {
+    let labels = release.pointer("/metadata/labels")?;
+    let app = labels.get(crate::api::naming::LABEL_APPLICATION)?.as_str()?;
+    Some((text(release, "/metadata/namespace")?, app))
+}
+
+/// A text field of an object.
+fn text<'a>(object: &'a Value, pointer: &str) -> Option<&'a str> {
+    object.pointer(pointer).and_then(Value::as_str)
+}
+
+/// A release's Ready condition says it is Ready for its current generation.
+fn ready_now(release: &Value) -> bool {
+    let generation = release.pointer("/metadata/generation").and_then(Value::as_i64);
+    let conditions = release.pointer("/status/conditions").and_then(Value::as_array);
+    let ready = conditions.and_then(|c| c.iter().find(|c| c["type"] == "Ready"));
+    ready.is_some_and(|c| {
+        c["status"] == "True"
+            && generation.is_some()
+            && release.pointer("/status/observedGeneration").and_then(Value::as_i64) == generation
+    })
+}

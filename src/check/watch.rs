@@ -1,0 +1,83 @@
+//! The checker at work on a cluster: every HelmRelease and
+//! NodePoolApplication watched (in one namespace, or all), each version
+//! judged as it comes, each violation printed at once.
+
+use futures::{StreamExt, TryStreamExt};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::runtime::watcher::{self, Event};
+use kube::{Api, Client};
+
+use super::{Checker, Kind, Record, Summary};
+
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    #[error(
+        "cannot watch {what}: {source}; check that the cluster serves it and that the checker may list \
+         and watch it"
+    )]
+    Watch {
+        what: &'static str,
+        #[source]
+        source: watcher::Error,
+    },
+    #[error("cannot read a watched object as JSON: {0}")]
+    Decode(#[from] serde_json::Error),
+}
+
+/// Watches until `stop` completes, printing each violation to `out` as it
+/// is found; the summary of what was judged.
+pub async fn run(
+    client: Client,
+    namespace: Option<&str>,
+    stop: impl std::future::Future<Output = ()>,
+    mut out: impl FnMut(&str),
+) -> Result<Summary, WatchError> {
+    let api = |gvk: GroupVersionKind, plural: &str| {
+        let resource = ApiResource::from_gvk_with_plural(&gvk, plural);
+        match namespace {
+            Some(ns) => Api::<DynamicObject>::namespaced_with(client.clone(), ns, &resource),
+            None => Api::<DynamicObject>::all_with(client.clone(), &resource),
+        }
+    };
+    let releases = api(GroupVersionKind::gvk("helm.toolkit.fluxcd.io", "v2", "HelmRelease"), "helmreleases");
+    let apps = api(
+        GroupVersionKind::gvk("apps.fanout.dev", "v1alpha1", "NodePoolApplication"),
+        "nodepoolapplications",
+    );
+    let config = watcher::Config::default();
+    let tagged = |kind: Kind, what: &'static str, api: Api<DynamicObject>| {
+        watcher::watcher(api, config.clone())
+            .map_err(move |source| WatchError::Watch { what, source })
+            .map_ok(move |event| (kind, event))
+    };
+    let mut events = futures::stream::select(
+        tagged(Kind::HelmRelease, "HelmReleases", releases),
+        tagged(Kind::Application, "NodePoolApplications", apps),
+    )
+    .boxed();
+    let mut checker = Checker::new();
+    let mut stop = std::pin::pin!(stop);
+    loop {
+        let next = tokio::select! {
+            next = events.next() => next,
+            () = &mut stop => break,
+        };
+        let Some(event) = next else { break };
+        let (kind, event) = event?;
+        let (object, deleted) = match event {
+            Event::Apply(object) | Event::InitApply(object) => (object, false),
+            Event::Delete(object) => (object, true),
+            Event::Init | Event::InitDone => continue,
+        };
+        let record = Record {
+            seen: k8s_openapi::jiff::Timestamp::now(),
+            kind,
+            object: serde_json::to_value(&object)?,
+            deleted,
+        };
+        for violation in checker.observe(record) {
+            out(&violation.to_string());
+        }
+    }
+    Ok(checker.summary().clone())
+}
