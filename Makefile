@@ -12,6 +12,13 @@ help: ## List the targets
 test: ## Lint, then every unit and end-to-end test on the local control plane (starts and stops it)
 	hack/test.sh
 
+.PHONY: soak
+SEED ?=
+DURATION ?= 10m
+soak: ## Random faults drawn from SEED (random when empty) for DURATION, judged by the invariant checker (starts the local control plane)
+	hack/cluster.sh up >/dev/null
+	SEED=$(SEED) DURATION=$(DURATION) KUBECONFIG=$(KUBECONFIG_LOCAL) cargo test --locked --test soak
+
 .PHONY: demo
 GITOPS ?=
 SITES ?=

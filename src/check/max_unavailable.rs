@@ -42,10 +42,13 @@ impl Updating {
         };
         let rewritten = previous.is_some_and(|p| hash(p) != hash(release));
         let down = self.0.entry(key.clone()).or_default();
-        if rewritten && previous.is_some_and(ready_now) {
+        // Deleted (by hand, or pruned), its pool is no update under way:
+        // what comes next is a new release, an install.
+        let deleting = record.deleted || release.pointer("/metadata/deletionTimestamp").is_some();
+        if rewritten && !deleting && previous.is_some_and(ready_now) {
             down.insert(name.clone());
         }
-        if ready_now(release) {
+        if ready_now(release) || deleting {
             down.remove(&name);
         }
         let app_key = Key {

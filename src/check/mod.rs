@@ -231,6 +231,9 @@ impl Checker {
             found.extend(violations.into_iter().map(|v| (invariant, Some(v))));
         };
         judge(Invariant::Ownership, ownership::check(&record));
+        if record.deleted && record.kind == Kind::HelmRelease {
+            self.updating.check_release(&self.objects, &record, previous.as_ref());
+        }
         if !record.deleted {
             match record.kind {
                 Kind::HelmRelease => {

@@ -82,6 +82,27 @@ fn a_progressive_rollout_past_max_unavailable_is_caught_and_one_within_it_is_not
     assert_eq!(of(&found, Invariant::MaxUnavailable), 0, "Ready at once: {found:?}");
     let found = seen(&mut checker, 3, Kind::HelmRelease, release("gw", "b", 31, 2, "r2", "h2", false));
     assert_eq!(of(&found, Invariant::MaxUnavailable), 0);
+    // A release deleted while down (by hand, or pruned) is down no more:
+    // its pool's next release is an install.
+    let mut gone = Checker::new();
+    let progressive = json!({ "strategy": "Progressive", "maxUnavailable": 1 });
+    seen(
+        &mut gone,
+        0,
+        Kind::Application,
+        application("gw", 10, progressive, "r2", "Progressing", 2),
+    );
+    seen(&mut gone, 1, Kind::HelmRelease, release("gw", "a", 11, 1, "r1", "h1", true));
+    seen(&mut gone, 1, Kind::HelmRelease, release("gw", "b", 12, 1, "r1", "h1", true));
+    seen(&mut gone, 2, Kind::HelmRelease, release("gw", "a", 13, 2, "r2", "h2", false));
+    gone.observe(Record {
+        seen: at(3),
+        kind: Kind::HelmRelease,
+        object: release("gw", "a", 14, 2, "r2", "h2", false),
+        deleted: true,
+    });
+    let found = seen(&mut gone, 4, Kind::HelmRelease, release("gw", "b", 15, 2, "r2", "h2", false));
+    assert_eq!(of(&found, Invariant::MaxUnavailable), 0, "{found:?}");
     // c written while b is down: two at once.
     let found = seen(&mut checker, 4, Kind::HelmRelease, release("gw", "c", 32, 2, "r2", "h2", false));
     assert_eq!(of(&found, Invariant::MaxUnavailable), 1, "{found:?}");

@@ -1,0 +1,351 @@
+//! The soak's world and its faults: each drawn from the seed's generator,
+//! injected through the API server (or by killing the controller), and
+//! said in one line.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::Api;
+use rand::RngExt;
+use rand_xorshift::XorShiftRng;
+use serde_json::{json, Value};
+
+use crate::support::apps::{apply_app, ingress_app};
+use crate::support::{ensure_crd, helmrelease_resource, nodepool_resource, RunningController, TestEnv};
+
+/// The applications, each with its rollout.
+const APPS: [(&str, &str); 3] = [
+    ("halt", r#"{ "strategy": "Progressive", "maxUnavailable": 1, "offlineAfter": "20s" }"#),
+    (
+        "back",
+        r#"{ "strategy": "Progressive", "maxUnavailable": 2, "onFailure": "Rollback", "offlineAfter": "20s" }"#,
+    ),
+    ("all", r#"{ "strategy": "AllAtOnce", "offlineAfter": "20s" }"#),
+];
+/// Pools at the start; faults add and remove some.
+const POOLS: usize = 4;
+
+/// One fault.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fault {
+    /// SIGKILL, then a new process at once.
+    KillController,
+    /// A new revision every pool can take.
+    GoodChange {
+        app: usize,
+        level: u32,
+    },
+    /// A new revision Helm refuses (a Service port out of range).
+    BadChange {
+        app: usize,
+    },
+    Suspend {
+        app: usize,
+        suspended: bool,
+    },
+    Pause {
+        app: usize,
+        paused: bool,
+    },
+    AddPool,
+    DeletePool {
+        pool: usize,
+    },
+    /// The pool leaves the selection (`leaves`) or comes back to it.
+    Relabel {
+        pool: usize,
+        leaves: bool,
+    },
+    /// A pool's node cut off, or handed back to kwok.
+    CutNode {
+        pool: usize,
+        cut: bool,
+    },
+    /// A release's values changed by hand, under another field manager.
+    HandEdit {
+        release: usize,
+    },
+    /// A release deleted by hand.
+    DeleteRelease {
+        release: usize,
+    },
+}
+
+impl std::fmt::Display for Fault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let app = |i: &usize| APPS[*i % APPS.len()].0;
+        match self {
+            Self::KillController => write!(f, "controller SIGKILLed and restarted"),
+            Self::GoodChange { app: a, level } => write!(f, "{}: a good change (log level v{level})", app(a)),
+            Self::BadChange { app: a } => write!(f, "{}: a change Helm refuses (port 70000)", app(a)),
+            Self::Suspend { app: a, suspended } => write!(f, "{}: suspend: {suspended}", app(a)),
+            Self::Pause { app: a, paused } => write!(f, "{}: rollout.paused: {paused}", app(a)),
+            Self::AddPool => write!(f, "a pool added"),
+            Self::DeletePool { pool } => write!(f, "pool #{pool} deleted"),
+            Self::Relabel { pool, leaves: true } => write!(f, "pool #{pool} leaves the selection"),
+            Self::Relabel { pool, leaves: false } => write!(f, "pool #{pool} comes back to the selection"),
+            Self::CutNode { pool, cut: true } => write!(f, "pool #{pool}'s node cut off"),
+            Self::CutNode { pool, cut: false } => write!(f, "pool #{pool}'s node reconnected"),
+            Self::HandEdit { release } => write!(f, "release #{release} edited by hand"),
+            Self::DeleteRelease { release } => write!(f, "release #{release} deleted by hand"),
+        }
+    }
+}
+
+/// What the soak has made, and what it has done to it.
+pub struct World {
+    pub env: TestEnv,
+    rng: XorShiftRng,
+    controller: Option<RunningController>,
+    /// Each application's manifest as last applied.
+    manifests: Vec<Value>,
+    /// The pools made, in order; deleted ones stay, so that indices drawn
+    /// from the seed name the same pool in a replay.
+    pools: Vec<String>,
+    deleted: BTreeSet<String>,
+    cut: BTreeSet<String>,
+    injected: usize,
+}
+
+impl World {
+    /// A namespace, `POOLS` pools of one kwok node each, the controller.
+    pub async fn new(seed: u64, rng: XorShiftRng) -> Self {
+        let mut env = TestEnv::new(&format!("soak{}", seed % 1000)).await;
+        ensure_crd(&env.client).await;
+        let tag = env.prefix.clone();
+        let mut pools = Vec::new();
+        for i in 0..POOLS {
+            pools.push(env.create_pool(&format!("p{i}"), &[("e2e", &tag), ("region", "east")], 1).await);
+        }
+        let controller = Some(RunningController::start(&env.namespace));
+        Self {
+            env,
+            rng,
+            controller,
+            manifests: Vec::new(),
+            pools,
+            deleted: BTreeSet::new(),
+            cut: BTreeSet::new(),
+            injected: 0,
+        }
+    }
+
+    /// The applications, applied.
+    pub async fn install(&mut self) {
+        for (name, rollout) in APPS {
+            let rollout: Value = serde_json::from_str(rollout).expect("a rollout in JSON");
+            let mut manifest = ingress_app(&self.env, json!({ "rollout": rollout }));
+            manifest["metadata"]["name"] = json!(name);
+            // One IngressClass per application and pool: the applications
+            // share the pools, and must not share an object.
+            manifest["spec"]["values"]["controller"]["ingressClass"]["name"] =
+                json!("{{app.namespace}}-{{app.name}}-{{pool.name}}");
+            apply_app(&self.env, &manifest).await.expect("the application is accepted");
+            self.manifests.push(manifest);
+        }
+    }
+
+    /// The next fault, from the seed's generator.
+    pub fn draw(&mut self) -> Fault {
+        let app = self.rng.random_range(0..APPS.len());
+        let pool = self.rng.random_range(0..self.pools.len().max(1));
+        let release = self.rng.random_range(0..64);
+        match self.rng.random_range(0..100) {
+            0..8 => Fault::KillController,
+            8..28 => Fault::GoodChange {
+                app,
+                level: self.rng.random_range(0..1000),
+            },
+            28..36 => Fault::BadChange { app },
+            36..42 => Fault::Suspend {
+                app,
+                suspended: self.manifests[app]["spec"]["suspend"] != true,
+            },
+            42..48 => Fault::Pause {
+                app,
+                paused: self.manifests[app]["spec"]["rollout"]["paused"] != true,
+            },
+            48..56 => Fault::AddPool,
+            56..60 => Fault::DeletePool { pool },
+            60..70 => Fault::Relabel {
+                pool,
+                leaves: self.rng.random_bool(0.5),
+            },
+            70..80 => Fault::CutNode {
+                pool,
+                cut: !self.cut.contains(&self.pools[pool]),
+            },
+            80..90 => Fault::HandEdit { release },
+            _ => Fault::DeleteRelease { release },
+        }
+    }
+
+    /// A breath between faults, drawn too.
+    pub async fn pause(&mut self) {
+        let secs = self.rng.random_range(2..8);
+        tokio::time::sleep(Duration::from_secs(secs)).await;
+    }
+
+    pub fn injected(&self) -> usize {
+        self.injected
+    }
+
+    pub async fn inject(&mut self, fault: &Fault) {
+        self.injected += 1;
+        let env = &self.env;
+        match fault {
+            Fault::KillController => {
+                drop(self.controller.take());
+                self.controller = Some(RunningController::start(&env.namespace));
+            }
+            Fault::GoodChange { app, level } => {
+                let manifest = &mut self.manifests[*app];
+                manifest["spec"]["values"]["controller"]["config"]["log-level"] = json!(format!("v{level}"));
+                if let Some(controller) = manifest["spec"]["values"]["controller"].as_object_mut() {
+                    controller.remove("service");
+                }
+                apply(env, manifest).await;
+            }
+            Fault::BadChange { app } => {
+                let manifest = &mut self.manifests[*app];
+                manifest["spec"]["values"]["controller"]["service"] = json!({ "port": 70000 });
+                apply(env, manifest).await;
+            }
+            Fault::Suspend { app, suspended } => {
+                let manifest = &mut self.manifests[*app];
+                manifest["spec"]["suspend"] = json!(suspended);
+                apply(env, manifest).await;
+            }
+            Fault::Pause { app, paused } => {
+                let manifest = &mut self.manifests[*app];
+                manifest["spec"]["rollout"]["paused"] = json!(paused);
+                apply(env, manifest).await;
+            }
+            Fault::AddPool => {
+                let tag = env.prefix.clone();
+                let short = format!("p{}", self.pools.len());
+                let name = self.env.create_pool(&short, &[("e2e", &tag), ("region", "east")], 1).await;
+                self.pools.push(name);
+            }
+            Fault::DeletePool { pool } => {
+                let name = self.pools[*pool].clone();
+                let pools: Api<DynamicObject> = Api::all_with(env.client.clone(), &nodepool_resource());
+                let _ = pools.delete(&name, &DeleteParams::default()).await;
+                self.deleted.insert(name);
+            }
+            Fault::Relabel { pool, leaves } => {
+                let pools: Api<DynamicObject> = Api::all_with(env.client.clone(), &nodepool_resource());
+                let label = match leaves {
+                    true => Value::Null,
+                    false => json!(env.prefix),
+                };
+                let patch = json!({ "metadata": { "labels": { "e2e": label } } });
+                let _ = pools.patch(&self.pools[*pool], &PatchParams::default(), &Patch::Merge(&patch)).await;
+            }
+            Fault::CutNode { pool, cut } => {
+                let name = self.pools[*pool].clone();
+                for node in env.nodes_of(&name).await {
+                    match cut {
+                        true => cut_off(env, &node).await,
+                        false => reconnect(env, &node).await,
+                    }
+                }
+                match cut {
+                    true => self.cut.insert(name),
+                    false => self.cut.remove(&name),
+                };
+            }
+            Fault::HandEdit { release } => {
+                if let Some(name) = nth_release(env, *release).await {
+                    let patch = json!({ "spec": { "values": { "controller": { "config": { "log-level": "by-hand" } } } } });
+                    let params = PatchParams {
+                        field_manager: Some("soak-hand".into()),
+                        ..PatchParams::default()
+                    };
+                    let _ = releases(env).patch(&name, &params, &Patch::Merge(&patch)).await;
+                }
+            }
+            Fault::DeleteRelease { release } => {
+                if let Some(name) = nth_release(env, *release).await {
+                    let _ = releases(env).delete(&name, &DeleteParams::default()).await;
+                }
+            }
+        }
+    }
+
+    /// Faults stop: every node reconnected, every application resumed
+    /// with a good spec, the controller running.
+    pub async fn heal(&mut self) {
+        for pool in self.cut.clone() {
+            for node in self.env.nodes_of(&pool).await {
+                reconnect(&self.env, &node).await;
+            }
+        }
+        self.cut.clear();
+        for manifest in &mut self.manifests {
+            manifest["spec"]["suspend"] = json!(false);
+            manifest["spec"]["rollout"]["paused"] = json!(false);
+            if let Some(controller) = manifest["spec"]["values"]["controller"].as_object_mut() {
+                controller.remove("service");
+            }
+            apply(&self.env, manifest).await;
+        }
+        if self.controller.is_none() {
+            self.controller = Some(RunningController::start(&self.env.namespace));
+        }
+    }
+
+    /// The namespace and pools removed, with the controller still running
+    /// so that the applications' finalizers go.
+    pub async fn finish(self) {
+        let controller = self.controller;
+        self.env.cleanup().await;
+        drop(controller);
+    }
+}
+
+async fn apply(env: &TestEnv, manifest: &Value) {
+    // A write the API server refuses (a conflict under a restart) is part
+    // of the weather: the next fault writes again.
+    if let Err(e) = apply_app(env, manifest).await {
+        println!("  (not applied: {e})");
+    }
+}
+
+fn releases(env: &TestEnv) -> Api<DynamicObject> {
+    Api::namespaced_with(env.client.clone(), &env.namespace, &helmrelease_resource())
+}
+
+/// The `n`th HelmRelease of the namespace (modulo how many there are), by name.
+async fn nth_release(env: &TestEnv, n: usize) -> Option<String> {
+    let list = releases(env).list(&ListParams::default()).await.ok()?;
+    let mut names: Vec<String> = list.items.into_iter().filter_map(|r| r.metadata.name).collect();
+    names.sort();
+    (!names.is_empty()).then(|| names[n % names.len()].clone())
+}
+
+/// Cuts a kwok node off as a lost link would: kwok stops answering for it
+/// and its Ready condition turns False.
+async fn cut_off(env: &TestEnv, node: &str) {
+    let nodes: Api<Node> = Api::all(env.client.clone());
+    let unmanaged = json!({ "metadata": { "annotations": { "kwok.x-k8s.io/node": null } } });
+    let _ = nodes.patch(node, &PatchParams::default(), &Patch::Merge(&unmanaged)).await;
+    let now = Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let not_ready = json!({ "status": { "conditions": [{
+        "type": "Ready", "status": "False", "reason": "NodeStatusUnknown", "message": "link down (soak)",
+        "lastTransitionTime": now
+    }] } });
+    let _ = nodes
+        .patch_status(node, &PatchParams::default(), &Patch::Strategic(&not_ready))
+        .await;
+}
+
+/// Hands the node back to kwok, which turns it Ready again.
+async fn reconnect(env: &TestEnv, node: &str) {
+    let nodes: Api<Node> = Api::all(env.client.clone());
+    let managed = json!({ "metadata": { "annotations": { "kwok.x-k8s.io/node": "fake" } } });
+    let _ = nodes.patch(node, &PatchParams::default(), &Patch::Merge(&managed)).await;
+}
