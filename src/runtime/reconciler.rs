@@ -169,9 +169,8 @@ async fn delete_site_releases(ctx: &Context, app: &NodePoolApplication) -> Resul
     let (skipped, due) = plan::uninstalls(site_releases.iter().map(Arc::as_ref), after, now);
     let mut happened = Vec::new();
     for skip in skipped {
-        let why = format!("its site has not answered since {}: deleted without uninstalling", skip.since);
         let uid = site_releases.iter().find(|r| r.name == skip.release).and_then(|r| r.uid.as_deref());
-        apply::skip_uninstall(&releases, &skip.release, uid, &why).await?;
+        apply::skip_uninstall(&releases, &skip, uid).await?;
         happened.push(Transition::uninstall_skipped(&skip.pool, &skip.release, &skip.since, skip.after));
     }
     publish(ctx, app, None, &happened).await;

@@ -93,8 +93,7 @@ pub async fn carry_out(target: &Target<'_>, writes: Writes, owned: &[Arc<Observe
     prune(target, &to_prune, owned, &mut applied).await;
     for skipped in to_skip {
         let uid = uid_of(owned, &skipped.release);
-        let why = format!("its site has not answered since {}: deleted without uninstalling", skipped.since);
-        match skip_uninstall(target.releases, &skipped.release, uid.as_deref(), &why).await {
+        match skip_uninstall(target.releases, &skipped, uid.as_deref()).await {
             Ok(()) => applied.done.push(Done::UninstallSkipped {
                 pool: skipped.pool,
                 release: skipped.release,

@@ -151,18 +151,18 @@ pub async fn set_inert(
     suspend_marked(api, name, uid, naming::INERT_FIELD_MANAGER, mark).await
 }
 
-/// Lets a release being deleted go without its uninstall (`why` says
-/// why): suspended by a field manager of its own
-/// ([`naming::UNINSTALL_SKIPPED_FIELD_MANAGER`]), helm-controller skips the
-/// uninstall and drops its finalizer.
+/// Lets a release being deleted go without its uninstall, its mark saying
+/// since when its site has not answered: suspended by a field manager of
+/// its own ([`naming::UNINSTALL_SKIPPED_FIELD_MANAGER`]), helm-controller
+/// skips the uninstall and drops its finalizer.
 pub async fn skip_uninstall(
     api: &Api<DynamicObject>,
-    name: &str,
+    skipped: &crate::reconcile::plan::UninstallSkipped,
     uid: Option<&str>,
-    why: &str,
 ) -> Result<(), ApplyError> {
-    let mark = Some((naming::ANNOTATION_UNINSTALL_SKIPPED, why));
-    suspend_marked(api, name, uid, naming::UNINSTALL_SKIPPED_FIELD_MANAGER, mark).await
+    let why = format!("its site has not answered since {}: deleted without uninstalling", skipped.since);
+    let mark = Some((naming::ANNOTATION_UNINSTALL_SKIPPED, why.as_str()));
+    suspend_marked(api, &skipped.release, uid, naming::UNINSTALL_SKIPPED_FIELD_MANAGER, mark).await
 }
 
 /// Applies, as `manager`, `spec.suspend: true` and the annotation `mark`,
