@@ -236,6 +236,7 @@ pub fn observed_report(
                 chart_version: None,
                 observed_latest: false,
                 ready_since: None,
+                installed_before: false,
             }
             .into(),
             rollout: None,

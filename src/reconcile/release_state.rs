@@ -52,6 +52,10 @@ pub struct ReleaseStatus {
     pub observed_latest: bool,
     /// When its Ready condition last turned True (RFC 3339), while it is True.
     pub ready_since: Option<String>,
+    /// Helm has made a release of it, whatever came of it: Flux's
+    /// `status.history` holds a snapshot. Its chart's objects were created
+    /// then (or refused), so a later write of it is no first install.
+    pub installed_before: bool,
 }
 
 const FAILED_REASONS: &[&str] = &[
@@ -103,6 +107,10 @@ pub fn classify(release: &Value) -> ReleaseStatus {
             .and_then(|c| c.get("lastTransitionTime"))
             .and_then(Value::as_str)
             .map(str::to_string),
+        installed_before: release
+            .pointer("/status/history")
+            .and_then(Value::as_array)
+            .is_some_and(|h| !h.is_empty()),
     };
     let from = |state, c: &Value| status(state, &text(c, "reason"), text(c, "message"));
     // Flux's Stalled says only that it gave up ("Failed to install after 1
@@ -453,6 +461,10 @@ mod tests {
         let release =
             json!({ "metadata": { "generation": 1 }, "status": { "lastAttemptedRevision": "2.0.0" } });
         assert_eq!(classify(&release).chart_version.as_deref(), Some("2.0.0"));
+        // An attempted revision is no Helm release: only a snapshot in the history is.
+        assert!(!classify(&release).installed_before);
+        let installed = hr(2, 1, json!([{ "type": "Ready", "status": "True", "observedGeneration": 1 }]));
+        assert!(classify(&installed).installed_before);
     }
 
     /// A release into a site cluster, with helm-controller's Ready

@@ -350,11 +350,13 @@ fn start(settings: &Settings, p: &PoolInput, now: Timestamp, requeue: &mut Reque
 /// exist, and Helm refuses them to every later install, which the pool's
 /// status names. The first to go is the first pool in rollout order that
 /// may be written now, so a pool that is down or outside its window
-/// holds no one back; once any pool's release is judged, or was ever on
-/// an earlier revision, nothing waits here.
+/// holds no one back; once any pool's release is judged, was ever on an
+/// earlier revision, or was ever made a Helm release of (an update of the
+/// fleet, a new pool joining it), nothing waits here.
 fn first_install_alone(pools: &[PoolInput], states: &mut [PoolDecision]) {
     let judged = |p: &PoolInput, d: &PoolDecision| {
         matches!(p.release, Release::Behind(_))
+            || matches!(p.release, Release::Current { status, .. } if status.installed_before)
             || matches!(
                 d.state,
                 PoolRollout::Done

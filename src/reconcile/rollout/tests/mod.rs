@@ -23,6 +23,7 @@ fn status(state: ReleaseState, observed_latest: bool, ready_since: Option<i64>) 
         chart_version: None,
         observed_latest,
         ready_since: ready_since.map(|s| ts(s).to_string()),
+        installed_before: false,
     }
 }
 
@@ -1034,6 +1035,17 @@ fn a_fleet_installed_before_or_a_first_pool_that_is_down_holds_no_install_back()
     // A release behind was installed at an earlier revision: new pools go at once.
     let installed = Fleet::new().behind("b", 0, ready()).new_pool("a").new_pool("c");
     assert_eq!(written(&installed.decide(&first_alone(), 1)), ["a", "b", "c"]);
+    // Written at this revision already and not judged yet (all at once, or
+    // helm-controller is away), but Helm installed it before: an update
+    // of the fleet, which new pools join at once.
+    let upgrading = ReleaseStatus {
+        installed_before: true,
+        ..status(ReleaseState::Progressing, false, None)
+    };
+    let update = Fleet::new().current("b", 0, upgrading, 9_990).new_pool("a").new_pool("c");
+    let d = update.decide(&first_alone(), 1);
+    assert_eq!(written(&d), ["a", "c"]);
+    assert!(first_install_waiters(&d).is_empty(), "{:?}", d.pools);
     // The first's release is suspended (an override): Helm installs
     // nothing there, and the next goes first.
     let updating = status(ReleaseState::Progressing, false, None);
