@@ -20,14 +20,23 @@
 //!   instance per pool, really).
 //! - [`ownership`]: our field managers are on no object we do not own
 //!   (README: Bad input and ownership).
+//! - [`completed`]: a revision once complete is never halted or taken
+//!   back (README: Rollouts).
+//! - [`bounded`]: an application's status stays under its bounds
+//!   (README: Status).
+//! - [`liveness`]: once faults stop, every application settles (README:
+//!   Faults); judged by the soak, which knows when faults stop.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
+pub mod bounded;
+mod completed;
 mod halt;
 mod isolation;
+pub mod liveness;
 mod max_unavailable;
 mod ownership;
 #[cfg(test)]
@@ -71,9 +80,13 @@ pub struct Record {
 
 impl Record {
     pub fn key(&self) -> Key {
-        let text = |pointer: &str| self.object.pointer(pointer).and_then(Value::as_str).unwrap_or_default();
+        Self::key_of(self.kind, &self.object)
+    }
+
+    pub fn key_of(kind: Kind, object: &Value) -> Key {
+        let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str).unwrap_or_default();
         Key {
-            kind: self.kind,
+            kind,
             namespace: text("/metadata/namespace").to_string(),
             name: text("/metadata/name").to_string(),
         }
@@ -132,22 +145,31 @@ impl std::fmt::Display for Violation {
 pub enum Invariant {
     MaxUnavailable,
     HaltHolds,
+    CompletedStays,
     Isolation,
     Ownership,
+    Bounded,
+    Liveness,
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 4] = [
+    pub const ALL: [Invariant; 7] = [
         Self::MaxUnavailable,
         Self::HaltHolds,
+        Self::CompletedStays,
         Self::Isolation,
         Self::Ownership,
+        Self::Bounded,
+        Self::Liveness,
     ];
 
     pub fn name(self) -> &'static str {
         match self {
             Self::MaxUnavailable => "maxUnavailable",
             Self::HaltHolds => "a halt holds",
+            Self::CompletedStays => "completed stays",
+            Self::Bounded => "bounded status",
+            Self::Liveness => "liveness",
             Self::Isolation => "isolation",
             Self::Ownership => "ownership",
         }
@@ -156,7 +178,9 @@ impl Invariant {
     /// The README section whose promise it checks.
     pub fn readme_section(self) -> &'static str {
         match self {
-            Self::MaxUnavailable | Self::HaltHolds => "Rollouts",
+            Self::MaxUnavailable | Self::HaltHolds | Self::CompletedStays => "Rollouts",
+            Self::Bounded => "Status",
+            Self::Liveness => "Faults",
             Self::Isolation => "One instance per pool, really",
             Self::Ownership => "Bad input and ownership",
         }
@@ -197,10 +221,11 @@ pub struct Checker {
     /// of its releases, for a violation's story.
     stories: BTreeMap<(String, String), VecDeque<String>>,
     halts: halt::Halts,
+    completions: completed::Completions,
     updating: max_unavailable::Updating,
     /// Each violation is reported once, the first time a record shows it;
     /// later records that show it again are counted as checks only.
-    reported: std::collections::BTreeSet<(Invariant, String)>,
+    reported: BTreeSet<(Invariant, String)>,
     summary: Summary,
 }
 
@@ -231,6 +256,10 @@ impl Checker {
             found.extend(violations.into_iter().map(|v| (invariant, Some(v))));
         };
         judge(Invariant::Ownership, ownership::check(&record));
+        if record.kind == Kind::Application {
+            // A deleted application forgets what it completed.
+            judge(Invariant::CompletedStays, self.completions.read_application(&record));
+        }
         if record.deleted && record.kind == Kind::HelmRelease {
             self.updating.check_release(&self.objects, &record, previous.as_ref());
         }
@@ -240,6 +269,10 @@ impl Checker {
                     judge(Invariant::Isolation, isolation::check(&self.objects, &key, &record.object));
                     judge(Invariant::HaltHolds, self.halts.check_release(&record, previous.as_ref()));
                     judge(
+                        Invariant::CompletedStays,
+                        self.completions.check_release(&record, previous.as_ref()),
+                    );
+                    judge(
                         Invariant::MaxUnavailable,
                         self.updating.check_release(&self.objects, &record, previous.as_ref()),
                     );
@@ -247,7 +280,10 @@ impl Checker {
                 // Judged at each release's write, not when the application
                 // changes: a smaller maxUnavailable does not undo what is
                 // under way.
-                Kind::Application => self.halts.read_application(&record),
+                Kind::Application => {
+                    self.halts.read_application(&record);
+                    judge(Invariant::Bounded, bounded::check(&record));
+                }
             }
         }
         let story: Vec<String> = application
@@ -267,6 +303,21 @@ impl Checker {
             }
         }
         violations
+    }
+
+    /// The objects of `kind` a re-list no longer delivered: deleted while
+    /// the watch was away, as records of their deletion.
+    pub fn gone_since_relist(&self, kind: Kind, listed: &BTreeSet<Key>, seen: Timestamp) -> Vec<Record> {
+        self.objects
+            .iter()
+            .filter(|(key, _)| key.kind == kind && !listed.contains(key))
+            .map(|(_, object)| Record {
+                seen,
+                kind,
+                object: object.clone(),
+                deleted: true,
+            })
+            .collect()
     }
 
     pub fn summary(&self) -> &Summary {

@@ -2,12 +2,15 @@
 //! NodePoolApplication watched (in one namespace, or all), each version
 //! judged as it comes, each violation printed at once.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use futures::{StreamExt, TryStreamExt};
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
 use kube::{Api, Client};
 
-use super::{Checker, Kind, Record, Summary};
+use super::{Checker, Key, Kind, Record, Summary};
 
 #[derive(Debug, thiserror::Error)]
 pub enum WatchError {
@@ -45,8 +48,11 @@ pub async fn run(
         "nodepoolapplications",
     );
     let config = watcher::Config::default();
+    // Backed off and retried: a kube-apiserver restart is one of the
+    // faults the checker judges through, never the end of its watch.
     let tagged = |kind: Kind, what: &'static str, api: Api<DynamicObject>| {
         watcher::watcher(api, config.clone())
+            .default_backoff()
             .map_err(move |source| WatchError::Watch { what, source })
             .map_ok(move |event| (kind, event))
     };
@@ -56,6 +62,9 @@ pub async fn run(
     )
     .boxed();
     let mut checker = Checker::new();
+    // The objects each re-list delivers, to find those deleted while the
+    // watch was away: a re-list names only what exists.
+    let mut relisted: BTreeMap<Kind, BTreeSet<Key>> = BTreeMap::new();
     let mut stop = std::pin::pin!(stop);
     loop {
         let next = tokio::select! {
@@ -63,14 +72,46 @@ pub async fn run(
             () = &mut stop => break,
         };
         let Some(event) = next else { break };
-        let (kind, event) = event?;
+        let (kind, event) = match event {
+            Ok(event) => event,
+            Err(e) => {
+                out(&format!("checker: {e}; retrying"));
+                continue;
+            }
+        };
+        let seen = k8s_openapi::jiff::Timestamp::now();
         let (object, deleted) = match event {
-            Event::Apply(object) | Event::InitApply(object) => (object, false),
+            Event::Apply(object) => (object, false),
+            Event::InitApply(object) => {
+                let object = serde_json::to_value(&object)?;
+                relisted.entry(kind).or_default().insert(Record::key_of(kind, &object));
+                for violation in checker.observe(Record {
+                    seen,
+                    kind,
+                    object,
+                    deleted: false,
+                }) {
+                    out(&violation.to_string());
+                }
+                continue;
+            }
             Event::Delete(object) => (object, true),
-            Event::Init | Event::InitDone => continue,
+            Event::Init => {
+                relisted.insert(kind, BTreeSet::new());
+                continue;
+            }
+            Event::InitDone => {
+                let listed = relisted.remove(&kind).unwrap_or_default();
+                for record in checker.gone_since_relist(kind, &listed, seen) {
+                    for violation in checker.observe(record) {
+                        out(&violation.to_string());
+                    }
+                }
+                continue;
+            }
         };
         let record = Record {
-            seen: k8s_openapi::jiff::Timestamp::now(),
+            seen,
             kind,
             object: serde_json::to_value(&object)?,
             deleted,
