@@ -108,6 +108,10 @@ pub struct PoolInput<'a> {
     /// says so): it neither goes first nor waits for the first install,
     /// so one pool's bad override holds no install back.
     pub refused_before: bool,
+    /// When its release was last written by us, at whatever revision
+    /// (its written-at stamp), when known: a release behind that Flux
+    /// has not judged since is an update under way (see [`pick`]).
+    pub last_written: Option<Timestamp>,
 }
 
 /// Every maintenance window of a pool is closed, or its own cannot be read.
@@ -404,23 +408,49 @@ fn first_install_alone(pools: &[PoolInput], states: &mut [PoolDecision]) {
 /// those Flux finds unavailable already, then the earliest unfinished
 /// wave's in name order within `maxUnavailable`, unless that wave awaits
 /// approval. `unavailable` counts the pools updated and not yet done.
-fn pick(settings: &Settings, pools: &[PoolInput], states: &mut [PoolDecision], mut unavailable: usize) {
+fn pick(
+    settings: &Settings,
+    pools: &[PoolInput],
+    states: &mut [PoolDecision],
+    mut unavailable: usize,
+    now: Timestamp,
+) {
     // Pools Flux says are not Ready are unavailable already: they start
     // at once. Not so a release Flux has not judged since its last
     // change (a suspension, a resume): opening those would write every
     // pool at once, past maxUnavailable and the waves.
-    for (p, d) in pools.iter().zip(states.iter_mut()) {
+    //
+    // Such a release written by us within its progressDeadline is an
+    // update under way all the same (of the revision before, superseded
+    // mid-rollout): Helm is upgrading it, or is about to. It takes a slot
+    // until Flux judges it, and only then takes its turn: counting it
+    // free let a new revision start a healthy pool beside it, two pools
+    // down under `maxUnavailable: 1` (found by the fault soak, seed
+    // 98979945). A suspended release is upgraded by no one and takes
+    // none; one written longer ago (resumed, its spec unchanged since)
+    // holds no slot for ever.
+    let mut in_flight = vec![false; pools.len()];
+    for (i, (p, d)) in pools.iter().zip(states.iter_mut()).enumerate() {
         let Release::Behind(status) = p.release else {
             continue;
         };
-        let unavailable_already = status.observed_latest && status.state != ReleaseState::Ready;
-        if d.state == PoolRollout::Pending && unavailable_already {
+        if d.state != PoolRollout::Pending {
+            continue;
+        }
+        let recent = p
+            .last_written
+            .is_some_and(|w| now.duration_since(w).as_secs_f64() < settings.progress_deadline.as_secs_f64());
+        if status.observed_latest && status.state != ReleaseState::Ready {
             d.state = PoolRollout::Write;
+            unavailable += 1;
+        } else if !status.observed_latest && !p.suspended && recent {
+            in_flight[i] = true;
             unavailable += 1;
         }
     }
-    let mut waiting: Vec<usize> =
-        (0..pools.len()).filter(|&i| states[i].state == PoolRollout::Pending).collect();
+    let mut waiting: Vec<usize> = (0..pools.len())
+        .filter(|&i| states[i].state == PoolRollout::Pending && !in_flight[i])
+        .collect();
     waiting.sort_by_key(|&i| (pools[i].wave, pools[i].pool));
     let active = active_wave(pools, states);
     let gated = active.filter(|w| settings.awaiting_approval.contains(w));
@@ -492,7 +522,7 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
             }
         }
     } else if settings.progressive {
-        pick(settings, pools, &mut states, unavailable);
+        pick(settings, pools, &mut states, unavailable, now);
     }
     if settings.first_install_alone && rolling_back.is_none() && !halted {
         first_install_alone(pools, &mut states);

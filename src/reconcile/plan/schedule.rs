@@ -108,6 +108,7 @@ pub(super) fn decide(
                 down_since: nodes.and_then(|n| n.changed),
                 closed: closed(windows, pool),
                 refused_before: refused_before.contains(pool.name.as_str()),
+                last_written: observed.and_then(|o| o.written_at.as_ref()).and_then(|w| w.time),
                 suspended: match &c.kind {
                     Kind::Differs(change) => change.suspends(),
                     _ => observed.is_some_and(|o| o.suspended),

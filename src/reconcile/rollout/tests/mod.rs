@@ -47,6 +47,8 @@ struct Fleet {
     suspended: BTreeSet<String>,
     /// Pools whose last write the API server refused.
     refused: BTreeSet<String>,
+    /// When each pool's release was last written, at whatever revision.
+    last_written: BTreeMap<String, i64>,
 }
 
 #[derive(Clone, Copy)]
@@ -67,6 +69,7 @@ impl Fleet {
             unreached: BTreeSet::new(),
             suspended: BTreeSet::new(),
             refused: BTreeSet::new(),
+            last_written: BTreeMap::new(),
         }
     }
 
@@ -77,6 +80,12 @@ impl Fleet {
     }
 
     /// The pool `name`'s release is suspended.
+    /// The pool `name`'s release was last written at `secs`, at whatever revision.
+    fn last_written(mut self, name: &str, secs: i64) -> Self {
+        self.last_written.insert(name.to_string(), secs);
+        self
+    }
+
     fn suspended(mut self, name: &str) -> Self {
         self.suspended.insert(name.to_string());
         self
@@ -169,6 +178,7 @@ impl Fleet {
                 stamp: self.stamps.get(name).copied().unwrap_or_default(),
                 suspended: self.suspended.contains(name),
                 refused_before: self.refused.contains(name),
+                last_written: self.last_written.get(name).map(|s| ts(*s)),
             })
             .collect();
         decide(settings, &inputs, waves, now())
@@ -491,6 +501,38 @@ fn unhealthy_pools_go_first_whatever_their_wave() {
         .behind("c", 1, status(ReleaseState::Progressing, false, None))
         .decide(&progressive(), 2);
     assert_eq!(written(&d), ["a"]);
+}
+
+/// Found by the fault soak (seed 98979945): a revision superseded while a
+/// pool's update to it was under way. That pool is behind the new
+/// revision and not judged by Flux yet; counting its slot free started a
+/// healthy pool beside it: two pools down under `maxUnavailable: 1`.
+#[test]
+fn an_update_under_way_of_a_superseded_revision_keeps_its_slot() {
+    let upgrading = || status(ReleaseState::Progressing, false, None);
+    let superseded = || {
+        Fleet::new()
+            .behind("p0", 0, ready())
+            .behind("p2", 0, upgrading())
+            .behind("p3", 0, ready())
+    };
+    let d = superseded().last_written("p2", 9_990).decide(&progressive(), 1);
+    assert!(written(&d).is_empty(), "{:?}", d.pools);
+    assert_eq!(d.state("p2"), Some(PoolRollout::Pending), "it waits for Flux's verdict");
+    // Suspended, Helm upgrades nothing: no slot taken.
+    let d = superseded().last_written("p2", 9_990).suspended("p2").decide(&progressive(), 1);
+    assert_eq!(written(&d), ["p0"]);
+    // Written past its progressDeadline (or resumed, its spec unchanged
+    // for long): no update under way, and no slot held for ever.
+    let d = superseded().last_written("p2", 10_000 - 601).decide(&progressive(), 1);
+    assert_eq!(written(&d), ["p0"]);
+    // Once Flux judges it Ready, the rollout goes on one pool at a time.
+    let d = Fleet::new()
+        .behind("p0", 0, ready())
+        .behind("p2", 0, ready())
+        .behind("p3", 0, ready())
+        .decide(&progressive(), 1);
+    assert_eq!(written(&d), ["p0"]);
 }
 
 #[test]

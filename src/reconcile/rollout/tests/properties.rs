@@ -142,6 +142,7 @@ proptest! {
                 stamp: Stamp::Earlier,
                 suspended: false,
                 refused_before: false,
+                last_written: (d.kind != 0).then(|| ts(10_000 - d.written_ago)),
             })
             .collect();
         let d = decide(&settings, &inputs, 3, now());
@@ -213,16 +214,26 @@ proptest! {
             let busy = (0..fleet.len()).filter(|i| matches!(state(*i), PoolRollout::Updating | PoolRollout::Soaking)).count();
             let unhealthy_written = (0..fleet.len()).filter(|i| fleet[*i].kind == 1 && !healthy(*i) && state(*i) == PoolRollout::Write).count();
             let healthy_written: Vec<usize> = (0..fleet.len()).filter(|i| fleet[*i].kind == 1 && healthy(*i) && state(*i) == PoolRollout::Write).collect();
+            // Behind and not judged by Flux since its last change: an update
+            // under way, which takes a slot and waits for the verdict.
+            // Behind, written within its progressDeadline and not judged by
+            // Flux since: an update under way, which takes a slot and waits.
+            let recent = |i: usize| fleet[i].written_ago < settings.progress_deadline.as_secs() as i64;
+            let in_flight = |i: usize| fleet[i].kind == 1 && !fleet[i].observed_latest && recent(i) && state(i) == PoolRollout::Pending;
+            for (i, drawn) in fleet.iter().enumerate() {
+                if drawn.kind == 1 && !drawn.observed_latest && recent(i) { prop_assert!(state(i) != PoolRollout::Write); }
+            }
             if !healthy_written.is_empty() {
-                // Healthy pools start only within maxUnavailable...
-                prop_assert!(busy + unhealthy_written + healthy_written.len() <= settings.max_unavailable);
+                // Healthy pools start only within maxUnavailable, updates under way counted...
+                let under_way = (0..fleet.len()).filter(|i| in_flight(*i)).count();
+                prop_assert!(busy + unhealthy_written + under_way + healthy_written.len() <= settings.max_unavailable);
                 // ...from one wave, the earliest not done, in name order.
                 let wave = fleet[healthy_written[0]].wave;
                 prop_assert!(healthy_written.iter().all(|i| fleet[*i].wave == wave));
                 for i in 0..fleet.len() {
                     let unfinished = matches!(state(i), PoolRollout::Pending | PoolRollout::Updating | PoolRollout::Soaking | PoolRollout::Write | PoolRollout::Waiting);
                     prop_assert!(!(unfinished && fleet[i].wave < wave), "pool {} of an earlier wave is not done", names[i]);
-                    let skipped_over = state(i) == PoolRollout::Pending && healthy(i) && fleet[i].wave == wave;
+                    let skipped_over = state(i) == PoolRollout::Pending && healthy(i) && !in_flight(i) && fleet[i].wave == wave;
                     prop_assert!(!(skipped_over && names[i] < names[*healthy_written.last().unwrap()]));
                 }
             }

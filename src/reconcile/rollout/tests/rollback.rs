@@ -242,6 +242,7 @@ proptest! {
                     stamp,
                     suspended: false,
                     refused_before: false,
+                    last_written: None,
                 }
             })
             .collect();
