@@ -20,6 +20,9 @@
 //!   instance per pool, really).
 //! - [`ownership`]: our field managers are on no object we do not own
 //!   (README: Bad input and ownership).
+//! - [`approval`]: no pool of a wave that needs approval, or after it,
+//!   is updated before that revision's approval of that step (README:
+//!   Rollouts).
 //! - [`completed`]: a revision once complete is never halted or taken
 //!   back (README: Rollouts).
 //! - [`bounded`]: an application's status stays under its bounds
@@ -32,6 +35,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
+mod approval;
 pub mod bounded;
 mod completed;
 mod halt;
@@ -146,6 +150,7 @@ pub enum Invariant {
     MaxUnavailable,
     HaltHolds,
     CompletedStays,
+    Approvals,
     Isolation,
     Ownership,
     Bounded,
@@ -153,10 +158,11 @@ pub enum Invariant {
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 7] = [
+    pub const ALL: [Invariant; 8] = [
         Self::MaxUnavailable,
         Self::HaltHolds,
         Self::CompletedStays,
+        Self::Approvals,
         Self::Isolation,
         Self::Ownership,
         Self::Bounded,
@@ -168,7 +174,8 @@ impl Invariant {
             Self::MaxUnavailable => "maxUnavailable",
             Self::HaltHolds => "a halt holds",
             Self::CompletedStays => "completed stays",
-            Self::Bounded => "bounded status",
+            Self::Approvals => "approvals",
+            Self::Bounded => "bounded",
             Self::Liveness => "liveness",
             Self::Isolation => "isolation",
             Self::Ownership => "ownership",
@@ -178,7 +185,7 @@ impl Invariant {
     /// The README section whose promise it checks.
     pub fn readme_section(self) -> &'static str {
         match self {
-            Self::MaxUnavailable | Self::HaltHolds | Self::CompletedStays => "Rollouts",
+            Self::MaxUnavailable | Self::HaltHolds | Self::CompletedStays | Self::Approvals => "Rollouts",
             Self::Bounded => "Status",
             Self::Liveness => "Faults",
             Self::Isolation => "One instance per pool, really",
@@ -222,6 +229,7 @@ pub struct Checker {
     stories: BTreeMap<(String, String), VecDeque<String>>,
     halts: halt::Halts,
     completions: completed::Completions,
+    approvals: approval::Approvals,
     updating: max_unavailable::Updating,
     /// Each violation is reported once, the first time a record shows it;
     /// later records that show it again are counted as checks only.
@@ -259,6 +267,9 @@ impl Checker {
         if record.kind == Kind::Application {
             // A deleted application forgets what it completed.
             judge(Invariant::CompletedStays, self.completions.read_application(&record));
+            if let Some(v) = self.approvals.read_application(&record) {
+                judge(Invariant::Approvals, v);
+            }
         }
         if record.deleted && record.kind == Kind::HelmRelease {
             self.updating.check_release(&self.objects, &record, previous.as_ref());
@@ -272,6 +283,9 @@ impl Checker {
                         Invariant::CompletedStays,
                         self.completions.check_release(&record, previous.as_ref()),
                     );
+                    if let Some(v) = self.approvals.check_release(&self.objects, &record, previous.as_ref()) {
+                        judge(Invariant::Approvals, v);
+                    }
                     judge(
                         Invariant::MaxUnavailable,
                         self.updating.check_release(&self.objects, &record, previous.as_ref()),

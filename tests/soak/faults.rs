@@ -15,16 +15,23 @@ use serde_json::{json, Value};
 
 use crate::support::apps::{apply_app, ingress_app};
 use crate::support::{ensure_crd, helmrelease_resource, nodepool_resource, RunningController, TestEnv};
+use kube::ResourceExt;
+use nodepool_fanout::api::naming::{self, LABEL_APPLICATION};
+use nodepool_fanout::api::NodePoolApplication;
 
 /// The applications, each with its rollout.
-const APPS: [(&str, &str); 3] = [
+const APPS: [(&str, &str); 4] = [
     ("halt", r#"{ "strategy": "Progressive", "maxUnavailable": 1, "offlineAfter": "20s" }"#),
     (
         "back",
         r#"{ "strategy": "Progressive", "maxUnavailable": 2, "onFailure": "Rollback", "offlineAfter": "20s" }"#,
     ),
     ("all", r#"{ "strategy": "AllAtOnce", "offlineAfter": "20s" }"#),
+    // Its steps are filled in with the first pools' names (see `gate_steps`).
+    ("gate", r#"{ "strategy": "Progressive", "maxUnavailable": 1, "offlineAfter": "20s" }"#),
 ];
+/// The application whose second step needs approval.
+const GATE: usize = 3;
 /// Pools at the start; faults add and remove some.
 const POOLS: usize = 4;
 
@@ -72,7 +79,25 @@ pub enum Fault {
     DeleteRelease {
         release: usize,
     },
+    /// The gated application's step `rest` approved, for the revision
+    /// under way or (`stale`) for one before it.
+    Approve {
+        stale: bool,
+    },
+    /// A part of the control plane stopped for `down`, then started again.
+    Restart {
+        component: &'static str,
+        down: Duration,
+    },
 }
+
+/// The parts of the control plane a fault restarts: Flux's two, and the
+/// API server itself (every watch, ours and the checker's, starts over).
+const COMPONENTS: [&str; 3] = ["helm-controller", "source-controller", "kube-apiserver"];
+
+/// Two soaks share the control plane (`make test` runs two seeds): one
+/// restart at a time, so neither starts what the other just stopped.
+static RESTARTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 impl std::fmt::Display for Fault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -91,6 +116,13 @@ impl std::fmt::Display for Fault {
             Self::CutNode { pool, cut: false } => write!(f, "pool #{pool}'s node reconnected"),
             Self::HandEdit { release } => write!(f, "release #{release} edited by hand"),
             Self::DeleteRelease { release } => write!(f, "release #{release} deleted by hand"),
+            Self::Approve { stale: false } => {
+                write!(f, "gate: step rest approved for the revision under way")
+            }
+            Self::Approve { stale: true } => write!(f, "gate: step rest approved for an earlier revision"),
+            Self::Restart { component, down } => {
+                write!(f, "{component} stopped for {} s and started again", down.as_secs())
+            }
         }
     }
 }
@@ -107,6 +139,8 @@ pub struct World {
     pools: Vec<String>,
     deleted: BTreeSet<String>,
     cut: BTreeSet<String>,
+    /// The gated application's revisions seen, for stale approvals.
+    gate_revisions: Vec<String>,
     injected: usize,
 }
 
@@ -129,6 +163,7 @@ impl World {
             pools,
             deleted: BTreeSet::new(),
             cut: BTreeSet::new(),
+            gate_revisions: Vec::new(),
             injected: 0,
         }
     }
@@ -143,6 +178,9 @@ impl World {
             // share the pools, and must not share an object.
             manifest["spec"]["values"]["controller"]["ingressClass"]["name"] =
                 json!("{{app.namespace}}-{{app.name}}-{{pool.name}}");
+            if name == APPS[GATE].0 {
+                manifest["spec"]["rollout"]["steps"] = gate_steps(&self.pools);
+            }
             apply_app(&self.env, &manifest).await.expect("the application is accepted");
             self.manifests.push(manifest);
         }
@@ -178,8 +216,15 @@ impl World {
                 pool,
                 cut: !self.cut.contains(&self.pools[pool]),
             },
-            80..90 => Fault::HandEdit { release },
-            _ => Fault::DeleteRelease { release },
+            80..86 => Fault::HandEdit { release },
+            86..90 => Fault::DeleteRelease { release },
+            90..95 => Fault::Approve {
+                stale: self.rng.random_bool(0.3),
+            },
+            _ => Fault::Restart {
+                component: COMPONENTS[self.rng.random_range(0..COMPONENTS.len())],
+                down: Duration::from_secs(self.rng.random_range(1..15)),
+            },
         }
     }
 
@@ -273,12 +318,96 @@ impl World {
                     let _ = releases(env).delete(&name, &DeleteParams::default()).await;
                 }
             }
+            Fault::Approve { stale } => {
+                let revision = self.gate_revision().await;
+                if let Some(r) = revision.clone().filter(|r| !self.gate_revisions.contains(r)) {
+                    self.gate_revisions.push(r);
+                }
+                let approved = match stale {
+                    false => revision,
+                    true => self.gate_revisions.iter().rev().find(|r| Some(*r) != revision.as_ref()).cloned(),
+                };
+                let approved = approved.unwrap_or_else(|| "0000000000".into());
+                approve(env, &format!("{approved}/rest")).await;
+            }
+            Fault::Restart { component, down } => {
+                let _one_at_a_time = RESTARTS.lock().await;
+                cluster(&["stop", component]).await;
+                tokio::time::sleep(*down).await;
+                cluster(&["start", component]).await;
+            }
         }
     }
 
-    /// Faults stop: every node reconnected, every application resumed
-    /// with a good spec, the controller running.
+    /// The revision the gated application's status names now.
+    async fn gate_revision(&self) -> Option<String> {
+        let apps: Api<NodePoolApplication> = Api::namespaced(self.env.client.clone(), &self.env.namespace);
+        let app = apps.get(APPS[GATE].0).await.ok()?;
+        Some(app.status?.rollout?.revision).filter(|r| !r.is_empty())
+    }
+
+    /// What a person does for a rollout awaiting approval: approves the
+    /// step it waits on, for its revision.
+    pub async fn approve_what_awaits(&self) {
+        let apps: Api<NodePoolApplication> = Api::namespaced(self.env.client.clone(), &self.env.namespace);
+        let Ok(app) = apps.get(APPS[GATE].0).await else {
+            return;
+        };
+        let Some(rollout) = app.status.and_then(|s| s.rollout) else {
+            return;
+        };
+        if let Some(step) = rollout.awaiting_step {
+            approve(&self.env, &format!("{}/{step}", rollout.revision)).await;
+        }
+    }
+
+    /// The controller's resident memory now, as its metrics say; `None`
+    /// while it does not answer (just restarted).
+    pub async fn controller_memory(&self) -> Option<u64> {
+        let controller = self.controller.as_ref()?;
+        let url = format!("http://{}/metrics", controller.metrics_addr);
+        let text = reqwest::get(&url).await.ok()?.text().await.ok()?;
+        let line = text.lines().find(|l| l.starts_with("process_resident_memory_bytes "))?;
+        line.rsplit(' ').next()?.parse::<f64>().ok().map(|b| b as u64)
+    }
+
+    /// Every application and its releases as the API server serves them now.
+    pub async fn applications(&self) -> Vec<(Value, Vec<Value>)> {
+        let apps: Api<NodePoolApplication> = Api::namespaced(self.env.client.clone(), &self.env.namespace);
+        let Ok(apps) = apps.list(&ListParams::default()).await else {
+            return Vec::new();
+        };
+        let Ok(all) = releases(&self.env).list(&ListParams::default()).await else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for app in apps.items {
+            let name = app.metadata.name.clone().unwrap_or_default();
+            let of_app = all
+                .items
+                .iter()
+                .filter(|r| r.labels().get(LABEL_APPLICATION) == Some(&name))
+                .filter_map(|r| serde_json::to_value(r).ok())
+                .collect();
+            if let Ok(app) = serde_json::to_value(&app) {
+                out.push((app, of_app));
+            }
+        }
+        out
+    }
+
+    /// Faults stop: every part of the control plane running, every node
+    /// reconnected, every application resumed with a new good revision
+    /// (one halted or rolled back by an innocent fault, a node cut during
+    /// its update, stays so by design until a new revision), the
+    /// controller running.
     pub async fn heal(&mut self) {
+        {
+            let _one_at_a_time = RESTARTS.lock().await;
+            for component in COMPONENTS {
+                cluster(&["start", component]).await;
+            }
+        }
         for pool in self.cut.clone() {
             for node in self.env.nodes_of(&pool).await {
                 reconnect(&self.env, &node).await;
@@ -291,6 +420,7 @@ impl World {
             if let Some(controller) = manifest["spec"]["values"]["controller"].as_object_mut() {
                 controller.remove("service");
             }
+            manifest["spec"]["values"]["controller"]["config"]["log-level"] = json!("healed");
             apply(&self.env, manifest).await;
         }
         if self.controller.is_none() {
@@ -313,6 +443,43 @@ async fn apply(env: &TestEnv, manifest: &Value) {
     if let Err(e) = apply_app(env, manifest).await {
         println!("  (not applied: {e})");
     }
+}
+
+/// The gated application's steps: a canary, then a step that needs
+/// approval; every other pool (added ones too) is of the last wave.
+fn gate_steps(pools: &[String]) -> Value {
+    json!([
+        { "name": "canary", "pools": { "names": [pools[0]] } },
+        { "name": "rest", "pools": { "names": [pools[1], pools[2]] }, "requireApproval": true }
+    ])
+}
+
+/// Writes the gated application's approval annotation, as
+/// `nodepool-fanout approve` would.
+async fn approve(env: &TestEnv, approval: &str) {
+    let apps: Api<NodePoolApplication> = Api::namespaced(env.client.clone(), &env.namespace);
+    let patch = json!({ "metadata": { "annotations": { naming::ANNOTATION_APPROVE: approval } } });
+    let params = PatchParams {
+        field_manager: Some("soak-approver".into()),
+        ..PatchParams::default()
+    };
+    if let Err(e) = apps.patch(APPS[GATE].0, &params, &Patch::Merge(&patch)).await {
+        println!("  (not approved: {e})");
+    }
+}
+
+/// `hack/cluster.sh` on the shared control plane; a failure is the soak's.
+async fn cluster(args: &[&str]) {
+    let mut command = tokio::process::Command::new(crate::support::repo_root().join("hack/cluster.sh"));
+    command.args(args);
+    let output = command.output().await.unwrap_or_else(|e| panic!("hack/cluster.sh {args:?}: {e}"));
+    assert!(
+        output.status.success(),
+        "hack/cluster.sh {args:?} failed: {}\n{}{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
 
 fn releases(env: &TestEnv) -> Api<DynamicObject> {

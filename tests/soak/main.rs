@@ -2,9 +2,15 @@
 //! the invariant checker (`nodepool_fanout::check`) judges every version
 //! of every HelmRelease and application the API server records. On the
 //! local control plane, with the real controller, helm-controller and
-//! kwok nodes: three applications (Progressive with `onFailure: Halt`,
-//! Progressive with `onFailure: Rollback`, AllAtOnce) over pools of one
-//! node each.
+//! kwok nodes: four applications (Progressive with `onFailure: Halt`,
+//! Progressive with `onFailure: Rollback`, AllAtOnce, and Progressive
+//! with a step that needs approval) over pools of one node each.
+//!
+//! When the faults stop, every part of the control plane runs again and
+//! every application gets a good revision; each must then settle
+//! (liveness: Complete, Ready, every pool at its revision, no release
+//! being deleted) within `SETTLE_WITHIN`. The controller's memory is read
+//! from its metrics after each fault, against the chart's limit.
 //!
 //! It prints the seed first, a line per fault, then the checker's summary,
 //! and fails when any invariant was broken: the same seed replays the
@@ -27,13 +33,17 @@ use rand::SeedableRng;
 use rand_xorshift::XorShiftRng;
 
 use faults::World;
+use nodepool_fanout::check::{liveness, Invariant};
+use serde_json::Value;
 
 /// The seed every `make test` runs, besides a random one.
 const FIXED_SEED: u64 = 41;
 const DEFAULT_DURATION: Duration = Duration::from_secs(90);
-/// After the faults stop, how long the checker keeps judging while the
-/// fleet settles.
-const SETTLE: Duration = Duration::from_secs(45);
+/// After the faults stop (and a good revision is written), how long every
+/// application has to settle: Complete, Ready, every pool at its revision.
+const SETTLE_WITHIN: Duration = Duration::from_secs(240);
+/// The controller's memory limit in the chart (`resources.limits.memory`).
+const MEMORY_LIMIT: u64 = 256 * 1024 * 1024;
 
 fn main() -> ExitCode {
     // Under `cargo test` the harness's arguments (`--test-threads`) come
@@ -103,23 +113,85 @@ async fn soak(seed: u64, duration: Duration) -> u64 {
     });
     world.install().await;
     let started = tokio::time::Instant::now();
+    let mut memory = Memory::default();
     while started.elapsed() < duration {
         let fault = world.draw();
         println!("[seed {seed}] {:>6.1} s  {fault}", started.elapsed().as_secs_f64());
         world.inject(&fault).await;
         world.pause().await;
+        memory.sample(world.controller_memory().await);
     }
     world.heal().await;
-    tokio::time::sleep(SETTLE).await;
+    let healed = tokio::time::Instant::now();
+    let unsettled = settle(&world, seed).await;
+    println!("[seed {seed}] settled in {:.0} s", healed.elapsed().as_secs_f64());
+    memory.sample(world.controller_memory().await);
     let _ = stop.send(());
-    let summary = match checker.await {
+    let mut summary = match checker.await {
         Ok(Ok(summary)) => summary,
         Ok(Err(e)) => panic!("[seed {seed}] the checker stopped: {e}"),
         Err(e) => panic!("[seed {seed}] the checker panicked: {e}"),
     };
     let checks: u64 = summary.checks.values().sum();
     assert!(checks > 0, "[seed {seed}] the checker judged nothing: {summary}");
-    println!("[seed {seed}] {} faults\n{summary}", world.injected());
+    // Judged here, where the faults are known to have stopped.
+    *summary.checks.entry(Invariant::Liveness).or_default() += world.applications().await.len() as u64;
+    *summary.violations.entry(Invariant::Liveness).or_default() += unsettled;
+    *summary.checks.entry(Invariant::Bounded).or_default() += memory.samples;
+    *summary.violations.entry(Invariant::Bounded).or_default() += memory.over;
+    assert!(memory.samples > 0, "[seed {seed}] the controller's memory was never read");
+    println!(
+        "[seed {seed}] {} faults; controller memory at most {} MiB (limit {} MiB)\n{summary}",
+        world.injected(),
+        memory.peak / (1024 * 1024),
+        MEMORY_LIMIT / (1024 * 1024)
+    );
     world.finish().await;
     summary.violations.values().sum()
+}
+
+/// The controller's resident memory, sampled after each fault.
+#[derive(Debug, Default)]
+struct Memory {
+    samples: u64,
+    peak: u64,
+    over: u64,
+}
+
+impl Memory {
+    fn sample(&mut self, bytes: Option<u64>) {
+        let Some(bytes) = bytes else { return };
+        self.samples += 1;
+        self.peak = self.peak.max(bytes);
+        if bytes > MEMORY_LIMIT {
+            self.over += 1;
+            println!(
+                "VIOLATION bounded (README: Status): the controller holds {bytes} bytes, over its limit"
+            );
+        }
+    }
+}
+
+/// Waits until every application settles, or `SETTLE_WITHIN` passes;
+/// how many did not.
+async fn settle(world: &World, seed: u64) -> u64 {
+    let deadline = tokio::time::Instant::now() + SETTLE_WITHIN;
+    loop {
+        world.approve_what_awaits().await;
+        let apps = world.applications().await;
+        let waiting: Vec<(&Value, String)> = apps
+            .iter()
+            .filter_map(|(app, releases)| liveness::unsettled(app, releases).map(|why| (app, why)))
+            .collect();
+        if waiting.is_empty() && !apps.is_empty() {
+            return 0;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            for (app, why) in &waiting {
+                println!("[seed {seed}] {}", liveness::violation(app, why, SETTLE_WITHIN));
+            }
+            return waiting.len().max(1) as u64;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
 }
