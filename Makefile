@@ -19,6 +19,10 @@ soak: ## Random faults drawn from SEED (random when empty) for DURATION, judged 
 	hack/cluster.sh up >/dev/null
 	SEED=$(SEED) DURATION=$(DURATION) KUBECONFIG=$(KUBECONFIG_LOCAL) cargo test --locked --test soak
 
+.PHONY: mutation-check
+mutation-check: ## Break each guard in hack/mutants/ on purpose and show the soak (SEED, default 41; DURATION, default 5m) catches it
+	SEED=$(if $(SEED),$(SEED),41) DURATION=$(if $(filter command line,$(origin DURATION)),$(DURATION),5m) hack/mutation-check.sh
+
 .PHONY: demo
 GITOPS ?=
 SITES ?=

@@ -30,6 +30,8 @@ const APPS: [(&str, &str); 4] = [
     // Its steps are filled in with the first pools' names (see `gate_steps`).
     ("gate", r#"{ "strategy": "Progressive", "maxUnavailable": 1, "offlineAfter": "20s" }"#),
 ];
+/// The label of a broken pool.
+const BROKEN: &str = "soak-broken";
 /// The application whose second step needs approval.
 const GATE: usize = 3;
 /// Pools at the start; faults add and remove some.
@@ -57,7 +59,11 @@ pub enum Fault {
         app: usize,
         paused: bool,
     },
-    AddPool,
+    /// A pool added; a `broken` one is labelled so that every
+    /// application's override gives it values Helm refuses.
+    AddPool {
+        broken: bool,
+    },
     DeletePool {
         pool: usize,
     },
@@ -108,7 +114,8 @@ impl std::fmt::Display for Fault {
             Self::BadChange { app: a } => write!(f, "{}: a change Helm refuses (port 70000)", app(a)),
             Self::Suspend { app: a, suspended } => write!(f, "{}: suspend: {suspended}", app(a)),
             Self::Pause { app: a, paused } => write!(f, "{}: rollout.paused: {paused}", app(a)),
-            Self::AddPool => write!(f, "a pool added"),
+            Self::AddPool { broken: false } => write!(f, "a pool added"),
+            Self::AddPool { broken: true } => write!(f, "a broken pool added (its override: port 70000)"),
             Self::DeletePool { pool } => write!(f, "pool #{pool} deleted"),
             Self::Relabel { pool, leaves: true } => write!(f, "pool #{pool} leaves the selection"),
             Self::Relabel { pool, leaves: false } => write!(f, "pool #{pool} comes back to the selection"),
@@ -139,6 +146,8 @@ pub struct World {
     pools: Vec<String>,
     deleted: BTreeSet<String>,
     cut: BTreeSet<String>,
+    /// Pools labelled broken, until healed.
+    broken: BTreeSet<String>,
     /// The gated application's revisions seen, for stale approvals.
     gate_revisions: Vec<String>,
     injected: usize,
@@ -164,6 +173,7 @@ impl World {
             deleted: BTreeSet::new(),
             cut: BTreeSet::new(),
             gate_revisions: Vec::new(),
+            broken: BTreeSet::new(),
             injected: 0,
         }
     }
@@ -178,6 +188,12 @@ impl World {
             // share the pools, and must not share an object.
             manifest["spec"]["values"]["controller"]["ingressClass"]["name"] =
                 json!("{{app.namespace}}-{{app.name}}-{{pool.name}}");
+            // A pool labelled broken gets values Helm refuses: a new
+            // pool whose install fails, whatever the revision.
+            manifest["spec"]["overrides"] = json!([{
+                "pools": { "selector": { "matchLabels": { BROKEN: "true" } } },
+                "values": { "controller": { "service": { "port": 70000 } } }
+            }]);
             if name == APPS[GATE].0 {
                 manifest["spec"]["rollout"]["steps"] = gate_steps(&self.pools);
             }
@@ -206,7 +222,9 @@ impl World {
                 app,
                 paused: self.manifests[app]["spec"]["rollout"]["paused"] != true,
             },
-            48..56 => Fault::AddPool,
+            48..56 => Fault::AddPool {
+                broken: self.rng.random_bool(0.3),
+            },
             56..60 => Fault::DeletePool { pool },
             60..70 => Fault::Relabel {
                 pool,
@@ -269,10 +287,17 @@ impl World {
                 manifest["spec"]["rollout"]["paused"] = json!(paused);
                 apply(env, manifest).await;
             }
-            Fault::AddPool => {
+            Fault::AddPool { broken } => {
                 let tag = env.prefix.clone();
                 let short = format!("p{}", self.pools.len());
-                let name = self.env.create_pool(&short, &[("e2e", &tag), ("region", "east")], 1).await;
+                let mut labels = vec![("e2e", tag.as_str()), ("region", "east")];
+                if *broken {
+                    labels.push((BROKEN, "true"));
+                }
+                let name = self.env.create_pool(&short, &labels, 1).await;
+                if *broken {
+                    self.broken.insert(name.clone());
+                }
                 self.pools.push(name);
             }
             Fault::DeletePool { pool } => {
@@ -414,6 +439,11 @@ impl World {
             }
         }
         self.cut.clear();
+        let pools: Api<DynamicObject> = Api::all_with(self.env.client.clone(), &nodepool_resource());
+        let mended = json!({ "metadata": { "labels": { BROKEN: null } } });
+        for pool in std::mem::take(&mut self.broken) {
+            let _ = pools.patch(&pool, &PatchParams::default(), &Patch::Merge(&mended)).await;
+        }
         for manifest in &mut self.manifests {
             manifest["spec"]["suspend"] = json!(false);
             manifest["spec"]["rollout"]["paused"] = json!(false);

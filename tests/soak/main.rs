@@ -16,6 +16,10 @@
 //! and fails when any invariant was broken: the same seed replays the
 //! same schedule of faults (the timing of the cluster is its own).
 //!
+//! With `STOP_AT_FIRST=1` (the mutation check, `make mutation-check`) the
+//! faults stop at the first violation, which is the run's answer, and its
+//! time from the first fault is printed.
+//!
 //! Under `make test` (no `SEED` at all), a fixed seed and a random one
 //! run side by side, each for `DURATION` (90 s unless given); `make soak`
 //! with `SEED` empty runs one random seed.
@@ -27,6 +31,8 @@ mod support;
 mod faults;
 
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rand::SeedableRng;
@@ -105,21 +111,49 @@ async fn soak(seed: u64, duration: Duration) -> u64 {
     let client = world.env.client.clone();
     let namespace = world.env.namespace.clone();
     let tag = format!("seed {seed}");
-    let checker = tokio::spawn(async move {
-        let stop = async {
-            let _ = stopped.await;
-        };
-        nodepool_fanout::check::watch::run(client, Some(&namespace), stop, |v| println!("[{tag}] {v}")).await
+    // When the first violation came, in milliseconds from the first
+    // fault (0: none yet).
+    let first = Arc::new(AtomicU64::new(0));
+    let started = tokio::time::Instant::now();
+    let checker = tokio::spawn({
+        let first = Arc::clone(&first);
+        async move {
+            let stop = async {
+                let _ = stopped.await;
+            };
+            nodepool_fanout::check::watch::run(client, Some(&namespace), stop, |v| {
+                if v.starts_with("VIOLATION") {
+                    let at = started.elapsed().as_millis().max(1) as u64;
+                    let _ = first.compare_exchange(0, at, Ordering::SeqCst, Ordering::SeqCst);
+                }
+                println!("[{tag}] {v}")
+            })
+            .await
+        }
     });
     world.install().await;
-    let started = tokio::time::Instant::now();
+    let stop_at_first = std::env::var("STOP_AT_FIRST").is_ok_and(|v| v == "1");
     let mut memory = Memory::default();
     while started.elapsed() < duration {
+        if stop_at_first && first.load(Ordering::SeqCst) > 0 {
+            break;
+        }
         let fault = world.draw();
         println!("[seed {seed}] {:>6.1} s  {fault}", started.elapsed().as_secs_f64());
         world.inject(&fault).await;
         world.pause().await;
         memory.sample(world.controller_memory().await);
+    }
+    let caught = first.load(Ordering::SeqCst);
+    if stop_at_first && caught > 0 {
+        // The mutation check's run: the time to the first violation is
+        // its answer, and the fleet is not left to settle.
+        println!("[seed {seed}] first violation {:.1} s after the faults began", caught as f64 / 1000.0);
+        let _ = stop.send(());
+        let summary = checker.await.ok().and_then(Result::ok).unwrap_or_default();
+        println!("[seed {seed}] {} faults\n{summary}", world.injected());
+        world.finish().await;
+        return summary.violations.values().sum::<u64>().max(1);
     }
     world.heal().await;
     let healed = tokio::time::Instant::now();
