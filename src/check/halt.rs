@@ -1,9 +1,16 @@
 //! A halt holds: once an application's status reads its revision R
 //! `Halted`, `RollingBack` or `RolledBack` (for its current generation),
 //! no pool that had not taken R is written at R until the revision
-//! changes. Ordered by resourceVersion, which etcd numbers in one
-//! sequence, so a release written before the halt and delivered after it
-//! by its own watch is not taken for one written after.
+//! changes or a person edits the application (its generation moves: new
+//! rollout settings, another selection), as the README says a halt ends.
+//! Ordered by resourceVersion, which etcd numbers in one sequence, so a
+//! release written before the halt and delivered after it by its own
+//! watch is not taken for one written after.
+//!
+//! The two watches deliver in their own order: a write that an edit let
+//! go may arrive before the edit. So a write at a halted revision waits
+//! until a version of the application newer than the write is seen, and
+//! is a violation only if no edit older than the write lifted the halt.
 
 use std::collections::BTreeMap;
 
@@ -20,6 +27,13 @@ struct Halt {
     phase: String,
     /// The application's resourceVersion that first read it.
     at: u64,
+    /// Its generation then.
+    generation: Option<i64>,
+    /// The resourceVersion of the first edit since (another generation).
+    lifted: Option<u64>,
+    /// Writes at the halted revision, with their resourceVersions, that
+    /// wait for a newer version of the application.
+    pending: Vec<(u64, Violation)>,
 }
 
 /// The halts in force, by application (namespace, name).
@@ -27,43 +41,71 @@ struct Halt {
 pub(super) struct Halts(BTreeMap<(String, String), Halt>);
 
 impl Halts {
-    /// Notes a halt the application's status reads, and forgets one whose
-    /// revision the application has left.
-    pub(super) fn read_application(&mut self, record: &Record) {
+    /// Notes a halt the application's status reads, an edit that lifts
+    /// one, and forgets one whose revision the application has left; the
+    /// waiting writes this version settles, as violations.
+    pub(super) fn read_application(&mut self, record: &Record) -> Vec<Violation> {
         debug_assert_eq!(record.kind, Kind::Application);
         let app = &record.object;
         let key = (
             text(app, "/metadata/namespace").unwrap_or_default().to_string(),
             text(app, "/metadata/name").unwrap_or_default().to_string(),
         );
+        let version = resource_version(app).unwrap_or_default();
+        let generation = app.pointer("/metadata/generation").and_then(Value::as_i64);
         let current = app.pointer("/status/observedGeneration") == app.pointer("/metadata/generation");
         let revision = text(app, "/status/rollout/revision");
         let phase = text(app, "/status/rollout/phase").unwrap_or_default();
-        if let Some(halt) = self.0.get(&key) {
-            // A new revision (the spec changed) lifts the halt.
-            if current && revision.is_some_and(|r| r != halt.revision) {
+        let mut found = Vec::new();
+        if let Some(halt) = self.0.get_mut(&key) {
+            if generation != halt.generation && halt.lifted.is_none() {
+                halt.lifted = Some(version);
+            }
+            let lifted = halt.lifted;
+            halt.pending.retain(|(written, violation)| {
+                if lifted.is_some_and(|l| l < *written) {
+                    return false;
+                }
+                if version > *written {
+                    found.push(violation.clone());
+                    return false;
+                }
+                true
+            });
+            // A new revision (the spec changed) ends the halt, and so does
+            // the application's deletion.
+            let left = current && revision.is_some_and(|r| r != halt.revision);
+            if (left || record.deleted) && halt.pending.is_empty() {
                 self.0.remove(&key);
             }
         }
         let halted = matches!(phase, "Halted" | "RollingBack" | "RolledBack");
-        if let (true, true, Some(revision), None) = (current, halted, revision, self.0.get(&key)) {
-            let at = resource_version(app).unwrap_or_default();
+        let in_force = self.0.get(&key).is_some_and(|h| h.lifted.is_none());
+        if let (true, true, Some(revision), false, false) =
+            (current, halted, revision, in_force, record.deleted)
+        {
+            let pending = self.0.remove(&key).map(|h| h.pending).unwrap_or_default();
             let halt = Halt {
                 revision: revision.to_string(),
                 phase: phase.to_string(),
-                at,
+                at: version,
+                generation,
+                lifted: None,
+                pending,
             };
             self.0.insert(key, halt);
         }
+        found
     }
 
-    /// A release written at a halted revision by a pool that had not taken it.
-    pub(super) fn check_release(&self, record: &Record, previous: Option<&Value>) -> Vec<Violation> {
+    /// A release written at a halted revision by a pool that had not
+    /// taken it: waits for the application's next version (see above).
+    pub(super) fn check_release(&mut self, record: &Record, previous: Option<&Value>) -> Vec<Violation> {
         let release = &record.object;
         let Some((namespace, app)) = application_of_release(release) else {
             return Vec::new();
         };
-        let Some(halt) = self.0.get(&(namespace.to_string(), app.to_string())) else {
+        let Some(halt) = self.0.get_mut(&(namespace.to_string(), app.to_string())) else {
             return Vec::new();
         };
         let revision = |r: &Value| {
@@ -74,11 +116,12 @@ impl Halts {
         };
         let now = revision(release);
         let before = previous.and_then(revision);
-        let written_after = resource_version(release).is_some_and(|v| v > halt.at);
-        if now.as_deref() != Some(halt.revision.as_str()) || before == now || !written_after {
+        let written = resource_version(release).unwrap_or_default();
+        let lifted = halt.lifted.is_some_and(|l| l < written);
+        if now.as_deref() != Some(halt.revision.as_str()) || before == now || written <= halt.at || lifted {
             return Vec::new();
         }
-        vec![Violation {
+        let violation = Violation {
             invariant: Invariant::HaltHolds,
             message: format!(
                 "{} was written at revision {} after {namespace}/{app} read {} for it (resourceVersion {}); \
@@ -94,7 +137,9 @@ impl Halts {
                 format!("NodePoolApplication {namespace}/{app}"),
             ],
             story: Vec::new(),
-        }]
+        };
+        halt.pending.push((written, violation));
+        Vec::new()
     }
 }
 

@@ -267,6 +267,8 @@ impl Checker {
         if record.kind == Kind::Application {
             // A deleted application forgets what it completed.
             judge(Invariant::CompletedStays, self.completions.read_application(&record));
+            // Also on deletion, which settles what waits.
+            judge(Invariant::HaltHolds, self.halts.read_application(&record));
             if let Some(v) = self.approvals.read_application(&record) {
                 judge(Invariant::Approvals, v);
             }
@@ -294,10 +296,7 @@ impl Checker {
                 // Judged at each release's write, not when the application
                 // changes: a smaller maxUnavailable does not undo what is
                 // under way.
-                Kind::Application => {
-                    self.halts.read_application(&record);
-                    judge(Invariant::Bounded, bounded::check(&record));
-                }
+                Kind::Application => judge(Invariant::Bounded, bounded::check(&record)),
             }
         }
         let story: Vec<String> = application

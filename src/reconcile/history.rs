@@ -34,6 +34,10 @@ pub const ANNOTATION_OUTCOME: &str = "apps.fanout.dev/outcome";
 /// an earlier rollout of it left on the releases (a rollback's stamp) is
 /// told from what this one did.
 pub const ANNOTATION_ROLLED_OUT_AT: &str = "apps.fanout.dev/rolled-out-at";
+/// The application's generation when its revision halted: the halt holds
+/// until a person edits the application (a new revision, new rollout
+/// settings, another selection) or a request makes a new revision.
+pub const ANNOTATION_HALTED_GENERATION: &str = "apps.fanout.dev/halted-generation";
 /// The chart version a revision resolved to, when known.
 pub const ANNOTATION_CHART_VERSION: &str = "apps.fanout.dev/chart-version";
 /// Records kept when `revisionHistoryLimit` is not given, as a Deployment keeps.
@@ -54,6 +58,8 @@ pub struct Recorded {
     /// Its place in the order of rollouts, from 1.
     pub number: i64,
     pub outcome: Option<String>,
+    /// The application's generation when it halted ([`ANNOTATION_HALTED_GENERATION`]).
+    pub halted_generation: Option<i64>,
     pub chart_version: Option<String>,
     /// When it was recorded.
     pub created: Option<String>,
@@ -72,6 +78,10 @@ impl Recorded {
             revision: revision.clone(),
             number: object.revision,
             outcome: object.annotations().get(ANNOTATION_OUTCOME).cloned(),
+            halted_generation: object
+                .annotations()
+                .get(ANNOTATION_HALTED_GENERATION)
+                .and_then(|g| g.parse().ok()),
             chart_version: object.annotations().get(ANNOTATION_CHART_VERSION).cloned(),
             created: object.metadata.creation_timestamp.as_ref().map(|t| t.0.to_string()),
             rolled_out_at: object.annotations().get(ANNOTATION_ROLLED_OUT_AT).cloned(),
@@ -173,6 +183,19 @@ impl History {
         self.recorded.iter().find(|r| r.revision == revision)?.since()
     }
 
+    /// Whether the history says `revision` halted while the application
+    /// was at `generation`: then the halt holds, whatever its pools say
+    /// now (a failed pool recovered, or gone from the selection), until a
+    /// person edits the application or the revision changes.
+    pub fn halted(&self, revision: &str, generation: Option<i64>) -> bool {
+        self.recorded.iter().any(|r| {
+            r.revision == revision
+                && r.outcome.as_deref() == Some(HALTED)
+                && generation.is_some()
+                && r.halted_generation == generation
+        })
+    }
+
     /// Whether the history says `revision` was rolled back.
     pub fn rolled_back(&self, revision: &str) -> bool {
         self.recorded
@@ -247,6 +270,8 @@ pub struct Record {
     pub chart_version: Option<String>,
     /// Its outcome, when known as it is recorded.
     pub outcome: Option<&'static str>,
+    /// With a `Halted` outcome: the application's generation.
+    pub halted_generation: Option<i64>,
 }
 
 /// What to write to the history in one reconcile.
@@ -255,6 +280,8 @@ pub struct HistoryWrites {
     pub record: Option<Record>,
     /// A record's outcome to set: (name, outcome).
     pub mark: Option<(String, &'static str)>,
+    /// With a `Halted` mark: the application's generation.
+    pub halted_generation: Option<i64>,
     /// Records to delete, past the limit.
     pub forget: Vec<String>,
 }
@@ -271,6 +298,8 @@ pub struct Current<'a> {
     pub revision: &'a str,
     pub phase: RolloutPhase,
     pub chart_version: Option<&'a str>,
+    /// The application's generation.
+    pub generation: Option<i64>,
 }
 
 /// The name of the record of `app`'s `revision`, within the 253 characters
@@ -298,6 +327,7 @@ pub fn plan(
         RolloutPhase::RollingBack | RolloutPhase::RolledBack => Some(ROLLED_BACK),
         _ => None,
     };
+    let halted_generation = current.generation.filter(|_| outcome == Some(HALTED));
     let mut writes = HistoryWrites::default();
     match existing {
         None => {
@@ -308,6 +338,7 @@ pub fn plan(
                 data: Some(data()),
                 chart_version: current.chart_version.map(String::from),
                 outcome,
+                halted_generation,
             })
         }
         Some(r) if r.number < newest => {
@@ -318,14 +349,20 @@ pub fn plan(
                 data: None,
                 chart_version: None,
                 outcome,
+                halted_generation,
             })
         }
         Some(r) => {
             // Rolled back stays so: a halt read later (its pools' stamps
             // lost, say) takes nothing back from that.
             let downgrade = r.outcome.as_deref() == Some(ROLLED_BACK) && outcome == Some(HALTED);
-            if let Some(outcome) = outcome.filter(|o| r.outcome.as_deref() != Some(*o) && !downgrade) {
+            // Halted again after a person's edit: the halt's generation moves.
+            let halted_anew = outcome == Some(HALTED) && r.halted_generation != halted_generation;
+            if let Some(outcome) =
+                outcome.filter(|o| (r.outcome.as_deref() != Some(*o) || halted_anew) && !downgrade)
+            {
                 writes.mark = Some((r.name.clone(), outcome));
+                writes.halted_generation = halted_generation;
             }
         }
     }

@@ -152,6 +152,7 @@ fn plan_releases(input: &PlanInput) -> Plan {
         Ok(settings) => rollout::Settings {
             clock_since: input.clock_since.as_ref().map(|t| t.0),
             rolled_back: input.history.is_some_and(|h| h.rolled_back(&revision)),
+            halted_before: input.history.is_some_and(|h| h.halted(&revision, input.app.metadata.generation)),
             completed: completed(input, &revision),
             first_install_alone: input.first_install_alone
                 && app.spec.pools.kind != crate::api::PoolKind::ClusterProfile,

@@ -484,7 +484,20 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
         .collect();
     // A revision that completed stays completed: what fails on it later
     // is that pool's own failure, not the revision's.
-    let halted = settings.progressive && !settings.completed && failed.len() > settings.max_failures;
+    //
+    // A halt holds: once the history records the revision halted at this
+    // generation, it stays halted while any pool is still to be written,
+    // even when no pool fails now (the failed one recovered, its site came
+    // back, or it left the selection): the revision is known bad, and a
+    // person acts (a fix, a request, new rollout settings). Found by the
+    // fault soak: a failed pool that left the selection let the halted
+    // revision walk on.
+    let to_write = states
+        .iter()
+        .any(|d| matches!(d.state, PoolRollout::Pending | PoolRollout::Write | PoolRollout::Waiting));
+    let halted = settings.progressive
+        && !settings.completed
+        && (failed.len() > settings.max_failures || (settings.halted_before && to_write));
     let busy = |s: PoolRollout| matches!(s, PoolRollout::Updating | PoolRollout::Soaking);
     // A pool that took the revision and went offline (or out of reach)
     // before it was done keeps its slot: it comes back still updating,

@@ -265,6 +265,7 @@ fn plan_history(
         revision: &rollout.revision,
         phase: rollout.phase,
         chart_version: shared.map(|s| s.chart.version.as_str()),
+        generation: app.metadata.generation,
     };
     let limit = app.spec.rollout.as_ref().and_then(|r| r.revision_history_limit);
     let limit = limit

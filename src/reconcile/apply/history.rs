@@ -28,7 +28,11 @@ pub async fn write_history(
         })?;
     }
     if let Some((name, outcome)) = &writes.mark {
-        let patch = json!({ "metadata": { "annotations": { history::ANNOTATION_OUTCOME: outcome } } });
+        let generation = writes.halted_generation.map(|g| g.to_string());
+        let patch = json!({ "metadata": { "annotations": {
+            history::ANNOTATION_OUTCOME: outcome,
+            history::ANNOTATION_HALTED_GENERATION: generation,
+        } } });
         api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map_err(|source| ApplyError::Apply {
@@ -67,6 +71,10 @@ async fn write_record(
     if let Some(outcome) = record.outcome {
         annotations.insert(history::ANNOTATION_OUTCOME.into(), Value::String(outcome.into()));
     }
+    if let Some(generation) = record.halted_generation {
+        annotations
+            .insert(history::ANNOTATION_HALTED_GENERATION.into(), Value::String(generation.to_string()));
+    }
     annotations.insert(history::ANNOTATION_ROLLED_OUT_AT.into(), Value::String(now));
     if let Some(version) = &record.chart_version {
         annotations.insert(history::ANNOTATION_CHART_VERSION.into(), Value::String(version.clone()));
@@ -95,10 +103,12 @@ async fn write_record(
 /// one's (an outcome not known yet is removed, not left as it was).
 fn renumbering(record: &Record, now: &str) -> Value {
     let outcome = record.outcome.map_or(Value::Null, |o| Value::String(o.into()));
+    let halted_generation = record.halted_generation.map_or(Value::Null, |g| Value::String(g.to_string()));
     json!({
         "revision": record.number,
         "metadata": { "annotations": {
             history::ANNOTATION_OUTCOME: outcome,
+            history::ANNOTATION_HALTED_GENERATION: halted_generation,
             history::ANNOTATION_ROLLED_OUT_AT: now,
         } },
     })
@@ -117,6 +127,7 @@ mod tests {
             data: None,
             chart_version: None,
             outcome: None,
+            halted_generation: None,
         };
         let patch = renumbering(&record, "2030-01-01T00:00:00Z");
         let annotations = &patch["metadata"]["annotations"];

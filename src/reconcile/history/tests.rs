@@ -11,6 +11,7 @@ fn recorded(revision: &str, number: i64, outcome: Option<&str>) -> Recorded {
         revision: revision.into(),
         number,
         outcome: outcome.map(String::from),
+        halted_generation: None,
         chart_version: None,
         created: None,
         rolled_out_at: None,
@@ -22,6 +23,7 @@ fn current(revision: &str, phase: RolloutPhase) -> Current<'_> {
         revision,
         phase,
         chart_version: Some("1.2.0"),
+        generation: Some(2),
     }
 }
 
@@ -152,4 +154,38 @@ fn a_rolled_back_revision_is_marked_so_and_the_complete_ones_are_rebuilt() {
     // Another application's records are not its history.
     assert!(History::of(arcs(), "u2", "edge").recorded.is_empty());
     assert!(history.past("zzz").is_none(), "not recorded");
+}
+
+#[test]
+fn a_halt_is_recorded_with_the_generation_it_holds_for() {
+    // Halted at generation 2: marked with it.
+    let records = [recorded("aaa", 1, Some(COMPLETE)), recorded("bbb", 2, None)];
+    let w = plan_of(current("bbb", RolloutPhase::Halted), &records, 10);
+    assert_eq!((w.mark.clone(), w.halted_generation), (Some(("shop-bbb".to_string(), HALTED)), Some(2)));
+    // It holds at that generation, not after a person's edit.
+    let halted_at = |generation| Recorded {
+        halted_generation: generation,
+        ..recorded("bbb", 2, Some(HALTED))
+    };
+    let history = History {
+        recorded: vec![halted_at(Some(2))],
+        ..History::default()
+    };
+    assert!(history.halted("bbb", Some(2)));
+    assert!(!history.halted("bbb", Some(3)), "edited since: the halt is judged again");
+    assert!(!history.halted("ccc", Some(2)), "another revision");
+    // Halted again after the edit: marked with the new generation.
+    let w = plan_of(
+        Current {
+            generation: Some(3),
+            ..current("bbb", RolloutPhase::Halted)
+        },
+        &[halted_at(Some(2))],
+        10,
+    );
+    assert_eq!((w.mark, w.halted_generation), (Some(("shop-bbb".to_string(), HALTED)), Some(3)));
+    assert!(plan_of(current("bbb", RolloutPhase::Halted), &[halted_at(Some(2))], 10).is_empty());
+    // A complete mark carries no generation.
+    let w = plan_of(current("bbb", RolloutPhase::Complete), &[halted_at(Some(2))], 10);
+    assert_eq!((w.mark, w.halted_generation), (Some(("shop-bbb".to_string(), COMPLETE)), None));
 }

@@ -124,6 +124,7 @@ mod tests {
             revision: revision.into(),
             number,
             outcome: None,
+            halted_generation: None,
             chart_version: None,
             created: None,
             rolled_out_at: None,

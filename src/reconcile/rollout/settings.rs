@@ -53,6 +53,10 @@ pub struct Settings {
     /// The history records the revision under way as rolled back: it stays
     /// so whatever its pools say now (see [`super::rollback`]).
     pub rolled_back: bool,
+    /// The history says the revision halted at the application's current
+    /// generation: the halt holds while any pool is still to be written,
+    /// whatever the pools say now (see [`super::decide`]).
+    pub halted_before: bool,
     /// The revision under way completed (every pool was done with it): it
     /// stays completed. A pool that fails later (a new pool's install, a
     /// done pool turning not Ready) is that pool's failure, reported on
@@ -82,6 +86,7 @@ impl Default for Settings {
             back_to: None,
             cannot_go_back: Vec::new(),
             rolled_back: false,
+            halted_before: false,
             completed: false,
             first_install_alone: false,
         }

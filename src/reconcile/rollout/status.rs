@@ -35,6 +35,12 @@ impl Decision {
                 self.failed.len(),
                 some_of(&self.failed)
             ),
+            RolloutPhase::Halted if self.failed.len() <= settings.max_failures => format!(
+                "halted earlier, and it holds though no pool fails now ({} failed): the revision is known \
+                 bad; no further pool is updated until a new revision (fix the change, or request a \
+                 reconcile) or an edit of the application (its rollout settings)",
+                self.failed.len()
+            ),
             RolloutPhase::Halted => {
                 let mut message = format!(
                     "halted: {} failed pool(s) ({}), more than maxFailures {}; no further pool is \

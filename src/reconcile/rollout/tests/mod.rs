@@ -688,6 +688,7 @@ fn settings_resolve_percentages_of_the_selected_pools() {
             back_to: None,
             cannot_go_back: Vec::new(),
             rolled_back: false,
+            halted_before: false,
             completed: false,
             first_install_alone: false,
         }
@@ -1121,4 +1122,31 @@ fn the_first_install_goes_in_rollout_order() {
         .add("a", 1, false, Kind::Missing, None)
         .add("z", 0, false, Kind::Missing, None);
     assert_eq!(written(&waves.decide(&first_alone(), 2)), ["z"]);
+}
+
+/// Found by the fault soak (seed 41): a halted revision's failed pool left
+/// the selection (or recovered), no pool failed any more, and the revision
+/// walked on. The history's halt holds it while any pool is to be written.
+#[test]
+fn a_recorded_halt_holds_though_no_pool_fails_now() {
+    let halted_before = Settings {
+        halted_before: true,
+        ..progressive()
+    };
+    let fleet = Fleet::new()
+        .current("recovered", 0, ready(), 9_000)
+        .behind("next", 0, ready())
+        .new_pool("new");
+    let d = fleet.decide(&halted_before, 1);
+    assert_eq!(d.phase, RolloutPhase::Halted);
+    assert!(written(&d).is_empty(), "{:?}", d.pools);
+    assert_eq!(d.state("next"), Some(PoolRollout::Halted));
+    assert_eq!(d.state("new"), Some(PoolRollout::Halted), "the revision is known bad");
+    let message = d.status("r", &halted_before).message;
+    assert!(message.contains("halted earlier") && message.contains("request a reconcile"), "{message}");
+    // Without the record, the same fleet goes on.
+    assert_eq!(written(&fleet.decide(&progressive(), 1)), ["new", "next"]);
+    // Every pool done with the revision: nothing is held, it is complete.
+    let done = Fleet::new().current("a", 0, ready(), 9_000).current("b", 0, ready(), 9_000);
+    assert_eq!(done.decide(&halted_before, 1).phase, RolloutPhase::Complete);
 }
