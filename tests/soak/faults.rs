@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::Api;
 use rand::RngExt;
 use rand_xorshift::XorShiftRng;
@@ -163,6 +163,7 @@ impl World {
         for i in 0..POOLS {
             pools.push(env.create_pool(&format!("p{i}"), &[("e2e", &tag), ("region", "east")], 1).await);
         }
+        create_foreign(&env).await;
         let controller = Some(RunningController::start(&env.namespace));
         Self {
             env,
@@ -475,6 +476,53 @@ async fn apply(env: &TestEnv, manifest: &Value) {
     }
 }
 
+/// A HelmRelease of someone else's in the soak's namespace, labelled as
+/// if it were the first application's (copied labels are common) but owned
+/// by none, and suspended so that Flux leaves it be: nothing of ours may
+/// write or delete it (README: Bad input and ownership).
+const FOREIGN: &str = "someone-elses";
+
+async fn create_foreign(env: &TestEnv) {
+    let foreign: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+        "metadata": { "name": FOREIGN, "namespace": env.namespace,
+            "labels": { LABEL_APPLICATION: APPS[0].0, naming::LABEL_POOL: "elsewhere" } },
+        "spec": { "interval": "1h", "suspend": true, "chart": { "spec": { "chart": "someone-elses",
+            "sourceRef": { "kind": "HelmRepository", "name": "someone-elses" } } } }
+    }))
+    .expect("a HelmRelease in JSON");
+    let params = PostParams {
+        field_manager: Some("someone-else".into()),
+        ..PostParams::default()
+    };
+    releases(env)
+        .create(&params, &foreign)
+        .await
+        .expect("the foreign HelmRelease is created");
+}
+
+impl World {
+    /// What is wrong with the foreign release now, if anything: gone,
+    /// rewritten, or written by one of our field managers.
+    pub async fn foreign_touched(&self) -> Option<String> {
+        let what = format!("HelmRelease {}/{FOREIGN}, owned by no application", self.env.namespace);
+        let foreign = match releases(&self.env).get_opt(FOREIGN).await {
+            Ok(Some(foreign)) => foreign,
+            Ok(None) => return Some(format!("{what}, was deleted")),
+            // The API server restarting: no answer is no verdict.
+            Err(_) => return None,
+        };
+        if foreign.metadata.generation != Some(1) {
+            return Some(format!("{what}, was rewritten (generation {:?})", foreign.metadata.generation));
+        }
+        let ours: Vec<String> = (foreign.metadata.managed_fields.iter().flatten())
+            .filter_map(|m| m.manager.clone())
+            .filter(|m| m.starts_with(naming::MANAGER))
+            .collect();
+        (!ours.is_empty()).then(|| format!("{what}, was written by {}", ours.join(", ")))
+    }
+}
+
 /// The gated application's steps: a canary, then a step that needs
 /// approval; every other pool (added ones too) is of the last wave.
 fn gate_steps(pools: &[String]) -> Value {
@@ -519,7 +567,13 @@ fn releases(env: &TestEnv) -> Api<DynamicObject> {
 /// The `n`th HelmRelease of the namespace (modulo how many there are), by name.
 async fn nth_release(env: &TestEnv, n: usize) -> Option<String> {
     let list = releases(env).list(&ListParams::default()).await.ok()?;
-    let mut names: Vec<String> = list.items.into_iter().filter_map(|r| r.metadata.name).collect();
+    // Ours only: the foreign release is the soak's witness, never its target.
+    let mut names: Vec<String> = list
+        .items
+        .into_iter()
+        .filter(|r| !r.owner_references().is_empty())
+        .filter_map(|r| r.metadata.name)
+        .collect();
     names.sort();
     (!names.is_empty()).then(|| names[n % names.len()].clone())
 }

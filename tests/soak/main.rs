@@ -39,7 +39,7 @@ use rand::SeedableRng;
 use rand_xorshift::XorShiftRng;
 
 use faults::World;
-use nodepool_fanout::check::{liveness, Invariant};
+use nodepool_fanout::check::{liveness, Invariant, Summary};
 use serde_json::Value;
 
 /// The seed every `make test` runs, besides a random one.
@@ -134,6 +134,7 @@ async fn soak(seed: u64, duration: Duration) -> u64 {
     world.install().await;
     let stop_at_first = std::env::var("STOP_AT_FIRST").is_ok_and(|v| v == "1");
     let mut memory = Memory::default();
+    let mut foreign = Foreign::default();
     while started.elapsed() < duration {
         if stop_at_first && first.load(Ordering::SeqCst) > 0 {
             break;
@@ -143,6 +144,7 @@ async fn soak(seed: u64, duration: Duration) -> u64 {
         world.inject(&fault).await;
         world.pause().await;
         memory.sample(world.controller_memory().await);
+        foreign.judge(seed, world.foreign_touched().await, &first, started);
     }
     let caught = first.load(Ordering::SeqCst);
     if stop_at_first && caught > 0 {
@@ -150,7 +152,8 @@ async fn soak(seed: u64, duration: Duration) -> u64 {
         // its answer, and the fleet is not left to settle.
         println!("[seed {seed}] first violation {:.1} s after the faults began", caught as f64 / 1000.0);
         let _ = stop.send(());
-        let summary = checker.await.ok().and_then(Result::ok).unwrap_or_default();
+        let mut summary = checker.await.ok().and_then(Result::ok).unwrap_or_default();
+        foreign.add_to(&mut summary);
         println!("[seed {seed}] {} faults\n{summary}", world.injected());
         world.finish().await;
         return summary.violations.values().sum::<u64>().max(1);
@@ -158,6 +161,7 @@ async fn soak(seed: u64, duration: Duration) -> u64 {
     world.heal().await;
     let healed = tokio::time::Instant::now();
     let unsettled = settle(&world, seed).await;
+    foreign.judge(seed, world.foreign_touched().await, &first, started);
     println!("[seed {seed}] settled in {:.0} s", healed.elapsed().as_secs_f64());
     memory.sample(world.controller_memory().await);
     let _ = stop.send(());
@@ -171,6 +175,7 @@ async fn soak(seed: u64, duration: Duration) -> u64 {
     // Judged here, where the faults are known to have stopped.
     *summary.checks.entry(Invariant::Liveness).or_default() += world.applications().await.len() as u64;
     *summary.violations.entry(Invariant::Liveness).or_default() += unsettled;
+    foreign.add_to(&mut summary);
     *summary.checks.entry(Invariant::Bounded).or_default() += memory.samples;
     *summary.violations.entry(Invariant::Bounded).or_default() += memory.over;
     assert!(memory.samples > 0, "[seed {seed}] the controller's memory was never read");
@@ -203,6 +208,38 @@ impl Memory {
                 "VIOLATION bounded (README: Status): the controller holds {bytes} bytes, over its limit"
             );
         }
+    }
+}
+
+/// The foreign release, judged after each fault: nothing of ours may
+/// delete, rewrite or write it (ownership).
+#[derive(Debug, Default)]
+struct Foreign {
+    checks: u64,
+    broken: bool,
+}
+
+impl Foreign {
+    fn judge(
+        &mut self,
+        seed: u64,
+        touched: Option<String>,
+        first: &AtomicU64,
+        started: tokio::time::Instant,
+    ) {
+        self.checks += 1;
+        let Some(what) = touched.filter(|_| !self.broken) else {
+            return;
+        };
+        self.broken = true;
+        let at = started.elapsed().as_millis().max(1) as u64;
+        let _ = first.compare_exchange(0, at, Ordering::SeqCst, Ordering::SeqCst);
+        println!("[seed {seed}] VIOLATION ownership (README: Bad input and ownership): {what}");
+    }
+
+    fn add_to(&self, summary: &mut Summary) {
+        *summary.checks.entry(Invariant::Ownership).or_default() += self.checks;
+        *summary.violations.entry(Invariant::Ownership).or_default() += u64::from(self.broken);
     }
 }
 
