@@ -17,7 +17,7 @@ use crate::support::apps::{apply_app, ingress_app};
 use crate::support::{ensure_crd, helmrelease_resource, nodepool_resource, RunningController, TestEnv};
 use kube::ResourceExt;
 use nodepool_fanout::api::naming::{self, LABEL_APPLICATION};
-use nodepool_fanout::api::NodePoolApplication;
+use nodepool_fanout::api::{NodePoolApplication, RolloutPhase};
 
 /// The applications, each with its rollout.
 const APPS: [(&str, &str); 4] = [
@@ -146,6 +146,8 @@ pub struct World {
     pools: Vec<String>,
     deleted: BTreeSet<String>,
     cut: BTreeSet<String>,
+    /// The halted revisions a reconcile was requested for, after the faults.
+    requested: BTreeSet<String>,
     /// Pools labelled broken, until healed.
     broken: BTreeSet<String>,
     /// The gated application's revisions seen, for stale approvals.
@@ -175,6 +177,7 @@ impl World {
             cut: BTreeSet::new(),
             gate_revisions: Vec::new(),
             broken: BTreeSet::new(),
+            requested: BTreeSet::new(),
             injected: 0,
         }
     }
@@ -387,6 +390,36 @@ impl World {
         }
     }
 
+    /// What a person does for a rollout halted or rolled back once the
+    /// faults stopped (a node cut during the healing revision's update
+    /// halts it, and a halt holds): requests a reconcile, which is a new
+    /// revision, once per halted revision. Returns what was requested.
+    pub async fn request_what_halted(&mut self) -> Vec<String> {
+        let apps: Api<NodePoolApplication> = Api::namespaced(self.env.client.clone(), &self.env.namespace);
+        let Ok(list) = apps.list(&ListParams::default()).await else {
+            return Vec::new();
+        };
+        let mut requested = Vec::new();
+        for app in list.items {
+            let name = app.metadata.name.clone().unwrap_or_default();
+            let Some(rollout) = app.status.and_then(|s| s.rollout) else { continue };
+            let halted = matches!(rollout.phase, RolloutPhase::Halted | RolloutPhase::RolledBack);
+            if !halted || !self.requested.insert(rollout.revision.clone()) {
+                continue;
+            }
+            let token = Timestamp::now().to_string();
+            let patch = json!({ "metadata": { "annotations": { naming::ANNOTATION_REQUESTED_AT: token } } });
+            let params = PatchParams {
+                field_manager: Some("soak-operator".into()),
+                ..PatchParams::default()
+            };
+            if apps.patch(&name, &params, &Patch::Merge(&patch)).await.is_ok() {
+                requested.push(format!("{name} (revision {} {:?})", rollout.revision, rollout.phase));
+            }
+        }
+        requested
+    }
+
     /// The controller's resident memory now, as its metrics say; `None`
     /// while it does not answer (just restarted).
     pub async fn controller_memory(&self) -> Option<u64> {
@@ -408,11 +441,12 @@ impl World {
         };
         let mut out = Vec::new();
         for app in apps.items {
-            let name = app.metadata.name.clone().unwrap_or_default();
+            let uid = app.metadata.uid.clone().unwrap_or_default();
+            // Owned by it: the foreign release carries its label, not its ownership.
             let of_app = all
                 .items
                 .iter()
-                .filter(|r| r.labels().get(LABEL_APPLICATION) == Some(&name))
+                .filter(|r| r.owner_references().iter().any(|o| o.uid == uid && o.controller == Some(true)))
                 .filter_map(|r| serde_json::to_value(r).ok())
                 .collect();
             if let Ok(app) = serde_json::to_value(&app) {

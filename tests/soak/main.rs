@@ -160,7 +160,7 @@ async fn soak(seed: u64, duration: Duration) -> u64 {
     }
     world.heal().await;
     let healed = tokio::time::Instant::now();
-    let unsettled = settle(&world, seed).await;
+    let unsettled = settle(&mut world, seed).await;
     foreign.judge(seed, world.foreign_touched().await, &first, started);
     println!("[seed {seed}] settled in {:.0} s", healed.elapsed().as_secs_f64());
     memory.sample(world.controller_memory().await);
@@ -245,10 +245,13 @@ impl Foreign {
 
 /// Waits until every application settles, or `SETTLE_WITHIN` passes;
 /// how many did not.
-async fn settle(world: &World, seed: u64) -> u64 {
+async fn settle(world: &mut World, seed: u64) -> u64 {
     let deadline = tokio::time::Instant::now() + SETTLE_WITHIN;
     loop {
         world.approve_what_awaits().await;
+        for app in world.request_what_halted().await {
+            println!("[seed {seed}] {app} after the faults: a reconcile requested, as a person would");
+        }
         let apps = world.applications().await;
         let waiting: Vec<(&Value, String)> = apps
             .iter()
