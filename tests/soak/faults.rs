@@ -402,7 +402,12 @@ impl World {
         let mut requested = Vec::new();
         for app in list.items {
             let name = app.metadata.name.clone().unwrap_or_default();
-            let Some(rollout) = app.status.and_then(|s| s.rollout) else { continue };
+            let generation = app.metadata.generation;
+            // Of the spec as it is now: not a halt of the revision the healing replaced.
+            let Some(status) = app.status.filter(|s| s.observed_generation == generation) else {
+                continue;
+            };
+            let Some(rollout) = status.rollout else { continue };
             let halted = matches!(rollout.phase, RolloutPhase::Halted | RolloutPhase::RolledBack);
             if !halted || !self.requested.insert(rollout.revision.clone()) {
                 continue;
