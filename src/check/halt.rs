@@ -2,7 +2,8 @@
 //! `Halted`, `RollingBack` or `RolledBack` (for its current generation),
 //! no pool that had not taken R is written at R until the revision
 //! changes or a person edits the application (its generation moves: new
-//! rollout settings, another selection), as the README says a halt ends.
+//! rollout settings, another selection), as the README says a halt ends,
+//! or the revision reads `Complete` after all (every pool done with it).
 //! Ordered by resourceVersion, which etcd numbers in one sequence, so a
 //! release written before the halt and delivered after it by its own
 //! watch is not taken for one written after.
@@ -58,7 +59,12 @@ impl Halts {
         let phase = text(app, "/status/rollout/phase").unwrap_or_default();
         let mut found = Vec::new();
         if let Some(halt) = self.0.get_mut(&key) {
-            if generation != halt.generation && halt.lifted.is_none() {
+            // An edit lifts it; so does the revision reading Complete for
+            // the generation it halted at: every pool is done with it, and
+            // what comes later (a pool coming back, a release re-created)
+            // catches up with a completed revision.
+            let complete = current && revision == Some(halt.revision.as_str()) && phase == "Complete";
+            if (generation != halt.generation || complete) && halt.lifted.is_none() {
                 halt.lifted = Some(version);
             }
             let lifted = halt.lifted;

@@ -219,6 +219,31 @@ fn a_pool_written_at_a_halted_revision_is_caught_and_one_written_before_the_halt
     let found = seen(&mut edited, 4, Kind::Application, raised);
     assert!(found.is_empty(), "{found:?}");
     assert_eq!(edited.summary().violations.get(&Invariant::HaltHolds), None);
+
+    // Halted, then Complete after all (the pool that failed was done in
+    // the end, one offline was skipped): a pool that comes back catches up.
+    let mut completed = Checker::new();
+    seen(
+        &mut completed,
+        0,
+        Kind::Application,
+        application("gw", 10, progressive.clone(), "r2", "Halted", 2),
+    );
+    seen(&mut completed, 1, Kind::HelmRelease, release("gw", "c", 5, 1, "r1", "h1", true));
+    seen(
+        &mut completed,
+        2,
+        Kind::Application,
+        application("gw", 11, progressive.clone(), "r2", "Complete", 2),
+    );
+    seen(&mut completed, 3, Kind::HelmRelease, release("gw", "c", 12, 2, "r2", "h2", false));
+    let found = seen(
+        &mut completed,
+        4,
+        Kind::Application,
+        application("gw", 13, progressive, "r2", "Complete", 2),
+    );
+    assert_eq!(of(&found, Invariant::HaltHolds), 0, "{found:?}");
 }
 
 #[test]
