@@ -26,7 +26,8 @@ use serde_json::Value;
 use crate::api::naming;
 
 use super::{
-    application_of_release, halt::resource_version, ready_now, text, Invariant, Key, Kind, Record, Violation,
+    application_key, application_of_release, halt::resource_version, ready_now, Invariant, Key, Kind, Record,
+    Violation,
 };
 
 /// How many versions of an application's approval annotation are kept.
@@ -69,10 +70,7 @@ impl Approvals {
     /// this version settles, as violations (`None` when none waited).
     pub(super) fn read_application(&mut self, record: &Record) -> Option<Vec<Violation>> {
         let app = &record.object;
-        let key = (
-            text(app, "/metadata/namespace").unwrap_or_default().to_string(),
-            text(app, "/metadata/name").unwrap_or_default().to_string(),
-        );
+        let key = application_key(app);
         if record.deleted {
             self.0.remove(&key);
             return None;

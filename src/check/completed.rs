@@ -15,7 +15,9 @@ use serde_json::Value;
 
 use crate::api::naming;
 
-use super::{application_of_release, halt::resource_version, text, Invariant, Kind, Record, Violation};
+use super::{
+    application_key, application_of_release, halt::resource_version, text, Invariant, Kind, Record, Violation,
+};
 
 /// How many completed revisions are remembered per application: more
 /// than its status history keeps.
@@ -32,10 +34,7 @@ impl Completions {
     pub(super) fn read_application(&mut self, record: &Record) -> Vec<Violation> {
         debug_assert_eq!(record.kind, Kind::Application);
         let app = &record.object;
-        let key = (
-            text(app, "/metadata/namespace").unwrap_or_default().to_string(),
-            text(app, "/metadata/name").unwrap_or_default().to_string(),
-        );
+        let key = application_key(app);
         if record.deleted {
             self.0.remove(&key);
             return Vec::new();

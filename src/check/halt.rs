@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use crate::api::naming;
 
-use super::{application_of_release, text, Invariant, Kind, Record, Violation};
+use super::{application_key, application_of_release, text, Invariant, Kind, Record, Violation};
 
 /// A halt seen on an application.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,10 +48,7 @@ impl Halts {
     pub(super) fn read_application(&mut self, record: &Record) -> Vec<Violation> {
         debug_assert_eq!(record.kind, Kind::Application);
         let app = &record.object;
-        let key = (
-            text(app, "/metadata/namespace").unwrap_or_default().to_string(),
-            text(app, "/metadata/name").unwrap_or_default().to_string(),
-        );
+        let key = application_key(app);
         let version = resource_version(app).unwrap_or_default();
         let generation = app.pointer("/metadata/generation").and_then(Value::as_i64);
         let current = app.pointer("/status/observedGeneration") == app.pointer("/metadata/generation");

@@ -350,6 +350,13 @@ fn application_of(record: &Record) -> Option<(String, String)> {
     Some((namespace.to_string(), name.to_string()))
 }
 
+/// An application's (namespace, name), as the invariants key what they
+/// remember of it.
+fn application_key(app: &Value) -> (String, String) {
+    let field = |pointer: &str| text(app, pointer).unwrap_or_default().to_string();
+    (field("/metadata/namespace"), field("/metadata/name"))
+}
+
 /// A release's namespace, and the application its label names.
 fn application_of_release(release: &Value) -> Option<(&str, &str)> {
     let labels = release.pointer("/metadata/labels")?;
