@@ -25,6 +25,8 @@
 //!   Rollouts).
 //! - [`completed`]: a revision once complete is never halted or taken
 //!   back (README: Rollouts).
+//! - [`window`]: no pool is updated to a new revision while every window
+//!   of the application that applies to it is closed (README: Rollouts).
 //! - [`bounded`]: an application's status stays under its bounds
 //!   (README: Status).
 //! - [`liveness`]: once faults stop, every application settles (README:
@@ -46,6 +48,7 @@ mod ownership;
 #[cfg(test)]
 mod tests;
 pub mod watch;
+mod window;
 
 /// The kinds of object the checker reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -151,6 +154,7 @@ pub enum Invariant {
     HaltHolds,
     CompletedStays,
     Approvals,
+    Windows,
     Isolation,
     Ownership,
     Bounded,
@@ -158,11 +162,12 @@ pub enum Invariant {
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 8] = [
+    pub const ALL: [Invariant; 9] = [
         Self::MaxUnavailable,
         Self::HaltHolds,
         Self::CompletedStays,
         Self::Approvals,
+        Self::Windows,
         Self::Isolation,
         Self::Ownership,
         Self::Bounded,
@@ -175,6 +180,7 @@ impl Invariant {
             Self::HaltHolds => "a halt holds",
             Self::CompletedStays => "completed stays",
             Self::Approvals => "approvals",
+            Self::Windows => "windows",
             Self::Bounded => "bounded",
             Self::Liveness => "liveness",
             Self::Isolation => "isolation",
@@ -185,7 +191,11 @@ impl Invariant {
     /// The README section whose promise it checks.
     pub fn readme_section(self) -> &'static str {
         match self {
-            Self::MaxUnavailable | Self::HaltHolds | Self::CompletedStays | Self::Approvals => "Rollouts",
+            Self::MaxUnavailable
+            | Self::HaltHolds
+            | Self::CompletedStays
+            | Self::Approvals
+            | Self::Windows => "Rollouts",
             Self::Bounded => "Status",
             Self::Liveness => "Faults",
             Self::Isolation => "One instance per pool, really",
@@ -230,6 +240,7 @@ pub struct Checker {
     halts: halt::Halts,
     completions: completed::Completions,
     approvals: approval::Approvals,
+    windows: window::Windows,
     updating: max_unavailable::Updating,
     /// Each violation is reported once, the first time a record shows it;
     /// later records that show it again are counted as checks only.
@@ -272,6 +283,7 @@ impl Checker {
             if let Some(v) = self.approvals.read_application(&record) {
                 judge(Invariant::Approvals, v);
             }
+            judge(Invariant::Windows, self.windows.read_application(&record));
         }
         if record.deleted && record.kind == Kind::HelmRelease {
             self.updating.check_release(&self.objects, &record, previous.as_ref());
@@ -288,6 +300,7 @@ impl Checker {
                     if let Some(v) = self.approvals.check_release(&self.objects, &record, previous.as_ref()) {
                         judge(Invariant::Approvals, v);
                     }
+                    judge(Invariant::Windows, self.windows.check_release(&record, previous.as_ref()));
                     judge(
                         Invariant::MaxUnavailable,
                         self.updating.check_release(&self.objects, &record, previous.as_ref()),

@@ -36,6 +36,8 @@ const BROKEN: &str = "soak-broken";
 const GATE: usize = 3;
 /// Pools at the start; faults add and remove some.
 const POOLS: usize = 4;
+/// Pools that stay selected and reachable, whatever the faults.
+const IN_PLAY: usize = 3;
 
 /// One fault.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,6 +87,13 @@ pub enum Fault {
     DeleteRelease {
         release: usize,
     },
+    /// A maintenance window of the application that never opens
+    /// (`closed`) now names the pool, or one always open does instead.
+    Window {
+        app: usize,
+        pool: usize,
+        closed: bool,
+    },
     /// The gated application's step `rest` approved, for the revision
     /// under way or (`stale`) for one before it.
     Approve {
@@ -123,6 +132,20 @@ impl std::fmt::Display for Fault {
             Self::CutNode { pool, cut: false } => write!(f, "pool #{pool}'s node reconnected"),
             Self::HandEdit { release } => write!(f, "release #{release} edited by hand"),
             Self::DeleteRelease { release } => write!(f, "release #{release} deleted by hand"),
+            Self::Window {
+                app: a,
+                pool,
+                closed: true,
+            } => {
+                write!(f, "{}: pool #{pool}'s window closed (a window that never opens)", app(a))
+            }
+            Self::Window {
+                app: a,
+                pool,
+                closed: false,
+            } => {
+                write!(f, "{}: pool #{pool}'s window opened (a window always open)", app(a))
+            }
             Self::Approve { stale: false } => {
                 write!(f, "gate: step rest approved for the revision under way")
             }
@@ -146,6 +169,12 @@ pub struct World {
     pools: Vec<String>,
     deleted: BTreeSet<String>,
     cut: BTreeSet<String>,
+    /// Pools taken out of the selection.
+    left: BTreeSet<String>,
+    /// Per application, the pools its never-open window names, and those
+    /// its always-open one does.
+    closed: [BTreeSet<String>; APPS.len()],
+    opened: [BTreeSet<String>; APPS.len()],
     /// The halted revisions a reconcile was requested for, after the faults.
     requested: BTreeSet<String>,
     /// Pools labelled broken, until healed.
@@ -175,6 +204,9 @@ impl World {
             pools,
             deleted: BTreeSet::new(),
             cut: BTreeSet::new(),
+            left: BTreeSet::new(),
+            closed: Default::default(),
+            opened: Default::default(),
             gate_revisions: Vec::new(),
             broken: BTreeSet::new(),
             requested: BTreeSet::new(),
@@ -207,36 +239,59 @@ impl World {
     }
 
     /// The next fault, from the seed's generator.
+    ///
+    /// The fleet hovers around its size: a pool is deleted only while more
+    /// than `POOLS` exist, and taken out of the selection or cut off only
+    /// while more than `IN_PLAY` are selected and reachable. A soak whose
+    /// pools dwindle to one tests nothing a rollout does between pools.
     pub fn draw(&mut self) -> Fault {
         let app = self.rng.random_range(0..APPS.len());
-        let pool = self.rng.random_range(0..self.pools.len().max(1));
+        let live: Vec<usize> =
+            (0..self.pools.len()).filter(|&i| !self.deleted.contains(&self.pools[i])).collect();
+        let pool = match live.is_empty() {
+            true => 0,
+            false => live[self.rng.random_range(0..live.len())],
+        };
+        let name = self.pools.get(pool).cloned().unwrap_or_default();
+        let in_play = (live.iter().map(|&i| &self.pools[i]))
+            .filter(|p| !self.left.contains(*p) && !self.cut.contains(*p))
+            .count();
         let release = self.rng.random_range(0..64);
+        if live.is_empty() {
+            return Fault::AddPool { broken: false };
+        }
         match self.rng.random_range(0..100) {
             0..8 => Fault::KillController,
-            8..28 => Fault::GoodChange {
+            8..26 => Fault::GoodChange {
                 app,
                 level: self.rng.random_range(0..1000),
             },
-            28..36 => Fault::BadChange { app },
-            36..42 => Fault::Suspend {
+            26..34 => Fault::BadChange { app },
+            34..40 => Fault::Suspend {
                 app,
                 suspended: self.manifests[app]["spec"]["suspend"] != true,
             },
-            42..48 => Fault::Pause {
+            40..46 => Fault::Pause {
                 app,
                 paused: self.manifests[app]["spec"]["rollout"]["paused"] != true,
             },
-            48..56 => Fault::AddPool {
+            46..54 => Fault::AddPool {
                 broken: self.rng.random_bool(0.3),
             },
-            56..60 => Fault::DeletePool { pool },
-            60..70 => Fault::Relabel {
+            54..58 if live.len() > POOLS => Fault::DeletePool { pool },
+            54..58 => Fault::AddPool { broken: false },
+            58..66 => Fault::Relabel {
                 pool,
-                leaves: self.rng.random_bool(0.5),
+                leaves: !self.left.contains(&name) && in_play > IN_PLAY,
             },
-            70..80 => Fault::CutNode {
+            66..75 => Fault::CutNode {
                 pool,
-                cut: !self.cut.contains(&self.pools[pool]),
+                cut: !self.cut.contains(&name) && in_play > IN_PLAY,
+            },
+            75..80 => Fault::Window {
+                app,
+                pool,
+                closed: !self.closed[app].contains(&name),
             },
             80..86 => Fault::HandEdit { release },
             86..90 => Fault::DeleteRelease { release },
@@ -308,6 +363,8 @@ impl World {
                 let name = self.pools[*pool].clone();
                 let pools: Api<DynamicObject> = Api::all_with(env.client.clone(), &nodepool_resource());
                 let _ = pools.delete(&name, &DeleteParams::default()).await;
+                self.left.remove(&name);
+                self.cut.remove(&name);
                 self.deleted.insert(name);
             }
             Fault::Relabel { pool, leaves } => {
@@ -317,7 +374,12 @@ impl World {
                     false => json!(env.prefix),
                 };
                 let patch = json!({ "metadata": { "labels": { "e2e": label } } });
-                let _ = pools.patch(&self.pools[*pool], &PatchParams::default(), &Patch::Merge(&patch)).await;
+                let name = self.pools[*pool].clone();
+                let _ = pools.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await;
+                match leaves {
+                    true => self.left.insert(name),
+                    false => self.left.remove(&name),
+                };
             }
             Fault::CutNode { pool, cut } => {
                 let name = self.pools[*pool].clone();
@@ -346,6 +408,22 @@ impl World {
                 if let Some(name) = nth_release(env, *release).await {
                     let _ = releases(env).delete(&name, &DeleteParams::default()).await;
                 }
+            }
+            Fault::Window { app, pool, closed } => {
+                let name = self.pools[*pool].clone();
+                match closed {
+                    true => {
+                        self.closed[*app].insert(name.clone());
+                        self.opened[*app].remove(&name);
+                    }
+                    false => {
+                        self.closed[*app].remove(&name);
+                        self.opened[*app].insert(name);
+                    }
+                }
+                let manifest = &mut self.manifests[*app];
+                manifest["spec"]["rollout"]["windows"] = windows(&self.closed[*app], &self.opened[*app]);
+                apply(env, manifest).await;
             }
             Fault::Approve { stale } => {
                 let revision = self.gate_revision().await;
@@ -484,8 +562,13 @@ impl World {
         for pool in std::mem::take(&mut self.broken) {
             let _ = pools.patch(&pool, &PatchParams::default(), &Patch::Merge(&mended)).await;
         }
+        self.closed = Default::default();
+        self.opened = Default::default();
         for manifest in &mut self.manifests {
             manifest["spec"]["suspend"] = json!(false);
+            if let Some(rollout) = manifest["spec"]["rollout"].as_object_mut() {
+                rollout.remove("windows");
+            }
             manifest["spec"]["rollout"]["paused"] = json!(false);
             if let Some(controller) = manifest["spec"]["values"]["controller"].as_object_mut() {
                 controller.remove("service");
@@ -569,6 +652,21 @@ fn gate_steps(pools: &[String]) -> Value {
         { "name": "canary", "pools": { "names": [pools[0]] } },
         { "name": "rest", "pools": { "names": [pools[1], pools[2]] }, "requireApproval": true }
     ])
+}
+
+/// An application's windows: one that never opens (February 29th, in
+/// 2028 next) for the pools `closed` names, one always open for those
+/// `opened` names.
+fn windows(closed: &BTreeSet<String>, opened: &BTreeSet<String>) -> Value {
+    let window = |schedule: &str, pools: &BTreeSet<String>| json!({ "schedule": schedule, "duration": "1m", "pools": { "names": pools } });
+    let mut windows = Vec::new();
+    if !closed.is_empty() {
+        windows.push(window("0 0 29 2 *", closed));
+    }
+    if !opened.is_empty() {
+        windows.push(window("* * * * *", opened));
+    }
+    json!(windows)
 }
 
 /// Writes the gated application's approval annotation, as
