@@ -6,8 +6,10 @@
 //!
 //! Judged for steps that list their pools by name (`pools.names`); an
 //! application with a step chosen by selector is not judged, since the
-//! checker reads no pool objects. A step counts while one of its pools
-//! has a release: a step that selects no pool now is no wave. As for
+//! checker reads no pool objects. A step that requires approval holds
+//! every pool from it on, even when it selects no pool now (its pools
+//! left, or were installed new and are done): its approval is a person's
+//! checkpoint, not a property of its pools. As for
 //! `maxUnavailable`, only updates are judged: a release Ready for its
 //! generation whose spec changes to the revision; new pools and pools
 //! Flux finds unavailable already go at once, and rollbacks are no
@@ -26,8 +28,7 @@ use serde_json::Value;
 use crate::api::naming;
 
 use super::{
-    application_key, application_of_release, halt::resource_version, ready_now, Invariant, Key, Kind, Record,
-    Violation,
+    application_key, application_of_release, halt::resource_version, ready_now, Invariant, Record, Violation,
 };
 
 /// How many versions of an application's approval annotation are kept.
@@ -110,7 +111,6 @@ impl Approvals {
     /// needed, seen or awaited. `None` when there is nothing to judge.
     pub(super) fn check_release(
         &mut self,
-        objects: &BTreeMap<Key, Value>,
         record: &Record,
         previous: Option<&Value>,
     ) -> Option<Vec<Violation>> {
@@ -142,27 +142,13 @@ impl Approvals {
             .pointer("/metadata/labels")
             .and_then(|l| l.get(naming::LABEL_POOL))
             .and_then(Value::as_str)?;
-        // The steps that are waves now: those with a pool that has a release.
-        let has_release = |p: &str| {
-            objects.iter().any(|(k, r)| {
-                k.kind == Kind::HelmRelease
-                    && k.namespace == namespace
-                    && application_of_release(r).is_some_and(|(_, a)| a == app)
-                    && r.pointer("/metadata/labels").and_then(|l| l.get(naming::LABEL_POOL))
-                        == Some(&Value::from(p))
-            })
-        };
         let own = state
             .steps
             .iter()
             .position(|s| s.pools.as_ref().is_some_and(|names| names.iter().any(|n| n == pool)));
         let through = own.map_or(state.steps.len(), |i| i + 1);
-        let needed: Vec<Step> = state.steps[..through]
-            .iter()
-            .filter(|s| s.requires_approval)
-            .filter(|s| s.pools.iter().flatten().any(|p| has_release(p)))
-            .cloned()
-            .collect();
+        let needed: Vec<Step> =
+            state.steps[..through].iter().filter(|s| s.requires_approval).cloned().collect();
         if needed.is_empty() {
             return Some(Vec::new());
         }

@@ -297,7 +297,7 @@ impl Checker {
                         Invariant::CompletedStays,
                         self.completions.check_release(&record, previous.as_ref()),
                     );
-                    if let Some(v) = self.approvals.check_release(&self.objects, &record, previous.as_ref()) {
+                    if let Some(v) = self.approvals.check_release(&record, previous.as_ref()) {
                         judge(Invariant::Approvals, v);
                     }
                     judge(Invariant::Windows, self.windows.check_release(&record, previous.as_ref()));

@@ -568,3 +568,16 @@ fn a_window_closed_by_an_edit_the_controller_has_not_read_or_chosen_by_selector_
     assert!(checker.summary().checks.get(&Invariant::Windows).copied().unwrap_or_default() > 0);
     assert_eq!(checker.summary().violations.get(&Invariant::Windows), None);
 }
+
+#[test]
+fn a_gated_step_whose_pools_are_gone_still_holds_the_waves_after_it() {
+    // Step rest lists pool b, which has no release (deleted): c, of the
+    // last wave, still needs rest's approval.
+    let mut checker = Checker::new();
+    seen(&mut checker, 0, Kind::Application, gated(10, None));
+    seen(&mut checker, 0, Kind::HelmRelease, release("gw", "c", 11, 1, "r1", "h1", true));
+    seen(&mut checker, 1, Kind::HelmRelease, release("gw", "c", 12, 2, "r2", "h2", true));
+    let found = seen(&mut checker, 2, Kind::Application, gated(13, None));
+    assert_eq!(of(&found, Invariant::Approvals), 1, "{found:?}");
+    assert!(found[0].message.contains("gw-c (pool c)") && found[0].message.contains("step(s) rest"));
+}

@@ -172,6 +172,10 @@ fn plan_releases(input: &PlanInput) -> Plan {
     let settings = rollout::Settings {
         back_to: targets.newest(input.history),
         cannot_go_back: targets.unreadable(),
+        approved_steps: schedule::approved_steps(input.app, &revision)
+            .into_iter()
+            .map(str::to_string)
+            .collect(),
         ..settings
     };
     // Pools that share an object read as failed, for the rollout and the

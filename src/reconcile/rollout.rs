@@ -406,8 +406,9 @@ fn first_install_alone(pools: &[PoolInput], states: &mut [PoolDecision]) {
 
 /// A progressive rollout's pick of the behind pools that start now:
 /// those Flux finds unavailable already, then the earliest unfinished
-/// wave's in name order within `maxUnavailable`, unless that wave awaits
-/// approval. `unavailable` counts the pools updated and not yet done.
+/// wave's in name order within `maxUnavailable`, unless that wave or one
+/// before it awaits approval. `unavailable` counts the pools updated and
+/// not yet done.
 fn pick(
     settings: &Settings,
     pools: &[PoolInput],
@@ -453,12 +454,18 @@ fn pick(
         .collect();
     waiting.sort_by_key(|&i| (pools[i].wave, pools[i].pool));
     let active = active_wave(pools, states);
-    let gated = active.filter(|w| settings.awaiting_approval.contains(w));
+    // A step that requires approval holds every wave from its own on
+    // until it is approved for this revision, even when none of its own
+    // pools is to be updated now: its pools left the selection, or were
+    // new and installed at once. Holding only while its own pools waited
+    // let the waves after it go unapproved (found by the fault soak, seed
+    // 88641237: the gated step's pools deleted, the last wave went).
+    let gated = active.and_then(|a| gate_before(settings, a));
     for i in waiting {
-        // The pools of the gated wave wait for the approval; every
-        // pool waiting after them is of a later wave.
+        // The pools of the active wave wait for the approval; every pool
+        // waiting after them is of a later wave.
         if gated.is_some() {
-            if gated == Some(pools[i].wave) {
+            if active == Some(pools[i].wave) {
                 states[i] = PoolDecision::of(PoolRollout::AwaitingApproval);
             }
             continue;
@@ -572,15 +579,17 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
         } else {
             RolloutPhase::Complete
         };
-    let wave = (waves > 1).then(|| {
-        let current = active_wave(pools, &states).unwrap_or(waves - 1);
-        (current + 1, waves)
-    });
     let awaiting_approval = pools
         .iter()
         .zip(&states)
         .find(|(_, d)| d.state == PoolRollout::AwaitingApproval)
-        .map(|(p, _)| p.wave);
+        .map(|(p, _)| gate_before(settings, p.wave).unwrap_or(p.wave));
+    // The wave a person is asked to let go, while one is; else the
+    // earliest unfinished.
+    let wave = (waves > 1).then(|| {
+        let current = awaiting_approval.or(active_wave(pools, &states)).unwrap_or(waves - 1);
+        (current + 1, waves)
+    });
     let awaiting_step =
         awaiting_approval.map(|w| settings.wave_steps.get(w).cloned().unwrap_or_else(|| (w + 1).to_string()));
     Decision {
@@ -600,6 +609,11 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
 
 pub(super) fn stamp(t: Timestamp) -> String {
     t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// The earliest wave at or before `wave` that awaits approval.
+fn gate_before(settings: &Settings, wave: usize) -> Option<usize> {
+    settings.awaiting_approval.iter().copied().find(|g| *g <= wave)
 }
 
 /// The earliest wave with a pool behind or not yet done.

@@ -66,7 +66,15 @@ pub(super) fn decide(
             .position(|s| pools::contains(&s.pools, pool).unwrap_or(false))
             .unwrap_or(steps.len())
     };
-    let waves: BTreeSet<usize> = selected.iter().map(|p| step_of(p)).collect();
+    let mut waves: BTreeSet<usize> = selected.iter().map(|p| step_of(p)).collect();
+    // A step that requires approval is a wave even when it selects no
+    // pool now, if a pool comes after it: its approval holds them.
+    let last = waves.last().copied();
+    waves.extend(
+        (steps.iter().enumerate())
+            .filter(|(i, s)| s.require_approval == Some(true) && last.is_some_and(|l| *i < l))
+            .map(|(i, _)| i),
+    );
     let wave_of = |pool: &Pool| waves.iter().position(|w| *w == step_of(pool)).unwrap_or_default();
     let since = input.history.and_then(|h| h.rolled_out_since(revision));
     let refused_before = refused_writes(input.app);

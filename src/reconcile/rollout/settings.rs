@@ -36,6 +36,11 @@ pub struct Settings {
     /// What an approval calls each wave's step (by wave index): the step's
     /// name, or its position in `spec.rollout.steps` from 1.
     pub wave_steps: Vec<String>,
+    /// The steps approved for the revision under way, as the annotation
+    /// names them: an approval asked for keeps them, since an approval
+    /// holds every wave after its step, and an annotation that named only
+    /// the step awaited now would take back the earlier ones.
+    pub approved_steps: Vec<String>,
     /// Progress deadlines count from no earlier than this: see
     /// `PlanInput::clock_since`. The offline rule still reads each write's
     /// own stamp, which only orders it against the pool's nodes.
@@ -81,6 +86,7 @@ impl Default for Settings {
             offline_after: DEFAULT_OFFLINE_AFTER,
             awaiting_approval: BTreeSet::new(),
             wave_steps: Vec::new(),
+            approved_steps: Vec::new(),
             clock_since: None,
             rollback: false,
             back_to: None,

@@ -65,10 +65,17 @@ impl Decision {
                     .map(|w| (w + 1, self.wave.map_or(1, |(_, n)| n)))
                     .unwrap_or((1, 1));
                 let step = awaiting_step.as_deref().unwrap_or("1");
+                // The annotation that lets it go keeps the steps approved
+                // already: each holds the waves after it.
+                let mut steps: Vec<&str> = settings.approved_steps.iter().map(String::as_str).collect();
+                if !steps.contains(&step) {
+                    steps.push(step);
+                }
+                let steps = steps.join(",");
                 format!(
                     "wave {wave}/{waves} (step {step}) awaits approval of revision {revision}: {} of {} \
                      pools done; approve it with `nodepool-fanout approve` or the annotation \
-                     {}={revision}/{step}",
+                     {}={revision}/{steps}",
                     self.done,
                     self.total,
                     crate::api::naming::ANNOTATION_APPROVE

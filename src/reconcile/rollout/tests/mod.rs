@@ -683,6 +683,7 @@ fn settings_resolve_percentages_of_the_selected_pools() {
             offline_after: Duration::from_secs(120),
             awaiting_approval: BTreeSet::new(),
             wave_steps: Vec::new(),
+            approved_steps: Vec::new(),
             clock_since: None,
             rollback: false,
             back_to: None,
@@ -1149,4 +1150,38 @@ fn a_recorded_halt_holds_though_no_pool_fails_now() {
     // Every pool done with the revision: nothing is held, it is complete.
     let done = Fleet::new().current("a", 0, ready(), 9_000).current("b", 0, ready(), 9_000);
     assert_eq!(done.decide(&halted_before, 1).phase, RolloutPhase::Complete);
+}
+
+#[test]
+fn a_gate_holds_every_wave_after_it_though_its_own_pools_are_done_or_gone() {
+    let settings = Settings {
+        max_unavailable: 3,
+        awaiting_approval: [1].into(),
+        wave_steps: vec!["canary".into(), "gate".into(), "3".into()],
+        ..progressive()
+    };
+    // Wave 1's pools were new and installed at once (done), or left:
+    // wave 2 waits for wave 1's approval all the same.
+    let fleet = || {
+        Fleet::new()
+            .current("a", 0, ready(), 0)
+            .current("b", 1, ready(), 0)
+            .behind("c", 2, ready())
+    };
+    for d in [
+        fleet().decide(&settings, 3),
+        Fleet::new().current("a", 0, ready(), 0).behind("c", 2, ready()).decide(&settings, 3),
+    ] {
+        assert_eq!(d.state("c"), Some(PoolRollout::AwaitingApproval));
+        assert!(written(&d).is_empty(), "{:?}", written(&d));
+        assert_eq!(
+            (d.phase, d.awaiting_approval, d.awaiting_step.as_deref()),
+            (RolloutPhase::AwaitingApproval, Some(1), Some("gate"))
+        );
+    }
+    let open = Settings {
+        awaiting_approval: BTreeSet::new(),
+        ..settings
+    };
+    assert_eq!(written(&fleet().decide(&open, 3)), ["c"]);
 }

@@ -184,12 +184,14 @@ proptest! {
                 }
             }
             if fleet[i].kind == 2 { prop_assert!(s != PoolRollout::Write); }
-            // A wave awaiting approval starts no update of a healthy pool.
-            if settings.progressive && settings.awaiting_approval.contains(&fleet[i].wave) && fleet[i].kind == 1 && healthy(i) {
+            // A wave awaiting approval, and every wave after it, starts
+            // no update of a healthy pool.
+            let gated = settings.awaiting_approval.iter().any(|g| *g <= fleet[i].wave);
+            if settings.progressive && gated && fleet[i].kind == 1 && healthy(i) {
                 prop_assert!(s != PoolRollout::Write);
             }
             if s == PoolRollout::AwaitingApproval {
-                prop_assert!(settings.progressive && settings.awaiting_approval.contains(&fleet[i].wave));
+                prop_assert!(settings.progressive && gated);
                 prop_assert_eq!(d.phase, RolloutPhase::AwaitingApproval);
             }
             // Outside its windows: no update, and no install if the window says so.
