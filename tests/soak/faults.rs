@@ -106,6 +106,34 @@ pub enum Fault {
     },
 }
 
+impl Fault {
+    /// Its kind, as the summary counts faults.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::KillController => "controller killed",
+            Self::GoodChange { .. } => "good change",
+            Self::BadChange { .. } => "bad change",
+            Self::Suspend { .. } => "suspend/resume",
+            Self::Pause { .. } => "pause/resume",
+            Self::AddPool { broken: false } => "pool added",
+            Self::AddPool { broken: true } => "broken pool added",
+            Self::DeletePool { .. } => "pool deleted",
+            Self::Relabel { .. } => "pool relabelled",
+            Self::CutNode { .. } => "node cut/reconnected",
+            Self::Window { .. } => "window closed/opened",
+            Self::HandEdit { .. } => "release edited by hand",
+            Self::DeleteRelease { .. } => "release deleted by hand",
+            Self::Approve { stale: false } => "approval",
+            Self::Approve { stale: true } => "stale approval",
+            Self::Restart { component, .. } => match *component {
+                "helm-controller" => "helm-controller restarted",
+                "source-controller" => "source-controller restarted",
+                _ => "kube-apiserver restarted",
+            },
+        }
+    }
+}
+
 /// The parts of the control plane a fault restarts: Flux's two, and the
 /// API server itself (every watch, ours and the checker's, starts over).
 const COMPONENTS: [&str; 3] = ["helm-controller", "source-controller", "kube-apiserver"];
@@ -182,6 +210,8 @@ pub struct World {
     /// The gated application's revisions seen, for stale approvals.
     gate_revisions: Vec<String>,
     injected: usize,
+    /// Faults injected, by kind.
+    by_kind: std::collections::BTreeMap<&'static str, u64>,
 }
 
 impl World {
@@ -211,6 +241,7 @@ impl World {
             broken: BTreeSet::new(),
             requested: BTreeSet::new(),
             injected: 0,
+            by_kind: Default::default(),
         }
     }
 
@@ -315,8 +346,18 @@ impl World {
         self.injected
     }
 
+    /// The faults injected, by kind, as lines of a table.
+    pub fn injected_by_kind(&self) -> String {
+        let mut lines = format!("{:<28} {:>6}\n", "fault", "count");
+        for (kind, n) in &self.by_kind {
+            lines.push_str(&format!("{kind:<28} {n:>6}\n"));
+        }
+        lines
+    }
+
     pub async fn inject(&mut self, fault: &Fault) {
         self.injected += 1;
+        *self.by_kind.entry(fault.kind()).or_default() += 1;
         let env = &self.env;
         match fault {
             Fault::KillController => {

@@ -180,10 +180,11 @@ async fn soak(seed: u64, duration: Duration) -> u64 {
     *summary.violations.entry(Invariant::Bounded).or_default() += memory.over;
     assert!(memory.samples > 0, "[seed {seed}] the controller's memory was never read");
     println!(
-        "[seed {seed}] {} faults; controller memory at most {} MiB (limit {} MiB)\n{summary}",
+        "[seed {seed}] {} faults; controller memory at most {} MiB (limit {} MiB)\n{}{summary}",
         world.injected(),
         memory.peak / (1024 * 1024),
-        MEMORY_LIMIT / (1024 * 1024)
+        MEMORY_LIMIT / (1024 * 1024),
+        world.injected_by_kind()
     );
     world.finish().await;
     summary.violations.values().sum()
