@@ -53,8 +53,10 @@ pub enum Command {
     /// Let the wave that awaits approval go, for the revision under way
     /// (writes the apps.fanout.dev/approve annotation).
     Approve(approve::ApproveArgs),
-    /// Serve the fleet console on the loopback, reading the cluster as the
-    /// kubeconfig's user (read-only).
+    /// Serve the fleet console on the loopback, reading the cluster and
+    /// acting (pause, resume, reconcile, approve, suspend) as the
+    /// kubeconfig's user, or as `--as` names; `--identity none` for a
+    /// read-only console.
     Ui(crate::console::UiArgs),
     /// Run the controller against the cluster in KUBECONFIG or in-cluster config.
     Run(RunArgs),

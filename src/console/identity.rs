@@ -7,7 +7,10 @@
 //! - [`Identity::Proxy`]: in the cluster, behind an authenticating proxy
 //!   (oauth2-proxy, for one) that signs the user in and passes the user's
 //!   name and groups in request headers; each action is done as that user
-//!   by impersonation, so the API server's RBAC decides.
+//!   by impersonation, so the API server's RBAC decides. The console's
+//!   right to impersonate is the crown jewel: a `system:` user or group is
+//!   never impersonated (no proxy signs people in as one; a request that
+//!   names one was forged), nor a request that names its user twice.
 //! - With no identity the console is read-only and serves no action route.
 
 use axum::http::{HeaderMap, HeaderName};
@@ -44,21 +47,49 @@ pub struct Actor {
     pub impersonate: Option<Impersonate>,
 }
 
+/// Why a request acts as nobody.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoActor {
+    #[error("Nobody is signed in: sign in through the proxy first.")]
+    NotSignedIn,
+    #[error(
+        "Refused: the request names {0}, which the console never acts as. Kubernetes' own users and \
+         groups (system:) come from no sign-in."
+    )]
+    System(String),
+    #[error("Refused: the request names its user more than once.")]
+    TwoUsers,
+}
+
+/// Kubernetes' own users and groups: `system:masters`, service accounts,
+/// nodes. No person signs in as one.
+fn is_system(name: &str) -> bool {
+    name.starts_with("system:")
+}
+
 impl Identity {
-    /// Who sends a request with `headers`; none when a proxy should have
-    /// named the user and did not.
-    pub fn actor(&self, headers: &HeaderMap) -> Option<Actor> {
+    /// Who sends a request with `headers`: nobody when a proxy should
+    /// have named the user and did not, or named one the console never
+    /// acts as.
+    pub fn actor(&self, headers: &HeaderMap) -> Result<Actor, NoActor> {
         match self {
-            Self::Kubeconfig { name, impersonate } => Some(Actor {
+            Self::Kubeconfig { name, impersonate } => Ok(Actor {
                 name: impersonate.as_ref().map_or(name.clone(), |i| i.user.clone()),
                 impersonate: impersonate.clone(),
             }),
             Self::Proxy { user, groups } => {
-                let user = headers.get(user)?.to_str().ok()?.trim();
-                if user.is_empty() {
-                    return None;
+                let mut users = headers.get_all(user).iter();
+                let user = users.next().and_then(|v| v.to_str().ok()).map(str::trim).unwrap_or_default();
+                if users.next().is_some() {
+                    return Err(NoActor::TwoUsers);
                 }
-                let groups = headers
+                if user.is_empty() {
+                    return Err(NoActor::NotSignedIn);
+                }
+                if is_system(user) {
+                    return Err(NoActor::System(format!("the user {user}")));
+                }
+                let groups: Vec<String> = headers
                     .get_all(groups)
                     .iter()
                     .filter_map(|v| v.to_str().ok())
@@ -67,7 +98,10 @@ impl Identity {
                     .filter(|g| !g.is_empty())
                     .map(str::to_string)
                     .collect();
-                Some(Actor {
+                if let Some(group) = groups.iter().find(|g| is_system(g)) {
+                    return Err(NoActor::System(format!("the group {group}")));
+                }
+                Ok(Actor {
                     name: user.to_string(),
                     impersonate: Some(Impersonate {
                         user: user.to_string(),
@@ -149,10 +183,40 @@ mod tests {
 
     #[test]
     fn no_user_header_is_no_actor() {
-        assert_eq!(proxy().actor(&HeaderMap::new()), None);
+        assert_eq!(proxy().actor(&HeaderMap::new()), Err(NoActor::NotSignedIn));
         let mut blank = HeaderMap::new();
         blank.insert("x-forwarded-user", HeaderValue::from_static("  "));
-        assert_eq!(proxy().actor(&blank), None);
+        assert_eq!(proxy().actor(&blank), Err(NoActor::NotSignedIn));
+    }
+
+    #[test]
+    fn a_system_user_or_group_or_a_second_user_is_never_impersonated() {
+        let with = |pairs: &[(&'static str, &'static str)]| {
+            let mut headers = HeaderMap::new();
+            for (name, value) in pairs {
+                headers.append(*name, HeaderValue::from_static(value));
+            }
+            proxy().actor(&headers)
+        };
+        let masters = with(&[
+            ("x-forwarded-user", "mallory"),
+            ("x-forwarded-groups", "ops,system:masters"),
+        ]);
+        assert_eq!(masters, Err(NoActor::System("the group system:masters".into())));
+        let node = with(&[("x-forwarded-user", "system:node:edge-1")]);
+        assert_eq!(node, Err(NoActor::System("the user system:node:edge-1".into())));
+        let account = with(&[("x-forwarded-user", "  system:serviceaccount:kube-system:default ")]);
+        assert!(matches!(account, Err(NoActor::System(_))), "{account:?}");
+        let two = with(&[("x-forwarded-user", "alice"), ("x-forwarded-user", "admin")]);
+        assert_eq!(two, Err(NoActor::TwoUsers));
+        let message = NoActor::System("the group system:masters".into()).to_string();
+        assert!(message.contains("system:masters") && message.contains("never acts as"), "{message}");
+        // A group that merely mentions system is a group.
+        assert!(with(&[
+            ("x-forwarded-user", "alice"),
+            ("x-forwarded-groups", "systems-team")
+        ])
+        .is_ok());
     }
 
     #[test]

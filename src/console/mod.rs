@@ -11,6 +11,8 @@
 //! - [`live`] tells open pages that the fleet changed (server-sent events,
 //!   batched), and they fetch themselves again;
 //! - [`identity`] says who acts, and guards each form with a CSRF token;
+//! - [`hosts`] answers only requests that name the console by one of its
+//!   own names (no DNS rebinding of the loopback console);
 //! - [`actions`] pauses, resumes, reconciles, approves and suspends, as
 //!   the acting user; with no identity there is no action route at all;
 //! - [`view`] and [`pages`] say what is shown, and how.
@@ -20,6 +22,7 @@
 
 pub mod actions;
 pub mod cache;
+pub mod hosts;
 pub mod identity;
 pub mod live;
 pub mod pages;
@@ -102,6 +105,18 @@ pub enum ConsoleError {
     Random(getrandom::Error),
     #[error("cannot ask the API server who the kubeconfig's user is (kubectl auth whoami): {0}")]
     WhoAmI(kube::Error),
+    #[error(
+        "with --identity proxy the console listens on the loopback only (--address 127.0.0.1:8090, not \
+         {0}), behind an authenticating proxy in the same Pod: whoever reaches the console can name any \
+         user in its headers (deploy/console/proxy runs it so)"
+    )]
+    ProxyNotOnLoopback(SocketAddr),
+    #[error(
+        "acting as the kubeconfig's user, the console listens on the loopback only (not {0}): whoever \
+         reached it would act as you. Give --identity none for a read-only console, or run it in the \
+         cluster behind a proxy that signs each person in"
+    )]
+    ActsOffLoopback(SocketAddr),
 }
 
 /// Who may act from the console; `ui`'s `--identity`.
@@ -122,6 +137,14 @@ pub struct UiArgs {
     /// authenticating proxy.
     #[arg(long, default_value = "127.0.0.1:8090", env = "CONSOLE_ADDRESS")]
     pub address: SocketAddr,
+    /// Host names the console answers to besides its own (on the
+    /// loopback: localhost, 127.0.0.1, [::1] and the address it listens
+    /// on), as `kubectl proxy --accept-hosts`; any other `Host` gets
+    /// nothing, so a page that rebinds its name to the loopback cannot
+    /// act as you. Comma-separated or repeated. Given away from the
+    /// loopback, only these names are answered.
+    #[arg(long, value_delimiter = ',', env = "CONSOLE_ALLOWED_HOSTS")]
+    pub allowed_hosts: Vec<String>,
     /// Only this namespace's applications; every namespace's when not given.
     #[arg(short, long, env = "CONSOLE_NAMESPACE")]
     pub namespace: Option<String>,
@@ -215,7 +238,7 @@ impl Console {
     /// when the proxy named nobody.
     fn controls(&self, headers: &HeaderMap) -> Option<Controls> {
         let steering = self.steering.as_ref()?;
-        let actor = steering.identity.actor(headers)?;
+        let actor = steering.identity.actor(headers).ok()?;
         Some(Controls {
             token: steering.tokens.token(&actor),
             user: actor.name,
@@ -391,8 +414,13 @@ async fn act(
     if identity::cross_site(headers) {
         return refuse(StatusCode::FORBIDDEN, "Refused: the request came from another site.");
     }
-    let Some(actor): Option<Actor> = steering.identity.actor(headers) else {
-        return refuse(StatusCode::UNAUTHORIZED, "Nobody is signed in: sign in through the proxy first.");
+    let actor: Actor = match steering.identity.actor(headers) {
+        Ok(actor) => actor,
+        Err(e @ identity::NoActor::NotSignedIn) => return refuse(StatusCode::UNAUTHORIZED, &e.to_string()),
+        Err(e) => {
+            tracing::warn!(error = %e, "a console action named a user the console never acts as");
+            return refuse(StatusCode::FORBIDDEN, &e.to_string());
+        }
     };
     if !steering.tokens.check(&actor, &form.csrf) {
         return refuse(

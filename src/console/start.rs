@@ -10,6 +10,7 @@ use kube::{Api, Client, Config};
 
 use super::actions::Actions;
 use super::cache::CacheSource;
+use super::hosts::{self, AllowedHosts};
 use super::identity::{Identity, Impersonate, Tokens};
 use super::{router, ConsoleError, IdentityMode, Steering, UiArgs};
 
@@ -30,6 +31,7 @@ pub fn banner(args: &UiArgs) -> String {
 
 /// Serves the console as `args` say, with `config`'s identity for reading.
 pub async fn run(args: &UiArgs, config: Config) -> Result<(), ConsoleError> {
+    may_listen(args.identity, args.address)?;
     let client = Client::try_from(config.clone()).map_err(ConsoleError::WhoAmI)?;
     let steering = match args.identity {
         IdentityMode::None => None,
@@ -47,7 +49,26 @@ pub async fn run(args: &UiArgs, config: Config) -> Result<(), ConsoleError> {
                 source,
             })?;
     let source = CacheSource::start(client, args.namespace.clone()).await;
-    axum::serve(listener, router(source, steering)).await.map_err(ConsoleError::Serve)
+    let mut routes = router(source, steering);
+    let behind_proxy = args.identity == IdentityMode::Proxy;
+    if let Some(names) = AllowedHosts::of_console(args.address, behind_proxy, &args.allowed_hosts) {
+        routes = hosts::only(routes, names);
+    }
+    axum::serve(listener, routes).await.map_err(ConsoleError::Serve)
+}
+
+/// A console that acts listens on the loopback only: behind a proxy, the
+/// proxy names the user, so whoever else reached the console could name
+/// any; as the kubeconfig's user, whoever reached it would act as you.
+pub fn may_listen(identity: IdentityMode, address: std::net::SocketAddr) -> Result<(), ConsoleError> {
+    if address.ip().is_loopback() {
+        return Ok(());
+    }
+    match identity {
+        IdentityMode::Proxy => Err(ConsoleError::ProxyNotOnLoopback(address)),
+        IdentityMode::Kubeconfig => Err(ConsoleError::ActsOffLoopback(address)),
+        IdentityMode::None => Ok(()),
+    }
 }
 
 async fn identity(args: &UiArgs, mode: IdentityMode, client: &Client) -> Result<Identity, ConsoleError> {

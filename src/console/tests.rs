@@ -395,3 +395,63 @@ fn a_pools_detail_is_its_releases_conditions_and_history() {
     assert_eq!(history, [(3, "1.1.0", "failed"), (2, "1.0.0", "superseded")]);
     assert_eq!(view::PoolDetail::of_release(&json!({})), view::PoolDetail::default());
 }
+
+#[tokio::test]
+async fn a_request_naming_another_host_gets_nothing_from_the_loopback_console() {
+    let hosts =
+        super::hosts::AllowedHosts::of_console("127.0.0.1:8090".parse().unwrap(), false, &[]).unwrap();
+    let console =
+        super::hosts::only(router(Arc::new(Fixed(Ok(fleet()))), steering(kubeconfig_user())), hosts);
+    let named = |host: &str, request: Request<Body>| {
+        let mut request = request;
+        request.headers_mut().insert("host", host.parse().unwrap());
+        request
+    };
+    let page = || Request::get("/apps/edge/gw").body(Body::empty()).unwrap();
+    let (status, _, own) = send(console.clone(), named("localhost:8090", page())).await;
+    assert_eq!(status, StatusCode::OK);
+    let token = token_in(&own);
+    // A page of evil.example rebound to 127.0.0.1: same origin to the
+    // browser, but its name is in Host.
+    let (status, headers, body) = send(console.clone(), named("evil.example:8090", page())).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(!body.contains("csrf") && !body.contains("gw"), "{body}");
+    assert!(body.contains("--allowed-hosts"), "{body}");
+    assert_eq!(headers["content-type"], "text/plain; charset=utf-8");
+    let forged = named("evil.example:8090", post("/apps/edge/gw/actions/pause", &format!("csrf={token}")));
+    let (status, _, _) = send(console.clone(), forged).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, _, _) = send(console, Request::get("/events").body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "no Host at all is no name of ours");
+}
+
+#[tokio::test]
+async fn a_proxy_request_naming_system_masters_acts_as_nobody() {
+    let console = router(Arc::new(Fixed(Ok(fleet()))), steering(proxy()));
+    let forged = |request: Request<Body>| {
+        let mut request = request;
+        request.headers_mut().insert("x-forwarded-user", "mallory".parse().unwrap());
+        request.headers_mut().insert("x-forwarded-groups", "system:masters".parse().unwrap());
+        request
+    };
+    let (_, _, page) =
+        send(console.clone(), forged(Request::get("/apps/edge/gw").body(Body::empty()).unwrap())).await;
+    assert!(!page.contains("name=\"csrf\"") && !page.contains("mallory"), "no forms offered: {page}");
+    let (status, _, said) = send(console, forged(post("/apps/edge/gw/actions/pause", "csrf=x"))).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(said.contains("system:masters"), "{said}");
+}
+
+#[test]
+fn behind_a_proxy_the_console_listens_on_the_loopback_only() {
+    use super::start::may_listen;
+    use super::IdentityMode;
+    let wide = "0.0.0.0:8090".parse().unwrap();
+    let refused = may_listen(IdentityMode::Proxy, wide).unwrap_err().to_string();
+    assert!(refused.contains("loopback only") && refused.contains("0.0.0.0:8090"), "{refused}");
+    assert!(may_listen(IdentityMode::Proxy, "127.0.0.1:8090".parse().unwrap()).is_ok());
+    assert!(may_listen(IdentityMode::Proxy, "[::1]:8090".parse().unwrap()).is_ok());
+    assert!(may_listen(IdentityMode::None, wide).is_ok(), "read-only, anyone may read what it shows");
+    let as_you = may_listen(IdentityMode::Kubeconfig, wide).unwrap_err().to_string();
+    assert!(as_you.contains("would act as you"), "{as_you}");
+}

@@ -460,3 +460,33 @@ async fn grant_read(env: &TestEnv, user: &str) -> TestResult {
         .await?;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_loopback_console_gives_a_rebound_page_nothing() -> TestResult {
+    // A page of another site whose name was rebound to 127.0.0.1 is
+    // same-origin to the browser; only the Host it sends tells it apart.
+    let env = TestEnv::new("rebind").await;
+    ensure_crd(&env.client).await;
+    let ui = Ui::start(&env, &[]).await;
+    let client = reqwest::Client::new();
+    let port = ui.address.rsplit(':').next().expect("a port").to_string();
+    let page = |host: String| client.get(format!("{}/", ui.address)).header("host", host).send();
+    let own = page(format!("localhost:{port}")).await?;
+    assert_eq!(own.status(), reqwest::StatusCode::OK);
+    let body = own.text().await?;
+    assert!(body.contains("acting as"), "the console's own page, to its own name: {body}");
+    let rebound = page(format!("evil.example:{port}")).await?;
+    assert_eq!(rebound.status(), reqwest::StatusCode::FORBIDDEN);
+    let said = rebound.text().await?;
+    assert!(said.contains("--allowed-hosts") && !said.contains("csrf"), "{said}");
+    let action = client
+        .post(format!("{}/apps/{}/x/actions/pause", ui.address, env.namespace))
+        .header("host", format!("evil.example:{port}"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("csrf=x")
+        .send()
+        .await?;
+    assert_eq!(action.status(), reqwest::StatusCode::FORBIDDEN);
+    env.cleanup().await;
+    Ok(())
+}

@@ -319,7 +319,8 @@ fn compare_deployment(diffs: &mut Differences, what: &str, deploy: &Value, chart
 }
 
 /// The NetworkPolicy: the same policy, its peers the chart's own pods (the
-/// chart's selector, which also names the release) in the same namespace.
+/// chart's selector, which also names the release) in the same namespace;
+/// one that guards the Deployment's own pods guards the chart's.
 fn compare_network_policy(
     diffs: &mut Differences,
     what: &str,
@@ -327,7 +328,16 @@ fn compare_network_policy(
     (chart, chart_deployment): (&Value, &Value),
 ) {
     let (ds, cs) = (&deploy["spec"], &chart["spec"]);
-    diffs.fields(&format!("{what}.spec"), ds, cs, &["ingress"], &[]);
+    if ds["podSelector"]["matchLabels"] == *pod_selector(deploy_deployment) {
+        diffs.fields(&format!("{what}.spec"), ds, cs, &["ingress", "podSelector"], &[]);
+        diffs.require(
+            &format!("{what}.spec.podSelector"),
+            cs["podSelector"]["matchLabels"] == *pod_selector(chart_deployment),
+            format!("the chart's {} is not its Deployment's pods", cs["podSelector"]),
+        );
+    } else {
+        diffs.fields(&format!("{what}.spec"), ds, cs, &["ingress"], &[]);
+    }
     let rules = |spec: &Value| spec["ingress"].as_array().cloned().unwrap_or_default();
     let (dr, cr) = (rules(ds), rules(cs));
     diffs.equal(&format!("{what}: ingress rules"), &json!(dr.len()), &json!(cr.len()));
@@ -490,6 +500,18 @@ fn the_console_is_off_by_default_and_renders_what_deploy_console_installs() {
             .collect();
     differences(&kustomize(&with_proxy), &chart, "deploy/console with proxy/")
         .assert_none("console.identity=proxy against deploy/console with proxy/");
+    // Behind the proxy, only the proxy is reachable: the console on the
+    // Pod's loopback with no port of its own, the Pod admitting the
+    // proxy's port alone.
+    let pod = &one(&chart, "Deployment")["spec"]["template"]["spec"];
+    let console = &pod["containers"][0];
+    assert!(console["args"].as_array().is_some_and(|a| a.contains(&json!("--address=127.0.0.1:8090"))), "{console}");
+    assert!(console.get("ports").is_none(), "the console's own port is open: {console}");
+    assert_eq!(pod["containers"][1]["ports"], json!([{ "name": "http", "containerPort": 4180 }]));
+    let policy = one(&chart, "NetworkPolicy");
+    assert_eq!(policy["spec"]["policyTypes"], json!(["Ingress"]));
+    assert_eq!(policy["spec"]["ingress"], json!([{ "ports": [{ "protocol": "TCP", "port": "http" }] }]));
+    assert_eq!(one(&chart, "Service")["spec"]["ports"][0]["targetPort"], "http");
 
     // Its own identity, never the controller's, and no write but Events.
     let deployment = one(&chart, "Deployment");
