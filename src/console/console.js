@@ -44,4 +44,11 @@
   events.addEventListener("open", function () {
     document.body.dataset.stream = "open";
   });
+  // Refused (too many live pages open: 429) or gone for good: the page
+  // works on without live updates, and a reload refreshes it.
+  events.addEventListener("error", function () {
+    if (events.readyState === EventSource.CLOSED) {
+      document.body.dataset.stream = "closed";
+    }
+  });
 })();

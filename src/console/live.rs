@@ -4,17 +4,97 @@
 //! browser. The page then fetches itself and swaps in its live parts
 //! (`console.js`). A quiet fleet still gets an event each [`HEARTBEAT`]:
 //! a pool that is down turns Offline with time alone.
+//!
+//! Each open page holds a stream, so streams are capped ([`Streams`]): at
+//! most [`PER_USER`] per signed-in user and [`TOTAL`] in all. Past a cap a
+//! page gets a 429 saying so, and works without live updates (a reload
+//! refreshes it): one user's forty tabs, or a script that opens streams
+//! in a loop, cannot take the console from everyone else.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
-use futures::Stream;
+use axum::response::{IntoResponse, Response};
+use futures::{Stream, StreamExt};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::Console;
+
+/// The most streams one signed-in user holds at once.
+pub const PER_USER: usize = 8;
+/// The most streams the console holds at once.
+pub const TOTAL: usize = 256;
+
+/// The streams open now, in all and by user.
+#[derive(Debug, Default)]
+pub struct Streams {
+    open: Mutex<(usize, HashMap<String, usize>)>,
+}
+
+/// A stream's place under the caps, given back when it ends.
+#[derive(Debug)]
+pub struct Held {
+    streams: Arc<Streams>,
+    user: Option<String>,
+}
+
+/// Which cap a new stream meets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Full {
+    User,
+    Console,
+}
+
+impl Streams {
+    /// A place for one more stream of `user` (none: nobody signed in,
+    /// counted in all only), or the cap it meets.
+    pub fn hold(self: &Arc<Self>, user: Option<&str>) -> Result<Held, Full> {
+        let mut open = self.open.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let (total, by_user) = &mut *open;
+        if *total >= TOTAL {
+            return Err(Full::Console);
+        }
+        if let Some(user) = user {
+            let mine = by_user.entry(user.to_string()).or_default();
+            if *mine >= PER_USER {
+                return Err(Full::User);
+            }
+            *mine += 1;
+        }
+        *total += 1;
+        Ok(Held {
+            streams: Arc::clone(self),
+            user: user.map(str::to_string),
+        })
+    }
+
+    /// How many are open, in all.
+    pub fn open(&self) -> usize {
+        self.open.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).0
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let mut open = self.streams.open.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let (total, by_user) = &mut *open;
+        *total = total.saturating_sub(1);
+        if let Some(user) = &self.user {
+            if let Some(mine) = by_user.get_mut(user) {
+                *mine = mine.saturating_sub(1);
+                if *mine == 0 {
+                    by_user.remove(user);
+                }
+            }
+        }
+    }
+}
 
 /// The least time between two events of one stream.
 pub const BATCH: Duration = Duration::from_millis(750);
@@ -22,10 +102,36 @@ pub const BATCH: Duration = Duration::from_millis(750);
 /// The most time between two events of one stream.
 pub const HEARTBEAT: Duration = Duration::from_secs(10);
 
-pub(super) async fn events(
-    State(console): State<Console>,
-) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    Sse::new(batched(console.source.changes())).keep_alive(KeepAlive::default())
+pub(super) async fn events(State(console): State<Console>, headers: HeaderMap) -> Response {
+    let user = console.controls(&headers).map(|c| c.user);
+    let held = match console.streams.hold(user.as_deref()) {
+        Ok(held) => held,
+        Err(full) => return full_response(full),
+    };
+    // The place is given back when the browser goes and the stream drops.
+    let stream = batched(console.source.changes()).map(move |event| {
+        let _held = &held;
+        event
+    });
+    Sse::new(stream).keep_alive(KeepAlive::default()).into_response()
+}
+
+fn full_response(full: Full) -> Response {
+    let message = match full {
+        Full::User => format!(
+            "You have {PER_USER} live pages of this console open already: close some. This page works \
+             without live updates; reload it to refresh.\n"
+        ),
+        Full::Console => format!(
+            "The console serves {TOTAL} live pages already. This page works without live updates; \
+             reload it to refresh.\n"
+        ),
+    };
+    let mut response = (StatusCode::TOO_MANY_REQUESTS, message).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    headers.insert(header::RETRY_AFTER, HeaderValue::from_static("30"));
+    response
 }
 
 /// One event per batch of changes of `changes`, or per heartbeat; the
@@ -46,7 +152,23 @@ pub fn batched(changes: watch::Receiver<u64>) -> impl Stream<Item = Result<Event
 #[cfg(test)]
 mod tests {
     use super::*;
-    use futures::StreamExt;
+
+    #[test]
+    fn streams_are_capped_per_user_and_in_all_and_given_back_when_they_end() {
+        let streams = Arc::new(Streams::default());
+        let alices: Vec<Held> = (0..PER_USER).map(|_| streams.hold(Some("alice")).unwrap()).collect();
+        assert_eq!(streams.hold(Some("alice")).unwrap_err(), Full::User);
+        let bob = streams.hold(Some("bob")).unwrap();
+        drop(alices);
+        assert!(streams.hold(Some("alice")).is_ok(), "closed pages give their places back");
+        assert_eq!(streams.open(), 1, "bob's alone");
+        drop(bob);
+        let all: Vec<Held> = (0..TOTAL).map(|_| streams.hold(None).unwrap()).collect();
+        assert_eq!(streams.hold(Some("carol")).unwrap_err(), Full::Console);
+        assert_eq!(streams.hold(None).unwrap_err(), Full::Console);
+        drop(all);
+        assert_eq!(streams.open(), 0);
+    }
 
     #[tokio::test(start_paused = true)]
     async fn many_changes_make_one_event_per_batch() {

@@ -174,11 +174,13 @@ pub struct Steering {
     pub actions: Actions,
 }
 
-/// The console's state: where it reads, and who may steer (none: read-only).
+/// The console's state: where it reads, who may steer (none: read-only),
+/// and the live streams open.
 #[derive(Clone)]
 struct Console {
     source: Arc<dyn Source>,
     steering: Option<Arc<Steering>>,
+    streams: Arc<live::Streams>,
 }
 
 /// What a page offers the user who reads it: the forms and their token.
@@ -207,7 +209,11 @@ pub fn router(source: Arc<dyn Source>, steering: Option<Arc<Steering>>) -> Route
     routes
         .fallback(|| async { (StatusCode::NOT_FOUND, html(pages::not_found("No such page."))) })
         .layer(axum::middleware::map_response(secure))
-        .with_state(Console { source, steering })
+        .with_state(Console {
+            source,
+            steering,
+            streams: Arc::default(),
+        })
 }
 
 /// The content security policy: the console's own stylesheet and script,

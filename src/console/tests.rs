@@ -455,3 +455,31 @@ fn behind_a_proxy_the_console_listens_on_the_loopback_only() {
     let as_you = may_listen(IdentityMode::Kubeconfig, wide).unwrap_err().to_string();
     assert!(as_you.contains("would act as you"), "{as_you}");
 }
+
+#[tokio::test]
+async fn a_user_past_the_cap_of_live_pages_is_told_so_and_others_are_not() {
+    let console = router(Arc::new(Fixed(Ok(fleet()))), steering(proxy()));
+    let stream_of = |user: &str| {
+        let mut request = Request::get("/events").body(Body::empty()).unwrap();
+        request.headers_mut().insert("x-forwarded-user", user.parse().unwrap());
+        console.clone().oneshot(request)
+    };
+    // Open streams hold their places while their responses live.
+    let mut open = Vec::new();
+    for _ in 0..super::live::PER_USER {
+        let response = stream_of("alice").await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        open.push(response);
+    }
+    let past = stream_of("alice").await.unwrap();
+    assert_eq!(past.status(), StatusCode::TOO_MANY_REQUESTS);
+    let said = axum::body::to_bytes(past.into_body(), 1 << 16).await.unwrap();
+    assert!(String::from_utf8_lossy(&said).contains("live pages of this console open already"));
+    assert_eq!(stream_of("bob").await.unwrap().status(), StatusCode::OK, "bob has his own");
+    open.pop();
+    assert_eq!(
+        stream_of("alice").await.unwrap().status(),
+        StatusCode::OK,
+        "a closed page gives its place back"
+    );
+}

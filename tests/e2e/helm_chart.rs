@@ -505,7 +505,12 @@ fn the_console_is_off_by_default_and_renders_what_deploy_console_installs() {
     // proxy's port alone.
     let pod = &one(&chart, "Deployment")["spec"]["template"]["spec"];
     let console = &pod["containers"][0];
-    assert!(console["args"].as_array().is_some_and(|a| a.contains(&json!("--address=127.0.0.1:8090"))), "{console}");
+    assert!(
+        console["args"]
+            .as_array()
+            .is_some_and(|a| a.contains(&json!("--address=127.0.0.1:8090"))),
+        "{console}"
+    );
     assert!(console.get("ports").is_none(), "the console's own port is open: {console}");
     assert_eq!(pod["containers"][1]["ports"], json!([{ "name": "http", "containerPort": 4180 }]));
     let policy = one(&chart, "NetworkPolicy");
