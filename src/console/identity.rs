@@ -13,8 +13,11 @@
 //!   names one was forged), nor a request that names its user twice.
 //! - With no identity the console is read-only and serves no action route.
 
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
 use axum::http::{HeaderMap, HeaderName};
-use sha2::{Digest, Sha256};
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
 /// How the console learns who acts.
@@ -113,38 +116,99 @@ impl Identity {
     }
 }
 
-/// The CSRF token of one user: a digest of a secret the process drew at
-/// start and the user's name. A page of the console carries it in each
-/// form; another site cannot read it, so cannot forge the form.
+/// How long a page's forms stay good: a page left open longer asks for a
+/// reload.
+pub const TOKEN_LIFETIME: Duration = Duration::from_secs(12 * 3600);
+
+/// The shortest key the console takes (`CONSOLE_SESSION_KEY`).
+pub const KEY_MIN: usize = 32;
+
+/// The CSRF token of one user: when it expires, and an HMAC-SHA256 of
+/// that time, the user and the user's groups under the console's key. A
+/// page of the console carries it in each form; another site cannot read
+/// it, so cannot forge the form. Replicas given one key
+/// (`CONSOLE_SESSION_KEY`, from a Secret) take each other's tokens.
 #[derive(Clone)]
 pub struct Tokens {
-    secret: [u8; 32],
+    key: Vec<u8>,
+}
+
+/// Why a key cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error(
+        "CONSOLE_SESSION_KEY is {0} bytes: give at least {KEY_MIN} random ones (openssl rand -hex 32), the \
+         same to every replica"
+    )]
+    TooShort(usize),
+    #[error("cannot draw the console's key from the operating system: {0}")]
+    Random(getrandom::Error),
 }
 
 impl Tokens {
-    /// A new secret from the operating system's random source.
-    pub fn new() -> Result<Self, getrandom::Error> {
-        let mut secret = [0u8; 32];
-        getrandom::fill(&mut secret)?;
-        Ok(Self { secret })
+    /// A key of this process alone, from the operating system's random
+    /// source: tokens are good on this replica only.
+    pub fn new() -> Result<Self, KeyError> {
+        let mut key = vec![0u8; KEY_MIN];
+        getrandom::fill(&mut key).map_err(KeyError::Random)?;
+        Ok(Self { key })
+    }
+
+    /// The key replicas share.
+    pub fn with_key(key: &[u8]) -> Result<Self, KeyError> {
+        match key.len() >= KEY_MIN {
+            true => Ok(Self { key: key.to_vec() }),
+            false => Err(KeyError::TooShort(key.len())),
+        }
     }
 
     pub fn token(&self, actor: &Actor) -> String {
-        let mut digest = Sha256::new();
-        digest.update(self.secret);
-        digest.update(actor.name.as_bytes());
-        if let Some(i) = &actor.impersonate {
-            for group in &i.groups {
-                digest.update([0]);
-                digest.update(group.as_bytes());
-            }
-        }
-        hex::encode(digest.finalize())
+        self.token_at(actor, SystemTime::now())
     }
 
-    /// Whether `given` is `actor`'s token, compared in constant time.
+    /// The token a page served at `now` carries.
+    pub fn token_at(&self, actor: &Actor, now: SystemTime) -> String {
+        let expires = (now + TOKEN_LIFETIME).duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+        format!("{expires}.{}", hex::encode(self.mac(actor, expires)))
+    }
+
+    fn mac(&self, actor: &Actor, expires: u64) -> Vec<u8> {
+        // Any key length is taken by HMAC; the error is never returned.
+        let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(&self.key) else {
+            return Vec::new();
+        };
+        mac.update(b"nodepool-fanout console csrf\0");
+        mac.update(expires.to_string().as_bytes());
+        mac.update(&[0]);
+        mac.update(actor.name.as_bytes());
+        if let Some(i) = &actor.impersonate {
+            for group in &i.groups {
+                mac.update(&[0]);
+                mac.update(group.as_bytes());
+            }
+        }
+        mac.finalize().into_bytes().to_vec()
+    }
+
+    /// Whether `given` is `actor`'s token and has not expired, its MAC
+    /// compared in constant time.
     pub fn check(&self, actor: &Actor, given: &str) -> bool {
-        self.token(actor).as_bytes().ct_eq(given.as_bytes()).into()
+        self.check_at(actor, given, SystemTime::now())
+    }
+
+    pub fn check_at(&self, actor: &Actor, given: &str, now: SystemTime) -> bool {
+        let Some((expires, mac)) = given.split_once('.') else {
+            return false;
+        };
+        let (Ok(expires), Ok(mac)) = (expires.parse::<u64>(), hex::decode(mac)) else {
+            return false;
+        };
+        let now = now.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+        // Never one that outlives a lifetime from now: the key signed it.
+        if expires <= now || expires > now + TOKEN_LIFETIME.as_secs() {
+            return false;
+        }
+        self.mac(actor, expires).ct_eq(&mac).into()
     }
 }
 
@@ -267,6 +331,31 @@ mod tests {
             }),
         };
         assert!(!tokens.check(&ops, &tokens.token(&alice)), "groups are part of who acts");
+    }
+
+    #[test]
+    fn a_token_expires_and_a_shared_key_makes_it_good_on_every_replica() {
+        let alice = Actor {
+            name: "alice".into(),
+            impersonate: None,
+        };
+        let key = [7u8; 32];
+        let (one, two) = (Tokens::with_key(&key).unwrap(), Tokens::with_key(&key).unwrap());
+        let now = SystemTime::now();
+        let token = one.token_at(&alice, now);
+        assert!(two.check_at(&alice, &token, now), "another replica with the same key");
+        let later = now + TOKEN_LIFETIME + Duration::from_secs(1);
+        assert!(!two.check_at(&alice, &token, later), "expired");
+        assert!(!Tokens::with_key(&[8u8; 32]).unwrap().check_at(&alice, &token, now), "another key");
+        // A token whose expiry was pushed out is not the key's.
+        let (_, mac) = token.split_once('.').unwrap();
+        let pushed = format!("{}.{mac}", later.duration_since(UNIX_EPOCH).unwrap().as_secs());
+        assert!(!one.check_at(&alice, &pushed, now));
+        for garbage in ["", ".", "12.zz", "abc", "99999999999999999999.00"] {
+            assert!(!one.check_at(&alice, garbage, now), "{garbage}");
+        }
+        let short = Tokens::with_key(b"too short").err().unwrap().to_string();
+        assert!(short.contains("9 bytes") && short.contains("openssl rand"), "{short}");
     }
 
     #[test]

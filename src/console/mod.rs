@@ -101,8 +101,8 @@ pub enum ConsoleError {
     },
     #[error("the console stopped: {0}")]
     Serve(std::io::Error),
-    #[error("cannot draw the console's CSRF secret from the operating system: {0}")]
-    Random(getrandom::Error),
+    #[error("{0}")]
+    Key(#[from] identity::KeyError),
     #[error("cannot ask the API server who the kubeconfig's user is (kubectl auth whoami): {0}")]
     WhoAmI(kube::Error),
     #[error(
@@ -159,6 +159,17 @@ pub struct UiArgs {
     /// Act with this group, as `kubectl --as-group` does; repeatable.
     #[arg(long = "as-group")]
     pub as_groups: Vec<String>,
+    /// The key the forms' CSRF tokens are signed with, at least 32 bytes,
+    /// the same on every replica (from a Secret); one of this process
+    /// alone when not given. Give it in the environment: a flag would
+    /// show in the process list.
+    #[arg(
+        long = "session-key",
+        env = "CONSOLE_SESSION_KEY",
+        hide = true,
+        hide_env_values = true
+    )]
+    pub session_key: Option<String>,
     /// The header the proxy names the user in (with `--identity proxy`).
     #[arg(long, default_value = "X-Forwarded-User", env = "CONSOLE_USER_HEADER")]
     pub user_header: axum::http::HeaderName,

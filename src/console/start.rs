@@ -37,7 +37,7 @@ pub async fn run(args: &UiArgs, config: Config) -> Result<(), ConsoleError> {
         IdentityMode::None => None,
         mode => Some(Arc::new(Steering {
             identity: identity(args, mode, &client).await?,
-            tokens: Tokens::new().map_err(ConsoleError::Random)?,
+            tokens: tokens(args)?,
             actions: Actions::new(config, client.clone()),
         })),
     };
@@ -68,6 +68,23 @@ pub fn may_listen(identity: IdentityMode, address: std::net::SocketAddr) -> Resu
         IdentityMode::Proxy => Err(ConsoleError::ProxyNotOnLoopback(address)),
         IdentityMode::Kubeconfig => Err(ConsoleError::ActsOffLoopback(address)),
         IdentityMode::None => Ok(()),
+    }
+}
+
+/// The key of the forms' tokens: the one replicas share, or one of this
+/// process alone.
+fn tokens(args: &UiArgs) -> Result<Tokens, ConsoleError> {
+    match &args.session_key {
+        Some(key) => Ok(Tokens::with_key(key.as_bytes())?),
+        None => {
+            if args.identity == IdentityMode::Proxy {
+                tracing::warn!(
+                    "no CONSOLE_SESSION_KEY: a form is good on this replica only; give every replica \
+                     one key from a Secret"
+                );
+            }
+            Ok(Tokens::new()?)
+        }
     }
 }
 
