@@ -11,6 +11,8 @@
 //! - [`live`] tells open pages that the fleet changed (server-sent events,
 //!   batched), and they fetch themselves again;
 //! - [`identity`] says who acts, and guards each form with a CSRF token;
+//! - [`access`] says which namespaces each person may read, as their own
+//!   RBAC does;
 //! - [`hosts`] answers only requests that name the console by one of its
 //!   own names (no DNS rebinding of the loopback console);
 //! - [`actions`] pauses, resumes, reconciles, approves and suspends, as
@@ -20,6 +22,7 @@
 //! Every page is sent with a content security policy that allows only the
 //! console's own stylesheet and script, and with no caching.
 
+pub mod access;
 pub mod actions;
 pub mod cache;
 pub mod hosts;
@@ -186,12 +189,24 @@ pub struct Steering {
 }
 
 /// The console's state: where it reads, who may steer (none: read-only),
-/// and the live streams open.
+/// what each person may read (none: whatever the console reads), and the
+/// live streams open.
 #[derive(Clone)]
 struct Console {
     source: Arc<dyn Source>,
     steering: Option<Arc<Steering>>,
+    access: Option<Arc<dyn access::Access>>,
     streams: Arc<live::Streams>,
+}
+
+/// Whose eyes a page is for.
+enum Viewer {
+    /// Whatever the console reads: read-only, or the kubeconfig's own user.
+    All,
+    /// A person, who sees what their RBAC lets them list.
+    Person(identity::Impersonate),
+    /// Nobody signed in, or somebody the console never acts as: nothing.
+    Nobody(identity::NoActor),
 }
 
 /// What a page offers the user who reads it: the forms and their token.
@@ -204,6 +219,16 @@ pub struct Controls {
 /// The console's routes over `source`; with `steering`, its action routes
 /// too.
 pub fn router(source: Arc<dyn Source>, steering: Option<Arc<Steering>>) -> Router {
+    router_with(source, steering, None)
+}
+
+/// As [`router`], each person who acts by impersonation reading only what
+/// `access` lets them.
+pub fn router_with(
+    source: Arc<dyn Source>,
+    steering: Option<Arc<Steering>>,
+    access: Option<Arc<dyn access::Access>>,
+) -> Router {
     let mut routes = Router::new()
         .route("/", get(landing))
         .route("/apps/{namespace}/{name}", get(application))
@@ -223,6 +248,7 @@ pub fn router(source: Arc<dyn Source>, steering: Option<Arc<Steering>>) -> Route
         .with_state(Console {
             source,
             steering,
+            access,
             streams: Arc::default(),
         })
 }
@@ -262,8 +288,38 @@ impl Console {
         })
     }
 
-    async fn find(&self, namespace: &str, name: &str) -> Result<AppView, Response> {
-        match self.source.application(namespace, name).await {
+    /// Whose eyes the request is for.
+    fn viewer(&self, headers: &HeaderMap) -> Viewer {
+        let (Some(steering), Some(_)) = (&self.steering, &self.access) else {
+            return Viewer::All;
+        };
+        match steering.identity.actor(headers) {
+            Ok(Actor {
+                impersonate: Some(person),
+                ..
+            }) => Viewer::Person(person),
+            Ok(_) => Viewer::All,
+            Err(e) => Viewer::Nobody(e),
+        }
+    }
+
+    /// Whether `viewer` may read `namespace`'s applications.
+    async fn may_read(&self, viewer: &Viewer, namespace: &str) -> bool {
+        match (viewer, &self.access) {
+            (Viewer::All, _) => true,
+            (Viewer::Person(person), Some(access)) => access.may_read(person, namespace).await,
+            _ => false,
+        }
+    }
+
+    /// The application, if it is there and `viewer` may read it: one the
+    /// viewer may not read is the same page as one that is not there.
+    async fn find(&self, viewer: &Viewer, namespace: &str, name: &str) -> Result<AppView, Response> {
+        let found = match self.may_read(viewer, namespace).await {
+            true => self.source.application(namespace, name).await,
+            false => Ok(None),
+        };
+        match found {
             Ok(Some(app)) => Ok(app),
             Ok(None) => {
                 let what = format!("No NodePoolApplication {namespace}/{name} is visible to you.");
@@ -274,11 +330,30 @@ impl Console {
     }
 }
 
+/// The page of whoever is nobody here: nothing of the fleet.
+fn signed_out(why: &identity::NoActor) -> Response {
+    (StatusCode::UNAUTHORIZED, html(pages::signed_out(&why.to_string()))).into_response()
+}
+
 async fn landing(State(console): State<Console>, headers: HeaderMap) -> Response {
-    match console.source.applications().await {
-        Ok(apps) => html(pages::landing(&apps, console.controls(&headers).as_ref())).into_response(),
-        Err(e) => unavailable(e),
+    let viewer = console.viewer(&headers);
+    if let Viewer::Nobody(why) = &viewer {
+        return signed_out(why);
     }
+    let mut apps = match console.source.applications().await {
+        Ok(apps) => apps,
+        Err(e) => return unavailable(e),
+    };
+    // One answer per namespace, however many applications it holds.
+    let namespaces: std::collections::BTreeSet<String> = apps.iter().map(|a| a.namespace.clone()).collect();
+    let mut readable = std::collections::BTreeSet::new();
+    for namespace in namespaces {
+        if console.may_read(&viewer, &namespace).await {
+            readable.insert(namespace);
+        }
+    }
+    apps.retain(|a| readable.contains(&a.namespace));
+    html(pages::landing(&apps, console.controls(&headers).as_ref())).into_response()
 }
 
 /// The grid's filter, as the form sends it; an empty field is no filter.
@@ -318,7 +393,11 @@ async fn application(
     Query(query): Query<PageQuery>,
     headers: HeaderMap,
 ) -> Response {
-    match console.find(&namespace, &name).await {
+    let viewer = console.viewer(&headers);
+    if let Viewer::Nobody(why) = &viewer {
+        return signed_out(why);
+    }
+    match console.find(&viewer, &namespace, &name).await {
         Ok(app) => {
             let page = pages::Page {
                 controls: console.controls(&headers),
@@ -337,7 +416,11 @@ async fn pool(
     Query(query): Query<PageQuery>,
     headers: HeaderMap,
 ) -> Response {
-    let app = match console.find(&namespace, &name).await {
+    let viewer = console.viewer(&headers);
+    if let Viewer::Nobody(why) = &viewer {
+        return signed_out(why);
+    }
+    let app = match console.find(&viewer, &namespace, &name).await {
         Ok(app) => app,
         Err(response) => return response,
     };
@@ -395,7 +478,11 @@ async fn act_on_pool(
     Form(form): Form<ActionForm>,
 ) -> Response {
     let back = pages::pool_path(&namespace, &name, &pool);
-    let release = match console.find(&namespace, &name).await {
+    let viewer = console.viewer(&headers);
+    if let Viewer::Nobody(why) = &viewer {
+        return signed_out(why);
+    }
+    let release = match console.find(&viewer, &namespace, &name).await {
         Ok(app) => app.pools.iter().find(|p| p.row.pool == pool).map(|p| p.row.release.clone()),
         Err(response) => return response,
     };

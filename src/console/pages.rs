@@ -294,6 +294,11 @@ pub fn not_found(what: &str) -> Markup {
     )
 }
 
+/// The page of whoever is not signed in: nothing of the fleet.
+pub fn signed_out(why: &str) -> Markup {
+    page("Sign in", None, html! { h1 { "Sign in" } p.error { (why) } })
+}
+
 /// A page that says the cluster could not be read, and why.
 pub fn unavailable(why: &str) -> Markup {
     page(

@@ -8,11 +8,12 @@ use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use kube::api::PostParams;
 use kube::{Api, Client, Config};
 
+use super::access::{Access, Reviews};
 use super::actions::Actions;
 use super::cache::CacheSource;
 use super::hosts::{self, AllowedHosts};
 use super::identity::{Identity, Impersonate, Tokens};
-use super::{router, ConsoleError, IdentityMode, Steering, UiArgs};
+use super::{router_with, ConsoleError, IdentityMode, Steering, UiArgs};
 
 /// What `ui` says when it starts: where, over what, and who acts.
 pub fn banner(args: &UiArgs) -> String {
@@ -48,8 +49,22 @@ pub async fn run(args: &UiArgs, config: Config) -> Result<(), ConsoleError> {
                 address: args.address,
                 source,
             })?;
-    let source = CacheSource::start(client, args.namespace.clone()).await;
-    let mut routes = router(source, steering);
+    let source = CacheSource::start(client.clone(), args.namespace.clone()).await;
+    // A person acting by impersonation reads as themselves too: behind a
+    // proxy, and as `--as` names (as kubectl --as reads).
+    let impersonated = match &steering {
+        Some(s) => matches!(
+            &s.identity,
+            Identity::Proxy { .. }
+                | Identity::Kubeconfig {
+                    impersonate: Some(_),
+                    ..
+                }
+        ),
+        None => false,
+    };
+    let access = impersonated.then(|| Reviews::new(client.clone()) as Arc<dyn Access>);
+    let mut routes = router_with(source, steering, access);
     let behind_proxy = args.identity == IdentityMode::Proxy;
     if let Some(names) = AllowedHosts::of_console(args.address, behind_proxy, &args.allowed_hosts) {
         routes = hosts::only(routes, names);

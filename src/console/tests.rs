@@ -490,3 +490,52 @@ async fn a_user_past_the_cap_of_live_pages_is_told_so_and_others_are_not() {
         "a closed page gives its place back"
     );
 }
+
+/// RBAC as a table: who may read which namespace.
+struct Rbac(Vec<(&'static str, &'static str)>);
+
+impl access::Access for Rbac {
+    fn may_read<'a>(&'a self, who: &'a identity::Impersonate, namespace: &'a str) -> BoxFuture<'a, bool> {
+        let allowed = self.0.iter().any(|(user, ns)| *user == who.user && *ns == namespace);
+        Box::pin(async move { allowed })
+    }
+}
+
+#[tokio::test]
+async fn behind_a_proxy_each_person_sees_only_what_their_rbac_lets_them_list() {
+    let rbac: Arc<dyn access::Access> = Arc::new(Rbac(vec![("alice", "edge")]));
+    let console = router_with(Arc::new(Fixed(Ok(fleet()))), steering(proxy()), Some(rbac));
+    let as_user = |user: Option<&str>, uri: &str| {
+        let mut request = Request::get(uri).body(Body::empty()).unwrap();
+        if let Some(user) = user {
+            request.headers_mut().insert("x-forwarded-user", user.parse().unwrap());
+        }
+        request
+    };
+    let (status, _, alices) = send(console.clone(), as_user(Some("alice"), "/")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(alices.contains("/apps/edge/gw"), "{alices}");
+    let (status, _, bobs) = send(console.clone(), as_user(Some("bob"), "/")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(!bobs.contains("gw"), "bob may not list edge: {bobs}");
+    // What bob may not read is the page of what is not there.
+    let (status, _, hidden) = send(console.clone(), as_user(Some("bob"), "/apps/edge/gw")).await;
+    let (_, _, missing) = send(console.clone(), as_user(Some("bob"), "/apps/edge/nothing")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(hidden.replace("gw", "nothing"), missing, "a 404 that tells nothing");
+    let (status, _, _) = send(console.clone(), as_user(Some("bob"), "/apps/edge/gw/pools/wuhan")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _, page) = send(console.clone(), as_user(Some("alice"), "/apps/edge/gw/pools/wuhan")).await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    // Nobody signed in, or a forged system: group: nothing at all.
+    for uri in ["/", "/apps/edge/gw", "/apps/edge/gw/pools/wuhan", "/events"] {
+        let (status, _, body) = send(console.clone(), as_user(None, uri)).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{uri}");
+        assert!(!body.contains("gw") && body.contains("Nobody is signed in"), "{uri}: {body}");
+    }
+    let mut masters = as_user(Some("alice"), "/");
+    masters.headers_mut().insert("x-forwarded-groups", "system:masters".parse().unwrap());
+    let (status, _, body) = send(console, masters).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert!(!body.contains("gw") && body.contains("system:masters"), "{body}");
+}
