@@ -20,6 +20,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, watcher};
+use kube::runtime::WatchStreamExt;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::Value;
 use tokio::sync::watch;
@@ -48,9 +49,12 @@ const POOL_KINDS: [PoolKind; 4] = [
 /// Watch caches of one cluster, for the applications of one namespace or
 /// of all.
 pub struct CacheSource {
-    /// For a pool page's Events, listed when it is opened.
-    client: Client,
     apps: Store<NodePoolApplication>,
+    /// The Events of HelmReleases, for a pool's page: one watch, not a
+    /// list per page load (each open pool page listed them every few
+    /// seconds). They move no page: a release's Events come with changes
+    /// to the release, which do.
+    events: Store<CoreEvent>,
     releases: Store<DynamicObject>,
     nodes: Store<Node>,
     pool_objects: BTreeMap<PoolKind, Store<DynamicObject>>,
@@ -85,8 +89,12 @@ impl CacheSource {
                 pool_objects.insert(kind, store);
             }
         }
+        let events: Api<CoreEvent> = match namespace.as_deref() {
+            Some(ns) => Api::namespaced(client.clone(), ns),
+            None => Api::all(client.clone()),
+        };
         Arc::new(Self {
-            client: client.clone(),
+            events: release_events(events),
             apps: watching.cache("NodePoolApplications", apps, watcher::Config::default(), ()),
             releases: watching.cache("HelmReleases", releases, managed, helmrelease_resource()),
             nodes: watching.cache("Nodes", Api::all(client), watcher::Config::default(), ()),
@@ -169,28 +177,20 @@ impl CacheSource {
         AppView::of(app, rows, &labels)
     }
 
-    /// The release's latest Events, newest first; none when they cannot
-    /// be read (the page says so by showing none).
-    async fn events_of(&self, namespace: &str, release: &str) -> Vec<EventView> {
-        let events: Api<CoreEvent> = Api::namespaced(self.client.clone(), namespace);
-        let selector = format!("involvedObject.kind=HelmRelease,involvedObject.name={release}");
-        let listed = match events.list(&ListParams::default().fields(&selector)).await {
-            Ok(listed) => listed.items,
-            Err(e) => {
-                tracing::debug!(error = %e, release, "the release's Events are not readable");
-                return Vec::new();
-            }
-        };
-        let mut shown: Vec<EventView> = listed
-            .into_iter()
+    /// The release's latest Events, newest first, as the Events cache
+    /// holds them (none while it has not listed, or may not).
+    fn events_of(&self, namespace: &str, release: &str) -> Vec<EventView> {
+        let mut shown: Vec<EventView> = (self.events.state().iter())
+            .filter(|e| {
+                e.metadata.namespace.as_deref() == Some(namespace)
+                    && e.involved_object.name.as_deref() == Some(release)
+            })
             .map(|e| EventView {
-                type_: e.type_.unwrap_or_default(),
-                reason: e.reason.unwrap_or_default(),
-                message: e.message.unwrap_or_default(),
-                last: e
-                    .last_timestamp
-                    .map(|t| t.0.to_string())
-                    .or_else(|| e.event_time.map(|t| t.0.to_string()))
+                type_: e.type_.clone().unwrap_or_default(),
+                reason: e.reason.clone().unwrap_or_default(),
+                message: e.message.clone().unwrap_or_default(),
+                last: (e.last_timestamp.as_ref().map(|t| t.0.to_string()))
+                    .or_else(|| e.event_time.as_ref().map(|t| t.0.to_string()))
                     .unwrap_or_default(),
                 count: e.count.unwrap_or(1),
             })
@@ -255,7 +255,7 @@ impl Source for CacheSource {
                 .and_then(|r| serde_json::to_value(&*r).ok())
                 .map(|r| PoolDetail::of_release(&r))
                 .unwrap_or_default();
-            detail.events = self.events_of(namespace, release).await;
+            detail.events = self.events_of(namespace, release);
             Ok(detail)
         })
     }
@@ -305,6 +305,25 @@ impl Watching {
         }));
         store
     }
+}
+
+/// A cache of the Events of HelmReleases, kept lean: what a pool's page
+/// shows, without managed fields or annotations.
+fn release_events(api: Api<CoreEvent>) -> Store<CoreEvent> {
+    let writer = reflector::store::Writer::default();
+    let store = writer.as_reader();
+    let config = watcher::Config::default().fields("involvedObject.kind=HelmRelease");
+    let lean = watcher(api, config).default_backoff().modify(|e: &mut CoreEvent| {
+        e.metadata.managed_fields = None;
+        e.metadata.annotations = None;
+    });
+    tokio::spawn(reflector::reflector(writer, lean).for_each(|event| {
+        if let Err(e) = event {
+            tracing::debug!(error = %e, "the console's watch of Events failed; it retries");
+        }
+        futures::future::ready(())
+    }));
+    store
 }
 
 /// The kind's pool objects' resource, when the cluster serves it and the

@@ -529,7 +529,7 @@ fn the_console_is_off_by_default_and_renders_what_deploy_console_installs() {
             rule["verbs"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
         let resources = &rule["resources"];
         let allowed: BTreeSet<&str> = match resources[0].as_str() {
-            Some("events") => ["create", "patch", "list"].into(),
+            Some("events") => ["create", "patch", "list", "watch"].into(),
             Some("selfsubjectreviews") => ["create"].into(),
             _ => ["get", "list", "watch"].into(),
         };
