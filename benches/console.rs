@@ -7,6 +7,10 @@
 //! - the time from a pool's change in the fleet to its cell's new state on
 //!   the open page: server-sent event, fetch, render and swap (median of 3).
 //!
+//! - per person, behind the proxy: 10,000 pools in 100 applications over 50
+//!   namespaces, 50 people each allowed 10 of them; the landing page and
+//!   an application's page for each, beside the same pages unfiltered.
+//!
 //! Stand-in, declared: the fleet is built here and served from memory, not
 //! read from a cluster's watch caches, so that 10,000 pools need no 10,000
 //! Helm installs. The pages, the event stream and the script are the
@@ -28,7 +32,10 @@ use futures::future::BoxFuture;
 use nodepool_fanout::api::NodePoolApplication;
 use nodepool_fanout::cli::get::PoolRow;
 use nodepool_fanout::console::view::AppView;
-use nodepool_fanout::console::{router, Source, SourceError};
+use nodepool_fanout::console::access::Access;
+use nodepool_fanout::console::actions::Actions;
+use nodepool_fanout::console::identity::{Identity, Impersonate, Tokens};
+use nodepool_fanout::console::{router, router_with, Source, SourceError, Steering};
 use serde_json::json;
 use tokio::sync::watch;
 use tower::ServiceExt;
@@ -150,6 +157,87 @@ async fn main() {
             f.update_ms
         );
     }
+    println!();
+    println!(
+        "per person: 10,000 pools in 100 applications over 50 namespaces, 50 people each allowed 10 \
+         (RBAC answered from a table: stand-in for the SubjectAccessReviews, whose answers the console keeps 30 s)"
+    );
+    println!("{:<28} {:>16} {:>22}", "", "landing page", "an application's page");
+    for (what, landing, app) in per_person().await {
+        println!("{what:<28} {landing:>13.2} ms {app:>19.2} ms");
+    }
+}
+
+/// RBAC as a table: person `u<i>` may read namespace `ns-<j>` when
+/// `i % 5 == j % 5`.
+struct Table;
+
+impl Access for Table {
+    fn may_read<'a>(&'a self, who: &'a Impersonate, namespace: &'a str) -> BoxFuture<'a, bool> {
+        let number = |s: &str| s.trim_start_matches(|c: char| !c.is_ascii_digit()).parse::<usize>().ok();
+        let allowed = matches!((number(&who.user), number(namespace)), (Some(u), Some(n)) if u % 5 == n % 5);
+        Box::pin(async move { allowed })
+    }
+}
+
+/// The median time of the landing page and of an application's page, per
+/// request: unfiltered (read-only), and for each of 50 people behind a
+/// proxy.
+async fn per_person() -> Vec<(&'static str, f64, f64)> {
+    let apps: Vec<AppView> = (0..100)
+        .map(|i| {
+            let mut app = application(100);
+            app.namespace = format!("ns-{:02}", i % 50);
+            app.name = format!("app-{i:02}");
+            app
+        })
+        .collect();
+    let (changes, _) = watch::channel(0);
+    let fleet = Arc::new(Fleet {
+        apps: RwLock::new(apps),
+        changes,
+    });
+    let config = kube::Config::new("http://127.0.0.1:9".parse().expect("a URL"));
+    let client = kube::Client::try_from(config.clone()).expect("a client");
+    let steering = Arc::new(Steering {
+        identity: Identity::Proxy {
+            user: axum::http::HeaderName::from_static("x-forwarded-user"),
+            groups: axum::http::HeaderName::from_static("x-forwarded-groups"),
+        },
+        tokens: Tokens::new().expect("a key"),
+        actions: Actions::new(config, client),
+    });
+    let unfiltered = router(fleet.clone(), None);
+    let filtered = router_with(fleet, Some(steering), Some(Arc::new(Table)));
+    let time = |console: axum::Router, uri: String, user: Option<String>| async move {
+        let mut request = Request::get(uri).body(Body::empty()).expect("a request");
+        if let Some(user) = user {
+            request.headers_mut().insert("x-forwarded-user", user.parse().expect("a header"));
+        }
+        let started = Instant::now();
+        let response = console.oneshot(request).await.expect("a page");
+        assert_eq!(response.status(), 200, "the page is shown");
+        let _ = axum::body::to_bytes(response.into_body(), 64 << 20).await.expect("its body");
+        started.elapsed().as_secs_f64() * 1e3
+    };
+    let (mut landing, mut app) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
+        landing.push(time(unfiltered.clone(), "/".into(), None).await);
+        app.push(time(unfiltered.clone(), "/apps/ns-00/app-00".into(), None).await);
+    }
+    let mut rows = vec![("everything, read-only", median(landing), median(app))];
+    let (mut landing, mut app) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        for user in 0..50 {
+            let person = Some(format!("u{user:02}"));
+            let namespace = user % 5;
+            landing.push(time(filtered.clone(), "/".into(), person.clone()).await);
+            let page = format!("/apps/ns-{namespace:02}/app-{namespace:02}");
+            app.push(time(filtered.clone(), page, person).await);
+        }
+    }
+    rows.push(("each of 50 people, filtered", median(landing), median(app)));
+    rows
 }
 
 async fn measure(driver: &support::browser::Driver, pools: usize) -> Figures {
