@@ -28,7 +28,8 @@ use serde_json::Value;
 use crate::api::naming;
 
 use super::{
-    application_key, application_of_release, halt::resource_version, ready_now, Invariant, Record, Violation,
+    annotation, application_key, application_of_release, halt::resource_version, label, ready_now, Invariant,
+    Record, Violation,
 };
 
 /// How many versions of an application's approval annotation are kept.
@@ -78,12 +79,7 @@ impl Approvals {
         }
         let state = self.0.entry(key).or_default();
         let version = resource_version(app).unwrap_or_default();
-        let approval = app
-            .pointer("/metadata/annotations")
-            .and_then(|a| a.get(naming::ANNOTATION_APPROVE))
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
+        let approval = annotation(app, naming::ANNOTATION_APPROVE).unwrap_or_default().to_string();
         state.versions.push_back((version, approval));
         if state.versions.len() > VERSIONS {
             state.versions.pop_front();
@@ -120,28 +116,18 @@ impl Approvals {
         if state.steps.is_empty() || state.steps.iter().any(|s| s.pools.is_none()) {
             return None;
         }
-        let annotations = release.pointer("/metadata/annotations");
-        let annotation = |r: &Value, name: &str| {
-            r.pointer("/metadata/annotations")
-                .and_then(|a| a.get(name))
-                .and_then(Value::as_str)
-                .map(str::to_string)
-        };
-        if annotations.and_then(|a| a.get(naming::ANNOTATION_ROLLED_BACK_FROM)).is_some() {
+        if annotation(release, naming::ANNOTATION_ROLLED_BACK_FROM).is_some() {
             return None;
         }
         let previous = previous?;
-        let revision = annotation(release, naming::ANNOTATION_REVISION)?;
+        let revision = annotation(release, naming::ANNOTATION_REVISION)?.to_string();
         let updated = annotation(previous, naming::ANNOTATION_SPEC_HASH)
             != annotation(release, naming::ANNOTATION_SPEC_HASH)
-            && annotation(previous, naming::ANNOTATION_REVISION).as_deref() != Some(revision.as_str());
+            && annotation(previous, naming::ANNOTATION_REVISION) != Some(revision.as_str());
         if !updated || !ready_now(previous) || release.pointer("/metadata/deletionTimestamp").is_some() {
             return None;
         }
-        let pool = release
-            .pointer("/metadata/labels")
-            .and_then(|l| l.get(naming::LABEL_POOL))
-            .and_then(Value::as_str)?;
+        let pool = label(release, naming::LABEL_POOL)?;
         let own = state
             .steps
             .iter()

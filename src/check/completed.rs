@@ -16,7 +16,8 @@ use serde_json::Value;
 use crate::api::naming;
 
 use super::{
-    application_key, application_of_release, halt::resource_version, text, Invariant, Kind, Record, Violation,
+    annotation, application_key, application_of_release, halt::resource_version, text, Invariant, Kind,
+    Record, Violation,
 };
 
 /// How many completed revisions are remembered per application: more
@@ -83,12 +84,8 @@ impl Completions {
         let Some(completed) = self.0.get(&(namespace.to_string(), app.to_string())) else {
             return Vec::new();
         };
-        let rolled_back_from = |r: &Value| {
-            r.pointer("/metadata/annotations")
-                .and_then(|a| a.get(naming::ANNOTATION_ROLLED_BACK_FROM))
-                .and_then(Value::as_str)
-                .map(str::to_string)
-        };
+        let rolled_back_from =
+            |r: &Value| annotation(r, naming::ANNOTATION_ROLLED_BACK_FROM).map(str::to_string);
         let Some(from) = rolled_back_from(release) else {
             return Vec::new();
         };

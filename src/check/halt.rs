@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use crate::api::naming;
 
-use super::{application_key, application_of_release, text, Invariant, Kind, Record, Violation};
+use super::{annotation, application_key, application_of_release, text, Invariant, Kind, Record, Violation};
 
 /// A halt seen on an application.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,10 +112,10 @@ impl Halts {
             return Vec::new();
         };
         let revision = |r: &Value| {
-            let annotations = r.pointer("/metadata/annotations");
-            let rolled_back = annotations.and_then(|a| a.get(naming::ANNOTATION_ROLLED_BACK_FROM)).is_some();
-            let at = annotations.and_then(|a| a.get(naming::ANNOTATION_REVISION)).and_then(Value::as_str);
-            at.filter(|_| !rolled_back).map(str::to_string)
+            let rolled_back = annotation(r, naming::ANNOTATION_ROLLED_BACK_FROM).is_some();
+            annotation(r, naming::ANNOTATION_REVISION)
+                .filter(|_| !rolled_back)
+                .map(str::to_string)
         };
         let now = revision(release);
         let before = previous.and_then(revision);

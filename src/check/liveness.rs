@@ -42,10 +42,7 @@ pub fn unsettled(app: &Value, releases: &[Value]) -> Option<String> {
         if release.pointer("/metadata/deletionTimestamp").is_some() {
             return Some(format!("HelmRelease {name} is being deleted"));
         }
-        let at = release
-            .pointer("/metadata/annotations")
-            .and_then(|a| a.get(naming::ANNOTATION_REVISION))
-            .and_then(Value::as_str);
+        let at = super::annotation(release, naming::ANNOTATION_REVISION);
         if at != Some(revision) {
             return Some(format!(
                 "HelmRelease {name} is at revision {}, not {revision}",

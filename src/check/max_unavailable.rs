@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::api::naming;
 
-use super::{application_of_release, ready_now, Invariant, Key, Kind, Record, Violation};
+use super::{annotation, application_of_release, ready_now, Invariant, Key, Kind, Record, Violation};
 
 /// The releases each application (namespace, name) has taken down.
 #[derive(Debug, Default)]
@@ -34,12 +34,7 @@ impl Updating {
         let namespace = namespace.to_string();
         let key = (namespace.clone(), app.to_string());
         let name = record.key().name;
-        let hash = |r: &Value| {
-            r.pointer("/metadata/annotations")
-                .and_then(|a| a.get(naming::ANNOTATION_SPEC_HASH))
-                .and_then(Value::as_str)
-                .map(str::to_string)
-        };
+        let hash = |r: &Value| annotation(r, naming::ANNOTATION_SPEC_HASH).map(str::to_string);
         let rewritten = previous.is_some_and(|p| hash(p) != hash(release));
         let down = self.0.entry(key.clone()).or_default();
         // Deleted (by hand, or pruned), its pool is no update under way:

@@ -377,6 +377,16 @@ fn application_of_release(release: &Value) -> Option<(&str, &str)> {
     Some((text(release, "/metadata/namespace")?, app))
 }
 
+/// An annotation of an object.
+fn annotation<'a>(object: &'a Value, name: &str) -> Option<&'a str> {
+    object.pointer("/metadata/annotations")?.get(name)?.as_str()
+}
+
+/// A label of an object.
+fn label<'a>(object: &'a Value, name: &str) -> Option<&'a str> {
+    object.pointer("/metadata/labels")?.get(name)?.as_str()
+}
+
 /// A text field of an object.
 fn text<'a>(object: &'a Value, pointer: &str) -> Option<&'a str> {
     object.pointer(pointer).and_then(Value::as_str)

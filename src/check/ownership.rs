@@ -43,9 +43,6 @@ fn owned(release: &Value) -> bool {
     let by_application = owners.into_iter().flatten().any(|o| {
         o["kind"] == "NodePoolApplication" && o["controller"] == true && o["apiVersion"].as_str().is_some()
     });
-    let orphaned = release
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(crate::reconcile::orphan::ANNOTATION_ORPHANED_FROM))
-        .is_some();
+    let orphaned = super::annotation(release, crate::reconcile::orphan::ANNOTATION_ORPHANED_FROM).is_some();
     by_application || orphaned
 }

@@ -29,7 +29,10 @@ use serde_json::Value;
 use crate::api::naming;
 use crate::reconcile::rollout::window::{self, Gate, Window};
 
-use super::{application_key, application_of_release, halt::resource_version, Invariant, Record, Violation};
+use super::{
+    annotation, application_key, application_of_release, halt::resource_version, label, Invariant, Record,
+    Violation,
+};
 
 /// How many versions of an application are kept.
 const VERSIONS: usize = 256;
@@ -118,27 +121,17 @@ impl Windows {
         let Some(state) = self.0.get_mut(&(namespace.to_string(), app.to_string())) else {
             return Vec::new();
         };
-        let annotation = |r: &Value, name: &str| {
-            r.pointer("/metadata/annotations")
-                .and_then(|a| a.get(name))
-                .and_then(Value::as_str)
-                .map(str::to_string)
-        };
         let (Some(previous), Some(revision)) = (previous, annotation(release, naming::ANNOTATION_REVISION))
         else {
             return Vec::new();
         };
         let before = annotation(previous, naming::ANNOTATION_REVISION);
-        let updated = before.is_some() && before.as_deref() != Some(revision.as_str());
+        let updated = before.is_some() && before != Some(revision);
         let rolled_back = annotation(release, naming::ANNOTATION_ROLLED_BACK_FROM).is_some();
         if !updated || rolled_back || release.pointer("/metadata/deletionTimestamp").is_some() {
             return Vec::new();
         }
-        let Some(pool) = release
-            .pointer("/metadata/labels")
-            .and_then(|l| l.get(naming::LABEL_POOL))
-            .and_then(Value::as_str)
-        else {
+        let Some(pool) = label(release, naming::LABEL_POOL) else {
             return Vec::new();
         };
         let violation = Violation {
