@@ -103,7 +103,7 @@ pub const BATCH: Duration = Duration::from_millis(750);
 pub const HEARTBEAT: Duration = Duration::from_secs(10);
 
 pub(super) async fn events(State(console): State<Console>, headers: HeaderMap) -> Response {
-    if let super::Viewer::Nobody(why) = console.viewer(&headers) {
+    if let Err(why) = console.reader(&headers) {
         return super::signed_out(&why);
     }
     let user = console.controls(&headers).map(|c| c.user);

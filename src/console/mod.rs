@@ -303,6 +303,14 @@ impl Console {
         }
     }
 
+    /// Whose eyes the request is for, or why they are nobody here.
+    fn reader(&self, headers: &HeaderMap) -> Result<Viewer, identity::NoActor> {
+        match self.viewer(headers) {
+            Viewer::Nobody(why) => Err(why),
+            viewer => Ok(viewer),
+        }
+    }
+
     /// Whether `viewer` may read `namespace`'s applications.
     async fn may_read(&self, viewer: &Viewer, namespace: &str) -> bool {
         match (viewer, &self.access) {
@@ -336,10 +344,10 @@ fn signed_out(why: &identity::NoActor) -> Response {
 }
 
 async fn landing(State(console): State<Console>, headers: HeaderMap) -> Response {
-    let viewer = console.viewer(&headers);
-    if let Viewer::Nobody(why) = &viewer {
-        return signed_out(why);
-    }
+    let viewer = match console.reader(&headers) {
+        Ok(viewer) => viewer,
+        Err(why) => return signed_out(&why),
+    };
     let mut apps = match console.source.applications().await {
         Ok(apps) => apps,
         Err(e) => return unavailable(e),
@@ -393,10 +401,10 @@ async fn application(
     Query(query): Query<PageQuery>,
     headers: HeaderMap,
 ) -> Response {
-    let viewer = console.viewer(&headers);
-    if let Viewer::Nobody(why) = &viewer {
-        return signed_out(why);
-    }
+    let viewer = match console.reader(&headers) {
+        Ok(viewer) => viewer,
+        Err(why) => return signed_out(&why),
+    };
     match console.find(&viewer, &namespace, &name).await {
         Ok(app) => {
             let page = pages::Page {
@@ -416,10 +424,10 @@ async fn pool(
     Query(query): Query<PageQuery>,
     headers: HeaderMap,
 ) -> Response {
-    let viewer = console.viewer(&headers);
-    if let Viewer::Nobody(why) = &viewer {
-        return signed_out(why);
-    }
+    let viewer = match console.reader(&headers) {
+        Ok(viewer) => viewer,
+        Err(why) => return signed_out(&why),
+    };
     let app = match console.find(&viewer, &namespace, &name).await {
         Ok(app) => app,
         Err(response) => return response,
@@ -478,10 +486,10 @@ async fn act_on_pool(
     Form(form): Form<ActionForm>,
 ) -> Response {
     let back = pages::pool_path(&namespace, &name, &pool);
-    let viewer = console.viewer(&headers);
-    if let Viewer::Nobody(why) = &viewer {
-        return signed_out(why);
-    }
+    let viewer = match console.reader(&headers) {
+        Ok(viewer) => viewer,
+        Err(why) => return signed_out(&why),
+    };
     let release = match console.find(&viewer, &namespace, &name).await {
         Ok(app) => app.pools.iter().find(|p| p.row.pool == pool).map(|p| p.row.release.clone()),
         Err(response) => return response,
