@@ -279,3 +279,62 @@ async fn a_prune_deletes_only_the_object_observe_saw() {
     assert_eq!(live.data["spec"]["chart"]["spec"]["chart"], "theirs");
     env.cleanup().await;
 }
+
+/// The plan counts a pool that left as no longer updating, so the write
+/// that takes its place must reach the API server after the prune: in
+/// the record (ordered by resourceVersion), the release leaving goes first.
+#[tokio::test]
+async fn a_release_leaving_is_deleted_before_the_release_that_takes_its_place_is_written() {
+    use futures::StreamExt;
+    use kube::api::{WatchEvent, WatchParams};
+
+    let env = TestEnv::new("apply-order").await;
+    let app = application(&env).await;
+    let mut planned = plan_over(&app, &pools(&["east", "west"]), Vec::new());
+    let applied = carry_out(&env, &app, &mut planned, &[]).await;
+    assert_eq!(written(&applied).len(), 2);
+    let owned = observed(&env, &app).await;
+    let east = owned.iter().find(|o| o.pool.as_deref() == Some("east")).unwrap().name.clone();
+
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), &env.namespace, &helmrelease_resource());
+    let from = api.list(&Default::default()).await.unwrap().metadata.resource_version.unwrap();
+    let mut events = api.watch(&WatchParams::default(), &from).await.unwrap().boxed();
+
+    // East leaves, south comes: one plan prunes one release and writes another.
+    let mut next = plan_over(&app, &pools(&["south", "west"]), owned.clone());
+    assert_eq!(next.prune, [east.clone()]);
+    let south = next.apply.iter().find(|d| d.pool == "south").unwrap().name.clone();
+    let applied = carry_out(&env, &app, &mut next, &owned).await;
+    assert!(applied.first_error.is_none(), "{:?}", applied.first_error);
+
+    // The resourceVersion at which east's release was marked for deletion
+    // (or went) and the one at which south's was created.
+    let (mut east_leaving, mut south_made) = (None, None);
+    let deadline = std::time::Duration::from_secs(30);
+    while east_leaving.is_none() || south_made.is_none() {
+        let event = tokio::time::timeout(deadline, events.next())
+            .await
+            .expect("the watch reports both within 30 s")
+            .expect("the watch stays open")
+            .unwrap();
+        let (object, deleted) = match event {
+            WatchEvent::Added(o) | WatchEvent::Modified(o) => (o, false),
+            WatchEvent::Deleted(o) => (o, true),
+            other => panic!("unexpected watch event {other:?}"),
+        };
+        let rv: u64 = object.resource_version().unwrap().parse().unwrap();
+        let name = object.name_any();
+        if name == east && (deleted || object.metadata.deletion_timestamp.is_some()) {
+            east_leaving.get_or_insert(rv);
+        }
+        if name == south {
+            south_made.get_or_insert(rv);
+        }
+    }
+    assert!(
+        east_leaving < south_made,
+        "east's release left at {east_leaving:?}, after south's was written at {south_made:?}"
+    );
+    env.cleanup().await;
+}

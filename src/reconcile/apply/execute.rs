@@ -1,7 +1,12 @@
 //! One plan carried out: suspensions first, then releases made inert, then
-//! the writes (claimed first where they start to drive a Helm release),
-//! then the prunes. Every failure is kept with the pool it concerns, so a
+//! the prunes, then the writes (claimed first where they start to drive a
+//! Helm release). Every failure is kept with the pool it concerns, so a
 //! refused pool never stops the others, and the caller reports all of it.
+//!
+//! The prunes go before the writes because the plan counts a pool that
+//! left as no longer updating: a write that takes its `maxUnavailable`
+//! slot must reach the API server after the release leaving, or the
+//! record shows one pool more down than the rollout allows.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -89,8 +94,8 @@ pub async fn carry_out(target: &Target<'_>, writes: Writes, owned: &[Arc<Observe
             applied.failed(e);
         }
     }
-    write_all(target, apply, owned, &mut applied).await;
     prune(target, &to_prune, owned, &mut applied).await;
+    write_all(target, apply, owned, &mut applied).await;
     for skipped in to_skip {
         let uid = uid_of(owned, &skipped.release);
         match skip_uninstall(target.releases, &skipped, uid.as_deref()).await {
