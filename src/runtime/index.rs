@@ -84,6 +84,10 @@ struct Known {
     /// Its `gotk_resource_info` series, so that a change of its labels
     /// removes the old one.
     info: Option<ResourceInfoLabels>,
+    /// The names of its releases that someone else's HelmRelease holds,
+    /// from its last writes: when one of those goes, it may write at once
+    /// rather than at the end of its failure backoff.
+    names_taken: Vec<String>,
 }
 
 /// Every application this instance serves and has something of, by
@@ -215,6 +219,25 @@ impl AppIndex {
             entry.verdicts >= enough
         })
         .unwrap_or(false)
+    }
+
+    /// The release names `app`'s last writes found taken by objects not
+    /// its own.
+    pub(super) fn names_taken(&self, app: &ObjectRef<AppMeta>, names: Vec<String>) {
+        self.update(app, |entry| entry.names_taken = names);
+    }
+
+    /// The application waiting for the release name `name` of `namespace`
+    /// to be given back, if any (a release's name is its application's
+    /// alone, so at most one).
+    pub(super) fn waiting_for_name(&self, namespace: &str, name: &str) -> Option<ObjectRef<AppMeta>> {
+        let known = self.read_lock();
+        known
+            .iter()
+            .find(|(app, entry)| {
+                app.namespace.as_deref() == Some(namespace) && entry.names_taken.iter().any(|n| n == name)
+            })
+            .map(|(app, _)| app.clone())
     }
 
     /// The memo of `app`'s last plan, if it was made for the object `uid`.

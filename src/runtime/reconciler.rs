@@ -111,6 +111,7 @@ pub(super) async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) 
         orphan: app.spec.deletion_policy == Some(DeletionPolicy::Orphan),
     };
     let mut applied = apply::carry_out(&target, planned.take_writes(), &owned).await;
+    ctx.index.names_taken(&app_ref, applied.names_taken());
     report(ctx, &apps, &app, &mut planned, &applied).await?;
     if applied.first_error.is_none() && !history.is_empty() {
         let records = Api::namespaced(ctx.client.clone(), &namespace);

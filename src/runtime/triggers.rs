@@ -85,13 +85,23 @@ where
             if !changed || quiet {
                 return std::future::ready(None);
             }
-            let wake =
-                observe::owner_of::<AppMeta>(&release)
+            let Some(owner) = observe::owner_of::<AppMeta>(&release) else {
+                // Someone else's release going gives its name back to the
+                // application whose release it kept out.
+                let namespace = release.metadata.namespace.clone().unwrap_or_default();
+                let name = release.metadata.name.clone().unwrap_or_default();
+                let freed = (gone.then(|| index.waiting_for_name(&namespace, &name)))
+                    .flatten()
                     .filter(|app| served.get(app).is_some())
-                    .map(|app| match verdict && index.verdict(&app) {
-                        true => Wake::urgent(app),
-                        false => Wake::folded(app),
-                    });
+                    .map(Wake::urgent);
+                return std::future::ready(freed);
+            };
+            let wake = Some(owner).filter(|app| served.get(app).is_some()).map(|app| {
+                match verdict && index.verdict(&app) {
+                    true => Wake::urgent(app),
+                    false => Wake::folded(app),
+                }
+            });
             std::future::ready(wake)
         })
         .boxed()
@@ -327,5 +337,53 @@ mod tests {
         assert_eq!(send(watcher::Event::Apply(release(7, "False"))), urgent, "the third verdict");
         index.planned(&app_ref, None);
         assert_eq!(send(watcher::Event::Apply(release(8, "True"))), folded, "the rollout waits no more");
+    }
+
+    #[tokio::test]
+    async fn someone_elses_release_going_wakes_the_application_whose_name_it_held() {
+        let app: AppMeta = serde_json::from_value(json!({
+            "apiVersion": "apps.fanout.dev/v1alpha1", "kind": "NodePoolApplication",
+            "metadata": { "name": "gw", "namespace": "edge", "uid": "u1" }
+        }))
+        .unwrap();
+        let app_ref = ObjectRef::from_obj(&app);
+        let (served, mut writer) = reflector::store::<AppMeta>();
+        writer.apply_watcher_event(&watcher::Event::Apply(app));
+        let index = Arc::new(AppIndex::new(Arc::default(), served.clone()));
+        let interest = Interest {
+            kind: PoolKind::OpenYurt,
+            namespace: "edge".into(),
+            selection: PoolSelection::default(),
+            membership: Membership::Label("pool".into()),
+            chart_source: None,
+        };
+        index.read(app_ref.clone(), interest);
+        let theirs = |name: &str, namespace: &str| {
+            let object: DynamicObject = serde_json::from_value(json!({
+                "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+                "metadata": { "name": name, "namespace": namespace },
+                "spec": { "interval": "1h", "suspend": true }
+            }))
+            .unwrap();
+            CachedRelease::from_object(object)
+        };
+        let (events, rx) = futures::channel::mpsc::unbounded();
+        let mut wakes = releases(rx.map(Ok), served, index.clone());
+        let mut send = |event: watcher::Event<CachedRelease>| {
+            events.unbounded_send(event).unwrap();
+            wakes.next().now_or_never().flatten()
+        };
+        assert_eq!(send(watcher::Event::Init), None);
+        assert_eq!(send(watcher::Event::InitDone), None);
+        assert_eq!(send(watcher::Event::Apply(theirs("gw-hz", "edge"))), None, "nobody waits yet");
+        index.names_taken(&app_ref, vec!["gw-hz".into()]);
+        assert_eq!(send(watcher::Event::Apply(theirs("gw-sh", "edge"))), None, "another name");
+        assert_eq!(send(watcher::Event::Delete(theirs("gw-hz", "west"))), None, "another namespace");
+        assert_eq!(send(watcher::Event::Apply(theirs("gw-hz", "edge"))), None, "still held");
+        assert_eq!(
+            send(watcher::Event::Delete(theirs("gw-hz", "edge"))),
+            Some(Wake::urgent(app_ref.clone())),
+            "given back: gw writes its release now"
+        );
     }
 }

@@ -303,7 +303,7 @@ async fn a_release_leaving_is_deleted_before_the_release_that_takes_its_place_is
 
     // East leaves, south comes: one plan prunes one release and writes another.
     let mut next = plan_over(&app, &pools(&["south", "west"]), owned.clone());
-    assert_eq!(next.prune, [east.clone()]);
+    assert_eq!(next.prune, std::slice::from_ref(&east));
     let south = next.apply.iter().find(|d| d.pool == "south").unwrap().name.clone();
     let applied = carry_out(&env, &app, &mut next, &owned).await;
     assert!(applied.first_error.is_none(), "{:?}", applied.first_error);

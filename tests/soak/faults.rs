@@ -62,9 +62,13 @@ pub enum Fault {
         paused: bool,
     },
     /// A pool added; a `broken` one is labelled so that every
-    /// application's override gives it values Helm refuses.
+    /// application's override gives it values Helm refuses. Where
+    /// `claimed` names an application, someone else made a HelmRelease
+    /// under the name that application's release of the pool would take,
+    /// before the pool came.
     AddPool {
         broken: bool,
+        claimed: Option<usize>,
     },
     DeletePool {
         pool: usize,
@@ -115,8 +119,9 @@ impl Fault {
             Self::BadChange { .. } => "bad change",
             Self::Suspend { .. } => "suspend/resume",
             Self::Pause { .. } => "pause/resume",
-            Self::AddPool { broken: false } => "pool added",
-            Self::AddPool { broken: true } => "broken pool added",
+            Self::AddPool { broken: true, .. } => "broken pool added",
+            Self::AddPool { claimed: Some(_), .. } => "pool added, its name taken",
+            Self::AddPool { .. } => "pool added",
             Self::DeletePool { .. } => "pool deleted",
             Self::Relabel { .. } => "pool relabelled",
             Self::CutNode { .. } => "node cut/reconnected",
@@ -151,8 +156,11 @@ impl std::fmt::Display for Fault {
             Self::BadChange { app: a } => write!(f, "{}: a change Helm refuses (port 70000)", app(a)),
             Self::Suspend { app: a, suspended } => write!(f, "{}: suspend: {suspended}", app(a)),
             Self::Pause { app: a, paused } => write!(f, "{}: rollout.paused: {paused}", app(a)),
-            Self::AddPool { broken: false } => write!(f, "a pool added"),
-            Self::AddPool { broken: true } => write!(f, "a broken pool added (its override: port 70000)"),
+            Self::AddPool { broken: true, .. } => write!(f, "a broken pool added (its override: port 70000)"),
+            Self::AddPool { claimed: Some(a), .. } => {
+                write!(f, "a pool added, whose {} release's name someone else's HelmRelease took", app(a))
+            }
+            Self::AddPool { .. } => write!(f, "a pool added"),
             Self::DeletePool { pool } => write!(f, "pool #{pool} deleted"),
             Self::Relabel { pool, leaves: true } => write!(f, "pool #{pool} leaves the selection"),
             Self::Relabel { pool, leaves: false } => write!(f, "pool #{pool} comes back to the selection"),
@@ -209,6 +217,14 @@ pub struct World {
     broken: BTreeSet<String>,
     /// The gated application's revisions seen, for stale approvals.
     gate_revisions: Vec<String>,
+    /// Someone else's HelmReleases made under the name one of our
+    /// releases would take; given up (deleted by their owner) when the
+    /// faults stop.
+    claimants: Vec<String>,
+    /// What was wrong with a claimant when it was given up.
+    claimants_touched: Vec<String>,
+    /// Pools added that are not broken, so far.
+    added_whole: usize,
     injected: usize,
     /// Faults injected, by kind.
     by_kind: std::collections::BTreeMap<&'static str, u64>,
@@ -238,6 +254,9 @@ impl World {
             closed: Default::default(),
             opened: Default::default(),
             gate_revisions: Vec::new(),
+            claimants: Vec::new(),
+            claimants_touched: Vec::new(),
+            added_whole: 0,
             broken: BTreeSet::new(),
             requested: BTreeSet::new(),
             injected: 0,
@@ -289,7 +308,7 @@ impl World {
             .count();
         let release = self.rng.random_range(0..64);
         if live.is_empty() {
-            return Fault::AddPool { broken: false };
+            return self.add_pool(false);
         }
         match self.rng.random_range(0..100) {
             0..8 => Fault::KillController,
@@ -306,11 +325,12 @@ impl World {
                 app,
                 paused: self.manifests[app]["spec"]["rollout"]["paused"] != true,
             },
-            46..54 => Fault::AddPool {
-                broken: self.rng.random_bool(0.3),
-            },
+            46..54 => {
+                let broken = self.rng.random_bool(0.3);
+                self.add_pool(broken)
+            }
             54..58 if live.len() > POOLS => Fault::DeletePool { pool },
-            54..58 => Fault::AddPool { broken: false },
+            54..58 => self.add_pool(false),
             58..66 => Fault::Relabel {
                 pool,
                 leaves: !self.left.contains(&name) && in_play > IN_PLAY,
@@ -334,6 +354,20 @@ impl World {
                 down: Duration::from_secs(self.rng.random_range(1..15)),
             },
         }
+    }
+
+    /// A pool added. Every second pool added whole finds the name of one
+    /// application's release taken (each application in turn): decided by
+    /// the count, not drawn, so that the seeds' draws stay as they were.
+    fn add_pool(&mut self, broken: bool) -> Fault {
+        let claimed = match broken {
+            true => None,
+            false => {
+                self.added_whole += 1;
+                self.added_whole.is_multiple_of(2).then_some(self.added_whole / 2 % APPS.len())
+            }
+        };
+        Fault::AddPool { broken, claimed }
     }
 
     /// A breath between faults, drawn too.
@@ -387,9 +421,15 @@ impl World {
                 manifest["spec"]["rollout"]["paused"] = json!(paused);
                 apply(env, manifest).await;
             }
-            Fault::AddPool { broken } => {
+            Fault::AddPool { broken, claimed } => {
                 let tag = env.prefix.clone();
                 let short = format!("p{}", self.pools.len());
+                if let Some(app) = claimed {
+                    let name = naming::release_name(APPS[*app].0, &env.pool_name(&short));
+                    if create_claimant(env, &name).await {
+                        self.claimants.push(name);
+                    }
+                }
                 let mut labels = vec![("e2e", tag.as_str()), ("region", "east")];
                 if *broken {
                     labels.push((BROKEN, "true"));
@@ -603,6 +643,13 @@ impl World {
         for pool in std::mem::take(&mut self.broken) {
             let _ = pools.patch(&pool, &PatchParams::default(), &Patch::Merge(&mended)).await;
         }
+        // Their owner gives the names up: our releases may take them now.
+        for claimant in std::mem::take(&mut self.claimants) {
+            if let Some(what) = touched(&self.env, &claimant).await {
+                self.claimants_touched.push(what);
+            }
+            let _ = releases(&self.env).delete(&claimant, &DeleteParams::default()).await;
+        }
         self.closed = Default::default();
         self.opened = Default::default();
         for manifest in &mut self.manifests {
@@ -664,26 +711,68 @@ async fn create_foreign(env: &TestEnv) {
         .expect("the foreign HelmRelease is created");
 }
 
-impl World {
-    /// What is wrong with the foreign release now, if anything: gone,
-    /// rewritten, or written by one of our field managers.
-    pub async fn foreign_touched(&self) -> Option<String> {
-        let what = format!("HelmRelease {}/{FOREIGN}, owned by no application", self.env.namespace);
-        let foreign = match releases(&self.env).get_opt(FOREIGN).await {
-            Ok(Some(foreign)) => foreign,
-            Ok(None) => return Some(format!("{what}, was deleted")),
-            // The API server restarting: no answer is no verdict.
-            Err(_) => return None,
-        };
-        if foreign.metadata.generation != Some(1) {
-            return Some(format!("{what}, was rewritten (generation {:?})", foreign.metadata.generation));
+/// Someone else's HelmRelease under `name`, which one of our releases
+/// would take: owned by none, suspended so that Flux leaves it be.
+/// Whether it was made.
+async fn create_claimant(env: &TestEnv, name: &str) -> bool {
+    let claimant: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+        "metadata": { "name": name, "namespace": env.namespace },
+        "spec": { "interval": "1h", "suspend": true, "chart": { "spec": { "chart": "someone-elses",
+            "sourceRef": { "kind": "HelmRepository", "name": "someone-elses" } } } }
+    }))
+    .expect("a HelmRelease in JSON");
+    let params = PostParams {
+        field_manager: Some("someone-else".into()),
+        ..PostParams::default()
+    };
+    // Refused under a restart: part of the weather, and nothing to judge.
+    match releases(env).create(&params, &claimant).await {
+        Ok(_) => true,
+        Err(e) => {
+            println!("  (claimant not made: {e})");
+            false
         }
-        let ours: Vec<String> = (foreign.metadata.managed_fields.iter().flatten())
-            .filter_map(|m| m.manager.clone())
-            .filter(|m| m.starts_with(naming::MANAGER))
-            .collect();
-        (!ours.is_empty()).then(|| format!("{what}, was written by {}", ours.join(", ")))
     }
+}
+
+impl World {
+    /// What is wrong with someone else's releases now, if anything (the
+    /// foreign one, and the claimants not yet given up): gone, rewritten,
+    /// or written by one of our field managers.
+    pub async fn foreign_touched(&self) -> Option<String> {
+        if let Some(what) = self.claimants_touched.first() {
+            return Some(what.clone());
+        }
+        for name in std::iter::once(FOREIGN).chain(self.claimants.iter().map(String::as_str)) {
+            if let Some(what) = touched(&self.env, name).await {
+                return Some(what);
+            }
+        }
+        None
+    }
+}
+
+/// What is wrong with someone else's HelmRelease `name`, if anything.
+async fn touched(env: &TestEnv, name: &str) -> Option<String> {
+    let what = format!("HelmRelease {}/{name}, owned by no application", env.namespace);
+    let foreign = match releases(env).get_opt(name).await {
+        Ok(Some(foreign)) => foreign,
+        Ok(None) => return Some(format!("{what}, was deleted")),
+        // The API server restarting: no answer is no verdict.
+        Err(_) => return None,
+    };
+    if foreign.metadata.generation != Some(1) {
+        return Some(format!("{what}, was rewritten (generation {:?})", foreign.metadata.generation));
+    }
+    if !foreign.owner_references().is_empty() {
+        return Some(format!("{what}, was adopted"));
+    }
+    let ours: Vec<String> = (foreign.metadata.managed_fields.iter().flatten())
+        .filter_map(|m| m.manager.clone())
+        .filter(|m| m.starts_with(naming::MANAGER))
+        .collect();
+    (!ours.is_empty()).then(|| format!("{what}, was written by {}", ours.join(", ")))
 }
 
 /// The gated application's steps: a canary, then a step that needs

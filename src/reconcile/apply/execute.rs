@@ -68,6 +68,17 @@ impl Applied {
     fn failed(&mut self, error: ApplyError) {
         self.first_error.get_or_insert(error);
     }
+
+    /// The releases not written because an object of their name is not
+    /// ours (`NameClash`): they may be written once it goes.
+    pub fn names_taken(&self) -> Vec<String> {
+        (self.done.iter())
+            .filter_map(|done| match done {
+                Done::WriteFailed { release, reason, .. } if *reason == "NameClash" => Some(release.clone()),
+                _ => None,
+            })
+            .collect()
+    }
 }
 
 /// Carries out `writes` for the application of `target`, whose releases
