@@ -6,8 +6,9 @@
 # of bare repositories (under <state dir>/git, at
 # http://127.0.0.1:<port>/<name>.git) and an S3-compatible server whose
 # buckets are the folders under <state dir>/s3 (for Flux Buckets: endpoint
-# 127.0.0.1:<port>, plain HTTP, no credentials), all on 127.0.0.1; beside
-# it, site clusters for Flux to install into.
+# 127.0.0.1:<port>, plain HTTP, no credentials) and an OpenID provider for
+# the console's sign-in (its issuer in <state dir>/oidc-issuer), all on
+# 127.0.0.1; beside it, site clusters for Flux to install into.
 #
 #   hack/cluster.sh up      start it (a no-op when it already runs)
 #   hack/cluster.sh down    stop it and forget its state
@@ -91,7 +92,8 @@ events_url=http://$host:$nc_events_port
 # the others send their events to, after them), all before the API server
 # they talk to, and etcd last.
 components=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok notification-controller
-  source-controller helm-controller kustomize-controller chart-repository git-server oci-registry s3-server)
+  source-controller helm-controller kustomize-controller chart-repository git-server oci-registry s3-server
+  oidc-provider)
 # Each site's, in start order; every site's follow the hub's in
 # `components`, so `down` stops the sites first.
 site_components=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
@@ -568,6 +570,14 @@ launch() {
     # A Bucket's endpoint is host:port, without a scheme.
     echo "$host:$s3_port" >"$dir/s3-server"
     ;;
+  # The OpenID provider the console's sign-in is tested against: on a
+  # port the kernel picks (every port of a plane's range is taken), so its
+  # issuer, which each token names, is known once it listens. A restart
+  # picks another port, and forgets its signing keys and sessions anyway.
+  oidc-provider)
+    rm -f "$dir/oidc-issuer"
+    start oidc-provider oidc-provider --addr="$host:0" --issuer-file="$dir/oidc-issuer"
+    ;;
   # Flux's controllers run out of cluster: they read KUBECONFIG and need
   # distinct metrics and health ports. They send their events to
   # notification-controller, as in a Flux install.
@@ -635,6 +645,7 @@ component_ready() {
   oci-registry) curl -sf "http://$host:$registry_port/v2/" ;;
   # S3's ListBuckets: it answers once the server can read its root.
   s3-server) curl -sf "http://$host:$s3_port/" ;;
+  oidc-provider) [[ -s $dir/oidc-issuer ]] && curl -sf "$(<"$dir/oidc-issuer")/.well-known/openid-configuration" ;;
   *-site-[0-9]*)
     local c=${1%-site-*} s=site-${1##*-site-} port
     port=$(site_port "$s" "$c")
@@ -696,6 +707,7 @@ up() {
   launch git-server
   launch oci-registry
   launch s3-server
+  launch oidc-provider
   create_flux_objects
   launch notification-controller
   launch source-controller
@@ -707,7 +719,7 @@ up() {
     create_site_nodes "$s"
   done
 
-  for c in chart-repository git-server s3-server kube-controller-manager kube-scheduler notification-controller \
+  for c in chart-repository git-server s3-server oidc-provider kube-controller-manager kube-scheduler notification-controller \
     source-controller helm-controller kustomize-controller kwok; do
     wait_for "$c" 60 component_ready "$c"
   done

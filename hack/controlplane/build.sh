@@ -17,7 +17,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache=${NODEPOOL_FANOUT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nodepool-fanout}
-modules=(kubernetes source-controller helm-controller kustomize-controller notification-controller kwok kstatus servers)
+modules=(kubernetes source-controller helm-controller kustomize-controller notification-controller kwok kstatus servers oidc-provider)
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=readonly
 

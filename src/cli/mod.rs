@@ -55,9 +55,9 @@ pub enum Command {
     Approve(approve::ApproveArgs),
     /// Serve the fleet console on the loopback, reading the cluster and
     /// acting (pause, resume, reconcile, approve, suspend) as the
-    /// kubeconfig's user, or as `--as` names; `--identity none` for a
-    /// read-only console.
-    Ui(crate::console::UiArgs),
+    /// kubeconfig's user, or as `--as` names; `--identity oidc` signs each
+    /// person in; `--identity none` for a read-only console.
+    Ui(Box<crate::console::UiArgs>),
     /// Run the controller against the cluster in KUBECONFIG or in-cluster config.
     Run(RunArgs),
 }

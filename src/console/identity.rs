@@ -11,6 +11,10 @@
 //!   right to impersonate is the crown jewel: a `system:` user or group is
 //!   never impersonated (no proxy signs people in as one; a request that
 //!   names one was forged), nor a request that names its user twice.
+//! - [`Identity::Oidc`]: in the cluster, the console signs each person in
+//!   itself with OpenID Connect ([`super::signin`]) and keeps who they
+//!   are in a sealed session cookie; each action is done as that person
+//!   by impersonation, as behind a proxy. No header names anybody.
 //! - With no identity the console is read-only and serves no action route.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -31,6 +35,8 @@ pub enum Identity {
     },
     /// The user and groups an authenticating proxy passes in headers.
     Proxy { user: HeaderName, groups: HeaderName },
+    /// The person the console's own sign-in put in the session cookie.
+    Oidc(std::sync::Arc<super::signin::SignIn>),
 }
 
 /// A user to act as, and the user's groups.
@@ -53,7 +59,7 @@ pub struct Actor {
 /// Why a request acts as nobody.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NoActor {
-    #[error("Nobody is signed in: sign in through the proxy first.")]
+    #[error("Nobody is signed in: sign in first.")]
     NotSignedIn,
     #[error(
         "Refused: the request names {0}, which the console never acts as. Kubernetes' own users and \
@@ -66,7 +72,7 @@ pub enum NoActor {
 
 /// Kubernetes' own users and groups: `system:masters`, service accounts,
 /// nodes. No person signs in as one.
-fn is_system(name: &str) -> bool {
+pub(crate) fn is_system(name: &str) -> bool {
     name.starts_with("system:")
 }
 
@@ -80,6 +86,21 @@ impl Identity {
                 name: impersonate.as_ref().map_or(name.clone(), |i| i.user.clone()),
                 impersonate: impersonate.clone(),
             }),
+            Self::Oidc(signin) => {
+                let session = signin.session(headers).ok_or(NoActor::NotSignedIn)?;
+                // Refused at sign-in already; a key that leaked must not
+                // make one either.
+                if is_system(&session.user) {
+                    return Err(NoActor::System(format!("the user {}", session.user)));
+                }
+                if let Some(group) = session.groups.iter().find(|g| is_system(g)) {
+                    return Err(NoActor::System(format!("the group {group}")));
+                }
+                Ok(Actor {
+                    name: session.user.clone(),
+                    impersonate: Some(session.impersonate()),
+                })
+            }
             Self::Proxy { user, groups } => {
                 let mut users = headers.get_all(user).iter();
                 let user = users.next().and_then(|v| v.to_str().ok()).map(str::trim).unwrap_or_default();

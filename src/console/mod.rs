@@ -11,6 +11,8 @@
 //! - [`live`] tells open pages that the fleet changed (server-sent events,
 //!   batched), and they fetch themselves again;
 //! - [`identity`] says who acts, and guards each form with a CSRF token;
+//! - [`signin`] signs people in with OpenID Connect and keeps their
+//!   session in a sealed cookie;
 //! - [`access`] says which namespaces each person may read, as their own
 //!   RBAC does;
 //! - [`hosts`] answers only requests that name the console by one of its
@@ -29,6 +31,7 @@ pub mod hosts;
 pub mod identity;
 pub mod live;
 pub mod pages;
+pub mod signin;
 pub mod start;
 pub mod view;
 
@@ -116,10 +119,25 @@ pub enum ConsoleError {
     ProxyNotOnLoopback(SocketAddr),
     #[error(
         "acting as the kubeconfig's user, the console listens on the loopback only (not {0}): whoever \
-         reached it would act as you. Give --identity none for a read-only console, or run it in the \
-         cluster behind a proxy that signs each person in"
+         reached it would act as you. Give --identity none for a read-only console, or --identity oidc \
+         to sign each person in"
     )]
     ActsOffLoopback(SocketAddr),
+    #[error("with --identity oidc, give {0}")]
+    OidcMissing(&'static str),
+    #[error(
+        "with --identity oidc away from the loopback, give CONSOLE_SESSION_KEY (at least 32 random bytes, \
+         from a Secret, the same to every replica): a key of one process alone signs everybody out at \
+         each restart and is refused by every other replica"
+    )]
+    OidcNeedsKey,
+    #[error("cannot read --oidc-ca-file {path}: {source}")]
+    OidcCa {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Oidc(#[from] signin::ConfigError),
 }
 
 /// Who may act from the console; `ui`'s `--identity`.
@@ -129,6 +147,9 @@ pub enum IdentityMode {
     Kubeconfig,
     /// The user an authenticating proxy names in `--user-header`.
     Proxy,
+    /// Each person, signed in by the console with OpenID Connect
+    /// (`--oidc-*`).
+    Oidc,
     /// Nobody: the console is read-only and has no action routes.
     None,
 }
@@ -179,6 +200,81 @@ pub struct UiArgs {
     /// The header the proxy lists the user's groups in, comma-separated.
     #[arg(long, default_value = "X-Forwarded-Groups", env = "CONSOLE_GROUPS_HEADER")]
     pub groups_header: axum::http::HeaderName,
+    #[command(flatten)]
+    pub oidc: OidcArgs,
+}
+
+/// `ui`'s sign-in flags (with `--identity oidc`), named and read as the
+/// API server's own `--oidc-*` flags, so that the names the console
+/// impersonates are the ones the cluster's RBAC binds.
+#[derive(Debug, Clone, clap::Args)]
+pub struct OidcArgs {
+    /// The provider's issuer, exactly as its tokens name it
+    /// (`https://dex.example.com`).
+    #[arg(long = "oidc-issuer-url", env = "CONSOLE_OIDC_ISSUER_URL")]
+    pub issuer_url: Option<String>,
+    /// The console's client ID at the provider.
+    #[arg(long = "oidc-client-id", env = "CONSOLE_OIDC_CLIENT_ID")]
+    pub client_id: Option<String>,
+    /// The client's secret, for a confidential client; a public client
+    /// signs in with PKCE alone. Give it in the environment.
+    #[arg(
+        long = "oidc-client-secret",
+        env = "CONSOLE_OIDC_CLIENT_SECRET",
+        hide = true,
+        hide_env_values = true
+    )]
+    pub client_secret: Option<String>,
+    /// Where the provider sends the browser back: the console's address as
+    /// browsers reach it, with the path /auth/callback
+    /// (`https://fleet.example.com/auth/callback`). On the loopback,
+    /// `http://<--address>/auth/callback` when not given.
+    #[arg(long = "oidc-redirect-url", env = "CONSOLE_OIDC_REDIRECT_URL")]
+    pub redirect_url: Option<String>,
+    /// The ID token's claim that names the user, as the API server's flag.
+    #[arg(
+        long = "oidc-username-claim",
+        default_value = "sub",
+        env = "CONSOLE_OIDC_USERNAME_CLAIM"
+    )]
+    pub username_claim: String,
+    /// Put before every user name (`oidc:`), as the API server's flag.
+    #[arg(
+        long = "oidc-username-prefix",
+        default_value = "",
+        env = "CONSOLE_OIDC_USERNAME_PREFIX"
+    )]
+    pub username_prefix: String,
+    /// The ID token's claim that lists the user's groups.
+    #[arg(
+        long = "oidc-groups-claim",
+        default_value = "groups",
+        env = "CONSOLE_OIDC_GROUPS_CLAIM"
+    )]
+    pub groups_claim: String,
+    /// Put before every group name, as the API server's flag.
+    #[arg(
+        long = "oidc-groups-prefix",
+        default_value = "",
+        env = "CONSOLE_OIDC_GROUPS_PREFIX"
+    )]
+    pub groups_prefix: String,
+    /// Scopes asked for besides `openid` (Dex sends groups for `groups`);
+    /// comma-separated or repeated.
+    #[arg(
+        long = "oidc-extra-scope",
+        value_delimiter = ',',
+        default_value = "profile,email",
+        env = "CONSOLE_OIDC_EXTRA_SCOPES"
+    )]
+    pub extra_scopes: Vec<String>,
+    /// A PEM file of the certificate authorities that sign the provider's
+    /// TLS certificate, besides the system's.
+    #[arg(long = "oidc-ca-file", env = "CONSOLE_OIDC_CA_FILE")]
+    pub ca_file: Option<std::path::PathBuf>,
+    /// How long a sign-in lasts (`8h`, `30m`).
+    #[arg(long = "session-lifetime", default_value = "8h", value_parser = humantime::parse_duration, env = "CONSOLE_SESSION_LIFETIME")]
+    pub session_lifetime: std::time::Duration,
 }
 
 /// Who acts, their tokens, and what acting does.
@@ -209,11 +305,13 @@ enum Viewer {
     Nobody(identity::NoActor),
 }
 
-/// What a page offers the user who reads it: the forms and their token.
+/// What a page offers the user who reads it: the forms and their token,
+/// and a way to sign out where the console signed them in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Controls {
     pub user: String,
     pub token: String,
+    pub sign_out: bool,
 }
 
 /// The console's routes over `source`; with `steering`, its action routes
@@ -241,6 +339,12 @@ pub fn router_with(
         routes = routes
             .route("/apps/{namespace}/{name}/actions/{action}", post(act_on_app))
             .route("/apps/{namespace}/{name}/pools/{pool}/actions/{action}", post(act_on_pool));
+    }
+    if steering.as_ref().is_some_and(|s| matches!(s.identity, Identity::Oidc(_))) {
+        routes = routes
+            .route("/auth/sign-in", get(account::sign_in))
+            .route(signin::CALLBACK_PATH, get(account::callback))
+            .route("/auth/sign-out", post(account::sign_out));
     }
     routes
         .fallback(|| async { (StatusCode::NOT_FOUND, html(pages::not_found("No such page."))) })
@@ -285,6 +389,7 @@ impl Console {
         Some(Controls {
             token: steering.tokens.token(&actor),
             user: actor.name,
+            sign_out: matches!(steering.identity, Identity::Oidc(_)),
         })
     }
 
@@ -343,10 +448,26 @@ fn signed_out(why: &identity::NoActor) -> Response {
     (StatusCode::UNAUTHORIZED, html(pages::signed_out(&why.to_string()))).into_response()
 }
 
-async fn landing(State(console): State<Console>, headers: HeaderMap) -> Response {
+impl Console {
+    /// A page asked for by nobody: where the console signs people in,
+    /// nobody signed in goes to sign in, and comes back to `uri`.
+    fn sign_in_first(&self, why: &identity::NoActor, uri: &axum::http::Uri) -> Response {
+        let signs_in = (self.steering.as_ref()).is_some_and(|s| matches!(s.identity, Identity::Oidc(_)));
+        match (why, signs_in) {
+            (identity::NoActor::NotSignedIn, true) => {
+                let back = uri.path_and_query().map_or("/", |p| p.as_str());
+                let query = serde_urlencoded::to_string([("back", back)]).unwrap_or_default();
+                Redirect::to(&format!("/auth/sign-in?{query}")).into_response()
+            }
+            _ => signed_out(why),
+        }
+    }
+}
+
+async fn landing(State(console): State<Console>, uri: axum::http::Uri, headers: HeaderMap) -> Response {
     let viewer = match console.reader(&headers) {
         Ok(viewer) => viewer,
-        Err(why) => return signed_out(&why),
+        Err(why) => return console.sign_in_first(&why, &uri),
     };
     let mut apps = match console.source.applications().await {
         Ok(apps) => apps,
@@ -399,11 +520,12 @@ async fn application(
     State(console): State<Console>,
     Path((namespace, name)): Path<(String, String)>,
     Query(query): Query<PageQuery>,
+    uri: axum::http::Uri,
     headers: HeaderMap,
 ) -> Response {
     let viewer = match console.reader(&headers) {
         Ok(viewer) => viewer,
-        Err(why) => return signed_out(&why),
+        Err(why) => return console.sign_in_first(&why, &uri),
     };
     match console.find(&viewer, &namespace, &name).await {
         Ok(app) => {
@@ -422,11 +544,12 @@ async fn pool(
     State(console): State<Console>,
     Path((namespace, name, pool)): Path<(String, String, String)>,
     Query(query): Query<PageQuery>,
+    uri: axum::http::Uri,
     headers: HeaderMap,
 ) -> Response {
     let viewer = match console.reader(&headers) {
         Ok(viewer) => viewer,
-        Err(why) => return signed_out(&why),
+        Err(why) => return console.sign_in_first(&why, &uri),
     };
     let app = match console.find(&viewer, &namespace, &name).await {
         Ok(app) => app,
@@ -563,6 +686,100 @@ async fn act(
             tracing::info!(user = %actor.name, ?action, error = %e, "a console action was not done");
             refuse(status, &format!("Not done: {e}"))
         }
+    }
+}
+
+/// The console's own sign-in: to the provider, back from it, and out.
+mod account {
+    use super::*;
+
+    #[derive(Debug, Deserialize)]
+    pub(super) struct SignInQuery {
+        #[serde(default)]
+        back: String,
+    }
+
+    fn signin(console: &Console) -> Option<&signin::SignIn> {
+        match &console.steering.as_ref()?.identity {
+            Identity::Oidc(signin) => Some(signin),
+            _ => None,
+        }
+    }
+
+    fn failed(e: &signin::SignInError) -> Response {
+        tracing::warn!(error = %e, "a sign-in failed");
+        let status = match e {
+            signin::SignInError::Discovery { .. } | signin::SignInError::Exchange(_) => {
+                StatusCode::BAD_GATEWAY
+            }
+            _ => StatusCode::FORBIDDEN,
+        };
+        (status, html(pages::sign_in_failed(&e.to_string()))).into_response()
+    }
+
+    /// To the provider, to come back to the page `back` names.
+    pub(super) async fn sign_in(
+        State(console): State<Console>,
+        Query(query): Query<SignInQuery>,
+        headers: HeaderMap,
+    ) -> Response {
+        let Some(signin) = signin(&console) else {
+            return StatusCode::NOT_FOUND.into_response();
+        };
+        match signin.begin(&headers, &query.back).await {
+            Ok((jar, to)) => (jar, Redirect::to(&to)).into_response(),
+            Err(e) => failed(&e),
+        }
+    }
+
+    /// Back from the provider: signed in, to the page the sign-in began on.
+    pub(super) async fn callback(
+        State(console): State<Console>,
+        Query(answer): Query<signin::Callback>,
+        headers: HeaderMap,
+    ) -> Response {
+        let Some(signin) = signin(&console) else {
+            return StatusCode::NOT_FOUND.into_response();
+        };
+        match signin.finish(&headers, &answer).await {
+            Ok((jar, back, session)) => {
+                tracing::info!(user = %session.user, groups = ?session.groups, "signed in");
+                (jar, Redirect::to(&back)).into_response()
+            }
+            Err(e) => failed(&e),
+        }
+    }
+
+    #[derive(Debug, Deserialize)]
+    pub(super) struct SignOutForm {
+        csrf: String,
+    }
+
+    /// Signed out: the session cookie taken back. The form is the
+    /// console's own, as every action's.
+    pub(super) async fn sign_out(
+        State(console): State<Console>,
+        headers: HeaderMap,
+        Form(form): Form<SignOutForm>,
+    ) -> Response {
+        let (Some(signin), Some(steering)) = (signin(&console), &console.steering) else {
+            return StatusCode::NOT_FOUND.into_response();
+        };
+        if identity::cross_site(&headers) {
+            return (
+                StatusCode::FORBIDDEN,
+                html(pages::refused("Refused: the request came from another site.", "/")),
+            )
+                .into_response();
+        }
+        if let Ok(actor) = steering.identity.actor(&headers) {
+            if !steering.tokens.check(&actor, &form.csrf) {
+                let why = "Refused: the form is stale or not the console's own. Reload the page.";
+                return (StatusCode::FORBIDDEN, html(pages::refused(why, "/"))).into_response();
+            }
+            tracing::info!(user = %actor.name, "signed out");
+        }
+        (signin.sign_out(&headers), html(pages::signed_out_done())).into_response()
     }
 }
 

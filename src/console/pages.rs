@@ -36,6 +36,13 @@ fn page(title: &str, controls: Option<&Controls>, body: Markup) -> Markup {
                         Some(c) => span.who { "acting as " strong.user { (c.user) } },
                         None => span.readonly { "read-only" },
                     }
+                    @if let Some(c) = controls.filter(|c| c.sign_out) {
+                        " "
+                        form.sign-out method="post" action="/auth/sign-out" {
+                            input type="hidden" name="csrf" value=(c.token);
+                            button type="submit" { "Sign out" }
+                        }
+                    }
                 }
                 main { (body) }
             }
@@ -297,6 +304,24 @@ pub fn not_found(what: &str) -> Markup {
 /// The page of whoever is not signed in: nothing of the fleet.
 pub fn signed_out(why: &str) -> Markup {
     page("Sign in", None, html! { h1 { "Sign in" } p.error { (why) } })
+}
+
+/// What a failed sign-in says, with a way to try again.
+pub fn sign_in_failed(why: &str) -> Markup {
+    page(
+        "Sign-in failed",
+        None,
+        html! { h1 { "Sign-in failed" } p.error { (why) } p { a href="/auth/sign-in" { "Sign in again" } } },
+    )
+}
+
+/// The page after signing out: nothing of the fleet, a way back in.
+pub fn signed_out_done() -> Markup {
+    page(
+        "Signed out",
+        None,
+        html! { h1 { "Signed out" } p { a href="/auth/sign-in" { "Sign in again" } } },
+    )
 }
 
 /// A page that says the cluster could not be read, and why.

@@ -12,7 +12,8 @@ use super::access::{Access, Reviews};
 use super::actions::Actions;
 use super::cache::CacheSource;
 use super::hosts::{self, AllowedHosts};
-use super::identity::{Identity, Impersonate, Tokens};
+use super::identity::{Identity, Impersonate, KeyError, Tokens, KEY_MIN};
+use super::signin::{self, Claims, Provider, SignIn};
 use super::{router_with, ConsoleError, IdentityMode, Steering, UiArgs};
 
 /// What `ui` says when it starts: where, over what, and who acts.
@@ -26,6 +27,10 @@ pub fn banner(args: &UiArgs) -> String {
         (IdentityMode::Kubeconfig, None) => "acting as the kubeconfig's user".to_string(),
         (IdentityMode::Kubeconfig, Some(user)) => format!("acting as {user}"),
         (IdentityMode::Proxy, _) => format!("acting as the user the proxy names in {}", args.user_header),
+        (IdentityMode::Oidc, _) => format!(
+            "signing each person in with {}",
+            args.oidc.issuer_url.as_deref().unwrap_or("the OpenID provider")
+        ),
     };
     format!("console on http://{} ({scope}, {who})", args.address)
 }
@@ -56,6 +61,7 @@ pub async fn run(args: &UiArgs, config: Config) -> Result<(), ConsoleError> {
         Some(s) => matches!(
             &s.identity,
             Identity::Proxy { .. }
+                | Identity::Oidc(_)
                 | Identity::Kubeconfig {
                     impersonate: Some(_),
                     ..
@@ -82,7 +88,8 @@ pub fn may_listen(identity: IdentityMode, address: std::net::SocketAddr) -> Resu
     match identity {
         IdentityMode::Proxy => Err(ConsoleError::ProxyNotOnLoopback(address)),
         IdentityMode::Kubeconfig => Err(ConsoleError::ActsOffLoopback(address)),
-        IdentityMode::None => Ok(()),
+        // It signs each person in itself: reaching it names nobody.
+        IdentityMode::Oidc | IdentityMode::None => Ok(()),
     }
 }
 
@@ -92,7 +99,7 @@ fn tokens(args: &UiArgs) -> Result<Tokens, ConsoleError> {
     match &args.session_key {
         Some(key) => Ok(Tokens::with_key(key.as_bytes())?),
         None => {
-            if args.identity == IdentityMode::Proxy {
+            if matches!(args.identity, IdentityMode::Proxy | IdentityMode::Oidc) {
                 tracing::warn!(
                     "no CONSOLE_SESSION_KEY: a form is good on this replica only; give every replica \
                      one key from a Secret"
@@ -105,6 +112,7 @@ fn tokens(args: &UiArgs) -> Result<Tokens, ConsoleError> {
 
 async fn identity(args: &UiArgs, mode: IdentityMode, client: &Client) -> Result<Identity, ConsoleError> {
     Ok(match mode {
+        IdentityMode::Oidc => Identity::Oidc(Arc::new(sign_in(args)?)),
         IdentityMode::Proxy => Identity::Proxy {
             user: args.user_header.clone(),
             groups: args.groups_header.clone(),
@@ -132,4 +140,60 @@ async fn who_am_i(client: &Client) -> Result<String, ConsoleError> {
         .and_then(|s| s.user_info)
         .and_then(|u| u.username)
         .unwrap_or_else(|| "the kubeconfig's user".to_string()))
+}
+
+/// The console's own sign-in, as the `--oidc-*` flags say.
+pub fn sign_in(args: &UiArgs) -> Result<SignIn, ConsoleError> {
+    let oidc = &args.oidc;
+    let issuer = oidc.issuer_url.clone().ok_or(ConsoleError::OidcMissing(
+        "--oidc-issuer-url, the provider's issuer exactly as its tokens name it",
+    ))?;
+    let client_id = (oidc.client_id.clone())
+        .ok_or(ConsoleError::OidcMissing("--oidc-client-id, the console's client at the provider"))?;
+    let on_loopback = args.address.ip().is_loopback();
+    let redirect = match (&oidc.redirect_url, on_loopback) {
+        (Some(url), _) => url.clone(),
+        (None, true) => format!("http://{}{}", args.address, signin::CALLBACK_PATH),
+        (None, false) => return Err(ConsoleError::OidcMissing(
+            "--oidc-redirect-url, the console's address as browsers reach it with the path /auth/callback",
+        )),
+    };
+    let key = match (&args.session_key, on_loopback) {
+        (Some(key), _) => key.as_bytes().to_vec(),
+        // On the loopback, one person's console: a key of its own is fine.
+        (None, true) => {
+            let mut key = vec![0u8; KEY_MIN];
+            getrandom::fill(&mut key).map_err(KeyError::Random)?;
+            key
+        }
+        (None, false) => return Err(ConsoleError::OidcNeedsKey),
+    };
+    let ca = match &oidc.ca_file {
+        Some(path) => Some(std::fs::read(path).map_err(|source| ConsoleError::OidcCa {
+            path: path.clone(),
+            source,
+        })?),
+        None => None,
+    };
+    let provider = Provider {
+        issuer,
+        client_id,
+        client_secret: oidc.client_secret.clone().filter(|s| !s.is_empty()),
+        redirect,
+        scopes: oidc
+            .extra_scopes
+            .iter()
+            .filter(|s| !s.is_empty() && *s != "openid")
+            .cloned()
+            .collect(),
+        claims: Claims {
+            username: oidc.username_claim.clone(),
+            username_prefix: oidc.username_prefix.clone(),
+            groups: oidc.groups_claim.clone(),
+            groups_prefix: oidc.groups_prefix.clone(),
+        },
+        lifetime: oidc.session_lifetime,
+        ca,
+    };
+    Ok(SignIn::new(provider, &key)?)
 }

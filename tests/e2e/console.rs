@@ -23,18 +23,28 @@ const ROLLOUT_TIMEOUT: Duration = Duration::from_secs(240);
 
 /// `nodepool-fanout ui` over the test's namespace, on a free loopback
 /// port, as a user would start it; stopped when dropped.
-struct Ui {
+pub(crate) struct Ui {
     _child: std::process::Child,
-    address: String,
+    pub(crate) address: String,
 }
 
 impl Ui {
-    async fn start(env: &TestEnv, flags: &[&str]) -> Self {
+    pub(crate) async fn start(env: &TestEnv, flags: &[&str]) -> Self {
         Self::start_as(env, flags, support::kubeconfig()).await
     }
 
     /// As `start`, with the identity of another kubeconfig.
     async fn start_as(env: &TestEnv, flags: &[&str], kubeconfig: &std::path::Path) -> Self {
+        Self::start_with(env, flags, kubeconfig, &[]).await
+    }
+
+    /// As `start_as`, with these environment variables besides.
+    pub(crate) async fn start_with(
+        env: &TestEnv,
+        flags: &[&str],
+        kubeconfig: &std::path::Path,
+        vars: &[(&str, &str)],
+    ) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free loopback port")
@@ -48,6 +58,7 @@ impl Ui {
             .args(["ui", "--address", &address, "--namespace", &env.namespace])
             .args(flags)
             .env("KUBECONFIG", kubeconfig)
+            .envs(vars.iter().copied())
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -437,7 +448,7 @@ async fn an_operator_pauses_and_resumes_a_rollout_from_the_browser() -> TestResu
 }
 
 /// Lets `user` read the test's applications and releases, and nothing more.
-async fn grant_read(env: &TestEnv, user: &str) -> TestResult {
+pub(crate) async fn grant_read(env: &TestEnv, user: &str) -> TestResult {
     use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
     let role: Role = serde_json::from_value(json!({
         "metadata": { "name": "console-viewer" },

@@ -46,6 +46,7 @@ mod rollback;
 mod rollout;
 mod sharding;
 mod shared_chart;
+mod signin;
 mod sites;
 mod smoke;
 mod suspend;
