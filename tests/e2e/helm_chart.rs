@@ -479,20 +479,7 @@ fn the_console_is_off_by_default_and_renders_what_deploy_console_installs() {
     differences(&read_only, &chart, "deploy/console").assert_none("console.enabled against deploy/console");
 
     // With the proxy component, as its kustomization says to include it.
-    let with_proxy = scratch().join("console-proxy");
-    std::fs::create_dir_all(&with_proxy).expect("a scratch directory");
-    // Kustomize takes only relative paths.
-    let depth = with_proxy
-        .strip_prefix(repo_root())
-        .expect("scratch is in the repository")
-        .components()
-        .count();
-    let console = format!("{}deploy/console", "../".repeat(depth));
-    std::fs::write(
-        with_proxy.join("kustomization.yaml"),
-        format!("resources: [{console}]\ncomponents: [{console}/proxy]\n"),
-    )
-    .expect("a kustomization");
+    let with_proxy = console_with("proxy");
     let chart: Vec<Value> =
         render(RELEASE, NAMESPACE, &json!({ "console": { "enabled": true, "identity": "proxy" } }))
             .into_iter()
@@ -537,12 +524,76 @@ fn the_console_is_off_by_default_and_renders_what_deploy_console_installs() {
     }
 }
 
+/// deploy/console with one of its components, as a kustomization of the
+/// user's own includes it.
+fn console_with(component: &str) -> std::path::PathBuf {
+    let dir = scratch().join(format!("console-{component}"));
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    // Kustomize takes only relative paths.
+    let depth = dir
+        .strip_prefix(repo_root())
+        .expect("scratch is in the repository")
+        .components()
+        .count();
+    let console = format!("{}deploy/console", "../".repeat(depth));
+    std::fs::write(
+        dir.join("kustomization.yaml"),
+        format!("resources: [{console}]\ncomponents: [{console}/{component}]\n"),
+    )
+    .expect("a kustomization");
+    dir
+}
+
+#[test]
+fn the_console_that_signs_people_in_renders_what_deploy_console_oidc_installs() {
+    let chart: Vec<Value> =
+        render(RELEASE, NAMESPACE, &json!({ "console": { "enabled": true, "identity": "oidc" } }))
+            .into_iter()
+            .filter(is_console)
+            .collect();
+    differences(&kustomize(&console_with("oidc")), &chart, "deploy/console with oidc/")
+        .assert_none("console.identity=oidc against deploy/console with oidc/");
+    // One container, serving its own port, its settings from the Secret;
+    // allowed to act as the people it signs in.
+    let pod = &one(&chart, "Deployment")["spec"]["template"]["spec"];
+    assert_eq!(pod["containers"].as_array().map(Vec::len), Some(1), "{pod}");
+    let console = &pod["containers"][0];
+    assert_eq!(console["args"], json!(["ui", "--address=0.0.0.0:8090", "--identity=oidc"]));
+    assert_eq!(console["envFrom"], json!([{ "secretRef": { "name": "nodepool-fanout-console-oidc" } }]));
+    assert_eq!(of_kind(&chart, "ClusterRole").len(), 2, "reads, and impersonation");
+    assert!(
+        of_kind(&chart, "NetworkPolicy").is_empty(),
+        "it signs people in itself: no proxy to guard"
+    );
+
+    // The values are the flags, in the API server's words.
+    let values = json!({ "console": { "enabled": true, "identity": "oidc", "oidc": {
+        "issuerURL": "https://dex.example.test", "clientID": "fleet", "redirectURL": "https://fleet.example.test/auth/callback",
+        "usernameClaim": "email", "groupsClaim": "roles", "groupsPrefix": "oidc:", "extraScopes": ["groups", "email"],
+        "sessionLifetime": "4h" } } });
+    let chart: Vec<Value> = render(RELEASE, NAMESPACE, &values).into_iter().filter(is_console).collect();
+    let args = &one(&chart, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"];
+    for flag in [
+        "--oidc-issuer-url=https://dex.example.test",
+        "--oidc-client-id=fleet",
+        "--oidc-redirect-url=https://fleet.example.test/auth/callback",
+        "--oidc-username-claim=email",
+        "--oidc-groups-claim=roles",
+        "--oidc-groups-prefix=oidc:",
+        "--oidc-extra-scope=groups,email",
+        "--session-lifetime=4h",
+    ] {
+        assert!(args.as_array().is_some_and(|a| a.contains(&json!(flag))), "{flag} in {args}");
+    }
+    assert!(!args.to_string().contains("username-prefix"), "an empty value is no flag: {args}");
+}
+
 #[test]
 fn a_console_identity_that_is_not_known_is_refused() {
     let refused =
-        template_text(RELEASE, NAMESPACE, &json!({ "console": { "enabled": true, "identity": "oidc" } }));
+        template_text(RELEASE, NAMESPACE, &json!({ "console": { "enabled": true, "identity": "kerberos" } }));
     let message = refused.expect_err("rendered an unknown identity");
-    assert!(message.contains("console.identity must be none or proxy"), "{message}");
+    assert!(message.contains("console.identity must be none, proxy or oidc"), "{message}");
 }
 
 #[test]
