@@ -76,6 +76,50 @@ fi
 setsid target/debug/nodepool-fanout ui --address "$console" >target/local-cluster/logs/nodepool-fanout-ui.log 2>&1 </dev/null &
 echo $! >"$uipid"
 
+# The console as a team gets it: each person signs in with the plane's
+# OpenID provider and reads and acts with their own RBAC. The provider's
+# groups: alice in console-admins (may read and steer edge), bob in
+# console-viewers (may read edge).
+signin=${SIGNIN_CONSOLE_ADDRESS:-127.0.0.1:8091}
+say "Starting the console that signs people in on http://$signin (log: target/local-cluster/logs/nodepool-fanout-ui-oidc.log)"
+kubectl create namespace edge --dry-run=client -o yaml | kubectl apply --server-side -f - >/dev/null
+kubectl apply --server-side -f - >/dev/null <<'YAML'
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: { name: console-admins, namespace: edge }
+rules:
+  - { apiGroups: [apps.fanout.dev], resources: [nodepoolapplications], verbs: [get, list, watch, patch] }
+  - { apiGroups: [helm.toolkit.fluxcd.io], resources: [helmreleases], verbs: [get, list, watch, patch] }
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: { name: console-admins, namespace: edge }
+roleRef: { apiGroup: rbac.authorization.k8s.io, kind: Role, name: console-admins }
+subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: Group, name: console-admins }]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: { name: console-viewers, namespace: edge }
+rules:
+  - { apiGroups: [apps.fanout.dev], resources: [nodepoolapplications], verbs: [get, list, watch] }
+  - { apiGroups: [helm.toolkit.fluxcd.io], resources: [helmreleases], verbs: [get, list, watch] }
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: { name: console-viewers, namespace: edge }
+roleRef: { apiGroup: rbac.authorization.k8s.io, kind: Role, name: console-viewers }
+subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: Group, name: console-viewers }]
+YAML
+signinpid=target/local-cluster/pids/nodepool-fanout-ui-oidc.pid
+if [[ -f $signinpid ]] && kill -0 "$(cat "$signinpid")" 2>/dev/null; then
+  kill "$(cat "$signinpid")"
+  sleep 1
+fi
+setsid target/debug/nodepool-fanout ui --address "$signin" --identity oidc \
+  --oidc-issuer-url "$(cat target/local-cluster/oidc-issuer)" --oidc-client-id console \
+  >target/local-cluster/logs/nodepool-fanout-ui-oidc.log 2>&1 </dev/null &
+echo $! >"$signinpid"
+
 if [[ ${GITOPS:-} == 1 ]]; then
   say "Committing examples/gitops/ (with the pools and the application) to the Git server"
   work=target/local-cluster/demo-fleet
@@ -176,6 +220,8 @@ fi
 cat <<EOF
 
 The fleet console: http://$console (it acts as your kubeconfig's user)
+As a team gets it: http://$signin (sign in as alice / alice-password, who
+  may read and steer edge, or bob / bob-password, who may read it)
 
 The cluster, the controller and the console keep running:
   export KUBECONFIG=$KUBECONFIG

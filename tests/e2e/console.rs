@@ -39,8 +39,20 @@ impl Ui {
     }
 
     /// As `start_as`, with these environment variables besides.
-    pub(crate) async fn start_with(
+    async fn start_with(
         env: &TestEnv,
+        flags: &[&str],
+        kubeconfig: &std::path::Path,
+        vars: &[(&str, &str)],
+    ) -> Self {
+        Self::serving(Some(&env.namespace), &env.namespace, flags, kubeconfig, vars).await
+    }
+
+    /// The console over `scope` (every namespace when `None`), its log
+    /// named after `test`.
+    pub(crate) async fn serving(
+        scope: Option<&str>,
+        test: &str,
         flags: &[&str],
         kubeconfig: &std::path::Path,
         vars: &[(&str, &str)],
@@ -52,10 +64,11 @@ impl Ui {
         let address = format!("127.0.0.1:{port}");
         let logs = support::repo_root().join("target/e2e-logs");
         std::fs::create_dir_all(&logs).expect("cannot create target/e2e-logs");
-        let log =
-            std::fs::File::create(logs.join(format!("{}-ui-{port}.log", env.namespace))).expect("a log file");
+        let log = std::fs::File::create(logs.join(format!("{test}-ui-{port}.log"))).expect("a log file");
+        let scope: Vec<&str> = scope.map(|n| vec!["--namespace", n]).unwrap_or_default();
         let child = std::process::Command::new(env!("CARGO_BIN_EXE_nodepool-fanout"))
-            .args(["ui", "--address", &address, "--namespace", &env.namespace])
+            .args(["ui", "--address", &address])
+            .args(scope)
             .args(flags)
             .env("KUBECONFIG", kubeconfig)
             .envs(vars.iter().copied())
@@ -448,7 +461,7 @@ async fn an_operator_pauses_and_resumes_a_rollout_from_the_browser() -> TestResu
 }
 
 /// Lets `user` read the test's applications and releases, and nothing more.
-pub(crate) async fn grant_read(env: &TestEnv, user: &str) -> TestResult {
+async fn grant_read(env: &TestEnv, user: &str) -> TestResult {
     use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
     let role: Role = serde_json::from_value(json!({
         "metadata": { "name": "console-viewer" },

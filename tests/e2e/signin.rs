@@ -9,8 +9,9 @@ use std::time::Duration;
 use fantoccini::{Client, Locator};
 use serde_json::json;
 
-use crate::console::{grant_read, Ui};
+use crate::console::Ui;
 use crate::support;
+use nodepool_fanout::api::NodePoolApplication;
 use support::apps::{apply_app, ingress_app};
 use support::browser::Driver;
 use support::{ensure_crd, wait_for, TestEnv, TestResult};
@@ -22,7 +23,8 @@ fn issuer() -> String {
     support::gitops::service_address("oidc-issuer")
 }
 
-/// A console that signs people in at the plane's provider, with `key`.
+/// A console over every namespace that signs people in at the plane's
+/// provider, with `key`.
 async fn console(env: &TestEnv, key: &str) -> Ui {
     let issuer = issuer();
     let flags = [
@@ -33,7 +35,38 @@ async fn console(env: &TestEnv, key: &str) -> Ui {
         "--oidc-client-id",
         "console",
     ];
-    Ui::start_with(env, &flags, support::kubeconfig(), &[("CONSOLE_SESSION_KEY", key)]).await
+    let vars = [("CONSOLE_SESSION_KEY", key)];
+    Ui::serving(None, &env.namespace, &flags, support::kubeconfig(), &vars).await
+}
+
+/// Lets `group` read the namespace's applications and releases, and, when
+/// `steer`, change its applications (pause, resume, approve, reconcile).
+async fn grant(env: &TestEnv, group: &str, steer: bool) -> TestResult {
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    let apps = match steer {
+        true => json!(["get", "list", "watch", "patch"]),
+        false => json!(["get", "list", "watch"]),
+    };
+    let role: Role = serde_json::from_value(json!({
+        "metadata": { "name": group },
+        "rules": [
+            { "apiGroups": ["apps.fanout.dev"], "resources": ["nodepoolapplications"], "verbs": apps },
+            { "apiGroups": ["helm.toolkit.fluxcd.io"], "resources": ["helmreleases"], "verbs": ["get", "list", "watch"] }
+        ]
+    }))?;
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": { "name": group },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": group },
+        "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group }]
+    }))?;
+    let pp = kube::api::PostParams::default();
+    kube::Api::<Role>::namespaced(env.client.clone(), &env.namespace)
+        .create(&pp, &role)
+        .await?;
+    kube::Api::<RoleBinding>::namespaced(env.client.clone(), &env.namespace)
+        .create(&pp, &binding)
+        .await?;
+    Ok(())
 }
 
 type Checked<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
@@ -74,56 +107,61 @@ async fn page_at(browser: &Client, prefix: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn people_sign_in_read_as_their_rbac_says_share_sessions_across_replicas_and_sign_out() -> TestResult {
-    let env = TestEnv::new("signin").await;
-    ensure_crd(&env.client).await;
-    apply_app(&env, &ingress_app(&env, json!({}))).await?;
-    // alice may read the test's applications; bob may not.
-    grant_read(&env, "alice").await?;
-    let listed = format!("data-app=\"{}/ingress\"", env.namespace);
-    let app_page = format!("/apps/{}/ingress", env.namespace);
+async fn people_sign_in_read_and_steer_as_their_rbac_says_across_replicas_and_sign_out() -> TestResult {
+    // Namespace A: console-admins (alice) read and steer. Namespace B:
+    // console-viewers (bob) read. Bound by group, as a team would bind them.
+    let a = TestEnv::new("signin-a").await;
+    let b = TestEnv::new("signin-b").await;
+    ensure_crd(&a.client).await;
+    for env in [&a, &b] {
+        apply_app(env, &ingress_app(env, json!({}))).await?;
+    }
+    grant(&a, "console-admins", true).await?;
+    grant(&b, "console-viewers", false).await?;
+    let listed = |env: &TestEnv| format!("data-app=\"{}/ingress\"", env.namespace);
+    let page_of = |env: &TestEnv| format!("/apps/{}/ingress", env.namespace);
 
-    let one = console(&env, SHARED_KEY).await;
-    let two = console(&env, SHARED_KEY).await;
-    let other = console(&env, "another-key-another-key-another-key").await;
+    let one = console(&a, SHARED_KEY).await;
+    let two = console(&a, SHARED_KEY).await;
+    let other = console(&a, "another-key-another-key-another-key").await;
     let issuer = issuer();
 
     let driver = Driver::start().await;
     let browser = driver.browser().await;
     let checked: Checked<()> = async {
         // Nothing before sign-in: the console sends the browser to the provider.
-        browser.goto(&format!("{}{app_page}", one.address)).await?;
+        browser.goto(&format!("{}{}", one.address, page_of(&a))).await?;
         let login = page_at(&browser, &issuer).await;
-        assert!(!login.contains(&env.namespace), "nothing of the fleet before sign-in");
+        assert!(!login.contains(&a.namespace), "nothing of the fleet before sign-in");
 
         // alice signs in and comes back to the page she asked for.
-        sign_in(&browser, &format!("{}{app_page}", one.address), "alice").await?;
-        let page = page_at(&browser, &format!("{}{app_page}", one.address)).await;
+        sign_in(&browser, &format!("{}{}", one.address, page_of(&a)), "alice").await?;
+        let page = page_at(&browser, &format!("{}{}", one.address, page_of(&a))).await;
         assert!(page.contains("acting as") && page.contains(">alice<"), "{page}");
         assert!(page.contains("Sign out"), "{page}");
         let landing =
-            wait_for("the application on alice's landing page", Duration::from_secs(30), || async {
+            wait_for("A's application on alice's landing page", Duration::from_secs(30), || async {
                 browser.goto(&format!("{}/", one.address)).await.map_err(|e| e.to_string())?;
                 let page = browser.source().await.map_err(|e| e.to_string())?;
-                match page.contains(&listed) {
+                match page.contains(&listed(&a)) {
                     true => Ok(page),
                     false => Err(page),
                 }
             })
             .await;
-        assert!(landing.contains(">alice<"));
+        assert!(!landing.contains(&listed(&b)), "alice may not list B: {landing}");
 
-        // Her own RBAC acts: she may read, not pause.
-        browser.goto(&format!("{}{app_page}", one.address)).await?;
+        // She may steer A: her pause is done, as her.
+        browser.goto(&format!("{}{}", one.address, page_of(&a))).await?;
         browser.find(Locator::Css("button[data-action='pause']")).await?.click().await?;
-        let refused = browser.source().await?;
-        assert!(refused.contains("refused it as alice"), "{refused}");
+        let done = page_at(&browser, &format!("{}{}?", one.address, page_of(&a))).await;
+        assert!(done.contains("class=\"notice\"") && !done.contains("refused"), "{done}");
 
         // The other replica, given the same key, takes her session; one
         // with another key does not, and sends her to sign in.
         browser.goto(&format!("{}/", two.address)).await?;
         let shared = browser.source().await?;
-        assert!(shared.contains(&listed) && shared.contains(">alice<"), "{shared}");
+        assert!(shared.contains(&listed(&a)) && shared.contains(">alice<"), "{shared}");
         browser.goto(&format!("{}/", other.address)).await?;
         page_at(&browser, &issuer).await;
 
@@ -131,29 +169,47 @@ async fn people_sign_in_read_as_their_rbac_says_share_sessions_across_replicas_a
         browser.goto(&format!("{}/", one.address)).await?;
         browser.find(Locator::Css("form.sign-out button")).await?.click().await?;
         let out = browser.source().await?;
-        assert!(out.contains("Signed out") && !out.contains(&listed), "{out}");
+        assert!(out.contains("Signed out") && !out.contains(&listed(&a)), "{out}");
         browser.goto(&format!("{}/", one.address)).await?;
         page_at(&browser, &issuer).await;
 
-        // bob signs in: the API server lets him list nothing here.
+        // bob signs in: B, not A, and his pause is refused by the API server.
         sign_in(&browser, &format!("{}/", one.address), "bob").await?;
         let page = page_at(&browser, &format!("{}/", one.address)).await;
-        assert!(page.contains(">bob<") && !page.contains(&listed), "{page}");
-        browser.goto(&format!("{}{app_page}", one.address)).await?;
+        assert!(page.contains(">bob<") && page.contains(&listed(&b)), "{page}");
+        assert!(!page.contains(&listed(&a)), "bob may not list A: {page}");
+        browser.goto(&format!("{}{}", one.address, page_of(&a))).await?;
         let hidden = browser.source().await?;
         assert!(hidden.contains("is visible to you") && !hidden.contains("Pause"), "{hidden}");
+        browser.goto(&format!("{}{}", one.address, page_of(&b))).await?;
+        browser.find(Locator::Css("button[data-action='pause']")).await?.click().await?;
+        let refused = browser.source().await?;
+        assert!(refused.contains("refused it as bob"), "{refused}");
 
         // mallory's provider puts her in system:masters: refused.
         browser.delete_all_cookies().await?;
         sign_in(&browser, &format!("{}/", one.address), "mallory").await?;
         let page = page_at(&browser, &format!("{}/auth/callback", one.address)).await;
-        assert!(page.contains("system:masters") && !page.contains(&listed), "{page}");
+        assert!(page.contains("system:masters") && !page.contains(&listed(&a)), "{page}");
         Ok(())
     }
     .await;
     let _ = browser.close().await;
     checked.map_err(|e| e.to_string())?;
-    env.cleanup().await;
+
+    // alice's pause was hers: the Event names her; bob changed nothing.
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(a.client.clone(), &a.namespace);
+    let paused: Vec<String> = (events.list(&Default::default()).await?.items.into_iter())
+        .filter(|e| e.reason.as_deref() == Some("RolloutPausedByUser"))
+        .filter_map(|e| e.note)
+        .collect();
+    assert!(paused.iter().any(|note| note.contains("alice")), "{paused:?}");
+    let apps: kube::Api<NodePoolApplication> = kube::Api::namespaced(b.client.clone(), &b.namespace);
+    let untouched = apps.get("ingress").await?;
+    assert!(untouched.spec.rollout.as_ref().and_then(|r| r.paused) != Some(true), "bob paused B");
+    a.cleanup().await;
+    b.cleanup().await;
     Ok(())
 }
 
