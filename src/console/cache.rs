@@ -59,8 +59,72 @@ pub struct CacheSource {
     nodes: Store<Node>,
     pool_objects: BTreeMap<PoolKind, Store<DynamicObject>>,
     changes: watch::Sender<u64>,
+    /// What each change concerned, for the live pages.
+    versions: Arc<Mutex<Versions>>,
     /// Each watch's last error, cleared when it lists again.
     errors: Arc<Mutex<BTreeMap<&'static str, String>>>,
+}
+
+/// The most applications an event names; past it, it says everything.
+const MOST_NAMED: usize = 64;
+
+/// The change count at each application's last change, and at the last
+/// change that may concern any (a Node, a pool object, a relist).
+#[derive(Debug, Default)]
+struct Versions {
+    apps: HashMap<String, u64>,
+    everything: u64,
+}
+
+impl Versions {
+    fn record(&mut self, concern: Concern, at: u64) {
+        match concern {
+            Concern::App(key) => {
+                self.apps.insert(key, at);
+            }
+            Concern::Everything => self.everything = at,
+        }
+    }
+
+    fn since(&self, since: u64) -> Option<Vec<String>> {
+        if self.everything > since {
+            return None;
+        }
+        let mut changed: Vec<String> =
+            self.apps.iter().filter(|(_, at)| **at > since).map(|(key, _)| key.clone()).collect();
+        changed.sort();
+        (changed.len() <= MOST_NAMED).then_some(changed)
+    }
+}
+
+/// What one watch event may change on the console's pages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Concern {
+    /// The pages of one application (`namespace/name`), and the landing page.
+    App(String),
+    Everything,
+}
+
+/// An application's key on the live pages.
+fn app_key(namespace: &str, name: &str) -> String {
+    format!("{namespace}/{name}")
+}
+
+fn of_application(app: &NodePoolApplication) -> Concern {
+    Concern::App(app_key(&app.namespace().unwrap_or_default(), &app.name_any()))
+}
+
+/// A release concerns the application its label names (the watch takes
+/// only labelled ones).
+fn of_release(release: &DynamicObject) -> Concern {
+    match release.labels().get(naming::LABEL_APPLICATION) {
+        Some(app) => Concern::App(app_key(&release.namespace().unwrap_or_default(), app)),
+        None => Concern::Everything,
+    }
+}
+
+fn of_anything<K>(_: &K) -> Concern {
+    Concern::Everything
 }
 
 impl CacheSource {
@@ -69,8 +133,10 @@ impl CacheSource {
     pub async fn start(client: Client, namespace: Option<String>) -> Arc<Self> {
         let (changes, _) = watch::channel(0);
         let errors = Arc::new(Mutex::new(BTreeMap::new()));
+        let versions = Arc::new(Mutex::new(Versions::default()));
         let watching = Watching {
             changes: changes.clone(),
+            versions: versions.clone(),
             errors: errors.clone(),
         };
         let (apps, releases): (Api<NodePoolApplication>, Api<DynamicObject>) = match namespace.as_deref() {
@@ -85,7 +151,8 @@ impl CacheSource {
         for kind in POOL_KINDS {
             if let Some(resource) = readable_pool_kind(&client, kind).await {
                 let api = Api::all_with(client.clone(), &resource);
-                let store = watching.cache("pool objects", api, watcher::Config::default(), resource);
+                let store =
+                    watching.cache("pool objects", api, watcher::Config::default(), resource, of_anything);
                 pool_objects.insert(kind, store);
             }
         }
@@ -95,11 +162,18 @@ impl CacheSource {
         };
         Arc::new(Self {
             events: release_events(events),
-            apps: watching.cache("NodePoolApplications", apps, watcher::Config::default(), ()),
-            releases: watching.cache("HelmReleases", releases, managed, helmrelease_resource()),
-            nodes: watching.cache("Nodes", Api::all(client), watcher::Config::default(), ()),
+            apps: watching.cache(
+                "NodePoolApplications",
+                apps,
+                watcher::Config::default(),
+                (),
+                of_application,
+            ),
+            releases: watching.cache("HelmReleases", releases, managed, helmrelease_resource(), of_release),
+            nodes: watching.cache("Nodes", Api::all(client), watcher::Config::default(), (), of_anything),
             pool_objects,
             changes,
+            versions,
             errors,
         })
     }
@@ -227,6 +301,10 @@ impl Source for CacheSource {
         self.changes.subscribe()
     }
 
+    fn changed_since(&self, since: u64) -> Option<Vec<String>> {
+        self.versions.lock().ok()?.since(since)
+    }
+
     fn application<'a>(
         &'a self,
         namespace: &'a str,
@@ -261,20 +339,24 @@ impl Source for CacheSource {
     }
 }
 
-/// What each cache reports to: the change count, and its errors.
+/// What each cache reports to: the change count, what each change
+/// concerned, and its errors.
 struct Watching {
     changes: watch::Sender<u64>,
+    versions: Arc<Mutex<Versions>>,
     errors: Arc<Mutex<BTreeMap<&'static str, String>>>,
 }
 
 impl Watching {
-    /// A cache of `api`, kept by a task of its own that counts each change.
+    /// A cache of `api`, kept by a task of its own that counts each change
+    /// and records what it concerned.
     fn cache<K>(
         &self,
         what: &'static str,
         api: Api<K>,
         config: watcher::Config,
         dyntype: K::DynamicType,
+        concern: fn(&K) -> Concern,
     ) -> Store<K>
     where
         K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
@@ -283,16 +365,28 @@ impl Watching {
         let writer = reflector::store::Writer::new(dyntype);
         let store = writer.as_reader();
         let changes = self.changes.clone();
+        let versions = self.versions.clone();
         let errors = self.errors.clone();
         let events = reflector::reflector(writer, watcher(api, config));
         tokio::spawn(events.for_each(move |event| {
             match event {
                 Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
-                Ok(_) => {
+                Ok(event) => {
                     if let Ok(mut errors) = errors.lock() {
                         errors.remove(what);
                     }
-                    changes.send_modify(|n| *n += 1);
+                    let concerned = match &event {
+                        watcher::Event::Apply(object) | watcher::Event::Delete(object) => concern(object),
+                        _ => Concern::Everything,
+                    };
+                    // Counted and recorded under the count's own lock, so
+                    // a stream that reads the count reads its record too.
+                    changes.send_modify(|n| {
+                        *n += 1;
+                        if let Ok(mut versions) = versions.lock() {
+                            versions.record(concerned, *n);
+                        }
+                    });
                 }
                 Err(e) => {
                     tracing::debug!(error = %e, what, "the console's watch failed; it retries");
@@ -354,4 +448,37 @@ fn owner_uid(release: &DynamicObject) -> Option<&str> {
 /// The site clusters among `objects` (ClusterProfiles).
 fn sites(objects: &[Arc<DynamicObject>]) -> Vec<Pool> {
     objects.iter().map(|p| Pool::from_object(&kind::CLUSTER_PROFILE, p)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_change_names_its_application_until_too_many_or_anything_changed() {
+        let mut versions = Versions::default();
+        versions.record(Concern::App(app_key("edge", "gw")), 1);
+        versions.record(Concern::App(app_key("edge", "broker")), 2);
+        assert_eq!(versions.since(0), Some(vec!["edge/broker".to_string(), "edge/gw".to_string()]));
+        assert_eq!(versions.since(1), Some(vec!["edge/broker".to_string()]));
+        assert_eq!(versions.since(2), Some(Vec::new()), "nothing since");
+        for i in 0..MOST_NAMED {
+            versions.record(Concern::App(app_key("edge", &format!("app-{i}"))), 3 + i as u64);
+        }
+        assert_eq!(versions.since(2).map(|a| a.len()), Some(MOST_NAMED));
+        assert_eq!(versions.since(1), None, "past the most an event names: everything");
+        versions.record(Concern::Everything, 100);
+        assert_eq!(versions.since(99), None, "a Node or a pool changed: everything");
+        assert_eq!(versions.since(100), Some(Vec::new()));
+    }
+
+    #[test]
+    fn a_release_concerns_the_application_its_label_names() {
+        let release: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+            "metadata": { "name": "gw-hz", "namespace": "edge", "labels": { naming::LABEL_APPLICATION: "gw" } }
+        }))
+        .unwrap();
+        assert_eq!(of_release(&release), Concern::App("edge/gw".into()));
+    }
 }

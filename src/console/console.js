@@ -1,7 +1,7 @@
 // Keeps a console page live. The server says on /events when the fleet
-// changed (server-sent events, batched); the page then fetches itself and
-// swaps in each element marked data-live, leaving the filter form and any
-// button as the user left them. One fetch at a time: changes that arrive
+// changed and which applications (server-sent events, batched); a page the
+// change concerns then fetches itself and swaps in each element marked
+// data-live, leaving the filter form and any button as the user left them. One fetch at a time: changes that arrive
 // during one are caught by one more. No framework: the browser's
 // EventSource, fetch and DOMParser do all of it.
 "use strict";
@@ -39,8 +39,18 @@
       }
     }
   }
+  // An event names the applications that changed ("*": any may have). A
+  // page of one application follows that one only; the landing page, all.
+  const mine = document.body.dataset.app;
+  function concerned(event) {
+    return !mine || event.data === "*" || event.data.split(" ").includes(mine);
+  }
   const events = new EventSource("/events");
-  events.addEventListener("fleet", refresh);
+  events.addEventListener("fleet", function (event) {
+    if (concerned(event)) {
+      refresh();
+    }
+  });
   events.addEventListener("open", function () {
     document.body.dataset.stream = "open";
   });

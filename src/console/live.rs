@@ -1,9 +1,12 @@
 //! Open pages stay live: `/events` is a stream of server-sent events that
 //! says the fleet changed, at most once per [`BATCH`] however many objects
 //! moved, so that a rollout over thousands of pools does not flood the
-//! browser. The page then fetches itself and swaps in its live parts
-//! (`console.js`). A quiet fleet still gets an event each [`HEARTBEAT`]:
-//! a pool that is down turns Offline with time alone.
+//! browser. Each event names the applications that changed (`*`: any may
+//! have), and a page fetches itself and swaps in its live parts only when
+//! its own application is among them (`console.js`): a change of one
+//! application does not make every other open page fetch itself whole. A
+//! quiet fleet still gets an event each [`HEARTBEAT`], for every page: a
+//! pool that is down turns Offline with time alone.
 //!
 //! Each open page holds a stream, so streams are capped ([`Streams`]): at
 //! most [`PER_USER`] per signed-in user and [`TOTAL`] in all. Past a cap a
@@ -112,7 +115,12 @@ pub(super) async fn events(State(console): State<Console>, headers: HeaderMap) -
         Err(full) => return full_response(full),
     };
     // The place is given back when the browser goes and the stream drops.
-    let stream = batched(console.source.changes()).map(move |event| {
+    let source = std::sync::Arc::clone(&console.source);
+    let named = move |since: u64| match source.changed_since(since) {
+        Some(apps) => apps.join(" "),
+        None => EVERYTHING.to_string(),
+    };
+    let stream = batched(console.source.changes(), named).map(move |event| {
         let _held = &held;
         event
     });
@@ -137,18 +145,33 @@ fn full_response(full: Full) -> Response {
     response
 }
 
+/// An event's word for "any application may have changed".
+pub const EVERYTHING: &str = "*";
+
 /// One event per batch of changes of `changes`, or per heartbeat; the
-/// first change after a quiet spell goes out at once.
-pub fn batched(changes: watch::Receiver<u64>) -> impl Stream<Item = Result<Event, Infallible>> {
-    let start = (changes, Instant::now() - BATCH);
-    futures::stream::unfold(start, |(mut changes, last)| async move {
-        if let Ok(Err(_)) = tokio::time::timeout(HEARTBEAT, changes.changed()).await {
-            return None; // the caches are gone: the process is stopping
-        }
+/// first change after a quiet spell goes out at once. Its data is what
+/// `named` says changed since the stream's last event (a heartbeat's is
+/// [`EVERYTHING`]: time alone changes pages).
+pub fn batched(
+    changes: watch::Receiver<u64>,
+    named: impl Fn(u64) -> String + Send + 'static,
+) -> impl Stream<Item = Result<Event, Infallible>> {
+    let since = *changes.borrow();
+    let start = (changes, Instant::now() - BATCH, since, named);
+    futures::stream::unfold(start, |(mut changes, last, since, named)| async move {
+        let heartbeat = match tokio::time::timeout(HEARTBEAT, changes.changed()).await {
+            Ok(Err(_)) => return None, // the caches are gone: the process is stopping
+            Ok(Ok(())) => false,
+            Err(_) => true,
+        };
         tokio::time::sleep_until(last + BATCH).await;
         let seen = *changes.borrow_and_update();
-        let event = Event::default().event("fleet").data(seen.to_string());
-        Some((Ok(event), (changes, Instant::now())))
+        let data = match heartbeat {
+            true => EVERYTHING.to_string(),
+            false => named(since),
+        };
+        let event = Event::default().event("fleet").data(data);
+        Some((Ok(event), (changes, Instant::now(), seen, named)))
     })
 }
 
@@ -176,7 +199,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn many_changes_make_one_event_per_batch() {
         let (tx, rx) = watch::channel(0u64);
-        let mut stream = Box::pin(batched(rx));
+        let mut stream = Box::pin(batched(rx, |_| EVERYTHING.to_string()));
         tx.send_modify(|n| *n += 1);
         let first = Instant::now();
         let _: Event = stream.next().await.unwrap().unwrap();
@@ -192,5 +215,29 @@ mod tests {
         assert_eq!(quiet.elapsed(), HEARTBEAT, "a quiet fleet still hears each heartbeat");
         drop(tx);
         assert!(stream.next().await.is_none(), "the stream ends with the caches");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn each_event_names_what_changed_since_the_last_and_a_heartbeat_names_everything() {
+        let (tx, rx) = watch::channel(3u64);
+        let asked = Arc::new(Mutex::new(Vec::new()));
+        let named = {
+            let asked = Arc::clone(&asked);
+            move |since: u64| {
+                asked.lock().unwrap().push(since);
+                format!("edge/gw-{since}")
+            }
+        };
+        let mut stream = Box::pin(batched(rx, named));
+        let data = |event: Event| format!("{event:?}");
+        tx.send_modify(|n| *n += 2);
+        let first = data(stream.next().await.unwrap().unwrap());
+        assert!(first.contains("edge/gw-3"), "since the count the stream began at: {first}");
+        tx.send_modify(|n| *n += 1);
+        let second = data(stream.next().await.unwrap().unwrap());
+        assert!(second.contains("edge/gw-5"), "since the last event's count: {second}");
+        let quiet = data(stream.next().await.unwrap().unwrap());
+        assert!(quiet.contains("data: *") || quiet.contains("\"*\""), "a heartbeat: {quiet}");
+        assert_eq!(*asked.lock().unwrap(), [3, 5], "a heartbeat asks nothing");
     }
 }

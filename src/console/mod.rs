@@ -71,6 +71,13 @@ pub trait Source: Send + Sync + 'static {
     /// A count that moves whenever the fleet changes.
     fn changes(&self) -> watch::Receiver<u64>;
 
+    /// The applications (`namespace/name`) changed since the count was
+    /// `since`; `None` when anything may have (a Node or a pool changed,
+    /// a watch listed again, or too many to name), or when not known.
+    fn changed_since(&self, _since: u64) -> Option<Vec<String>> {
+        None
+    }
+
     /// The conditions, history and Events of the HelmRelease `release` of
     /// `namespace`; none known by default.
     fn pool_detail<'a>(

@@ -19,6 +19,12 @@ pub struct Page {
 }
 
 fn page(title: &str, controls: Option<&Controls>, body: Markup) -> Markup {
+    page_of_app(None, title, controls, body)
+}
+
+/// A page; one of an application (`namespace/name`) says so, and follows
+/// only that application's changes (`console.js`).
+fn page_of_app(app: Option<&str>, title: &str, controls: Option<&Controls>, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -29,7 +35,7 @@ fn page(title: &str, controls: Option<&Controls>, body: Markup) -> Markup {
                 link rel="stylesheet" href="/static/console.css";
                 script src="/static/console.js" defer {}
             }
-            body {
+            body data-app=[app] {
                 header {
                     a href="/" { "nodepool-fanout" } " "
                     @match controls {
@@ -154,7 +160,8 @@ pub fn application(app: &AppView, filter: &Filter, page_of: &Page) -> Markup {
         }
         }
     };
-    page(&format!("{}/{}", app.namespace, app.name), page_of.controls.as_ref(), body)
+    let key = format!("{}/{}", app.namespace, app.name);
+    page_of_app(Some(&key), &key, page_of.controls.as_ref(), body)
 }
 
 /// The application's actions: pause or resume, reconcile, and approve
@@ -276,11 +283,8 @@ pub fn pool(app: &AppView, pool: &PoolView, detail: &PoolDetail, page_of: &Page)
         }
         }
     };
-    page(
-        &format!("{} of {}/{}", row.pool, app.namespace, app.name),
-        page_of.controls.as_ref(),
-        body,
-    )
+    let key = format!("{}/{}", app.namespace, app.name);
+    page_of_app(Some(&key), &format!("{} of {key}", row.pool), page_of.controls.as_ref(), body)
 }
 
 /// An action not done, and why.

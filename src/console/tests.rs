@@ -234,6 +234,7 @@ async fn the_landing_page_lists_each_application_with_its_rollout() {
 async fn an_applications_page_shows_every_pool_as_a_cell_with_word_and_symbol() {
     let (status, _, body) = get_page(Fixed(Ok(fleet())), "/apps/edge/gw?group=region&state=&q=").await;
     assert_eq!(status, StatusCode::OK);
+    assert!(body.contains(r#"<body data-app="edge/gw">"#), "it follows its own application's changes");
     for (pool, state) in [
         ("beijing", "Offline"),
         ("hangzhou", "Ready"),

@@ -556,3 +556,64 @@ async fn a_person_reads_only_the_namespaces_their_rbac_lets_them_list() -> TestR
     env.cleanup().await;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_open_page_follows_its_own_application_and_not_the_others() -> TestResult {
+    let env = TestEnv::new("follows").await;
+    ensure_crd(&env.client).await;
+    let mut other = ingress_app(&env, json!({}));
+    other["metadata"]["name"] = json!("other");
+    apply_app(&env, &ingress_app(&env, json!({}))).await?;
+    apply_app(&env, &other).await?;
+    let ui = Ui::start(&env, &["--identity", "none"]).await;
+    let apps: kube::Api<nodepool_fanout::api::NodePoolApplication> =
+        kube::Api::namespaced(env.client.clone(), &env.namespace);
+    let touch = |name: &'static str, value: &'static str| {
+        let apps = apps.clone();
+        async move {
+            let patch = json!({ "metadata": { "annotations": { "e2e/touched": value } } });
+            apps.patch(name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))
+                .await
+        }
+    };
+    let driver = Driver::start().await;
+    let browser = driver.browser().await;
+    let refreshed = |browser: &Client| {
+        let browser = browser.clone();
+        async move {
+            let body = browser.find(Locator::Css("body")).await?;
+            body.attr("data-refreshed").await
+        }
+    };
+    let checked: Checked<()> = async {
+        browser.goto(&format!("{}/apps/{}/ingress", ui.address, env.namespace)).await?;
+        wait_live(&browser).await;
+        // Its own application changes: the page fetches itself.
+        touch("ingress", "1").await?;
+        let first = wait_for("the page to follow its application", Duration::from_secs(10), || async {
+            refreshed(&browser)
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| "not yet".to_string())
+        })
+        .await;
+        // Another application changes, within a heartbeat: it does not.
+        touch("other", "1").await?;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(refreshed(&browser).await?, Some(first.clone()), "fetched itself for another application");
+        touch("ingress", "2").await?;
+        wait_for("the page to follow its application again", Duration::from_secs(10), || async {
+            match refreshed(&browser).await.map_err(|e| e.to_string())? {
+                Some(now) if now != first => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        })
+        .await;
+        Ok(())
+    }
+    .await;
+    let _ = browser.close().await;
+    checked.map_err(|e| e.to_string())?;
+    env.cleanup().await;
+    Ok(())
+}
