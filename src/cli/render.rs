@@ -74,7 +74,18 @@ pub fn render(
 ) -> Result<Rendered, CliError> {
     let app = parse_app(app_yaml, namespace)?;
     let pools = parse_pools(pools_yaml, &app.spec.pools)?;
-    let mut errors: Vec<String> = match kube::core::cel::validate_cel(&app) {
+    render_over(&app, &pools, namespace, chart)
+}
+
+/// The HelmReleases `plan` would write for `app` over `pools`, as the
+/// controller would on its first reconcile (the console's preview).
+pub fn render_over(
+    app: &NodePoolApplication,
+    pools: &[Pool],
+    namespace: &str,
+    chart: Option<&Chart>,
+) -> Result<Rendered, CliError> {
+    let mut errors: Vec<String> = match kube::core::cel::validate_cel(app) {
         Ok(()) => Vec::new(),
         Err(e) => vec![format!("the API server would reject this application: {e}")],
     };
@@ -92,7 +103,7 @@ pub fn render(
     let plan = plan::plan(&PlanInput {
         history: None,
         nodes: None,
-        app: &app,
+        app,
         pools: &pools.iter().collect::<Vec<_>>(),
         owned: Vec::new(),
         others: &plan::ListedReleases::default(),
@@ -142,7 +153,8 @@ pub fn placement_of(app_yaml: &str, namespace: &str) -> Result<crate::api::Place
     Ok(parse_app(app_yaml, namespace)?.spec.placement)
 }
 
-fn parse_app(yaml: &str, namespace: &str) -> Result<NodePoolApplication, CliError> {
+/// An application manifest, its namespace `namespace` when it names none.
+pub fn parse_app(yaml: &str, namespace: &str) -> Result<NodePoolApplication, CliError> {
     let value: Value = serde_saphyr::from_str(yaml).map_err(yaml_error("the application manifest"))?;
     let mut app: NodePoolApplication =
         serde_json::from_value(value).map_err(|source| CliError::Manifest {

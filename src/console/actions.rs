@@ -78,6 +78,11 @@ pub enum ActionError {
          Flux puts it back"
     )]
     HeldByGit { message: String },
+    #[error(
+        "fields of it are held by another field manager ({message}): change them where they are kept \
+         (in Git, if Flux applies the application), or copy the YAML there"
+    )]
+    HeldElsewhere { message: String },
     #[error("{0}")]
     NotNow(String),
     #[error("cannot act as {user}: {source}")]
@@ -191,12 +196,62 @@ impl Actions {
         Ok(done)
     }
 
+    /// Applies `app` as `actor` (server-side apply, the console's field
+    /// manager, never forced: a field another manager holds, Flux's from
+    /// Git, is a conflict to resolve there), and records an Event.
+    pub async fn apply_application(
+        &self,
+        actor: &Actor,
+        app: &NodePoolApplication,
+    ) -> Result<String, ActionError> {
+        let client = self.client_of(actor)?;
+        let namespace = app.metadata.namespace.clone().unwrap_or_default();
+        let name = app.metadata.name.clone().unwrap_or_default();
+        let apps: Api<NodePoolApplication> = Api::namespaced(client, &namespace);
+        let mut manifest = serde_json::to_value(app).map_err(|e| ActionError::NotNow(e.to_string()))?;
+        if let Some(object) = manifest.as_object_mut() {
+            object.remove("status");
+        }
+        let applied = apps.patch(&name, &PatchParams::apply(FIELD_MANAGER), &Patch::Apply(&manifest)).await;
+        let applied = applied.map_err(|e| match e {
+            kube::Error::Api(status) if status.code == 409 => ActionError::HeldElsewhere {
+                message: status.message,
+            },
+            other => refusal(actor, other),
+        })?;
+        let done = format!("{} applied {namespace}/{name}", actor.name);
+        self.record_reason("ApplicationAppliedByUser", "Apply", &applied, &done).await;
+        Ok(done)
+    }
+
+    /// Deletes the application `namespace/name` as `actor`, and records an
+    /// Event.
+    pub async fn delete_application(
+        &self,
+        actor: &Actor,
+        namespace: &str,
+        name: &str,
+    ) -> Result<String, ActionError> {
+        let client = self.client_of(actor)?;
+        let apps: Api<NodePoolApplication> = Api::namespaced(client, namespace);
+        let refused = |e: kube::Error| refusal(actor, e);
+        let app = apps.get(name).await.map_err(refused)?;
+        apps.delete(name, &Default::default()).await.map_err(refused)?;
+        let done = format!("{} deleted {namespace}/{name}", actor.name);
+        self.record_reason("ApplicationDeletedByUser", "Delete", &app, &done).await;
+        Ok(done)
+    }
+
     async fn record(&self, action: Action, app: &NodePoolApplication, note: &str) {
+        self.record_reason(action.reason(), &format!("{action:?}"), app, note).await;
+    }
+
+    async fn record_reason(&self, reason: &str, action: &str, app: &NodePoolApplication, note: &str) {
         let event = Event {
             type_: EventType::Normal,
-            reason: action.reason().into(),
+            reason: reason.into(),
             note: Some(format!("{note}, from the console")),
-            action: format!("{action:?}"),
+            action: action.into(),
             secondary: None,
         };
         if let Err(e) = self.recorder.publish(&event, &app.object_ref(&())).await {

@@ -301,6 +301,34 @@ impl Source for CacheSource {
         self.changes.subscribe()
     }
 
+    fn object<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<NodePoolApplication>, SourceError>> {
+        Box::pin(async move {
+            self.listed().await?;
+            let key = ObjectRef::new(name).within(namespace);
+            Ok(self.apps.get(&key).map(|app| (*app).clone()))
+        })
+    }
+
+    fn pools_of<'a>(&'a self, app: &'a NodePoolApplication) -> BoxFuture<'a, Result<Vec<Pool>, SourceError>> {
+        Box::pin(async move {
+            self.listed().await?;
+            Ok(match kind::objects(app.spec.pools.kind) {
+                Some(objects) => {
+                    (self.pool_objects_of(app).iter()).map(|o| Pool::from_object(objects, o)).collect()
+                }
+                None => {
+                    let nodes = self.nodes.state();
+                    let key = app.spec.pools.node_label.as_deref().unwrap_or_default();
+                    crate::pools::node_label::pools(nodes.iter().map(|n| n.as_ref()), key)
+                }
+            })
+        })
+    }
+
     fn changed_since(&self, since: u64) -> Option<Vec<String>> {
         self.versions.lock().ok()?.since(since)
     }

@@ -5,6 +5,20 @@
 // during one are caught by one more. No framework: the browser's
 // EventSource, fetch and DOMParser do all of it.
 "use strict";
+// Copy YAML: the editor's text to the clipboard, for Git.
+document.addEventListener("click", function (event) {
+  const button = event.target.closest("[data-copy]");
+  if (!button) {
+    return;
+  }
+  const source = document.getElementById(button.dataset.copy);
+  if (source && navigator.clipboard) {
+    navigator.clipboard.writeText(source.value).then(function () {
+      button.dataset.copied = "true";
+      button.textContent = "Copied";
+    });
+  }
+});
 (function () {
   if (!document.querySelector("[data-live]") || !window.EventSource) {
     return;

@@ -27,6 +27,7 @@
 pub mod access;
 pub mod actions;
 pub mod cache;
+pub mod editor;
 pub mod hosts;
 pub mod identity;
 pub mod live;
@@ -76,6 +77,24 @@ pub trait Source: Send + Sync + 'static {
     /// a watch listed again, or too many to name), or when not known.
     fn changed_since(&self, _since: u64) -> Option<Vec<String>> {
         None
+    }
+
+    /// The application object itself, if it is there.
+    fn object<'a>(
+        &'a self,
+        _namespace: &'a str,
+        _name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<crate::api::NodePoolApplication>, SourceError>> {
+        Box::pin(async { Ok(None) })
+    }
+
+    /// The pools of `app`'s kind the cluster holds now (the objects of its
+    /// kind, or its Nodes by their label): what a preview selects from.
+    fn pools_of<'a>(
+        &'a self,
+        _app: &'a crate::api::NodePoolApplication,
+    ) -> BoxFuture<'a, Result<Vec<crate::pools::Pool>, SourceError>> {
+        Box::pin(async { Ok(Vec::new()) })
     }
 
     /// The conditions, history and Events of the HelmRelease `release` of
@@ -345,7 +364,11 @@ pub fn router_with(
     if steering.is_some() {
         routes = routes
             .route("/apps/{namespace}/{name}/actions/{action}", post(act_on_app))
-            .route("/apps/{namespace}/{name}/pools/{pool}/actions/{action}", post(act_on_pool));
+            .route("/apps/{namespace}/{name}/pools/{pool}/actions/{action}", post(act_on_pool))
+            .route("/new", get(editor::new_application))
+            .route("/editor", post(editor::submit))
+            .route("/apps/{namespace}/{name}/edit", get(editor::edit_application))
+            .route("/apps/{namespace}/{name}/delete", get(editor::delete_page).post(editor::delete));
     }
     if steering.as_ref().is_some_and(|s| matches!(s.identity, Identity::Oidc(_))) {
         routes = routes
@@ -687,7 +710,9 @@ async fn act(
         Err(e) => {
             let status = match &e {
                 ActionError::Refused { .. } => StatusCode::FORBIDDEN,
-                ActionError::HeldByGit { .. } | ActionError::NotNow(_) => StatusCode::CONFLICT,
+                ActionError::HeldByGit { .. }
+                | ActionError::HeldElsewhere { .. }
+                | ActionError::NotNow(_) => StatusCode::CONFLICT,
                 ActionError::Client { .. } | ActionError::Cluster(_) => StatusCode::BAD_GATEWAY,
             };
             tracing::info!(user = %actor.name, ?action, error = %e, "a console action was not done");

@@ -94,6 +94,7 @@ fn urlencode(text: &str) -> String {
 pub fn landing(apps: &[AppView], controls: Option<&Controls>) -> Markup {
     let body = html! {
         h1 { "Applications" }
+        @if controls.is_some() { p.new { a href="/new" { "New application" } } }
         @if apps.is_empty() {
             p.empty { "No NodePoolApplication is visible to you." }
         } @else {
@@ -174,8 +175,75 @@ fn app_actions(app: &AppView, page: &Page, controls: &Controls) -> Markup {
             @else { (action(page, controls, &path, "pause", "Pause rollout")) }
             (action(page, controls, &path, "reconcile", "Reconcile now"))
             @if app.phase == Some(RolloutPhase::AwaitingApproval) { (action(page, controls, &path, "approve", "Approve wave")) }
+            a.edit href=(format!("{path}/edit")) { "Edit" } " "
+            a.delete href=(format!("{path}/delete")) { "Delete" }
         }
     }
+}
+
+/// The YAML editor of a new or an existing application, with what a
+/// preview found.
+pub fn editor(editor: &super::editor::Editor, controls: &Controls) -> Markup {
+    let body = html! {
+        h1 { (editor.title) }
+        p { "Preview shows what each pool's HelmRelease would be, over the pools the cluster holds now. \
+             Copy the YAML to Git (the way we recommend: Flux then applies it), or apply it as "
+            strong { (controls.user) } "." }
+        @if let Some(error) = &editor.error { p.error role="alert" { (error) } }
+        form.editor method="post" action="/editor" {
+            input type="hidden" name="csrf" value=(controls.token);
+            textarea id="yaml" name="yaml" rows="30" cols="100" spellcheck="false" { (editor.yaml) }
+            div.actions {
+                button type="submit" name="action" value="preview" data-action="preview" { "Preview" }
+                button type="submit" name="action" value="apply" data-action="apply" { "Apply" }
+                button type="button" data-copy="yaml" { "Copy YAML" }
+            }
+        }
+        @if let Some(preview) = &editor.preview {
+            section.preview {
+                h2 { "Preview: " (preview.pools.len()) " pools" }
+                @if !preview.errors.is_empty() { ul.errors { @for e in &preview.errors { li.error { (e) } } } }
+                @if !preview.warnings.is_empty() { ul.warnings { @for w in &preview.warnings { li { (w) } } } }
+                @if !preview.pools.is_empty() {
+                    table.pools { thead { tr { th { "Pool" } th { "HelmRelease" } } } tbody {
+                        @for (pool, release, _) in &preview.pools { tr data-pool=(pool) { td { (pool) } td { code { (release) } } } }
+                    } }
+                    @for (pool, release, yaml) in &preview.pools {
+                        @if let Some(yaml) = yaml {
+                            details { summary { (pool) ": " (release) } pre { code { (yaml) } } }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    page(&editor.title, Some(controls), body)
+}
+
+/// The question before a delete: the name typed, and what the
+/// application's `deletionPolicy` does.
+pub fn delete_confirm(namespace: &str, name: &str, policy: &str, controls: &Controls) -> Markup {
+    let path = app_path(namespace, name);
+    let body = html! {
+        h1 { "Delete " (namespace) "/" (name) "?" }
+        p { (policy) }
+        form.delete method="post" action=(format!("{path}/delete")) {
+            input type="hidden" name="csrf" value=(controls.token);
+            label { "Type " code { (name) } " to delete it: " input id="confirm" type="text" name="confirm" autocomplete="off"; }
+            button type="submit" data-action="delete" { "Delete" }
+        }
+        p { a href=(path) { "Back" } }
+    };
+    page(&format!("Delete {namespace}/{name}"), Some(controls), body)
+}
+
+/// What was done, with a way back.
+pub fn done(what: &str) -> Markup {
+    page(
+        "Done",
+        None,
+        html! { h1 { "Done" } p.notice role="status" { (what) } p { a href="/" { "All applications" } } },
+    )
 }
 
 fn class_of(state: CellState) -> String {
