@@ -54,6 +54,10 @@ pub struct Actor {
     /// Whom the API requests impersonate; none for the kubeconfig's own
     /// user.
     pub impersonate: Option<Impersonate>,
+    /// The sign-in this request is of (its id, and when it expires), where
+    /// the console signed the person in: a form's token is good for that
+    /// session only, and never outlives it.
+    pub session: Option<(String, u64)>,
 }
 
 /// Why a request acts as nobody.
@@ -85,6 +89,7 @@ impl Identity {
             Self::Kubeconfig { name, impersonate } => Ok(Actor {
                 name: impersonate.as_ref().map_or(name.clone(), |i| i.user.clone()),
                 impersonate: impersonate.clone(),
+                session: None,
             }),
             Self::Oidc(signin) => {
                 let session = signin.session(headers).ok_or(NoActor::NotSignedIn)?;
@@ -99,6 +104,7 @@ impl Identity {
                 Ok(Actor {
                     name: session.user.clone(),
                     impersonate: Some(session.impersonate()),
+                    session: Some((session.id.clone(), session.expires)),
                 })
             }
             Self::Proxy { user, groups } => {
@@ -131,6 +137,7 @@ impl Identity {
                         user: user.to_string(),
                         groups,
                     }),
+                    session: None,
                 })
             }
         }
@@ -190,6 +197,8 @@ impl Tokens {
     /// The token a page served at `now` carries.
     pub fn token_at(&self, actor: &Actor, now: SystemTime) -> String {
         let expires = (now + TOKEN_LIFETIME).duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+        // Never past the session it is of.
+        let expires = actor.session.as_ref().map_or(expires, |(_, ends)| expires.min(*ends));
         format!("{expires}.{}", hex::encode(self.mac(actor, expires)))
     }
 
@@ -207,6 +216,10 @@ impl Tokens {
                 mac.update(&[0]);
                 mac.update(group.as_bytes());
             }
+        }
+        if let Some((id, _)) = &actor.session {
+            mac.update(b"\0session\0");
+            mac.update(id.as_bytes());
         }
         mac.finalize().into_bytes().to_vec()
     }
@@ -324,7 +337,8 @@ mod tests {
             as_bob.actor(&HeaderMap::new()).unwrap(),
             Actor {
                 name: "bob".into(),
-                impersonate: Some(bob)
+                impersonate: Some(bob),
+                session: None
             }
         );
     }
@@ -335,10 +349,12 @@ mod tests {
         let alice = Actor {
             name: "alice".into(),
             impersonate: None,
+            session: None,
         };
         let bob = Actor {
             name: "bob".into(),
             impersonate: None,
+            session: None,
         };
         assert!(tokens.check(&alice, &tokens.token(&alice)));
         assert!(!tokens.check(&bob, &tokens.token(&alice)));
@@ -350,8 +366,31 @@ mod tests {
                 user: "alice".into(),
                 groups: vec!["ops".into()],
             }),
+            session: None,
         };
         assert!(!tokens.check(&ops, &tokens.token(&alice)), "groups are part of who acts");
+    }
+
+    #[test]
+    fn a_token_is_of_one_sign_in_and_never_outlives_it() {
+        let tokens = Tokens::with_key(&[7u8; 32]).unwrap();
+        let now = SystemTime::now();
+        let at = |secs: u64| now.duration_since(UNIX_EPOCH).unwrap().as_secs() + secs;
+        let signed_in = |id: &str, ends: u64| Actor {
+            name: "alice".into(),
+            impersonate: Some(Impersonate {
+                user: "alice".into(),
+                groups: vec![],
+            }),
+            session: Some((id.into(), ends)),
+        };
+        let first = signed_in("s1", at(3600));
+        let token = tokens.token_at(&first, now);
+        assert!(tokens.check_at(&first, &token, now));
+        assert!(!tokens.check_at(&signed_in("s2", at(3600)), &token, now), "a form of the sign-in before");
+        let expires: u64 = token.split_once('.').unwrap().0.parse().unwrap();
+        assert_eq!(expires, at(3600), "it ends with its session, before twelve hours");
+        assert!(!tokens.check_at(&first, &token, now + Duration::from_secs(3601)));
     }
 
     #[test]
@@ -359,6 +398,7 @@ mod tests {
         let alice = Actor {
             name: "alice".into(),
             impersonate: None,
+            session: None,
         };
         let key = [7u8; 32];
         let (one, two) = (Tokens::with_key(&key).unwrap(), Tokens::with_key(&key).unwrap());

@@ -103,6 +103,9 @@ pub struct Session {
     pub groups: Vec<String>,
     /// Seconds since the epoch.
     pub expires: u64,
+    /// Drawn at sign-in: the forms' tokens are of this sign-in only.
+    #[serde(default)]
+    pub id: String,
 }
 
 /// A sign-in under way.
@@ -336,10 +339,13 @@ impl SignIn {
         let claims =
             payload(&id_token.to_string()).ok_or_else(|| SignInError::IdToken("unreadable".into()))?;
         let (user, groups) = person(&claims, &self.provider.claims)?;
+        let mut id = [0u8; 16];
+        getrandom::fill(&mut id).map_err(|e| SignInError::IdToken(format!("no random session id: {e}")))?;
         let session = Session {
             user,
             groups,
             expires: seconds(SystemTime::now() + self.provider.lifetime),
+            id: hex::encode(id),
         };
         let count = session.groups.len();
         let cookie = self.session_cookie_of(&session);
@@ -599,6 +605,7 @@ mod tests {
             user: "alice".into(),
             groups: vec!["console-admins".into()],
             expires,
+            id: "s1".into(),
         }
     }
 

@@ -572,6 +572,7 @@ async fn a_console_that_signs_people_in_shows_nothing_before_and_after_and_honou
         user: user.into(),
         groups: Vec::new(),
         expires: expires.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs(),
+        id: format!("{user}-1"),
     };
     let request = |uri: &str, cookie: Option<String>| {
         let mut request = Request::get(uri).body(Body::empty()).unwrap();
