@@ -19,6 +19,40 @@ document.addEventListener("click", function (event) {
     });
   }
 });
+// The editor: the pools the YAML selects, asked for again a moment after
+// each change of the text.
+(function () {
+  const selected = document.querySelector("[data-selected-pools]");
+  const form = selected && selected.closest("form");
+  if (!form) {
+    return;
+  }
+  let timer = null;
+  async function ask() {
+    try {
+      const response = await fetch(selected.dataset.selectedPools, {
+        method: "POST",
+        credentials: "same-origin",
+        body: new URLSearchParams(new FormData(form)),
+      });
+      if (response.ok) {
+        const next = new DOMParser().parseFromString(await response.text(), "text/html");
+        const fresh = next.querySelector("[data-selected-pools]");
+        const old = document.querySelector("[data-selected-pools]");
+        if (fresh && old) {
+          old.replaceWith(document.adoptNode(fresh));
+        }
+      }
+    } catch (e) {
+      // The next change asks again.
+    }
+  }
+  form.querySelector("textarea").addEventListener("input", function () {
+    clearTimeout(timer);
+    timer = setTimeout(ask, 400);
+  });
+  ask();
+})();
 (function () {
   if (!document.querySelector("[data-live]") || !window.EventSource) {
     return;

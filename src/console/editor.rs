@@ -285,6 +285,28 @@ async fn preview(
     })
 }
 
+/// The pools the YAML would select now, as a fragment the editor swaps in
+/// as one types (`console.js`), or why it cannot tell.
+pub(super) async fn selected_pools(
+    State(console): State<Console>,
+    headers: HeaderMap,
+    Form(form): Form<EditorForm>,
+) -> Response {
+    if let Err(response) = actor_of(&console, &headers, &form.csrf) {
+        return *response;
+    }
+    let selected = match render::parse_app(&form.yaml, "default") {
+        Ok(app) => match console.source.pools_of(&app).await {
+            Ok(pools) => crate::pools::select(&app.spec.pools.selection(), &pools)
+                .map(|selected| selected.pools.into_iter().map(|p| p.name.clone()).collect())
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        },
+        Err(e) => Err(e.to_string()),
+    };
+    html(pages::selected_pools(&selected)).into_response()
+}
+
 pub(super) async fn delete_page(
     State(console): State<Console>,
     Path((namespace, name)): Path<(String, String)>,

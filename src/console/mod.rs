@@ -367,6 +367,7 @@ pub fn router_with(
             .route("/apps/{namespace}/{name}/pools/{pool}/actions/{action}", post(act_on_pool))
             .route("/new", get(editor::new_application))
             .route("/editor", post(editor::submit))
+            .route("/editor/pools", post(editor::selected_pools))
             .route("/apps/{namespace}/{name}/edit", get(editor::edit_application))
             .route("/apps/{namespace}/{name}/delete", get(editor::delete_page).post(editor::delete));
     }

@@ -193,6 +193,7 @@ pub fn editor(editor: &super::editor::Editor, controls: &Controls) -> Markup {
         form.editor method="post" action="/editor" {
             input type="hidden" name="csrf" value=(controls.token);
             textarea id="yaml" name="yaml" rows="30" cols="100" spellcheck="false" { (editor.yaml) }
+            div id="selected" data-selected-pools="/editor/pools" { p.hint { "The pools it selects show here as you type." } }
             div.actions {
                 button type="submit" name="action" value="preview" data-action="preview" { "Preview" }
                 button type="submit" name="action" value="apply" data-action="apply" { "Apply" }
@@ -218,6 +219,24 @@ pub fn editor(editor: &super::editor::Editor, controls: &Controls) -> Markup {
         }
     };
     page(&editor.title, Some(controls), body)
+}
+
+/// The pools an application being edited would select now, or why that
+/// cannot be told.
+pub fn selected_pools(selected: &Result<Vec<String>, String>) -> Markup {
+    html! {
+        div id="selected" data-selected-pools="/editor/pools" {
+            @match selected {
+                Ok(pools) if pools.is_empty() => p.warning { "It selects no pool the cluster holds now." }
+                Ok(pools) => {
+                    p { "It selects " (pools.len()) " pools now: " }
+                    ul.selected { @for pool in pools.iter().take(50) { li data-pool=(pool) { (pool) } } }
+                    @if pools.len() > 50 { p { "and " (pools.len() - 50) " more." } }
+                }
+                Err(why) => p.error { (why) }
+            }
+        }
+    }
 }
 
 /// The question before a delete: the name typed, and what the

@@ -680,6 +680,13 @@ async fn the_editor_previews_what_it_can_and_says_what_is_wrong() {
     let (status, _, page) = send(console.clone(), post("/editor", &form(&yaml, "preview"))).await;
     assert_eq!(status, StatusCode::OK);
     assert!(page.contains("Preview: 0 pools") && page.contains("no node pool matches"), "{page}");
+    // As one types: what it selects, or why that cannot be told.
+    let pools = |yaml: &str| serde_urlencoded::to_string([("csrf", token.as_str()), ("yaml", yaml)]).unwrap();
+    let (status, _, fragment) = send(console.clone(), post("/editor/pools", &pools(&yaml))).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(fragment.contains("selects no pool"), "{fragment}");
+    let (_, _, fragment) = send(console.clone(), post("/editor/pools", &pools("kind: ["))).await;
+    assert!(fragment.contains("class=\"error\""), "{fragment}");
     // A stale token is refused, whatever the button.
     let stale = serde_urlencoded::to_string([("csrf", "1.00"), ("yaml", yaml.as_str()), ("action", "apply")])
         .unwrap();

@@ -658,6 +658,18 @@ async fn an_application_is_previewed_applied_edited_and_deleted_from_the_console
             .send()
     };
 
+    // As one types: the pools it selects now.
+    let form = [("csrf", token.to_string()), ("yaml", yaml("{}"))];
+    let selected = client
+        .post(format!("{}/editor/pools", ui.address))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(serde_urlencoded::to_string(form).unwrap_or_default())
+        .send()
+        .await?
+        .text()
+        .await?;
+    assert!(selected.contains("It selects 2 pools now"), "{selected}");
+
     // The preview: each pool the cluster holds that it selects, and its release.
     let preview = submit(yaml("{ site: \"{{pool.name}}\" }"), "preview").await?;
     assert_eq!(preview.status(), reqwest::StatusCode::OK);
