@@ -285,6 +285,120 @@ async fn preview(
     })
 }
 
+/// The editor's form, field by field: what most applications need, made
+/// into the YAML the editor then shows, previews and applies.
+#[derive(Debug, Default, Deserialize)]
+pub struct Fields {
+    csrf: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub namespace: String,
+    #[serde(default)]
+    pub chart: String,
+    #[serde(default)]
+    pub version: String,
+    /// `HelmRepository` or `OCIRepository`... as Flux's sourceRef kinds.
+    #[serde(default)]
+    pub source_kind: String,
+    #[serde(default)]
+    pub source_name: String,
+    #[serde(default)]
+    pub source_namespace: String,
+    /// The pools' kind, as `spec.pools.kind` (empty: OpenYurt's NodePools).
+    #[serde(default)]
+    pub pool_kind: String,
+    /// `key=value` pairs, comma-separated: the pools' labels to match.
+    #[serde(default)]
+    pub selector: String,
+    /// YAML: the values every pool gets.
+    #[serde(default)]
+    pub values: String,
+    /// YAML: the list of per-pool overrides.
+    #[serde(default)]
+    pub overrides: String,
+}
+
+/// The application the fields describe, as YAML; or which field is wrong.
+pub fn compose(fields: &Fields) -> Result<String, String> {
+    let yaml = |what: &str, text: &str| -> Result<serde_json::Value, String> {
+        match text.trim() {
+            "" => Ok(serde_json::Value::Null),
+            text => serde_saphyr::from_str(text).map_err(|e| format!("{what} are not YAML: {e}")),
+        }
+    };
+    let mut labels = serde_json::Map::new();
+    for pair in fields.selector.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (key, value) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("the pools' labels take key=value pairs, not {pair:?}"))?;
+        labels.insert(key.trim().into(), value.trim().into());
+    }
+    let mut spec = serde_json::json!({
+        "pools": { "selector": { "matchLabels": labels } },
+        "chart": { "spec": {
+            "chart": fields.chart.trim(),
+            "version": fields.version.trim(),
+            "sourceRef": { "kind": fields.source_kind.trim(), "name": fields.source_name.trim() }
+        } },
+        "interval": "10m",
+    });
+    if !fields.pool_kind.trim().is_empty() {
+        spec["pools"]["kind"] = fields.pool_kind.trim().into();
+    }
+    if !fields.source_namespace.trim().is_empty() {
+        spec["chart"]["spec"]["sourceRef"]["namespace"] = fields.source_namespace.trim().into();
+    }
+    let values = yaml("the values", &fields.values)?;
+    if !values.is_null() {
+        spec["values"] = values;
+    }
+    let overrides = yaml("the overrides", &fields.overrides)?;
+    if !overrides.is_null() {
+        spec["overrides"] = overrides;
+    }
+    let app = serde_json::json!({
+        "apiVersion": "apps.fanout.dev/v1alpha1", "kind": "NodePoolApplication",
+        "metadata": { "name": fields.name.trim(), "namespace": fields.namespace.trim() },
+        "spec": spec,
+    });
+    serde_saphyr::to_string(&app).map_err(|e| e.to_string())
+}
+
+/// The form made into YAML, shown in the editor with its preview.
+pub(super) async fn from_fields(
+    State(console): State<Console>,
+    headers: HeaderMap,
+    Form(fields): Form<Fields>,
+) -> Response {
+    let (_, controls) = match actor_of(&console, &headers, &fields.csrf) {
+        Ok(acting) => acting,
+        Err(response) => return *response,
+    };
+    let mut editor = Editor {
+        title: "New application".into(),
+        ..Editor::default()
+    };
+    match compose(&fields) {
+        Ok(yaml) => {
+            editor.yaml = yaml;
+            if let Ok(app) = render::parse_app(&editor.yaml, "default") {
+                let namespace = app.metadata.namespace.clone().unwrap_or_default();
+                editor.preview = match preview(&console, &app, &namespace).await {
+                    Ok(preview) => Some(preview),
+                    Err(response) => return *response,
+                };
+            }
+            html(pages::editor(&editor, &controls)).into_response()
+        }
+        Err(why) => {
+            editor.error = Some(why);
+            editor.yaml = TEMPLATE.into();
+            (StatusCode::UNPROCESSABLE_ENTITY, html(pages::editor(&editor, &controls))).into_response()
+        }
+    }
+}
+
 /// The pools the YAML would select now, as a fragment the editor swaps in
 /// as one types (`console.js`), or why it cannot tell.
 pub(super) async fn selected_pools(

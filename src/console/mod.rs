@@ -368,6 +368,7 @@ pub fn router_with(
             .route("/new", get(editor::new_application))
             .route("/editor", post(editor::submit))
             .route("/editor/pools", post(editor::selected_pools))
+            .route("/editor/form", post(editor::from_fields))
             .route("/apps/{namespace}/{name}/edit", get(editor::edit_application))
             .route("/apps/{namespace}/{name}/delete", get(editor::delete_page).post(editor::delete));
     }

@@ -181,6 +181,19 @@ fn app_actions(app: &AppView, page: &Page, controls: &Controls) -> Markup {
     }
 }
 
+/// The form's text fields: name, label, an example.
+const FIELDS: [(&str, &str, &str); 9] = [
+    ("name", "Name", "ingress"),
+    ("namespace", "Namespace", "edge"),
+    ("chart", "Chart", "ingress-gateway"),
+    ("version", "Version", "1.0.0"),
+    ("source_kind", "Source kind", "HelmRepository"),
+    ("source_name", "Source name", "charts"),
+    ("source_namespace", "Source namespace", "flux-system"),
+    ("pool_kind", "Pool kind", "OpenYurt, KubeEdge, SuperEdge, NodeLabel or ClusterProfile"),
+    ("selector", "Pools with the labels", "region=east, tier=edge"),
+];
+
 /// The YAML editor of a new or an existing application, with what a
 /// preview found.
 pub fn editor(editor: &super::editor::Editor, controls: &Controls) -> Markup {
@@ -190,6 +203,19 @@ pub fn editor(editor: &super::editor::Editor, controls: &Controls) -> Markup {
              Copy the YAML to Git (the way we recommend: Flux then applies it), or apply it as "
             strong { (controls.user) } "." }
         @if let Some(error) = &editor.error { p.error role="alert" { (error) } }
+        details.fields {
+            summary { "Start from a form" }
+            form.fields method="post" action="/editor/form" {
+                input type="hidden" name="csrf" value=(controls.token);
+                @for (name, label, hint) in FIELDS {
+                    label { (label) " " input type="text" name=(name) placeholder=(hint); }
+                }
+                label { "Values (YAML) " textarea name="values" rows="6" cols="60" placeholder="controller: { replicas: 2 }" {} }
+                label { "Per-pool overrides (YAML) " textarea name="overrides" rows="6" cols="60"
+                    placeholder="- { pools: { names: [hangzhou] }, values: { controller: { replicas: 3 } } }" {} }
+                button type="submit" data-action="compose" { "To YAML and preview" }
+            }
+        }
         form.editor method="post" action="/editor" {
             input type="hidden" name="csrf" value=(controls.token);
             textarea id="yaml" name="yaml" rows="30" cols="100" spellcheck="false" { (editor.yaml) }

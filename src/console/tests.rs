@@ -687,6 +687,37 @@ async fn the_editor_previews_what_it_can_and_says_what_is_wrong() {
     assert!(fragment.contains("selects no pool"), "{fragment}");
     let (_, _, fragment) = send(console.clone(), post("/editor/pools", &pools("kind: ["))).await;
     assert!(fragment.contains("class=\"error\""), "{fragment}");
+    // From the form, field by field: the YAML of the same object.
+    let fields = serde_urlencoded::to_string([
+        ("csrf", token.as_str()),
+        ("name", "gw"),
+        ("namespace", "edge"),
+        ("chart", "gw"),
+        ("version", "1.0.0"),
+        ("source_kind", "HelmRepository"),
+        ("source_name", "charts"),
+        ("selector", "region=east, tier = edge"),
+        ("values", "controller: { replicas: 2 }"),
+        ("overrides", "- { pools: { names: [hangzhou] }, values: { controller: { replicas: 3 } } }"),
+    ])
+    .unwrap();
+    let (status, _, page) = send(console.clone(), post("/editor/form", &fields)).await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    let yaml = page
+        .split("name=\"yaml\"")
+        .nth(1)
+        .and_then(|t| t.split_once('>'))
+        .map(|(_, t)| t)
+        .unwrap();
+    let yaml = yaml.split("</textarea>").next().unwrap().replace("&quot;", "\"");
+    let app = crate::cli::render::parse_app(&yaml, "default").expect("the form makes an application");
+    let values = serde_json::to_value(&app.spec.values).unwrap();
+    assert_eq!(values["controller"]["replicas"], json!(2), "{yaml}");
+    assert!(yaml.contains("tier: edge") && yaml.contains("hangzhou"), "{yaml}");
+    let bad = serde_urlencoded::to_string([("csrf", token.as_str()), ("selector", "region")]).unwrap();
+    let (status, _, page) = send(console.clone(), post("/editor/form", &bad)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(page.contains("key=value"), "{page}");
     // A stale token is refused, whatever the button.
     let stale = serde_urlencoded::to_string([("csrf", "1.00"), ("yaml", yaml.as_str()), ("action", "apply")])
         .unwrap();
