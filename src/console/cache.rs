@@ -9,7 +9,7 @@
 //! rollout's own `offlineAfter`, so that the console, the CLI and the
 //! status never disagree.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -68,40 +68,95 @@ pub struct CacheSource {
 /// The most applications an event names; past it, it says everything.
 const MOST_NAMED: usize = 64;
 
-/// The change count at each application's last change, and at the last
-/// change that may concern any (a Node, a pool object, a relist).
+/// The most Node and pool changes kept to say which applications they
+/// concern; a stream further behind is told everything changed.
+const MOST_KEPT: usize = 1024;
+
+/// The change count at each application's last change, the recent Node
+/// and pool object changes (each with its labels before and after, since a
+/// node relabelled leaves one pool for another), and the count at the last
+/// change that may concern any (a relist).
 #[derive(Debug, Default)]
 struct Versions {
     apps: HashMap<String, u64>,
+    /// (count, a pool kind or none for a Node, the labels it had or has,
+    /// and for a pool, the pool).
+    members: std::collections::VecDeque<(u64, Member)>,
+    labels: HashMap<(Option<PoolKind>, String), BTreeMap<String, String>>,
+    /// The count before the oldest member kept.
+    forgotten: u64,
     everything: u64,
+}
+
+/// A Node or a pool object that changed, as it was and as it is.
+#[derive(Debug, Clone, PartialEq)]
+enum Member {
+    Node(Vec<BTreeMap<String, String>>),
+    Pool(PoolKind, Vec<Pool>),
+}
+
+/// What changed since a count: applications by name, and the Nodes and
+/// pools whose applications are yet to be found.
+#[derive(Debug, Default, PartialEq)]
+struct Changed {
+    apps: BTreeSet<String>,
+    members: Vec<Member>,
 }
 
 impl Versions {
     fn record(&mut self, concern: Concern, at: u64) {
-        match concern {
+        let member = match concern {
             Concern::App(key) => {
                 self.apps.insert(key, at);
+                return;
             }
-            Concern::Everything => self.everything = at,
+            Concern::Everything => {
+                self.everything = at;
+                return;
+            }
+            Concern::Node(name, labels) => {
+                let was = self.labels.insert((None, name), labels.clone());
+                Member::Node(was.into_iter().chain([labels]).collect())
+            }
+            Concern::Pool(kind, pool) => {
+                let was = self.labels.insert((Some(kind), pool.name.clone()), pool.labels.clone());
+                let before = was.map(|labels| Pool {
+                    labels,
+                    ..pool.clone()
+                });
+                Member::Pool(kind, before.into_iter().chain([pool]).collect())
+            }
+        };
+        self.members.push_back((at, member));
+        while self.members.len() > MOST_KEPT {
+            if let Some((at, _)) = self.members.pop_front() {
+                self.forgotten = at;
+            }
         }
     }
 
-    fn since(&self, since: u64) -> Option<Vec<String>> {
-        if self.everything > since {
+    /// What changed after the count `since`; `None` for everything.
+    fn since(&self, since: u64) -> Option<Changed> {
+        if self.everything > since || self.forgotten > since {
             return None;
         }
-        let mut changed: Vec<String> =
-            self.apps.iter().filter(|(_, at)| **at > since).map(|(key, _)| key.clone()).collect();
-        changed.sort();
-        (changed.len() <= MOST_NAMED).then_some(changed)
+        let apps = self.apps.iter().filter(|(_, at)| **at > since).map(|(key, _)| key.clone()).collect();
+        let members = self.members.iter().filter(|(at, _)| *at > since).map(|(_, m)| m.clone()).collect();
+        Some(Changed { apps, members })
     }
 }
 
 /// What one watch event may change on the console's pages.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 enum Concern {
     /// The pages of one application (`namespace/name`), and the landing page.
     App(String),
+    /// A Node, with its labels: the pages of the applications whose pools
+    /// it belongs to.
+    Node(String, BTreeMap<String, String>),
+    /// A pool object: the pages of the applications of its kind that
+    /// select it.
+    Pool(PoolKind, Pool),
     Everything,
 }
 
@@ -123,8 +178,8 @@ fn of_release(release: &DynamicObject) -> Concern {
     }
 }
 
-fn of_anything<K>(_: &K) -> Concern {
-    Concern::Everything
+fn of_node(node: &Node) -> Concern {
+    Concern::Node(node.name_any(), node.labels().clone())
 }
 
 impl CacheSource {
@@ -151,8 +206,12 @@ impl CacheSource {
         for kind in POOL_KINDS {
             if let Some(resource) = readable_pool_kind(&client, kind).await {
                 let api = Api::all_with(client.clone(), &resource);
+                let Some(objects) = kind::objects(kind) else {
+                    continue;
+                };
+                let of_pool = move |o: &DynamicObject| Concern::Pool(kind, Pool::from_object(objects, o));
                 let store =
-                    watching.cache("pool objects", api, watcher::Config::default(), resource, of_anything);
+                    watching.cache("pool objects", api, watcher::Config::default(), resource, of_pool);
                 pool_objects.insert(kind, store);
             }
         }
@@ -170,7 +229,7 @@ impl CacheSource {
                 of_application,
             ),
             releases: watching.cache("HelmReleases", releases, managed, helmrelease_resource(), of_release),
-            nodes: watching.cache("Nodes", Api::all(client), watcher::Config::default(), (), of_anything),
+            nodes: watching.cache("Nodes", Api::all(client), watcher::Config::default(), (), of_node),
             pool_objects,
             changes,
             versions,
@@ -276,6 +335,37 @@ impl CacheSource {
 
     /// The application's pool objects: those of its kind, in its
     /// namespace when the kind is namespaced.
+    /// Whether any of `members` (Nodes and pools, as they were and are)
+    /// is, or is of, a pool `app` selects.
+    fn concerns(&self, app: &NodePoolApplication, members: &[Member]) -> bool {
+        let selection = app.spec.pools.selection();
+        let Ok(picks) = crate::pools::picker(&selection) else {
+            return true;
+        };
+        let membership = nodes::Membership::of(&app.spec.pools, app.spec.placement.node_label.as_deref());
+        let kind = app.spec.pools.kind;
+        // The app's pools by name, looked up once, and only for a Node.
+        let mut by_name: Option<HashMap<String, Pool>> = None;
+        members.iter().any(|member| match member {
+            Member::Pool(of, pools) => *of == kind && pools.iter().any(|p| picks(&p.name, &p.labels)),
+            Member::Node(labels) => labels.iter().any(|labels| {
+                membership.pools(labels).any(|name| match kind::objects(kind) {
+                    // A pool that is a node label's value has no labels of its own.
+                    None => picks(name, &BTreeMap::new()),
+                    Some(objects) => {
+                        let pools = by_name.get_or_insert_with(|| {
+                            (self.pool_objects_of(app).iter())
+                                .map(|o| Pool::from_object(objects, o))
+                                .map(|p| (p.name.clone(), p))
+                                .collect()
+                        });
+                        pools.get(name).is_some_and(|p| picks(&p.name, &p.labels))
+                    }
+                })
+            }),
+        })
+    }
+
     fn pool_objects_of(&self, app: &NodePoolApplication) -> Vec<Arc<DynamicObject>> {
         let Some(store) = self.pool_objects.get(&app.spec.pools.kind) else {
             return Vec::new();
@@ -330,7 +420,17 @@ impl Source for CacheSource {
     }
 
     fn changed_since(&self, since: u64) -> Option<Vec<String>> {
-        self.versions.lock().ok()?.since(since)
+        let changed = self.versions.lock().ok()?.since(since)?;
+        let mut named = changed.apps;
+        if !changed.members.is_empty() {
+            for app in self.apps.state() {
+                let key = app_key(&app.namespace().unwrap_or_default(), &app.name_any());
+                if !named.contains(&key) && self.concerns(&app, &changed.members) {
+                    named.insert(key);
+                }
+            }
+        }
+        (named.len() <= MOST_NAMED).then(|| named.into_iter().collect())
     }
 
     fn application<'a>(
@@ -384,7 +484,7 @@ impl Watching {
         api: Api<K>,
         config: watcher::Config,
         dyntype: K::DynamicType,
-        concern: fn(&K) -> Concern,
+        concern: impl Fn(&K) -> Concern + Send + 'static,
     ) -> Store<K>
     where
         K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
@@ -483,21 +583,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_change_names_its_application_until_too_many_or_anything_changed() {
+    fn a_change_names_its_application_and_keeps_nodes_and_pools_as_they_were_and_are() {
         let mut versions = Versions::default();
         versions.record(Concern::App(app_key("edge", "gw")), 1);
         versions.record(Concern::App(app_key("edge", "broker")), 2);
-        assert_eq!(versions.since(0), Some(vec!["edge/broker".to_string(), "edge/gw".to_string()]));
-        assert_eq!(versions.since(1), Some(vec!["edge/broker".to_string()]));
-        assert_eq!(versions.since(2), Some(Vec::new()), "nothing since");
-        for i in 0..MOST_NAMED {
-            versions.record(Concern::App(app_key("edge", &format!("app-{i}"))), 3 + i as u64);
+        let apps = |changed: Option<Changed>| changed.map(|c| c.apps.into_iter().collect::<Vec<_>>());
+        assert_eq!(apps(versions.since(0)), Some(vec!["edge/broker".to_string(), "edge/gw".to_string()]));
+        assert_eq!(apps(versions.since(1)), Some(vec!["edge/broker".to_string()]));
+        assert_eq!(apps(versions.since(2)), Some(Vec::new()), "nothing since");
+        // A node relabelled from one pool to another: both, as it was and is.
+        let labels =
+            |pool: &str| BTreeMap::from([("apps.openyurt.io/nodepool".to_string(), pool.to_string())]);
+        versions.record(Concern::Node("n1".into(), labels("hz")), 3);
+        versions.record(Concern::Node("n1".into(), labels("sh")), 4);
+        let changed = versions.since(3).unwrap();
+        assert_eq!(changed.members, vec![Member::Node(vec![labels("hz"), labels("sh")])]);
+        // A stream further behind than what is kept: everything.
+        for at in 5..5 + MOST_KEPT as u64 {
+            versions.record(Concern::Node("n2".into(), labels("hz")), at);
         }
-        assert_eq!(versions.since(2).map(|a| a.len()), Some(MOST_NAMED));
-        assert_eq!(versions.since(1), None, "past the most an event names: everything");
-        versions.record(Concern::Everything, 100);
-        assert_eq!(versions.since(99), None, "a Node or a pool changed: everything");
-        assert_eq!(versions.since(100), Some(Vec::new()));
+        assert!(versions.since(3).is_none(), "forgotten: everything");
+        assert!(versions.since(5).is_some());
+        versions.record(Concern::Everything, 5000);
+        assert!(versions.since(4999).is_none(), "a relist: everything");
+        assert!(versions.since(5000).is_some());
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! Open pages stay live: `/events` is a stream of server-sent events that
 //! says the fleet changed, at most once per [`BATCH`] however many objects
 //! moved, so that a rollout over thousands of pools does not flood the
-//! browser. Each event names the applications that changed (`*`: any may
-//! have), and a page fetches itself and swaps in its live parts only when
+//! browser. Each event names the applications that changed (a Node or a
+//! pool object: those whose selected pools it is of; `*`: any may have),
+//! and a page fetches itself and swaps in its live parts only when
 //! its own application is among them (`console.js`): a change of one
 //! application does not make every other open page fetch itself whole. A
 //! quiet fleet still gets an event each [`HEARTBEAT`], for every page: a
