@@ -609,6 +609,77 @@ mod tests {
         assert!(versions.since(5000).is_some());
     }
 
+    /// Caches holding `apps` and the NodePools `pools` (name, labels).
+    fn caches(apps: &[(&str, &str)], pools: &[(&str, &str)]) -> CacheSource {
+        let (apps_store, mut app_writer) = reflector::store::<NodePoolApplication>();
+        for (name, tag) in apps {
+            let app: NodePoolApplication = serde_json::from_value(serde_json::json!({
+                "apiVersion": "apps.fanout.dev/v1alpha1", "kind": "NodePoolApplication",
+                "metadata": { "name": name, "namespace": "edge" },
+                "spec": { "interval": "10m", "pools": { "selector": { "matchLabels": { "team": tag } } },
+                          "chart": { "spec": { "chart": "gw", "sourceRef": { "kind": "HelmRepository", "name": "c" } } } }
+            }))
+            .unwrap();
+            app_writer.apply_watcher_event(&watcher::Event::Apply(app));
+        }
+        let objects = kind::objects(PoolKind::OpenYurt).unwrap();
+        let mut pool_writer = reflector::store::Writer::<DynamicObject>::new(objects_resource());
+        for (name, tag) in pools {
+            let pool: DynamicObject = serde_json::from_value(serde_json::json!({
+                "apiVersion": "apps.openyurt.io/v1beta1", "kind": "NodePool",
+                "metadata": { "name": name, "labels": { "team": tag } }
+            }))
+            .unwrap();
+            pool_writer.apply_watcher_event(&watcher::Event::Apply(pool));
+        }
+        CacheSource {
+            apps: apps_store,
+            events: reflector::store::<CoreEvent>().0,
+            releases: reflector::store::Writer::<DynamicObject>::new(helmrelease_resource()).as_reader(),
+            nodes: reflector::store::<Node>().0,
+            pool_objects: BTreeMap::from([(PoolKind::OpenYurt, pool_writer.as_reader())]),
+            changes: watch::channel(0).0,
+            versions: Arc::default(),
+            errors: Arc::default(),
+        }
+    }
+
+    fn objects_resource() -> ApiResource {
+        ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk("apps.openyurt.io", "v1beta1", "NodePool"))
+    }
+
+    #[test]
+    fn a_node_or_pool_change_names_only_the_applications_that_select_its_pool() {
+        let source = caches(&[("gw", "a"), ("broker", "b")], &[("hz", "a"), ("sh", "b"), ("bj", "c")]);
+        let node = |pool: &str| {
+            let labels = BTreeMap::from([("apps.openyurt.io/nodepool".to_string(), pool.to_string())]);
+            Concern::Node(format!("{pool}-0"), labels)
+        };
+        let pool = |name: &str, tag: &str| {
+            Concern::Pool(
+                PoolKind::OpenYurt,
+                Pool {
+                    labels: BTreeMap::from([("team".into(), tag.into())]),
+                    ..Pool::named(name)
+                },
+            )
+        };
+        let record = |concern: Concern, at: u64| source.versions.lock().unwrap().record(concern, at);
+        record(node("hz"), 1);
+        assert_eq!(source.changed_since(0), Some(vec!["edge/gw".to_string()]), "hz is gw's");
+        record(node("bj"), 2);
+        assert_eq!(source.changed_since(1), Some(Vec::new()), "bj is nobody's: no page fetches itself");
+        record(pool("bj", "c"), 3);
+        record(pool("bj", "b"), 4);
+        assert_eq!(source.changed_since(3), Some(vec!["edge/broker".to_string()]), "bj joins broker's");
+        record(pool("bj", "c"), 5);
+        assert_eq!(
+            source.changed_since(4),
+            Some(vec!["edge/broker".to_string()]),
+            "and leaves it: broker's too"
+        );
+    }
+
     #[test]
     fn a_release_concerns_the_application_its_label_names() {
         let release: DynamicObject = serde_json::from_value(serde_json::json!({
