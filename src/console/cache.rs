@@ -622,7 +622,6 @@ mod tests {
             .unwrap();
             app_writer.apply_watcher_event(&watcher::Event::Apply(app));
         }
-        let objects = kind::objects(PoolKind::OpenYurt).unwrap();
         let mut pool_writer = reflector::store::Writer::<DynamicObject>::new(objects_resource());
         for (name, tag) in pools {
             let pool: DynamicObject = serde_json::from_value(serde_json::json!({
