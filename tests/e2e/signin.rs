@@ -90,6 +90,19 @@ async fn sign_in(browser: &Client, url: &str, user: &str) -> Checked<()> {
     Ok(())
 }
 
+/// The page's HTML once it holds `text` (a click's page may take a moment).
+async fn page_with(browser: &Client, text: &str) -> String {
+    let mut last = String::new();
+    for _ in 0..100 {
+        last = browser.source().await.unwrap_or_default();
+        if last.contains(text) {
+            return last;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("the page never said {text:?}: {last}");
+}
+
 /// The page's HTML once its address holds `part`.
 async fn page_at(browser: &Client, part: &str) -> String {
     let mut last = String::new();
@@ -168,8 +181,8 @@ async fn people_sign_in_read_and_steer_as_their_rbac_says_across_replicas_and_si
         // Signed out, nothing is shown until she signs in again.
         browser.goto(&format!("{}/", one.address)).await?;
         browser.find(Locator::Css("form.sign-out button")).await?.click().await?;
-        let out = browser.source().await?;
-        assert!(out.contains("Signed out") && !out.contains(&listed(&a)), "{out}");
+        let out = page_with(&browser, "Signed out").await;
+        assert!(!out.contains(&listed(&a)), "{out}");
         browser.goto(&format!("{}/", one.address)).await?;
         page_at(&browser, &issuer).await;
 
@@ -183,8 +196,7 @@ async fn people_sign_in_read_and_steer_as_their_rbac_says_across_replicas_and_si
         assert!(hidden.contains("is visible to you") && !hidden.contains("Pause"), "{hidden}");
         browser.goto(&format!("{}{}", one.address, page_of(&b))).await?;
         browser.find(Locator::Css("button[data-action='pause']")).await?.click().await?;
-        let refused = browser.source().await?;
-        assert!(refused.contains("refused it as bob"), "{refused}");
+        page_with(&browser, "refused it as bob").await;
 
         // mallory's provider puts her in system:masters: refused.
         browser.delete_all_cookies().await?;
