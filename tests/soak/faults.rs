@@ -422,6 +422,10 @@ impl World {
                 apply(env, manifest).await;
             }
             Fault::AddPool { broken, claimed } => {
+                // Not while the other seed's soak has the API server down:
+                // making a pool and its node is no fault of its own, and
+                // the support code that makes them stops at a refusal.
+                let _one_at_a_time = RESTARTS.lock().await;
                 let tag = env.prefix.clone();
                 let short = format!("p{}", self.pools.len());
                 if let Some(app) = claimed {
@@ -463,6 +467,8 @@ impl World {
                 };
             }
             Fault::CutNode { pool, cut } => {
+                // Listing the pool's nodes stops at a refusal too.
+                let _one_at_a_time = RESTARTS.lock().await;
                 let name = self.pools[*pool].clone();
                 for node in env.nodes_of(&name).await {
                     match cut {
@@ -627,14 +633,15 @@ impl World {
     /// controller running.
     pub async fn heal(&mut self) {
         {
+            // The other seed's soak may still be restarting parts.
             let _one_at_a_time = RESTARTS.lock().await;
             for component in COMPONENTS {
                 cluster(&["start", component]).await;
             }
-        }
-        for pool in self.cut.clone() {
-            for node in self.env.nodes_of(&pool).await {
-                reconnect(&self.env, &node).await;
+            for pool in self.cut.clone() {
+                for node in self.env.nodes_of(&pool).await {
+                    reconnect(&self.env, &node).await;
+                }
             }
         }
         self.cut.clear();
