@@ -700,20 +700,8 @@ async fn apply(env: &TestEnv, manifest: &Value) {
 const FOREIGN: &str = "someone-elses";
 
 async fn create_foreign(env: &TestEnv) {
-    let foreign: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
-        "metadata": { "name": FOREIGN, "namespace": env.namespace,
-            "labels": { LABEL_APPLICATION: APPS[0].0, naming::LABEL_POOL: "elsewhere" } },
-        "spec": { "interval": "1h", "suspend": true, "chart": { "spec": { "chart": "someone-elses",
-            "sourceRef": { "kind": "HelmRepository", "name": "someone-elses" } } } }
-    }))
-    .expect("a HelmRelease in JSON");
-    let params = PostParams {
-        field_manager: Some("someone-else".into()),
-        ..PostParams::default()
-    };
-    releases(env)
-        .create(&params, &foreign)
+    let labels = json!({ LABEL_APPLICATION: APPS[0].0, naming::LABEL_POOL: "elsewhere" });
+    create_someone_elses(env, FOREIGN, labels)
         .await
         .expect("the foreign HelmRelease is created");
 }
@@ -722,9 +710,22 @@ async fn create_foreign(env: &TestEnv) {
 /// would take: owned by none, suspended so that Flux leaves it be.
 /// Whether it was made.
 async fn create_claimant(env: &TestEnv, name: &str) -> bool {
-    let claimant: DynamicObject = serde_json::from_value(json!({
+    // Refused under a restart: part of the weather, and nothing to judge.
+    match create_someone_elses(env, name, json!({})).await {
+        Ok(()) => true,
+        Err(e) => {
+            println!("  (claimant not made: {e})");
+            false
+        }
+    }
+}
+
+/// A HelmRelease of someone else's: owned by no application, written by
+/// their own field manager, suspended so that Flux leaves it be.
+async fn create_someone_elses(env: &TestEnv, name: &str, labels: Value) -> Result<(), kube::Error> {
+    let theirs: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
-        "metadata": { "name": name, "namespace": env.namespace },
+        "metadata": { "name": name, "namespace": env.namespace, "labels": labels },
         "spec": { "interval": "1h", "suspend": true, "chart": { "spec": { "chart": "someone-elses",
             "sourceRef": { "kind": "HelmRepository", "name": "someone-elses" } } } }
     }))
@@ -733,14 +734,7 @@ async fn create_claimant(env: &TestEnv, name: &str) -> bool {
         field_manager: Some("someone-else".into()),
         ..PostParams::default()
     };
-    // Refused under a restart: part of the weather, and nothing to judge.
-    match releases(env).create(&params, &claimant).await {
-        Ok(_) => true,
-        Err(e) => {
-            println!("  (claimant not made: {e})");
-            false
-        }
-    }
+    releases(env).create(&params, &theirs).await.map(|_| ())
 }
 
 impl World {
