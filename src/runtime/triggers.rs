@@ -284,8 +284,9 @@ mod tests {
         cached
     }
 
-    #[tokio::test]
-    async fn release_verdicts_are_urgent_once_enough_while_a_rollout_waits_on_them() {
+    /// The application edge/gw, served and read: its reference, the store
+    /// of served applications, and the index that knows it.
+    fn served_gw() -> (ObjectRef<AppMeta>, Store<AppMeta>, Arc<AppIndex>) {
         let app: AppMeta = serde_json::from_value(json!({
             "apiVersion": "apps.fanout.dev/v1alpha1", "kind": "NodePoolApplication",
             "metadata": { "name": "gw", "namespace": "edge", "uid": "u1" }
@@ -303,6 +304,12 @@ mod tests {
             chart_source: None,
         };
         index.read(app_ref.clone(), interest);
+        (app_ref, served, index)
+    }
+
+    #[tokio::test]
+    async fn release_verdicts_are_urgent_once_enough_while_a_rollout_waits_on_them() {
+        let (app_ref, served, index) = served_gw();
 
         let (events, rx) = futures::channel::mpsc::unbounded();
         let mut wakes = releases(rx.map(Ok), served, index.clone());
@@ -341,23 +348,7 @@ mod tests {
 
     #[tokio::test]
     async fn someone_elses_release_going_wakes_the_application_whose_name_it_held() {
-        let app: AppMeta = serde_json::from_value(json!({
-            "apiVersion": "apps.fanout.dev/v1alpha1", "kind": "NodePoolApplication",
-            "metadata": { "name": "gw", "namespace": "edge", "uid": "u1" }
-        }))
-        .unwrap();
-        let app_ref = ObjectRef::from_obj(&app);
-        let (served, mut writer) = reflector::store::<AppMeta>();
-        writer.apply_watcher_event(&watcher::Event::Apply(app));
-        let index = Arc::new(AppIndex::new(Arc::default(), served.clone()));
-        let interest = Interest {
-            kind: PoolKind::OpenYurt,
-            namespace: "edge".into(),
-            selection: PoolSelection::default(),
-            membership: Membership::Label("pool".into()),
-            chart_source: None,
-        };
-        index.read(app_ref.clone(), interest);
+        let (app_ref, served, index) = served_gw();
         let theirs = |name: &str, namespace: &str| {
             let object: DynamicObject = serde_json::from_value(json!({
                 "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
