@@ -254,7 +254,7 @@ impl SignIn {
             CoreProviderMetadata::discover_async(self.issuer.clone(), &http).await.map_err(|e| {
                 SignInError::Discovery {
                     issuer: self.provider.issuer.clone(),
-                    reason: error_chain(&e),
+                    reason: crate::runtime::notify::with_causes(&e),
                 }
             })?;
         let secret = self.provider.client_secret.clone().map(ClientSecret::new);
@@ -329,7 +329,7 @@ impl SignIn {
             .set_pkce_verifier(PkceCodeVerifier::new(pending.verifier))
             .request_async(&http)
             .await
-            .map_err(|e| SignInError::Exchange(error_chain(&e)))?;
+            .map_err(|e| SignInError::Exchange(crate::runtime::notify::with_causes(&e)))?;
         let id_token = tokens.id_token().ok_or(SignInError::NoIdToken)?;
         id_token
             .claims(&client.id_token_verifier(), &Nonce::new(pending.nonce))
@@ -483,18 +483,6 @@ async fn send(
     tokio::time::timeout(PROVIDER_TIMEOUT, exchange)
         .await
         .map_err(|_| HttpError::Timeout)?
-}
-
-/// An error and its sources, as one line.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(e) = source {
-        text.push_str(": ");
-        text.push_str(&e.to_string());
-        source = e.source();
-    }
-    text
 }
 
 fn seconds(at: SystemTime) -> u64 {

@@ -380,7 +380,7 @@ fn log_outcome(outcome: Outcome, url: &reqwest::Url, event: &FluxEvent, detail: 
 
 /// An error and its causes, `outer: inner: …`: reqwest's own message
 /// leaves out why the connection failed.
-fn with_causes(error: &dyn std::error::Error) -> String {
+pub(crate) fn with_causes(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut cause = error.source();
     while let Some(e) = cause {
