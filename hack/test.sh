@@ -26,4 +26,8 @@ hack/browser-deps.sh
 # Unit tests and end-to-end tests alike (not the benchmark: `make
 # bench-fanout`); the end-to-end tests find the
 # cluster through KUBECONFIG and fail (never skip) when it is unreachable.
+# A failure's message, not forty frames of the async runtime, is what the
+# tail of a long run must show: backtraces are off, whatever the shell
+# exports, unless asked for here (`TEST_BACKTRACE=1 make test`).
+export RUST_BACKTRACE=${TEST_BACKTRACE:-0}
 cargo test --lib --bins --tests --locked -- --test-threads="${E2E_PARALLELISM:-4}"
