@@ -30,7 +30,7 @@ use axum::http::Request;
 use fantoccini::{Client, Locator};
 use futures::future::BoxFuture;
 use nodepool_fanout::api::NodePoolApplication;
-use nodepool_fanout::cli::get::PoolRow;
+use nodepool_fanout::reconcile::fleet::PoolRow;
 use nodepool_fanout::console::access::Access;
 use nodepool_fanout::console::actions::Actions;
 use nodepool_fanout::console::identity::{Identity, Impersonate, Tokens};
@@ -66,7 +66,7 @@ impl Fleet {
             for app in apps.iter_mut() {
                 for p in app.pools.iter_mut().filter(|p| p.row.pool == pool) {
                     p.row.state = state.to_string();
-                    p.state = nodepool_fanout::console::view::CellState::of(&p.row, p.rollout.as_deref());
+                    p.state = nodepool_fanout::console::view::CellState::of(&p.row, p.row.rollout.as_deref());
                 }
             }
         }
@@ -106,6 +106,7 @@ fn application(pools: usize) -> AppView {
             revision: Some(2),
             message: format!("Helm upgrade succeeded for release edge/fleet-store-{i:05}-1a2b3c4d.v2 with chart ingress-gateway@1.1.0"),
             suspended: false,
+            rollout: None,
             down_since: None,
         })
         .collect();
@@ -117,7 +118,8 @@ fn application(pools: usize) -> AppView {
             )
         })
         .collect();
-    AppView::of(&app, rows, &labels)
+    let status = app.status.clone().unwrap_or_default();
+    AppView::of(&app, &status, rows, &labels)
 }
 
 fn median(mut samples: Vec<f64>) -> f64 {

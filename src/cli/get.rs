@@ -1,26 +1,25 @@
 //! `nodepool-fanout get`: one line per pool of each application, as `flux
 //! get` prints one per Flux object: the pool, its Ready nodes, its
-//! HelmRelease, the state Flux reports of it, the chart version and Helm
-//! revision it runs, and Flux's message. Each line is a pool of the
-//! application's fleet report ([`crate::reconcile::fleet`]), as the
-//! controller's status and Events read it, built from the cluster.
+//! HelmRelease, the state Flux reports of it, where it stands in the
+//! rollout, the chart version and Helm revision it runs, and Flux's
+//! message. Each line is a pool of the application's fleet report, made
+//! by the controller's own observe and plan over what the cluster holds
+//! ([`crate::reconcile::fleet::observed`]), so that `get`, the console and
+//! the status read alike.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
+use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{DynamicObject, ListParams};
 use kube::{Api, Client, ResourceExt};
-use serde::Serialize;
-use serde_json::Value;
 
-use crate::api::{naming, NodePoolApplication, PoolKind};
-use crate::pools::nodes::{self, Membership, NodeCount};
-use crate::reconcile::fleet::{self, FleetReport, PoolReport};
-use crate::reconcile::observe::helmrelease_resource;
-use crate::reconcile::plan::{self, ObservedRelease};
-use crate::reconcile::release_state::{ReleaseState, ReleaseStatus};
-use crate::reconcile::rollout::settings;
-use k8s_openapi::jiff::Timestamp;
+use crate::api::{NodePoolApplication, PoolKind};
+use crate::pools::kind;
+use crate::reconcile::fleet::observed;
+pub use crate::reconcile::fleet::PoolRow;
+use crate::reconcile::observe::{self, helmrelease_resource, Caches, Lists};
 
 /// `get`'s flags.
 #[derive(Debug, clap::Args)]
@@ -49,214 +48,6 @@ pub enum Output {
     Json,
 }
 
-/// One pool of one application.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PoolRow {
-    pub namespace: String,
-    pub application: String,
-    pub pool: String,
-    /// Ready nodes out of the pool's nodes, e.g. `2/3`.
-    pub nodes: String,
-    /// The HelmRelease's name; empty when the pool has none.
-    pub release: String,
-    /// Ready, Progressing, Waiting, Failed, Stalled, Unknown or Offline.
-    pub state: String,
-    pub reason: String,
-    pub chart_version: String,
-    /// The Helm release's revision (its history's latest).
-    pub revision: Option<i64>,
-    pub message: String,
-    pub suspended: bool,
-    /// When the pool's last Ready node (or its site's control plane or
-    /// connection) went down, while none is up; it reads `Offline` once it
-    /// has been down for the application's `rollout.offlineAfter`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub down_since: Option<String>,
-}
-
-impl PoolRow {
-    fn failing(&self) -> bool {
-        !matches!(self.state.as_str(), "Ready" | "Offline")
-    }
-}
-
-/// The rows of one application: its fleet report ([`observed_report`]),
-/// a row per pool, with the Helm revision and suspension read from each
-/// pool's HelmRelease.
-pub fn rows(app: &NodePoolApplication, releases: &[Value], node_list: &[Node]) -> Vec<PoolRow> {
-    rows_counted(app, releases, &node_counts(app, node_list), Timestamp::now())
-}
-
-/// As [`rows`], with each site's nodes (or control plane) counted already.
-pub fn rows_counted(
-    app: &NodePoolApplication,
-    releases: &[Value],
-    counts: &BTreeMap<String, NodeCount>,
-    now: Timestamp,
-) -> Vec<PoolRow> {
-    let helm: BTreeMap<&str, Helm> = releases
-        .iter()
-        .filter_map(|r| Some((r.pointer("/metadata/name")?.as_str()?, Helm::of(r))))
-        .collect();
-    rows_of(app, &observed_report(app, releases, counts, now), &helm)
-}
-
-/// Each pool's nodes, as the controller counts them.
-pub fn node_counts<'a>(
-    app: &NodePoolApplication,
-    node_list: impl IntoIterator<Item = &'a Node>,
-) -> BTreeMap<String, NodeCount> {
-    let membership = Membership::of(&app.spec.pools, app.spec.placement.node_label.as_deref());
-    nodes::count(node_list, &membership)
-}
-
-/// What `get` reads of a HelmRelease itself, beside its row of the report.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Helm {
-    /// The Helm release's revision (its history's latest).
-    pub revision: Option<i64>,
-    /// `spec.suspend`.
-    pub suspended: bool,
-}
-
-impl Helm {
-    fn of(release: &Value) -> Self {
-        Self {
-            revision: release.pointer("/status/history/0/version").and_then(Value::as_i64),
-            suspended: release.pointer("/spec/suspend") == Some(&Value::Bool(true)),
-        }
-    }
-}
-
-/// A row per pool of the report, sorted by pool. A pool with no
-/// HelmRelease (a config that fails, a rollout not yet there) reads
-/// `None`; a release suspended before helm-controller ever acted on it
-/// says so rather than `Unknown`, because it was told not to act.
-pub fn rows_of(app: &NodePoolApplication, report: &FleetReport, helm: &BTreeMap<&str, Helm>) -> Vec<PoolRow> {
-    let namespace = app.namespace().unwrap_or_default();
-    let name = app.name_any();
-    let mut rows: Vec<PoolRow> = report
-        .pools
-        .iter()
-        .map(|p| {
-            let release = helm.get(p.helm_release.as_str()).copied();
-            let Helm { revision, suspended } = release.unwrap_or_default();
-            let mut status = ReleaseStatus::clone(&p.status);
-            let never_acted = suspended && status.state == ReleaseState::Unknown;
-            if never_acted {
-                status.reason = "Suspended".to_string();
-                status.message = "suspended (spec.suspend): helm-controller does not act on it".to_string();
-            }
-            let state = match (release, never_acted) {
-                (None, _) => "None",
-                (Some(_), true) => "Suspended",
-                (Some(_), false) => status.state.as_str(),
-            };
-            PoolRow {
-                namespace: namespace.clone(),
-                application: name.clone(),
-                pool: p.pool.clone(),
-                nodes: p.nodes.map(node_text).unwrap_or_else(|| "-".to_string()),
-                release: release.map(|_| p.helm_release.clone()).unwrap_or_default(),
-                state: state.to_string(),
-                reason: status.reason,
-                chart_version: status.chart_version.unwrap_or_default(),
-                revision,
-                message: status.message,
-                suspended,
-                down_since: p.nodes.filter(|n| n.offline()).and_then(|n| n.changed).map(|t| t.to_string()),
-            }
-        })
-        .collect();
-    rows.sort_by(|a, b| a.pool.cmp(&b.pool));
-    rows
-}
-
-/// How the application's fleet stands, read from the cluster rather than
-/// planned: each of its HelmReleases (those carrying its label) as the
-/// controller's report reads a release it leaves as it is (pools that
-/// reach into a sibling's instance failing, pools with no Ready node
-/// offline once down for `rollout.offlineAfter` at `now`, as the rollout
-/// counts them), and each pool the application's status lists without a
-/// release, in the status's words. The application's status lists at
-/// most 40 pools; the HelmReleases and Nodes hold the rest.
-pub fn observed_report(
-    app: &NodePoolApplication,
-    releases: &[Value],
-    counts: &BTreeMap<String, NodeCount>,
-    now: Timestamp,
-) -> FleetReport {
-    let nodes_of = |pool: &str| counts.get(pool).copied().unwrap_or_default();
-    let offline_after = app
-        .spec
-        .rollout
-        .as_ref()
-        .and_then(|r| r.offline_after.as_deref())
-        .and_then(settings::parse_duration)
-        .unwrap_or(settings::DEFAULT_OFFLINE_AFTER);
-    // Down since an unknown time counts as offline now, as the rollout counts it.
-    let offline = |count: NodeCount| {
-        count.offline()
-            && count
-                .changed
-                .is_none_or(|since| since.checked_add(offline_after).is_ok_and(|at| at <= now))
-    };
-    let observed: Vec<ObservedRelease> = releases.iter().filter_map(ObservedRelease::from_value).collect();
-    let isolation: BTreeMap<String, std::sync::Arc<ReleaseStatus>> =
-        plan::isolation_failures(&observed).into_iter().map(|o| (o.name, o.status)).collect();
-    let mut pools: Vec<PoolReport> = observed
-        .into_iter()
-        .map(|o| {
-            let pool = o.pool.unwrap_or_default();
-            let count = nodes_of(&pool);
-            let status = isolation.get(&o.name).cloned().unwrap_or(o.status);
-            PoolReport {
-                status: match offline(count) {
-                    true => fleet::offline_status(ReleaseStatus::clone(&status), count, true).into(),
-                    false => status,
-                },
-                pool,
-                helm_release: o.name,
-                rollout: None,
-                nodes: Some(count),
-            }
-        })
-        .collect();
-    let with_release: BTreeSet<String> = pools.iter().map(|p| p.pool.clone()).collect();
-    let listed = app.status.as_ref().map(|s| s.pools.as_slice()).unwrap_or_default();
-    for p in listed.iter().filter(|p| !with_release.contains(&p.pool)) {
-        pools.push(PoolReport {
-            pool: p.pool.clone(),
-            helm_release: p.helm_release.clone(),
-            status: ReleaseStatus {
-                state: ReleaseState::Waiting,
-                reason: p.reason.clone(),
-                message: p.message.clone(),
-                chart_version: None,
-                observed_latest: false,
-                ready_since: None,
-                installed_before: false,
-            }
-            .into(),
-            rollout: None,
-            nodes: Some(nodes_of(&p.pool)),
-        });
-    }
-    pools.sort_by(|a, b| a.pool.cmp(&b.pool));
-    FleetReport {
-        pools,
-        ..FleetReport::default()
-    }
-}
-
-fn node_text(count: NodeCount) -> String {
-    match count.total {
-        0 => "-".to_string(),
-        _ => count.to_string(),
-    }
-}
-
 /// The rows as `kubectl get` prints a table: a header, columns padded to
 /// their widest cell. The namespace and application columns appear when
 /// the rows span several.
@@ -271,7 +62,9 @@ pub fn table(rows: &[PoolRow], wide: bool) -> String {
     if apps.len() > 1 {
         header.push("APPLICATION");
     }
-    header.extend(["POOL", "NODES", "RELEASE", "STATE", "VERSION", "REVISION"]);
+    header.extend([
+        "POOL", "NODES", "RELEASE", "STATE", "ROLLOUT", "VERSION", "REVISION",
+    ]);
     if wide {
         header.extend(["REASON", "SUSPENDED"]);
     }
@@ -290,6 +83,7 @@ pub fn table(rows: &[PoolRow], wide: bool) -> String {
             r.nodes.clone(),
             dash(&r.release),
             r.state.clone(),
+            dash(r.rollout.as_deref().unwrap_or_default()),
             dash(&r.chart_version),
             r.revision.map_or("-".to_string(), |v| v.to_string()),
         ]);
@@ -327,203 +121,118 @@ fn dash(text: &str) -> String {
     }
 }
 
-/// Keeps what `--failing` asks for.
+/// Keeps what `--failing` asks for: pools whose release is not Ready
+/// (offline pools aside), and pools that have no release.
 pub fn only_failing(rows: Vec<PoolRow>) -> Vec<PoolRow> {
     rows.into_iter().filter(PoolRow::failing).collect()
 }
 
-/// Reads the applications, their releases and the Nodes, and returns the
-/// rows: every application of the namespace (or of all, with `-A`), or
-/// the one named.
+/// Reads the applications, and what their reports are made of (their
+/// namespaces' HelmReleases and revision records, the pool objects of
+/// their kinds, the Nodes), and returns the rows: every application of the
+/// namespace (or of all, with `-A`), or the one named.
 pub async fn fetch(client: &Client, args: &GetArgs) -> Result<Vec<PoolRow>, kube::Error> {
     let namespace = args.namespace.clone().unwrap_or_else(|| client.default_namespace().to_string());
     let apps: Api<NodePoolApplication> = match args.all_namespaces {
         true => Api::all(client.clone()),
         false => Api::namespaced(client.clone(), &namespace),
     };
-    let selected: Vec<NodePoolApplication> = match &args.name {
+    let mut selected: Vec<NodePoolApplication> = match &args.name {
         Some(name) => vec![apps.get(name).await?],
         None => apps.list(&ListParams::default()).await?.items,
     };
-    let node_list = Api::<Node>::all(client.clone()).list(&ListParams::default()).await?.items;
-    let mut by_app: BTreeMap<(String, String), Vec<PoolRow>> = BTreeMap::new();
-    for app in &selected {
-        let rows = app_rows(client, app, &node_list).await?;
-        by_app.insert((app.namespace().unwrap_or_default(), app.name_any()), rows);
+    selected.sort_by_key(|a| (a.namespace(), a.name_any()));
+    let caches = Caches::of_lists(lists(client, &selected).await?);
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    Ok(selected
+        .iter()
+        .flat_map(|app| observed::observe(&caches, app, now.clone()).rows(app))
+        .collect())
+}
+
+/// What the reports of `apps` are made of, one list each.
+async fn lists(client: &Client, apps: &[NodePoolApplication]) -> Result<Lists, kube::Error> {
+    let mut lists = Lists {
+        nodes: Api::<Node>::all(client.clone()).list(&ListParams::default()).await?.items,
+        ..Lists::default()
+    };
+    let kinds: BTreeSet<PoolKind> = apps.iter().map(|a| a.spec.pools.kind).collect();
+    for pool_kind in kinds {
+        let Some(objects) = kind::objects(pool_kind) else {
+            continue;
+        };
+        match crate::runtime::pool_resource(client, objects).await {
+            Ok(api) => {
+                let listed = Api::<DynamicObject>::all_with(client.clone(), &api);
+                let items = listed.list(&ListParams::default()).await?.items;
+                lists.pools.insert(pool_kind, (api, items));
+            }
+            Err(_) => {
+                lists.unserved.insert(pool_kind, observe::not_served_message(pool_kind));
+            }
+        }
     }
-    Ok(by_app.into_values().flatten().collect())
-}
-
-/// The rows of one application, read from the cluster: its HelmReleases
-/// (those it is the owner of), and its pools' nodes among `node_list` (or
-/// its sites' ClusterProfiles).
-pub async fn app_rows(
-    client: &Client,
-    app: &NodePoolApplication,
-    node_list: &[Node],
-) -> Result<Vec<PoolRow>, kube::Error> {
-    let app_namespace = app.namespace().unwrap_or_default();
-    let releases: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), &app_namespace, &helmrelease_resource());
-    let owned = releases
-        .list(&ListParams::default().labels(&format!(
-            "{}={}",
-            naming::LABEL_APPLICATION,
-            naming::label_value(&app.name_any())
-        )))
-        .await?;
-    let uid = app.uid();
-    let values: Vec<Value> = owned
-        .items
-        .into_iter()
-        // The label value may be cut: the owner reference decides.
-        .filter(|r| r.owner_references().iter().any(|o| Some(&o.uid) == uid.as_ref()))
-        .filter_map(|r| serde_json::to_value(r).ok())
-        .collect();
-    let counts = match app.spec.pools.kind {
-        PoolKind::ClusterProfile => site_counts(client, &app_namespace).await?,
-        _ => node_counts(app, node_list),
-    };
-    Ok(rows_counted(app, &values, &counts, Timestamp::now()))
-}
-
-/// The health of the site clusters of `namespace`, from their
-/// ClusterProfiles; none when the cluster serves no ClusterProfile API.
-async fn site_counts(client: &Client, namespace: &str) -> Result<BTreeMap<String, NodeCount>, kube::Error> {
-    let objects = &crate::pools::kind::CLUSTER_PROFILE;
-    let Ok(group) = kube::discovery::group(client, objects.group()).await else {
-        return Ok(BTreeMap::new());
-    };
-    let Some((resource, _)) = group.recommended_kind(objects.kind()) else {
-        return Ok(BTreeMap::new());
-    };
-    let profiles: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
-    let listed = profiles.list(&ListParams::default()).await?.items;
-    let sites: Vec<crate::pools::Pool> =
-        listed.iter().map(|p| crate::pools::Pool::from_object(objects, p)).collect();
-    Ok(nodes::count_sites(&sites))
+    let namespaces: BTreeSet<String> = apps.iter().filter_map(|a| a.namespace()).collect();
+    for namespace in &namespaces {
+        let releases =
+            Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &helmrelease_resource());
+        lists.releases.extend(releases.list(&ListParams::default()).await?.items);
+        // A person who may not read the revision records still gets the
+        // rows, without what only the history says (a halt or rollback
+        // recorded, the last complete revision).
+        let records: Api<ControllerRevision> = Api::namespaced(client.clone(), namespace);
+        match records.list(&ListParams::default()).await {
+            Ok(listed) => lists.history.extend(listed.items),
+            Err(kube::Error::Api(e)) if e.code == 403 => {
+                tracing::warn!(%namespace, "may not list ControllerRevisions: rows without the rollout's history");
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(lists)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::Value;
 
-    fn app(status: Value) -> NodePoolApplication {
-        serde_json::from_value(json!({
-            "apiVersion": "apps.fanout.dev/v1alpha1", "kind": "NodePoolApplication",
-            "metadata": { "name": "gw", "namespace": "edge", "uid": "u1" },
-            "spec": { "pools": { "names": ["a", "b", "c", "d"] },
-                      "chart": { "spec": { "chart": "ingress-gateway",
-                          "sourceRef": { "kind": "HelmRepository", "name": "fixtures" } } },
-                      "interval": "10m" },
-            "status": status
-        }))
-        .unwrap()
-    }
-
-    fn release(pool: &str, ready: &str, reason: &str, message: &str, revision: i64) -> Value {
-        json!({
-            "metadata": { "name": format!("gw-{pool}-1234"), "generation": 2,
-                          "annotations": { naming::ANNOTATION_POOL_NAME: pool } },
-            "spec": {},
-            "status": {
-                "observedGeneration": 2,
-                "conditions": [{ "type": "Ready", "status": ready, "reason": reason, "message": message,
-                                 "observedGeneration": 2 }],
-                "history": [{ "chartVersion": "1.1.0", "version": revision }]
-            }
-        })
-    }
-
-    fn node(name: &str, pool: &str, ready: bool) -> Node {
-        serde_json::from_value(json!({
-            "metadata": { "name": name, "labels": { "apps.openyurt.io/nodepool": pool } },
-            "status": { "conditions": [{ "type": "Ready", "status": if ready { "True" } else { "False" } }] }
-        }))
-        .unwrap()
+    /// A row as the fleet report gives it.
+    fn row(pool: &str, state: &str, message: &str) -> PoolRow {
+        PoolRow {
+            namespace: "edge".into(),
+            application: "gw".into(),
+            pool: pool.into(),
+            nodes: "1/1".into(),
+            release: format!("gw-{pool}-1234"),
+            state: state.into(),
+            reason: "UpgradeSucceeded".into(),
+            chart_version: "1.1.0".into(),
+            revision: Some(3),
+            message: message.into(),
+            suspended: false,
+            rollout: Some("Done".into()),
+            down_since: None,
+        }
     }
 
     fn fleet() -> Vec<PoolRow> {
-        let app = app(json!({ "pools": [
-            { "pool": "d", "helmRelease": "gw-d-5678", "ready": "False", "reason": "InvalidPoolConfig",
-              "message": "overrides[0].values: pool.labels.version is not set" }
-        ] }));
-        let releases = [
-            release("a", "True", "UpgradeSucceeded", "Helm upgrade succeeded", 3),
-            release("b", "False", "UpgradeFailed", "Helm upgrade failed:\n  timed out", 4),
-            release("c", "False", "UpgradeFailed", "timed out waiting for the condition", 2),
-        ];
-        let nodes = [
-            node("a0", "a", true),
-            node("a1", "a", false),
-            node("b0", "b", true),
-            node("c0", "c", false),
-        ];
-        rows(&app, &releases, &nodes)
-    }
-
-    #[test]
-    fn pools_sharing_an_object_read_as_the_status_says() {
-        let app = app(json!({ "pools": [] }));
-        let mut releases = [
-            release("a", "True", "InstallSucceeded", "Helm install succeeded", 1),
-            release("b", "True", "InstallSucceeded", "Helm install succeeded", 1),
-            release("c", "True", "InstallSucceeded", "Helm install succeeded", 1),
-        ];
-        for release in &mut releases[..2] {
-            release["status"]["inventory"] =
-                json!({ "entries": [{ "id": "_nginx_networking.k8s.io_IngressClass", "v": "v1" }] });
-        }
-        let nodes = [
-            node("a0", "a", true),
-            node("b0", "b", true),
-            node("c0", "c", true),
-        ];
-        let rows = rows(&app, &releases, &nodes);
-        let states: Vec<(&str, &str)> = rows.iter().map(|r| (r.state.as_str(), r.reason.as_str())).collect();
-        assert_eq!(
-            states,
-            [
-                ("Failed", "SharedObject"),
-                ("Failed", "SharedObject"),
-                ("Ready", "InstallSucceeded")
-            ]
-        );
-        assert!(rows[0].message.contains("is held by the releases of pools b too"), "{}", rows[0].message);
-    }
-
-    #[test]
-    fn one_row_per_pool_with_nodes_state_version_and_revision() {
-        let rows = fleet();
-        let pools: Vec<&str> = rows.iter().map(|r| r.pool.as_str()).collect();
-        assert_eq!(pools, ["a", "b", "c", "d"]);
-        let a = &rows[0];
-        assert_eq!(
-            (a.nodes.as_str(), a.state.as_str(), a.chart_version.as_str(), a.revision),
-            ("1/2", "Ready", "1.1.0", Some(3))
-        );
-        assert_eq!(rows[1].state, "Failed");
-        // Every node of c is down: an offline site, not a failed release.
-        assert_eq!((rows[2].nodes.as_str(), rows[2].state.as_str()), ("0/1", "Offline"));
-        // d has no release: its config fails, as the status says.
-        assert_eq!((rows[3].release.as_str(), rows[3].state.as_str()), ("", "None"));
-        assert!(rows[3].message.contains("pool.labels.version"));
-    }
-
-    #[test]
-    fn a_release_suspended_before_flux_acted_on_it_says_suspended() {
-        let app = app(json!({}));
-        let mut never_installed = release("a", "True", "x", "x", 1);
-        never_installed["spec"]["suspend"] = json!(true);
-        never_installed["status"] = json!({});
-        let mut installed = release("b", "True", "UpgradeSucceeded", "Helm upgrade succeeded", 3);
-        installed["spec"]["suspend"] = json!(true);
-        let rows = rows(&app, &[never_installed, installed], &[]);
-        assert_eq!((rows[0].state.as_str(), rows[0].reason.as_str()), ("Suspended", "Suspended"));
-        assert!(rows[0].message.contains("spec.suspend"), "{}", rows[0].message);
-        // Installed before it was suspended: Flux's verdict stands, marked suspended.
-        assert_eq!((rows[1].state.as_str(), rows[1].suspended), ("Ready", true));
+        let mut failed = row("b", "Failed", "Helm upgrade failed:\n  timed out");
+        failed.reason = "UpgradeFailed".into();
+        let offline = PoolRow {
+            nodes: "0/1".into(),
+            rollout: Some("Offline".into()),
+            ..row("c", "Offline", "no node of the pool is Ready")
+        };
+        let none = PoolRow {
+            release: String::new(),
+            chart_version: String::new(),
+            revision: None,
+            rollout: Some("Pending".into()),
+            reason: "InvalidPoolConfig".into(),
+            ..row("d", "None", "overrides[0].values: pool.labels.version is not set")
+        };
+        vec![row("a", "Ready", "Helm upgrade succeeded"), failed, offline, none]
     }
 
     #[test]
@@ -545,6 +254,8 @@ mod tests {
         }
         assert_eq!(&lines[2][column..column + 6], "Failed");
         assert!(lines[2].ends_with("Helm upgrade failed: timed out"), "newlines folded: {}", lines[2]);
+        let rollout = lines[0].find("ROLLOUT").unwrap();
+        assert_eq!(&lines[4][rollout..rollout + 7], "Pending", "{text}");
         assert!(lines[4].contains(" -  "), "no release, no version: {}", lines[4]);
         let wide = table(&fleet(), true);
         let header = wide.lines().next().unwrap();
@@ -566,6 +277,7 @@ mod tests {
         let text = serde_json::to_value(fleet()).unwrap();
         assert_eq!(text[0]["chartVersion"], "1.1.0");
         assert_eq!(text[0]["revision"], 3);
+        assert_eq!(text[0]["rollout"], "Done");
         assert_eq!(text[3]["revision"], Value::Null);
     }
 }

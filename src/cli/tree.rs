@@ -3,7 +3,8 @@
 //! it made (HelmCharts, pinned OCIRepositories), and under each the
 //! HelmReleases that install it, with their pool and state. Releases that
 //! name their chart themselves (`--shared-chart=false`) hang from the
-//! application.
+//! application. A release's state is its pool's in the fleet report, as
+//! `get` prints it.
 
 use std::collections::BTreeMap;
 
@@ -13,6 +14,7 @@ use serde_json::Value;
 
 use crate::api::{naming, NodePoolApplication};
 use crate::chart::shared::{self as shared_chart, ChartKind};
+use crate::reconcile::fleet::PoolRow;
 use crate::reconcile::observe::helmrelease_resource;
 use crate::reconcile::release_state::classify;
 
@@ -43,8 +45,9 @@ fn state(object: &Value) -> String {
 }
 
 /// The tree as text. `charts` are the application's shared charts,
-/// `releases` its HelmReleases.
-pub fn render_tree(app: &Value, charts: &[Value], releases: &[Value]) -> String {
+/// `releases` its HelmReleases, and `rows` its pools as the fleet report
+/// says they stand (a release no row names reads as Flux says).
+pub fn render_tree(app: &Value, charts: &[Value], releases: &[Value], rows: &[PoolRow]) -> String {
     let mut out = format!(
         "NodePoolApplication/{}/{}  {}\n",
         text(app, "/metadata/namespace"),
@@ -105,13 +108,24 @@ pub fn render_tree(app: &Value, charts: &[Value], releases: &[Value]) -> String 
             .and_then(|a| a.get(naming::ANNOTATION_POOL_NAME))
             .and_then(Value::as_str)
             .unwrap_or("?");
-        let status = classify(r);
+        let name = text(r, "/metadata/name");
+        let (state, version) = match rows.iter().find(|row| row.release == name) {
+            Some(row) => {
+                let rollout = row.rollout.as_deref().map(|r| format!(" ({r})")).unwrap_or_default();
+                (
+                    format!("{}{rollout}", row.state),
+                    Some(row.chart_version.clone()).filter(|v| !v.is_empty()),
+                )
+            }
+            None => {
+                let status = classify(r);
+                (format!("{:?}", status.state), status.chart_version)
+            }
+        };
         format!(
-            "HelmRelease/{}/{}  pool {pool}  {:?}{}",
+            "HelmRelease/{}/{name}  pool {pool}  {state}{}",
             text(r, "/metadata/namespace"),
-            text(r, "/metadata/name"),
-            status.state,
-            status.chart_version.map(|v| format!("  {v}")).unwrap_or_default()
+            version.map(|v| format!("  {v}")).unwrap_or_default()
         )
     };
     let count = branches.len() + direct.len();
@@ -181,8 +195,16 @@ pub async fn fetch(client: &Client, args: &TreeArgs) -> Result<String, kube::Err
         .filter_map(|r| serde_json::to_value(r).ok())
         .collect();
     owned.sort_by_key(|r| text(r, "/metadata/name").to_string());
+    let report = super::get::GetArgs {
+        name: Some(args.name.clone()),
+        namespace: Some(namespace),
+        all_namespaces: false,
+        failing: false,
+        output: None,
+    };
+    let rows = super::get::fetch(client, &report).await?;
     let app = serde_json::to_value(&app).unwrap_or_default();
-    Ok(render_tree(&app, &charts, &owned))
+    Ok(render_tree(&app, &charts, &owned, &rows))
 }
 
 #[cfg(test)]
@@ -214,12 +236,28 @@ mod tests {
             release("gw-b-2", "b", shared),
             release("gw-c-3", "c", json!({ "chart": { "spec": { "chart": "ingress-gateway" } } })),
         ];
-        let text = render_tree(&app, &[chart], &releases);
+        // b's pool is waiting in the rollout: the report says so, not Flux.
+        let b = PoolRow {
+            namespace: "edge".into(),
+            application: "gw".into(),
+            pool: "b".into(),
+            nodes: "1/1".into(),
+            release: "gw-b-2".into(),
+            state: "Ready".into(),
+            reason: "OutsideWindow".into(),
+            chart_version: "1.0.0".into(),
+            revision: Some(1),
+            message: String::new(),
+            suspended: false,
+            rollout: Some("Waiting".into()),
+            down_since: None,
+        };
+        let text = render_tree(&app, &[chart], &releases, &[b]);
         let expected = "\
 NodePoolApplication/edge/gw  ready 2/3
 ├── HelmChart/flux-system/gw-ingress-1  1.0.0  Ready
 │   ├── HelmRelease/edge/gw-a-1  pool a  Ready  1.0.0
-│   └── HelmRelease/edge/gw-b-2  pool b  Ready  1.0.0
+│   └── HelmRelease/edge/gw-b-2  pool b  Ready (Waiting)  1.0.0
 └── HelmRelease/edge/gw-c-3  pool c  Ready  1.0.0
 ";
         assert_eq!(text, expected);
@@ -229,7 +267,7 @@ NodePoolApplication/edge/gw  ready 2/3
     fn a_chart_that_is_gone_still_shows_its_releases() {
         let app = json!({ "metadata": { "name": "gw", "namespace": "edge" } });
         let pinned = json!({ "chartRef": { "kind": "OCIRepository", "name": "gw-podinfo-9" } });
-        let text = render_tree(&app, &[], &[release("gw-a-1", "a", pinned)]);
+        let text = render_tree(&app, &[], &[release("gw-a-1", "a", pinned)], &[]);
         assert!(text.contains("└── OCIRepository/edge/gw-podinfo-9  (not found)"), "{text}");
         assert!(text.contains("    └── HelmRelease/edge/gw-a-1  pool a"), "{text}");
         assert!(text.starts_with("NodePoolApplication/edge/gw  no status yet"), "{text}");

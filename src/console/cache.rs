@@ -4,17 +4,17 @@
 //! caches, never from a list per page load, and every change the caches
 //! see is counted on [`Source::changes`], which the live pages follow.
 //!
-//! Each application's pools are its fleet report as `nodepool-fanout get`
-//! builds it from the same objects ([`get::rows_counted`]), with the
-//! rollout's own `offlineAfter`, so that the console, the CLI and the
-//! status never disagree.
+//! Each application's pools are its fleet report, made by the controller's
+//! own observe and plan over caches of the kind the controller keeps
+//! ([`observed::observe`]), as `nodepool-fanout get` makes it from lists,
+//! so that the console, the CLI and the status never disagree.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Event as CoreEvent, Node};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ApiResource, DynamicObject, ListParams};
@@ -22,15 +22,16 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, watcher};
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Client, Resource, ResourceExt};
-use serde_json::Value;
 use tokio::sync::watch;
 
 use super::view::{AppView, EventView, PoolDetail};
 use super::{Source, SourceError};
 use crate::api::{naming, NodePoolApplication, PoolKind};
-use crate::cli::get;
 use crate::pools::{kind, nodes, Pool};
-use crate::reconcile::observe::{self, helmrelease_resource};
+use crate::reconcile::fleet::observed;
+use crate::reconcile::observe::{self, helmrelease_resource, CachedPool, CachedRelease, Caches, PoolCache};
+use crate::reconcile::plan::Memo;
+use k8s_openapi::api::apps::v1::ControllerRevision;
 
 /// The most Events a pool's page shows.
 const MAX_EVENTS: usize = 20;
@@ -55,9 +56,22 @@ pub struct CacheSource {
     /// seconds). They move no page: a release's Events come with changes
     /// to the release, which do.
     events: Store<CoreEvent>,
-    releases: Store<DynamicObject>,
+    /// The HelmReleases of applications, as the controller's cache holds
+    /// them: the fleet report is made from the same objects.
+    releases: Store<CachedRelease>,
     nodes: Store<Node>,
-    pool_objects: BTreeMap<PoolKind, Store<DynamicObject>>,
+    /// The pool objects of each kind the cluster serves and the console
+    /// may read.
+    pool_objects: BTreeMap<PoolKind, PoolCache>,
+    /// The applications' revision records, for the rollout's verdicts.
+    history: Store<ControllerRevision>,
+    /// A pool's page reads its release whole (its Helm history), once per
+    /// page, rather than the cache keeping every release whole.
+    client: Option<Client>,
+    /// What each application's last report found, so that the next builds
+    /// only the pools that changed (see [`Memo`]): by `namespace/name`,
+    /// with the uid it was found for.
+    memos: Mutex<HashMap<String, (String, Arc<Memo>)>>,
     changes: watch::Sender<u64>,
     /// What each change concerned, for the live pages.
     versions: Arc<Mutex<Versions>>,
@@ -169,11 +183,11 @@ fn of_application(app: &NodePoolApplication) -> Concern {
     Concern::App(app_key(&app.namespace().unwrap_or_default(), &app.name_any()))
 }
 
-/// A release concerns the application its label names (the watch takes
-/// only labelled ones).
-fn of_release(release: &DynamicObject) -> Concern {
-    match release.labels().get(naming::LABEL_APPLICATION) {
-        Some(app) => Concern::App(app_key(&release.namespace().unwrap_or_default(), app)),
+/// A release, or a revision record, concerns the application that is its
+/// controller owner.
+fn of_owned(object: &impl Resource) -> Concern {
+    match observe::owner_of::<NodePoolApplication>(object) {
+        Some(app) => Concern::App(app_key(app.namespace.as_deref().unwrap_or_default(), &app.name)),
         None => Concern::Everything,
     }
 }
@@ -194,27 +208,37 @@ impl CacheSource {
             versions: versions.clone(),
             errors: errors.clone(),
         };
-        let (apps, releases): (Api<NodePoolApplication>, Api<DynamicObject>) = match namespace.as_deref() {
-            Some(ns) => (
-                Api::namespaced(client.clone(), ns),
-                Api::namespaced_with(client.clone(), ns, &helmrelease_resource()),
-            ),
-            None => (Api::all(client.clone()), Api::all_with(client.clone(), &helmrelease_resource())),
+        let (apps, releases): (Api<NodePoolApplication>, Api<CachedRelease>) = match namespace.as_deref() {
+            Some(ns) => (Api::namespaced(client.clone(), ns), Api::namespaced(client.clone(), ns)),
+            None => (Api::all(client.clone()), Api::all(client.clone())),
         };
         let managed = watcher::Config::default().labels(naming::LABEL_APPLICATION);
         let mut pool_objects = BTreeMap::new();
         for kind in POOL_KINDS {
             if let Some(resource) = readable_pool_kind(&client, kind).await {
-                let api = Api::all_with(client.clone(), &resource);
+                let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
                 let Some(objects) = kind::objects(kind) else {
                     continue;
                 };
-                let of_pool = move |o: &DynamicObject| Concern::Pool(kind, Pool::from_object(objects, o));
-                let store =
-                    watching.cache("pool objects", api, watcher::Config::default(), resource, of_pool);
-                pool_objects.insert(kind, store);
+                // Cut down as the controller's cache cuts them down.
+                let events = watcher(api, watcher::Config::default()).map_ok(move |event| match event {
+                    watcher::Event::Apply(o) => watcher::Event::Apply(CachedPool::from_object(objects, o)),
+                    watcher::Event::Delete(o) => watcher::Event::Delete(CachedPool::from_object(objects, o)),
+                    watcher::Event::InitApply(o) => {
+                        watcher::Event::InitApply(CachedPool::from_object(objects, o))
+                    }
+                    watcher::Event::Init => watcher::Event::Init,
+                    watcher::Event::InitDone => watcher::Event::InitDone,
+                });
+                let of_pool = move |o: &CachedPool| Concern::Pool(kind, o.pool.clone());
+                let store = watching.cache("pool objects", events, resource.clone(), of_pool);
+                pool_objects.insert(kind, PoolCache { api: resource, store });
             }
         }
+        let history: Api<ControllerRevision> = match namespace.as_deref() {
+            Some(ns) => Api::namespaced(client.clone(), ns),
+            None => Api::all(client.clone()),
+        };
         let events: Api<CoreEvent> = match namespace.as_deref() {
             Some(ns) => Api::namespaced(client.clone(), ns),
             None => Api::all(client.clone()),
@@ -223,14 +247,21 @@ impl CacheSource {
             events: release_events(events),
             apps: watching.cache(
                 "NodePoolApplications",
-                apps,
-                watcher::Config::default(),
+                watcher(apps, watcher::Config::default()),
                 (),
                 of_application,
             ),
-            releases: watching.cache("HelmReleases", releases, managed, helmrelease_resource(), of_release),
-            nodes: watching.cache("Nodes", Api::all(client), watcher::Config::default(), (), of_node),
+            releases: watching.cache("HelmReleases", watcher(releases, managed.clone()), (), of_owned),
+            history: watching.cache("ControllerRevisions", watcher(history, managed), (), of_owned),
+            nodes: watching.cache(
+                "Nodes",
+                watcher(Api::all(client.clone()), watcher::Config::default()),
+                (),
+                of_node,
+            ),
             pool_objects,
+            client: Some(client),
+            memos: Mutex::default(),
             changes,
             versions,
             errors,
@@ -242,8 +273,10 @@ impl CacheSource {
             let _ = self.apps.wait_until_ready().await;
             let _ = self.releases.wait_until_ready().await;
             let _ = self.nodes.wait_until_ready().await;
-            for store in self.pool_objects.values() {
-                let _ = store.wait_until_ready().await;
+            // Not the revision records: a person who may not read them
+            // still sees the fleet, without what only the history says.
+            for pools in self.pool_objects.values() {
+                let _ = pools.store.wait_until_ready().await;
             }
         };
         if tokio::time::timeout(FIRST_LIST, all).await.is_ok() {
@@ -260,54 +293,43 @@ impl CacheSource {
 
     /// Every application as its caches hold it, at `now`.
     fn views(&self, now: Timestamp) -> Vec<AppView> {
-        let nodes = self.nodes.state();
-        let mut releases: HashMap<String, Vec<Value>> = HashMap::new();
-        for release in self.releases.state() {
-            if let (Some(owner), Ok(value)) = (owner_uid(&release), serde_json::to_value(&*release)) {
-                releases.entry(owner.to_string()).or_default().push(value);
-            }
-        }
+        let caches = self.caches();
         let mut apps = self.apps.state();
         apps.sort_by_key(|a| (a.namespace(), a.name_any()));
-        apps.iter()
-            .map(|app| {
-                let owned = app.uid().and_then(|uid| releases.remove(&uid)).unwrap_or_default();
-                self.view_with(app, &owned, &nodes, now)
-            })
-            .collect()
+        apps.iter().map(|app| self.view(&caches, app, now)).collect()
     }
 
-    /// The HelmReleases `app` owns, as JSON.
-    fn owned_releases(&self, app: &NodePoolApplication) -> Vec<Value> {
-        let uid = app.uid();
-        self.releases
-            .state()
-            .iter()
-            .filter(|r| observe::owned_by(r.as_ref(), uid.as_deref()))
-            .filter_map(|r| serde_json::to_value(&**r).ok())
-            .collect()
+    /// The caches as the controller's observe reads them.
+    fn caches(&self) -> Caches {
+        Caches {
+            pools: self.pool_objects.clone(),
+            unserved: BTreeMap::new(),
+            nodes: self.nodes.clone(),
+            releases: self.releases.clone(),
+            history: self.history.clone(),
+        }
     }
 
-    fn view(&self, app: &NodePoolApplication, owned: &[Value], now: Timestamp) -> AppView {
-        self.view_with(app, owned, &self.nodes.state(), now)
-    }
-
-    /// One application's view, from its releases and the Nodes.
-    fn view_with(
-        &self,
-        app: &NodePoolApplication,
-        owned: &[Value],
-        nodes: &[Arc<Node>],
-        now: Timestamp,
-    ) -> AppView {
-        let objects = self.pool_objects_of(app);
-        let counts = match app.spec.pools.kind {
-            PoolKind::ClusterProfile => nodes::count_sites(&sites(&objects)),
-            _ => get::node_counts(app, nodes.iter().map(|n| n.as_ref())),
-        };
-        let rows = get::rows_counted(app, owned, &counts, now);
-        let labels = objects.iter().map(|o| (o.name_any(), o.labels().clone())).collect();
-        AppView::of(app, rows, &labels)
+    /// One application's view: its fleet report, as the controller's
+    /// observe and plan make it from the same caches, and each pool's labels.
+    fn view(&self, caches: &Caches, app: &NodePoolApplication, now: Timestamp) -> AppView {
+        let key = app_key(&app.namespace().unwrap_or_default(), &app.name_any());
+        let uid = app.uid().unwrap_or_default();
+        let memo = (self.memos.lock().ok())
+            .and_then(|memos| memos.get(&key).filter(|(of, _)| *of == uid).map(|(_, m)| Arc::clone(m)));
+        let observation = observed::observe_with(
+            caches,
+            app,
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now),
+            memo.as_deref(),
+        );
+        if let Ok(mut memos) = self.memos.lock() {
+            memos.insert(key, (uid, Arc::new(observation.memo.clone())));
+        }
+        let labels = (self.pool_objects_of(app).iter())
+            .map(|o| (o.pool.name.clone(), o.pool.labels.clone()))
+            .collect();
+        AppView::of(app, &observation.report.status(), observation.rows(app), &labels)
     }
 
     /// The release's latest Events, newest first, as the Events cache
@@ -352,11 +374,10 @@ impl CacheSource {
                 membership.pools(labels).any(|name| match kind::objects(kind) {
                     // A pool that is a node label's value has no labels of its own.
                     None => picks(name, &BTreeMap::new()),
-                    Some(objects) => {
+                    Some(_) => {
                         let pools = by_name.get_or_insert_with(|| {
                             (self.pool_objects_of(app).iter())
-                                .map(|o| Pool::from_object(objects, o))
-                                .map(|p| (p.name.clone(), p))
+                                .map(|o| (o.pool.name.clone(), o.pool.clone()))
                                 .collect()
                         });
                         pools.get(name).is_some_and(|p| picks(&p.name, &p.labels))
@@ -366,12 +387,13 @@ impl CacheSource {
         })
     }
 
-    fn pool_objects_of(&self, app: &NodePoolApplication) -> Vec<Arc<DynamicObject>> {
-        let Some(store) = self.pool_objects.get(&app.spec.pools.kind) else {
+    fn pool_objects_of(&self, app: &NodePoolApplication) -> Vec<Arc<CachedPool>> {
+        let Some(pools) = self.pool_objects.get(&app.spec.pools.kind) else {
             return Vec::new();
         };
         let namespace = app.namespace();
-        store
+        pools
+            .store
             .state()
             .into_iter()
             .filter(|o| o.metadata.namespace.is_none() || o.metadata.namespace == namespace)
@@ -407,9 +429,7 @@ impl Source for CacheSource {
         Box::pin(async move {
             self.listed().await?;
             Ok(match kind::objects(app.spec.pools.kind) {
-                Some(objects) => {
-                    (self.pool_objects_of(app).iter()).map(|o| Pool::from_object(objects, o)).collect()
-                }
+                Some(_) => (self.pool_objects_of(app).iter()).map(|o| o.pool.clone()).collect(),
                 None => {
                     let nodes = self.nodes.state();
                     let key = app.spec.pools.node_label.as_deref().unwrap_or_default();
@@ -441,10 +461,7 @@ impl Source for CacheSource {
         Box::pin(async move {
             self.listed().await?;
             let key = ObjectRef::new(name).within(namespace);
-            Ok(self
-                .apps
-                .get(&key)
-                .map(|app| self.view(&app, &self.owned_releases(&app), Timestamp::now())))
+            Ok(self.apps.get(&key).map(|app| self.view(&self.caches(), &app, Timestamp::now())))
         })
     }
 
@@ -454,13 +471,17 @@ impl Source for CacheSource {
         release: &'a str,
     ) -> BoxFuture<'a, Result<PoolDetail, SourceError>> {
         Box::pin(async move {
-            let key = ObjectRef::new_with(release, helmrelease_resource()).within(namespace);
-            let mut detail = self
-                .releases
-                .get(&key)
-                .and_then(|r| serde_json::to_value(&*r).ok())
-                .map(|r| PoolDetail::of_release(&r))
-                .unwrap_or_default();
+            let mut detail = match &self.client {
+                Some(client) => {
+                    let releases: Api<DynamicObject> =
+                        Api::namespaced_with(client.clone(), namespace, &helmrelease_resource());
+                    let read = releases.get_opt(release).await.ok().flatten();
+                    (read.and_then(|r| serde_json::to_value(r).ok()).as_ref())
+                        .map(PoolDetail::of_release)
+                        .unwrap_or_default()
+                }
+                None => PoolDetail::default(),
+            };
             detail.events = self.events_of(namespace, release);
             Ok(detail)
         })
@@ -481,13 +502,12 @@ impl Watching {
     fn cache<K>(
         &self,
         what: &'static str,
-        api: Api<K>,
-        config: watcher::Config,
+        events: impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
         dyntype: K::DynamicType,
         concern: impl Fn(&K) -> Concern + Send + 'static,
     ) -> Store<K>
     where
-        K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+        K: Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
         K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
     {
         let writer = reflector::store::Writer::new(dyntype);
@@ -495,7 +515,9 @@ impl Watching {
         let changes = self.changes.clone();
         let versions = self.versions.clone();
         let errors = self.errors.clone();
-        let events = reflector::reflector(writer, watcher(api, config));
+        // A watch refused (a person whose RBAC does not reach it) retries
+        // at kube's default backoff, not in a tight loop.
+        let events = reflector::reflector(writer, events.default_backoff());
         tokio::spawn(events.for_each(move |event| {
             match event {
                 Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
@@ -563,21 +585,6 @@ async fn readable_pool_kind(client: &Client, kind: PoolKind) -> Option<ApiResour
     }
 }
 
-/// The uid of the application that is the release's controller owner, by
-/// the rule the controller owns releases by ([`observe::owned_by`]).
-fn owner_uid(release: &DynamicObject) -> Option<&str> {
-    release
-        .owner_references()
-        .iter()
-        .find(|r| observe::owned_by(release, Some(&r.uid)))
-        .map(|r| r.uid.as_str())
-}
-
-/// The site clusters among `objects` (ClusterProfiles).
-fn sites(objects: &[Arc<DynamicObject>]) -> Vec<Pool> {
-    objects.iter().map(|p| Pool::from_object(&kind::CLUSTER_PROFILE, p)).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -622,21 +629,29 @@ mod tests {
             .unwrap();
             app_writer.apply_watcher_event(&watcher::Event::Apply(app));
         }
-        let mut pool_writer = reflector::store::Writer::<DynamicObject>::new(objects_resource());
+        let mut pool_writer = reflector::store::Writer::<CachedPool>::new(objects_resource());
         for (name, tag) in pools {
             let pool: DynamicObject = serde_json::from_value(serde_json::json!({
                 "apiVersion": "apps.openyurt.io/v1beta1", "kind": "NodePool",
                 "metadata": { "name": name, "labels": { "team": tag } }
             }))
             .unwrap();
+            let pool = CachedPool::from_object(&kind::OPENYURT, pool);
             pool_writer.apply_watcher_event(&watcher::Event::Apply(pool));
         }
+        let nodepools = PoolCache {
+            api: objects_resource(),
+            store: pool_writer.as_reader(),
+        };
         CacheSource {
             apps: apps_store,
             events: reflector::store::<CoreEvent>().0,
-            releases: reflector::store::Writer::<DynamicObject>::new(helmrelease_resource()).as_reader(),
+            releases: reflector::store::<CachedRelease>().0,
             nodes: reflector::store::<Node>().0,
-            pool_objects: BTreeMap::from([(PoolKind::OpenYurt, pool_writer.as_reader())]),
+            pool_objects: BTreeMap::from([(PoolKind::OpenYurt, nodepools)]),
+            history: reflector::store::<ControllerRevision>().0,
+            client: None,
+            memos: Mutex::default(),
             changes: watch::channel(0).0,
             versions: Arc::default(),
             errors: Arc::default(),
@@ -680,12 +695,20 @@ mod tests {
     }
 
     #[test]
-    fn a_release_concerns_the_application_its_label_names() {
+    fn a_release_concerns_the_application_that_owns_it() {
         let release: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+            "metadata": { "name": "gw-hz", "namespace": "edge", "labels": { naming::LABEL_APPLICATION: "gw" },
+                "ownerReferences": [{ "apiVersion": "apps.fanout.dev/v1alpha1", "kind": "NodePoolApplication",
+                    "name": "gw", "uid": "u1", "controller": true }] }
+        }))
+        .unwrap();
+        assert_eq!(of_owned(&CachedRelease::from_object(release)), Concern::App("edge/gw".into()));
+        let foreign: DynamicObject = serde_json::from_value(serde_json::json!({
             "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
             "metadata": { "name": "gw-hz", "namespace": "edge", "labels": { naming::LABEL_APPLICATION: "gw" } }
         }))
         .unwrap();
-        assert_eq!(of_release(&release), Concern::App("edge/gw".into()));
+        assert_eq!(of_owned(&CachedRelease::from_object(foreign)), Concern::Everything);
     }
 }

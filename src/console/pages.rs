@@ -356,7 +356,7 @@ pub fn pool(app: &AppView, pool: &PoolView, detail: &PoolDetail, page_of: &Page)
             @if let Some(since) = &row.down_since { dt { "Down since" } dd.down { (since) } }
             dt { "HelmRelease" } dd.release { @if row.release.is_empty() { "none" } @else { (row.namespace) "/" (row.release) } }
             dt { "Flux state" } dd.flux { (row.state) " " (row.reason) }
-            dt { "Rollout" } dd.rollout { (pool.rollout.clone().unwrap_or_else(|| "-".to_string())) }
+            dt { "Rollout" } dd.rollout { (pool.row.rollout.clone().unwrap_or_else(|| "-".to_string())) }
             dt { "Chart version" } dd { (row.chart_version) }
             dt { "Helm revision" } dd { (row.revision.map(|r| r.to_string()).unwrap_or_else(|| "-".to_string())) }
             dt { "Suspended" } dd { (if row.suspended { "yes" } else { "no" }) }

@@ -12,7 +12,7 @@ use tower::ServiceExt;
 use super::view::{AppView, CellState, Filter};
 use super::*;
 use crate::api::NodePoolApplication;
-use crate::cli::get::PoolRow;
+use crate::reconcile::fleet::PoolRow;
 use identity::Tokens;
 
 /// A fleet the test builds; `Err` answers as caches that cannot list.
@@ -68,6 +68,7 @@ fn row(pool: &str, state: &str, message: &str) -> PoolRow {
         revision: Some(2),
         message: message.into(),
         suspended: false,
+        rollout: None,
         down_since: None,
     }
 }
@@ -96,12 +97,16 @@ fn fleet() -> Vec<AppView> {
         }
     }))
     .unwrap();
+    let at = |row: PoolRow, rollout: &str| PoolRow {
+        rollout: Some(rollout.to_string()),
+        ..row
+    };
     let rows = vec![
         row("beijing", "Offline", "no node of the pool is Ready"),
-        row("hangzhou", "Ready", "Helm upgrade succeeded"),
-        row("shanghai", "Progressing", "upgrading"),
+        at(row("hangzhou", "Ready", "Helm upgrade succeeded"), "Done"),
+        at(row("shanghai", "Progressing", "upgrading"), "Updating"),
         row("wuhan", "Failed", "UpgradeFailed: port 70000"),
-        row("xian", "Ready", "<script>alert(1)</script>"),
+        at(row("xian", "Ready", "<script>alert(1)</script>"), "Waiting"),
     ];
     let region = |r: &str| BTreeMap::from([("region".to_string(), r.to_string())]);
     let labels = BTreeMap::from([
@@ -110,7 +115,8 @@ fn fleet() -> Vec<AppView> {
         ("shanghai".to_string(), region("east")),
         ("wuhan".to_string(), region("central")),
     ]);
-    vec![AppView::of(&app, rows, &labels)]
+    let status = app.status.clone().unwrap_or_default();
+    vec![AppView::of(&app, &status, rows, &labels)]
 }
 
 async fn get_page(source: Fixed, uri: &str) -> (StatusCode, axum::http::HeaderMap, String) {

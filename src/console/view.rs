@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use crate::api::{NodePoolApplication, RolloutPhase};
-use crate::cli::get::PoolRow;
+use crate::api::{NodePoolApplication, NodePoolApplicationStatus, RolloutPhase};
+use crate::reconcile::fleet::PoolRow;
 
 /// One application, as the landing page lists it and its page heads it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -44,8 +44,6 @@ pub struct PoolView {
     pub row: PoolRow,
     /// The pool object's labels, to group the grid by.
     pub labels: BTreeMap<String, String>,
-    /// Where it stands in the rollout, when the status lists it.
-    pub rollout: Option<String>,
     pub state: CellState,
 }
 
@@ -159,32 +157,22 @@ impl CellState {
 }
 
 impl AppView {
-    /// The application as its status says it stands, with `rows` (its
-    /// pools as `get` reads them) and each pool's labels. A pool's place
-    /// in the rollout is what the status lists of it (at most 40 pools,
-    /// those the rollout is at first); the others are told by Flux's state.
+    /// The application as one fleet report says it stands: `status` is
+    /// the report's status, `rows` its pools (each with its place in the
+    /// rollout), so that the header and the cells cannot disagree; with
+    /// each pool's labels.
     pub fn of(
         app: &NodePoolApplication,
+        status: &NodePoolApplicationStatus,
         rows: Vec<PoolRow>,
         labels: &BTreeMap<String, BTreeMap<String, String>>,
     ) -> Self {
-        let status = app.status.clone().unwrap_or_default();
-        let rollout_of: BTreeMap<&str, &str> = status
-            .pools
-            .iter()
-            .filter(|p| !p.rollout.is_empty())
-            .map(|p| (p.pool.as_str(), p.rollout.as_str()))
-            .collect();
         let pools = rows
             .into_iter()
-            .map(|row| {
-                let rollout = rollout_of.get(row.pool.as_str()).map(|r| r.to_string());
-                PoolView {
-                    labels: labels.get(&row.pool).cloned().unwrap_or_default(),
-                    state: CellState::of(&row, rollout.as_deref()),
-                    rollout,
-                    row,
-                }
+            .map(|row| PoolView {
+                labels: labels.get(&row.pool).cloned().unwrap_or_default(),
+                state: CellState::of(&row, row.rollout.as_deref()),
+                row,
             })
             .collect();
         let ready = status.conditions.iter().find(|c| c.type_ == crate::api::conditions::READY);

@@ -1,16 +1,21 @@
 //! How one application's fleet stands, said once: each selected pool's
 //! row, the counts, the conditions and the bounded pool list, from the
 //! plan and what carrying it out did. The application's status, its
-//! Events and its metrics ([`FleetReport::publish`]) and `nodepool-fanout
-//! get` all read it here, so that they cannot disagree.
+//! Events and its metrics ([`FleetReport::publish`]), `nodepool-fanout
+//! get` and the console all read it here, so that they cannot disagree.
 //!
 //! - [`status`] rolls the pools up into conditions (kstatus), counts and
 //!   the bounded pool list;
-//! - [`events`] says which changes are worth an Event.
+//! - [`events`] says which changes are worth an Event;
+//! - [`observed`] makes the report for those who only look (`get`, the
+//!   console), by the controller's own observe and plan;
+//! - [`rows`] says the report one line per pool.
 //!
 //! Pure: nothing here touches the network.
 
 pub mod events;
+pub mod observed;
+pub mod rows;
 pub mod status;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -21,6 +26,8 @@ use crate::pools::nodes::{Counted, NodeCount};
 use crate::reconcile::release_state::{ReleaseState, ReleaseStatus};
 
 pub use events::Transition;
+pub use observed::Observation;
+pub use rows::PoolRow;
 pub use status::{PoolReport, RollupInput};
 
 /// How one application's fleet stands: what its status, Events, metrics

@@ -13,6 +13,7 @@ use kube::{Resource, ResourceExt};
 use crate::api::naming;
 use crate::api::{NodePoolApplication, PoolKind};
 use crate::pools::kind::PoolObjects;
+use crate::pools::nodes::{self, Membership, NodeCount};
 use crate::pools::{self, node_label, Pool};
 use crate::reconcile::drift;
 use crate::reconcile::managed_fields;
@@ -80,6 +81,11 @@ pub struct Observed {
     /// HelmReleases in the namespace this application does not own: never
     /// adopted, overwritten or deleted.
     pub others: Others,
+    /// Each selected pool's nodes, by pool name: its Ready nodes, or for a
+    /// site that is a cluster, its control plane's health as its
+    /// ClusterProfile says it. Counted here, once, for the controller,
+    /// `get` and the console alike.
+    pub nodes: BTreeMap<String, NodeCount>,
 }
 
 /// The watch caches a reconcile reads instead of listing: the pool objects
@@ -185,6 +191,44 @@ impl PoolCache {
     }
 }
 
+/// The objects of one list each, as a looker reads them (`get`): put into
+/// caches of the kind the controller's watches fill.
+#[derive(Debug, Default)]
+pub struct Lists {
+    /// The pool objects of each kind the cluster serves, with its API.
+    pub pools: BTreeMap<PoolKind, (ApiResource, Vec<kube::api::DynamicObject>)>,
+    /// Why each kind of pool object not listed is not.
+    pub unserved: BTreeMap<PoolKind, String>,
+    pub nodes: Vec<Node>,
+    pub releases: Vec<kube::api::DynamicObject>,
+    pub history: Vec<ControllerRevision>,
+}
+
+impl Caches {
+    /// Caches holding what `lists` read, each object cut down as a watch
+    /// cuts it down as it enters.
+    pub fn of_lists(lists: Lists) -> Self {
+        let pools = lists
+            .pools
+            .into_iter()
+            .filter_map(|(kind, (api, objects))| {
+                let of = pools::kind::objects(kind)?;
+                let cached = objects.into_iter().map(|o| CachedPool::from_object(of, o)).collect();
+                let store = listed(cached, api.clone()).as_reader();
+                Some((kind, PoolCache { api, store }))
+            })
+            .collect();
+        let releases = lists.releases.into_iter().map(CachedRelease::from_object).collect();
+        Self {
+            pools,
+            unserved: lists.unserved,
+            nodes: listed(lists.nodes, ()).as_reader(),
+            releases: listed(releases, ()).as_reader(),
+            history: listed(lists.history, ()).as_reader(),
+        }
+    }
+}
+
 /// A cache filled from one list, as a watch's first list fills it: for
 /// what plans without watching (tests, benchmarks). The writer takes
 /// later events as a watch would bring them.
@@ -247,11 +291,29 @@ pub fn observe(caches: &Caches, app: &NodePoolApplication) -> Observed {
         }
     }
     owned.sort_by(|a, b| a.name.cmp(&b.name));
+    let nodes = count_nodes(caches, app, &pools);
     Observed {
         pools,
         unserved,
         owned,
         others: Others::new(others, on_sites, &namespace),
+        nodes,
+    }
+}
+
+/// A site that is a cluster is offline when its ClusterProfile says so; a
+/// pool of this cluster, when none of its nodes is Ready.
+fn count_nodes(
+    caches: &Caches,
+    app: &NodePoolApplication,
+    pools: &[Arc<CachedPool>],
+) -> BTreeMap<String, NodeCount> {
+    match app.spec.pools.kind {
+        PoolKind::ClusterProfile => nodes::count_sites(pools.iter().map(|p| &p.pool)),
+        _ => {
+            let membership = Membership::of(&app.spec.pools, app.spec.placement.node_label.as_deref());
+            nodes::count(caches.nodes.state().iter().map(|n| n.as_ref()), &membership)
+        }
     }
 }
 

@@ -21,6 +21,7 @@ use crate::chart::shared::{ChartKind, ChartRef};
 use crate::pools::nodes::NodeCount;
 use crate::pools::{self, Pool};
 use crate::reconcile::fleet::{self, FleetReport, Handled, PoolReport};
+use crate::reconcile::history::{self, HistoryWrites};
 pub use crate::reconcile::history::{History, PastRevision};
 use crate::reconcile::packed::PackedJson;
 use crate::reconcile::release::{AppInfo, FieldError};
@@ -257,7 +258,49 @@ fn plan_releases(input: &PlanInput) -> Plan {
         suspended,
         ..roll_up(input, &plan, &owned, blocker, Some(rollout), reach)
     };
+    plan.history = history_writes(input, &app, &mut plan.report);
     plan
+}
+
+/// The history's writes for the revision the plan rolls out, and the last
+/// revision that completed, from its records, into the rollout's report.
+fn history_writes(input: &PlanInput, app: &AppInfo, report: &mut FleetReport) -> HistoryWrites {
+    let (Some(history), Some(rollout)) = (input.history, report.rollout.as_mut()) else {
+        return HistoryWrites::default();
+    };
+    let current = history::Current {
+        revision: &rollout.revision,
+        phase: rollout.phase,
+        chart_version: input.chart.map(|c| c.version.as_str()),
+        generation: input.app.metadata.generation,
+    };
+    rollout.last_complete_revision = history::last_complete(&history.recorded, current).map(String::from);
+    // Until the chart resolves, the revision lacks its chart version: it
+    // is no revision anyone rolls out, and recording it would list one.
+    if input.hold.is_some() {
+        return HistoryWrites::default();
+    }
+    let limit = app.spec.rollout.as_ref().and_then(|r| r.revision_history_limit);
+    let limit = limit
+        .and_then(|l| usize::try_from(l).ok())
+        .unwrap_or(history::DEFAULT_REVISION_HISTORY_LIMIT);
+    // What the revision is: the spec it hashes (the rollout settings aside)
+    // and the chart it resolved to.
+    let data = || {
+        let requests: serde_json::Map<String, serde_json::Value> =
+            app.requests.iter().map(|(k, v)| (k.to_string(), (*v).into())).collect();
+        serde_json::json!({
+            "spec": revision_spec(app.spec),
+            "requests": requests,
+            "chart": input.chart_ref.map(|c| serde_json::json!({
+                "kind": c.kind.as_str(),
+                "name": c.name,
+                "namespace": c.namespace,
+            })),
+        })
+    };
+    let name = input.app.metadata.name.as_deref().unwrap_or_default();
+    history::plan(name, current, &history.recorded, limit, data)
 }
 
 /// Of the releases being deleted, those whose uninstall has waited on a

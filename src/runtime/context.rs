@@ -6,10 +6,8 @@ use std::time::Duration;
 
 use kube::api::PartialObjectMeta;
 use kube::runtime::events::Recorder;
-use kube::runtime::reflector;
 use kube::Client;
 
-use k8s_openapi::api::core::v1::Node;
 
 use crate::api::NodePoolApplication;
 use crate::chart::source::Sources;
@@ -131,8 +129,6 @@ pub(super) struct Context {
     pub(super) sources: Sources,
     /// Every HelmChart this controller manages, from its watch.
     pub(super) charts: SharedCharts,
-    /// Every Node, cut down to its labels and Ready condition.
-    pub(super) nodes: reflector::Store<Node>,
     /// Whether every cache has listed once (see [`readiness`]).
     pub(super) ready: tokio::sync::watch::Receiver<Readiness>,
     /// What `/readyz` answers.

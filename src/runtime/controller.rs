@@ -178,7 +178,6 @@ fn context(
     let ready = readiness(caches.clone(), watches.charts(), caches.nodes.clone(), readyz.clone());
     Context {
         client: client.clone(),
-        nodes: caches.nodes.clone(),
         caches,
         recorder: Recorder::new(client.clone(), reporter),
         notifier,

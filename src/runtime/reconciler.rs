@@ -19,7 +19,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use crate::api::conditions;
 use crate::api::{DeletionPolicy, NodePoolApplication, PoolKind};
 use crate::chart::shared::ChartRef;
-use crate::pools::nodes::{self, Membership};
 use crate::reconcile::apply;
 use crate::reconcile::fleet::{events as transitions, FleetCounts, Transition};
 use crate::reconcile::history;
@@ -97,7 +96,7 @@ pub(super) async fn reconcile_app(app: Arc<NodePoolApplication>, ctx: &Context) 
     // end, and that event must find the rollout waiting on it.
     let app_ref = ObjectRef::<AppMeta>::new(&app.name_any()).within(&namespace);
     ctx.index.planned(&app_ref, planned.waits_on_releases);
-    let history = plan_history(&app, &mut planned, chart.as_ref(), &recorded);
+    let history = std::mem::take(&mut planned.history);
     let releases: Api<DynamicObject> =
         Api::namespaced_with(ctx.client.clone(), &namespace, &helmrelease_resource());
     let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), &namespace);
@@ -210,15 +209,6 @@ fn plan_observed(
         Some(Err(hold)) => (None, None, Some(hold.clone())),
         None => (None, None, None),
     };
-    // A site that is a cluster is offline when its ClusterProfile says
-    // so; a pool of this cluster, when none of its nodes is Ready.
-    let node_counts = match app.spec.pools.kind {
-        PoolKind::ClusterProfile => nodes::count_sites(observed.pools.iter().map(|p| &p.pool)),
-        _ => {
-            let membership = Membership::of(&app.spec.pools, app.spec.placement.node_label.as_deref());
-            nodes::count(ctx.nodes.state().iter().map(|n| n.as_ref()), &membership)
-        }
-    };
     let uid = app.metadata.uid.clone().unwrap_or_default();
     let app_ref = ObjectRef::<AppMeta>::new(&app.name_any()).within(&app.namespace().unwrap_or_default());
     let memo = ctx.index.memo(&app_ref, &uid);
@@ -227,7 +217,7 @@ fn plan_observed(
         first_install_alone: true,
         app,
         pools: &observed.pools.iter().map(|p| &p.pool).collect::<Vec<_>>(),
-        nodes: Some(&node_counts),
+        nodes: Some(&observed.nodes),
         owned: observed.owned,
         others: &observed.others,
         now: Time(k8s_openapi::jiff::Timestamp::now()),
@@ -242,54 +232,6 @@ fn plan_observed(
     ctx.index.keep_memo(&app_ref, &uid, std::mem::take(&mut planned.memo));
     let PlanInput { owned, .. } = input;
     (planned, owned)
-}
-
-/// The history's writes for the revision the plan rolls out, and the last
-/// revision that completed, from its records, into the rollout's status.
-fn plan_history(
-    app: &NodePoolApplication,
-    planned: &mut Plan,
-    chart: Option<&Result<SharedChart, Hold>>,
-    history: &history::History,
-) -> history::HistoryWrites {
-    let Some(rollout) = planned.report.rollout.as_mut() else {
-        return history::HistoryWrites::default();
-    };
-    // Until the chart resolves, the revision lacks its chart version: it
-    // is no revision anyone rolls out, and recording it would list one.
-    if matches!(chart, Some(Err(_))) {
-        return history::HistoryWrites::default();
-    }
-    let recorded = &history.recorded;
-    let shared = chart.and_then(|c| c.as_ref().ok());
-    let current = history::Current {
-        revision: &rollout.revision,
-        phase: rollout.phase,
-        chart_version: shared.map(|s| s.chart.version.as_str()),
-        generation: app.metadata.generation,
-    };
-    let limit = app.spec.rollout.as_ref().and_then(|r| r.revision_history_limit);
-    let limit = limit
-        .and_then(|l| usize::try_from(l).ok())
-        .unwrap_or(history::DEFAULT_REVISION_HISTORY_LIMIT);
-    // What the revision is: the spec it hashes (the rollout settings aside)
-    // and the chart it resolved to.
-    let requests: serde_json::Map<String, serde_json::Value> =
-        plan::requests(app).into_iter().map(|(k, v)| (k.to_string(), v.into())).collect();
-    let data = || {
-        serde_json::json!({
-            "spec": plan::revision_spec(&app.spec),
-            "requests": requests,
-            "chart": shared.map(|s| serde_json::json!({
-                "kind": s.chart_ref.kind.as_str(),
-                "name": s.chart_ref.name,
-                "namespace": s.chart_ref.namespace,
-            })),
-        })
-    };
-    let writes = history::plan(&app.name_any(), current, recorded, limit, data);
-    rollout.last_complete_revision = history::last_complete(recorded, current).map(String::from);
-    writes
 }
 
 /// Says how the fleet stands once the plan is carried out: the status

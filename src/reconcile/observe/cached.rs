@@ -149,7 +149,17 @@ impl CachedRelease {
                 });
             }
             if let Some(status) = map.get_mut("status").and_then(Value::as_object_mut) {
-                let version = status.get("history").and_then(|h| h.pointer("/0/chartVersion")).cloned();
+                // The latest Helm release: its chart version and its
+                // revision, not the rest of the history.
+                let latest = status.get("history").and_then(|h| h.get(0)).map(|latest| {
+                    let mut kept = serde_json::Map::new();
+                    for key in ["chartVersion", "version"] {
+                        if let Some(value) = latest.get(key) {
+                            kept.insert(key.into(), value.clone());
+                        }
+                    }
+                    kept
+                });
                 // What the release applied, by id alone: two pools holding
                 // one object is how sharing shows (`reconcile::sharing`).
                 let inventory: Vec<Value> = status
@@ -161,8 +171,8 @@ impl CachedRelease {
                 status.retain(|key, _| {
                     matches!(key.as_str(), "conditions" | "observedGeneration" | "lastAttemptedRevision")
                 });
-                if let Some(version) = version {
-                    status.insert("history".into(), serde_json::json!([{ "chartVersion": version }]));
+                if let Some(latest) = latest.filter(|l| !l.is_empty()) {
+                    status.insert("history".into(), Value::Array(vec![Value::Object(latest)]));
                 }
                 if !inventory.is_empty() {
                     status.insert("inventory".into(), Value::Array(inventory));

@@ -96,6 +96,9 @@ pub struct ObservedRelease {
     pub inert: bool,
     /// `spec.suspend: true`, whoever set it: Helm does nothing with it.
     pub suspended: bool,
+    /// The Helm release's revision, as `helm history` numbers it (the
+    /// latest of the release's `status.history`): what `get` shows.
+    pub helm_revision: Option<i64>,
     /// The ids of the objects helm-controller applied for it
     /// (`status.inventory`), to find objects two pools share.
     pub inventory: Vec<String>,
@@ -139,6 +142,7 @@ impl ObservedRelease {
             suspended_with_app: text("annotations", naming::ANNOTATION_SUSPENDED_WITH_APPLICATION).is_some(),
             inert: text("annotations", naming::ANNOTATION_INERT).is_some(),
             suspended: object.pointer("/spec/suspend") == Some(&Value::Bool(true)),
+            helm_revision: object.pointer("/status/history/0/version").and_then(Value::as_i64),
             inventory: inventory_of(object),
             unreachable_since: release_state::unreachable_since(object),
             cluster: naming::cluster_of(object),

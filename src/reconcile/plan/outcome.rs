@@ -179,6 +179,9 @@ pub struct Plan {
     pub uninstall_skipped: Vec<UninstallSkipped>,
     /// How long until the next such release is due to be let go.
     pub uninstall_wait: Option<Duration>,
+    /// What to write to the application's revision history for the
+    /// revision under way ([`crate::reconcile::history::plan`]).
+    pub history: crate::reconcile::history::HistoryWrites,
 }
 
 /// A release being deleted, let go without its uninstall: the site it
@@ -215,6 +218,7 @@ impl Plan {
             rollback_charts: Vec::new(),
             uninstall_skipped: Vec::new(),
             uninstall_wait: None,
+            history: Default::default(),
         }
     }
 

@@ -222,6 +222,7 @@ fn ready_release(name: &str, pool: &str, hash: &str) -> ObservedRelease {
         live: None,
         suspended_with_app: false,
         inert: false,
+        helm_revision: None,
         inventory: Vec::new(),
         unreachable_since: None,
         deleting: false,

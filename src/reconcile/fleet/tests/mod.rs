@@ -7,7 +7,6 @@ use serde_json::json;
 
 use super::*;
 use crate::api::{ConditionStatus, PoolStatus};
-use crate::cli::get::{self, Helm, PoolRow};
 use crate::pools::Pool;
 use crate::reconcile::plan::{self, ListedReleases, ObservedRelease, Plan, PlanInput};
 
@@ -107,29 +106,33 @@ fn fleet() -> (NodePoolApplication, Vec<serde_json::Value>, FleetReport) {
         .filter(|o| o.pool.as_deref() == Some("refused"))
         .for_each(|o| o.spec_hash = None);
     let planned = plan_over(&app, owned, true);
-    let refused = WriteRefused {
+    (app, releases, planned.report.after_writes(&[refused()]))
+}
+
+/// Each pool of [`fleet`] as `get` reads it, whoever builds the report.
+const STATES: [(&str, &str); 5] = [
+    ("failing", "Failed"),
+    ("new", "None"),
+    ("offline", "Offline"),
+    ("ready", "Ready"),
+    ("refused", "Stalled"),
+];
+
+/// The refused pool's write, as the API server refuses it.
+fn refused() -> WriteRefused {
+    WriteRefused {
         pool: "refused".into(),
         reason: "ApplyFailed".into(),
         message: "cannot apply HelmRelease: admission webhook denied it".into(),
         retriable: false,
-    };
-    (app, releases, planned.report.after_writes(&[refused]))
+    }
 }
 
 fn rows(app: &NodePoolApplication, releases: &[serde_json::Value], report: &FleetReport) -> Vec<PoolRow> {
-    let helm: BTreeMap<&str, Helm> = releases
-        .iter()
-        .map(|r| {
-            (
-                r["metadata"]["name"].as_str().unwrap(),
-                Helm {
-                    revision: Some(3),
-                    suspended: false,
-                },
-            )
-        })
-        .collect();
-    get::rows_of(app, report, &helm)
+    let owned: Vec<Arc<ObservedRelease>> =
+        releases.iter().filter_map(ObservedRelease::from_value).map(Arc::new).collect();
+    assert!(owned.iter().all(|o| o.helm_revision == Some(3)), "the Helm revision is read");
+    rows::rows(app, report, &owned)
 }
 
 #[test]
@@ -160,16 +163,7 @@ fn status_events_metrics_and_get_read_one_report() {
         assert_eq!(entry.ready, ready, "{}: {}", row.pool, row.state);
         states.push((row.pool.as_str(), row.state.as_str()));
     }
-    assert_eq!(
-        states,
-        [
-            ("failing", "Failed"),
-            ("new", "None"),
-            ("offline", "Offline"),
-            ("ready", "Ready"),
-            ("refused", "Stalled")
-        ]
-    );
+    assert_eq!(states, STATES);
     // The metrics count what the status counts.
     let counts = published.counts;
     assert_eq!((counts.selected, counts.ready, counts.offline), (5, 1, 1), "{counts:?}");
@@ -199,32 +193,6 @@ fn status_events_metrics_and_get_read_one_report() {
 }
 
 #[test]
-fn get_reads_the_report_from_the_cluster_as_the_controller_does() {
-    let (app, releases, planned) = fleet();
-    let nodes: Vec<k8s_openapi::api::core::v1::Node> = ["ready", "failing", "offline", "new", "refused"]
-        .into_iter()
-        .map(|pool| {
-            serde_json::from_value(json!({
-                "metadata": { "name": format!("{pool}-0"), "labels": { "apps.openyurt.io/nodepool": pool } },
-                "status": { "conditions": [{ "type": "Ready",
-                    "status": if pool == "offline" { "False" } else { "True" } }] }
-            }))
-            .unwrap()
-        })
-        .collect();
-    let membership = crate::pools::nodes::Membership::of(&app.spec.pools, None);
-    let counts = crate::pools::nodes::count(&nodes, &membership);
-    let observed = get::observed_report(&app, &releases, &counts, k8s_openapi::jiff::Timestamp::now());
-    // Releases the reconcile left as they were read the same from the cluster.
-    for pool in ["ready", "failing", "offline"] {
-        let from_cluster = observed.pools.iter().find(|p| p.pool == pool).unwrap();
-        let from_plan = planned.pools.iter().find(|p| p.pool == pool).unwrap();
-        assert_eq!(from_cluster.status.state, from_plan.status.state, "{pool}");
-        assert_eq!(from_cluster.status.reason, from_plan.status.reason, "{pool}");
-    }
-}
-
-#[test]
 fn a_report_after_no_refusal_is_the_planned_one() {
     let (_, _, report) = fleet();
     assert_eq!(report.after_writes(&[]), report);
@@ -239,3 +207,5 @@ fn a_report_after_no_refusal_is_the_planned_one() {
     let row = after.pools.iter().find(|p| p.pool == "ready").unwrap();
     assert_eq!(row.status.state, ReleaseState::Failed, "a retry may mend it");
 }
+
+mod agreement;

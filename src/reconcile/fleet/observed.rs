@@ -1,0 +1,164 @@
+//! The fleet report of one application for those who only look (`get`,
+//! `tree`, the console): the controller's own observe and plan over the
+//! same kind of caches (the console's watches, or `get`'s lists put into
+//! caches), with nothing written. So each pool reads as the controller's
+//! report reads it, its rollout verdict included, whether or not the
+//! bounded status lists it.
+//!
+//! What only the controller can find is taken from the application's
+//! status, which lists such pools first: a pool's values that break the
+//! chart's schema (a looker does not fetch the chart), a write the API
+//! server refused, and a chart that holds every write.
+
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use crate::api::{conditions, ConditionStatus, NodePoolApplication, NodePoolApplicationStatus};
+use crate::pools::Pool;
+use crate::reconcile::observe::{self, Caches};
+use crate::reconcile::plan::{self, Hold, Memo, ObservedRelease, PlanInput};
+
+use super::rows::{self, PoolRow};
+use super::{FleetReport, WriteRefused, REFUSED_WRITE_REASONS};
+
+/// One application's fleet as a looker sees it.
+#[derive(Debug, Clone)]
+pub struct Observation {
+    pub report: FleetReport,
+    /// The releases the application owns, for what a row reads of them
+    /// beside the report (the Helm revision, a suspension).
+    pub owned: Vec<Arc<ObservedRelease>>,
+    /// What this look found, for the next look at the application
+    /// ([`observe_with`]).
+    pub memo: Memo,
+}
+
+impl Observation {
+    /// A row per pool, as `get` prints them and the console's cells show them.
+    pub fn rows(&self, app: &NodePoolApplication) -> Vec<PoolRow> {
+        rows::rows(app, &self.report, &self.owned)
+    }
+}
+
+/// How `app`'s fleet stands at `now`, from `caches`.
+pub fn observe(caches: &Caches, app: &NodePoolApplication, now: Time) -> Observation {
+    observe_with(caches, app, now, None)
+}
+
+/// [`observe`], building again only the pools that changed since the look
+/// that found `memo`: what a console that shows ten thousand pools after
+/// each change does.
+pub fn observe_with(
+    caches: &Caches,
+    app: &NodePoolApplication,
+    now: Time,
+    memo: Option<&Memo>,
+) -> Observation {
+    let observed = observe::observe(caches, app);
+    let history = caches.history_of(app);
+    let found = Found::in_status(app);
+    // The shared chart of the revision the status reports: its record
+    // names it (none when releases carry their own chart).
+    let revision = app.status.as_ref().and_then(|s| s.rollout.as_ref()).map(|r| r.revision.as_str());
+    let chart_ref = revision.and_then(|r| history.past(r)).and_then(Result::ok).and_then(|p| p.chart_ref);
+    let pools: Vec<&Pool> = observed.pools.iter().map(|p| &p.pool).collect();
+    let input = PlanInput {
+        app,
+        pools: &pools,
+        nodes: Some(&observed.nodes),
+        owned: observed.owned,
+        others: &observed.others,
+        now,
+        chart_ref: chart_ref.as_ref(),
+        chart: None,
+        hold: found.hold,
+        unserved: observed.unserved.as_deref(),
+        clock_since: None,
+        history: Some(&history),
+        memo,
+        first_install_alone: true,
+    };
+    let planned = plan::plan(&input);
+    let mut report = planned.report;
+    report.writes_refused(&found.pools);
+    let PlanInput { owned, .. } = input;
+    Observation {
+        report,
+        owned,
+        memo: planned.memo,
+    }
+}
+
+/// What the controller found that a looker cannot, as the status says it
+/// for the application's current generation.
+#[derive(Debug, Default)]
+struct Found {
+    hold: Option<Hold>,
+    /// Pools whose values break the chart's schema, and pools whose write
+    /// the API server refused.
+    pools: Vec<WriteRefused>,
+}
+
+impl Found {
+    fn in_status(app: &NodePoolApplication) -> Self {
+        let Some(status) = app.status.as_ref().filter(|s| s.observed_generation == app.metadata.generation)
+        else {
+            return Self::default();
+        };
+        let pools = status
+            .pools
+            .iter()
+            .filter(|p| p.ready == ConditionStatus::False)
+            .filter(|p| {
+                // A clash with a release the console does not watch (not
+                // ours) is found by the controller alone, too.
+                [
+                    conditions::pool_reason::INVALID_POOL_CONFIG,
+                    conditions::pool_reason::NAME_CONFLICT,
+                ]
+                .contains(&p.reason.as_str())
+                    || REFUSED_WRITE_REASONS.contains(&p.reason.as_str())
+            })
+            .map(|p| WriteRefused {
+                pool: p.pool.clone(),
+                reason: p.reason.clone(),
+                message: p.message.clone(),
+                // A refusal the API server may lift reads Failed; the
+                // status says Stalled only through its condition.
+                retriable: p.reason == "ApplyFailed" && !stalled_by(status, &p.reason),
+            })
+            .collect();
+        Self {
+            hold: hold_in(status),
+            pools,
+        }
+    }
+}
+
+/// Whether the status's Stalled condition gives `reason`.
+fn stalled_by(status: &NodePoolApplicationStatus, reason: &str) -> bool {
+    status
+        .conditions
+        .iter()
+        .any(|c| c.type_ == conditions::STALLED && c.status == "True" && c.reason == reason)
+}
+
+/// The chart's hold on every write, when the status says one held them:
+/// pools wait for the chart, and the condition that says why is Stalled
+/// (a person must act) or Reconciling (source-controller will get there).
+fn hold_in(status: &NodePoolApplicationStatus) -> Option<Hold> {
+    if !status.pools.iter().any(|p| p.reason == conditions::reason::CHART_NOT_READY) {
+        return None;
+    }
+    let condition = |type_: &str| status.conditions.iter().find(|c| c.type_ == type_ && c.status == "True");
+    let (condition, transient) = match condition(conditions::STALLED) {
+        Some(stalled) => (stalled, false),
+        None => (condition(conditions::RECONCILING)?, true),
+    };
+    Some(Hold {
+        reason: condition.reason.clone(),
+        message: condition.message.clone(),
+        transient,
+    })
+}
