@@ -86,7 +86,7 @@ pub enum CliError {
     #[error("--chart {path}: {source}")]
     Chart { path: PathBuf, source: ChartError },
     #[error(transparent)]
-    Controller(#[from] crate::runtime::controller::Error),
+    Controller(#[from] crate::runtime::controller::StartError),
     #[error("cannot reach the cluster (check KUBECONFIG and the current context): {0}")]
     Connect(#[source] kube::Error),
     #[error("cannot read from the cluster: {0}")]

@@ -53,6 +53,10 @@ pub struct FleetReport {
     pub suspended: bool,
     /// Flux's request annotations handled.
     pub handled: Handled,
+    /// A step of the reconcile that failed after the plan (a write of the
+    /// history, a prune of the charts), retried at the failure backoff:
+    /// (reason, message).
+    pub failed_step: Option<(String, String)>,
 }
 
 /// The Flux requests (`reconcile.fluxcd.io/requestedAt`, `forceAt`,
@@ -154,6 +158,7 @@ impl Default for FleetReport {
             rollout: None,
             suspended: false,
             handled: Handled::default(),
+            failed_step: None,
         }
     }
 }
@@ -172,6 +177,7 @@ impl FleetReport {
             previous: &self.previous,
             now: &self.now,
             rollout: self.rollout.clone(),
+            failed_step: self.failed_step.clone(),
         });
         if self.suspended {
             report_suspended(&mut status);

@@ -1,35 +1,42 @@
 //! One reconcile of one application: resolve the chart → observe → plan →
-//! apply → report.
-//!
-//! One reconcile reads top to bottom as these steps; the caller (the
-//! runtime's reconciler) publishes what the report says.
+//! apply → report, listed in [`reconcile`]; the caller (the runtime's
+//! reconciler) waits for the caches, reads the application, finalizes a
+//! deleted one and publishes what the report says.
 //!
 //! - [`resolve`]: the chart version, its shared HelmChart made sure of,
 //!   and the chart read, or why writes wait on it.
 //! - [`observe`] reads the watch caches ([`packed`] keeps releases
 //!   compressed there; [`changes`] says which applications a watch event
-//!   concerns).
+//!   concerns), and counts each pool's nodes.
 //! - [`plan`] decides, purely, what to write, what to prune and what to
 //!   report: each pool's release ([`release`]), whether a live release
 //!   drifted ([`drift`]), which pools the rollout lets through
-//!   ([`rollout`]), whether pools share an object ([`sharing`]), and how
-//!   the fleet stands ([`fleet`]).
+//!   ([`rollout`]), whether pools share an object ([`sharing`]), what the
+//!   revision history records ([`history`]), and how the fleet stands
+//!   ([`fleet`]).
 //! - [`apply`] carries the plan out ([`apply::carry_out`]) with
 //!   server-side apply, prunes or orphans ([`orphan`]) only what the
 //!   application owns ([`managed_fields`]), claims a Helm release
 //!   ([`apply::claim`]) before a HelmRelease first drives it, and returns what
 //!   happened.
 //! - [`fleet`] says, once, how the fleet stands from the plan and what
-//!   apply did: the status, the Events, the metrics' counts and `get`'s
-//!   rows all read its report.
+//!   apply did: the status, the Events, the metrics' counts, `get`'s rows
+//!   and the console's cells all read its report.
+//! - [`steps`] carries each step out for [`reconcile`]; [`ReconcileError`]
+//!   says which step failed.
 //!
 //! Nothing under `plan`, `release`, `drift`, `rollout`, `sharing` or
 //! `fleet` touches the network: they take plain data and return plain
 //! data.
 
+use std::time::Duration;
+
+use crate::api::NodePoolApplication;
+
 pub mod apply;
 pub mod changes;
 pub mod drift;
+mod error;
 pub mod fleet;
 pub mod history;
 pub mod managed_fields;
@@ -42,3 +49,56 @@ pub mod release_state;
 pub mod resolve;
 pub mod rollout;
 pub mod sharing;
+pub mod steps;
+
+pub use error::ReconcileError;
+pub use steps::{Controller, Memory};
+
+/// What one reconcile did, for the controller to publish and to say when
+/// to look again.
+#[derive(Debug)]
+pub struct Reconciled {
+    /// The status written, the counts for the metrics, and the Events.
+    pub published: fleet::Published,
+    /// A hold on every write that source-controller will lift (looked at
+    /// again soon, not at the resync).
+    pub chart_waits: Option<plan::Hold>,
+    /// When the clock alone changes the plan (a soak ends, a deadline passes).
+    pub requeue_after: Option<Duration>,
+    /// Releases not written because another object holds their name:
+    /// the application is looked at again when it goes.
+    pub names_taken: Vec<String>,
+    /// The step that failed after the status was written, if one did:
+    /// the reconcile is retried at the failure backoff.
+    pub failed: Option<ReconcileError>,
+}
+
+/// One reconcile of an application that is there and not being deleted.
+/// Every write comes before the status, so that the status says what
+/// failed, whichever step it was.
+pub async fn reconcile(c: &Controller<'_>, app: &NodePoolApplication) -> Result<Reconciled, ReconcileError> {
+    let apis = steps::Apis::of(c.client, app);
+    steps::set_finalizers(c, &apis, app).await?;
+    let chart = resolve::resolve(&c.charts, app).await;
+    let observed = observe::observe(c.caches, app);
+    let history = c.caches.history_of(app);
+    let (mut planned, owned) = steps::plan(c, app, observed, chart.as_ref(), &history);
+    c.memory.planned(planned.waits_on_releases);
+    let mut applied = steps::carry_out(c, &apis, app, &mut planned, &owned).await;
+    let mut failed = applied.failure();
+    if failed.is_none() {
+        failed = steps::write_history(&apis, app, &planned.history).await.err();
+    }
+    if failed.is_none() {
+        let rollback = std::mem::take(&mut planned.rollback_charts);
+        failed = steps::prune_charts(c, app, chart.as_ref(), &owned, &applied, &rollback).await.err();
+    }
+    let published = steps::report(&apis, app, &mut planned, &applied, failed.as_ref()).await?;
+    Ok(Reconciled {
+        published,
+        chart_waits: chart.and_then(Result::err).filter(|hold| hold.transient),
+        requeue_after: planned.requeue_after,
+        names_taken: applied.names_taken(),
+        failed,
+    })
+}

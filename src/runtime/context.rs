@@ -8,11 +8,10 @@ use kube::api::PartialObjectMeta;
 use kube::runtime::events::Recorder;
 use kube::Client;
 
-
 use crate::api::NodePoolApplication;
 use crate::chart::source::Sources;
-use crate::reconcile::apply::{ApplyError, SharedCharts};
-use crate::reconcile::observe::{Caches, ObserveError};
+use crate::reconcile::apply::SharedCharts;
+use crate::reconcile::observe::Caches;
 use crate::runtime::api_client;
 use crate::runtime::backoff::Backoff;
 use crate::runtime::metrics::Metrics;
@@ -41,25 +40,17 @@ pub(super) fn wake_window(last_reconcile: Option<Duration>) -> Duration {
     last_reconcile.map_or(SHORTEST, |took| (took * 10).clamp(SHORTEST, LONGEST))
 }
 
+/// Why the controller cannot start, or stops: a flag, the connection, the
+/// leadership, a pool API that appeared. A reconcile that fails says its
+/// step instead ([`crate::reconcile::ReconcileError`]).
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub enum StartError {
     #[error(
         "cannot connect to the Kubernetes API: {0} (is KUBECONFIG set, or is this running in a cluster?)"
     )]
     Connect(#[source] kube::Error),
-    #[error("cannot read NodePoolApplication {namespace}/{name}: {source}")]
-    Read {
-        namespace: String,
-        name: String,
-        #[source]
-        source: kube::Error,
-    },
     #[error(transparent)]
     Pace(api_client::PaceError),
-    #[error(transparent)]
-    Observe(#[from] ObserveError),
-    #[error(transparent)]
-    Apply(#[from] ApplyError),
     #[error(transparent)]
     Serve(#[from] ServeError),
     #[error(transparent)]
@@ -85,13 +76,10 @@ pub enum Error {
     },
 }
 
-impl Error {
+impl StartError {
     pub fn category(&self) -> &'static str {
         match self {
             Self::Connect(_) => "ConnectFailed",
-            Self::Read { .. } => "ApiError",
-            Self::Observe(e) => e.category(),
-            Self::Apply(e) => e.category(),
             Self::Serve(_) => "ServeFailed",
             Self::LeaderElection { .. } | Self::LostLeadership(_) => "LeaderElection",
             Self::PoolApiAppeared(_) => "PoolApiAppeared",

@@ -26,7 +26,7 @@ use crate::runtime::options::RunArgs;
 use crate::runtime::server::{self, Readyz};
 use crate::runtime::throttle;
 
-pub use super::context::Error;
+pub use super::context::StartError;
 use super::context::*;
 use super::index::AppIndex;
 use super::leader::Leadership;
@@ -34,7 +34,7 @@ use super::pool_apis::PoolApis;
 use super::reconciler::*;
 use super::watches::*;
 
-pub async fn run(args: RunArgs) -> Result<(), Error> {
+pub async fn run(args: RunArgs) -> Result<(), StartError> {
     let events_addr = events_url(&args)?;
     let (metrics, readyz) = (Arc::new(Metrics::default()), Arc::new(Readyz::default()));
     server::serve(args.metrics_addr, metrics.clone(), readyz.clone()).await?;
@@ -97,29 +97,29 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         notifier.drain(NOTIFY_GRACE).await;
     }
     if let Some(crd) = appeared.get() {
-        return Err(Error::PoolApiAppeared(crd));
+        return Err(StartError::PoolApiAppeared(crd));
     }
     match leadership.was_lost() {
-        true => Err(Error::LostLeadership(args.leader_election_namespace.clone())),
+        true => Err(StartError::LostLeadership(args.leader_election_namespace.clone())),
         false => Ok(()),
     }
 }
 
 /// The API client, paced and counted (see [`api_client`]).
-async fn connect(args: &RunArgs, metrics: Arc<Metrics>) -> Result<kube::Client, Error> {
+async fn connect(args: &RunArgs, metrics: Arc<Metrics>) -> Result<kube::Client, StartError> {
     let pace = api_client::Pace {
         qps: args.kube_api_qps,
         burst: args.kube_api_burst,
     };
     api_client::client(metrics, pace).await.map_err(|e| match e {
-        api_client::ClientError::Pace(e) => Error::Pace(e),
-        api_client::ClientError::Kube(e) => Error::Connect(e),
+        api_client::ClientError::Pace(e) => StartError::Pace(e),
+        api_client::ClientError::Kube(e) => StartError::Connect(e),
     })
 }
 
 /// Where to send notifications, when anywhere: an empty flag is none, as
 /// for Flux's controllers.
-fn events_url(args: &RunArgs) -> Result<Option<reqwest::Url>, Error> {
+fn events_url(args: &RunArgs) -> Result<Option<reqwest::Url>, StartError> {
     let Some(addr) = args.events_addr.as_deref().filter(|a| !a.trim().is_empty()) else {
         return Ok(None);
     };
@@ -134,7 +134,7 @@ fn events_url(args: &RunArgs) -> Result<Option<reqwest::Url>, Error> {
 /// their metadata alone and read in full by each reconcile. A shard's
 /// selector is checked by the API server itself here, before a watch
 /// would retry it forever.
-async fn application_api(client: &kube::Client, args: &RunArgs) -> Result<Api<Shallow<AppMeta>>, Error> {
+async fn application_api(client: &kube::Client, args: &RunArgs) -> Result<Api<Shallow<AppMeta>>, StartError> {
     let apps: Api<Shallow<AppMeta>> = match &args.watch_namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
@@ -142,7 +142,7 @@ async fn application_api(client: &kube::Client, args: &RunArgs) -> Result<Api<Sh
     if let Some(selector) = &args.watch_label_selector {
         apps.list_metadata(&ListParams::default().labels(selector).limit(1))
             .await
-            .map_err(|source| Error::WatchLabelSelector {
+            .map_err(|source| StartError::WatchLabelSelector {
                 selector: selector.clone(),
                 source,
             })?;
@@ -204,7 +204,7 @@ async fn lead_when_elected(
     client: &kube::Client,
     args: &RunArgs,
     context: &Context,
-) -> Result<Leadership, Error> {
+) -> Result<Leadership, StartError> {
     context.metrics.set_leader(!args.leader_election);
     let serving = |ready: bool| context.readyz.set(ready);
     serving(args.leader_election);

@@ -16,10 +16,10 @@ pub(super) type LeaseTask =
 pub(super) async fn lead(
     client: &Client,
     namespace: &str,
-) -> Result<(tokio::sync::watch::Receiver<bool>, LeaseTask), Error> {
+) -> Result<(tokio::sync::watch::Receiver<bool>, LeaseTask), StartError> {
     let identity =
         std::env::var("POD_NAME").unwrap_or_else(|_| format!("nodepool-fanout-{}", std::process::id()));
-    let failed = |source| Error::LeaderElection {
+    let failed = |source| StartError::LeaderElection {
         namespace: namespace.to_string(),
         source,
     };
@@ -38,7 +38,7 @@ pub(super) async fn lead(
     info!(%identity, lease = %format!("{namespace}/nodepool-fanout"), "waiting for the leadership");
     while !*channel.borrow_and_update() {
         if channel.changed().await.is_err() {
-            return Err(Error::LostLeadership(namespace.to_string()));
+            return Err(StartError::LostLeadership(namespace.to_string()));
         }
     }
     info!(%identity, "leading");
@@ -56,7 +56,7 @@ pub(super) struct Leadership {
 impl Leadership {
     /// Without leader election this instance leads at once; with it, once
     /// it holds the Lease in `namespace`.
-    pub(super) async fn take(client: &Client, elect: bool, namespace: &str) -> Result<Self, Error> {
+    pub(super) async fn take(client: &Client, elect: bool, namespace: &str) -> Result<Self, StartError> {
         let (channel, task) = match elect {
             true => {
                 let (channel, task) = lead(client, namespace).await?;

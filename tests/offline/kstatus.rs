@@ -28,6 +28,7 @@ fn flux_kstatus_reads_every_rollup_case_as_expected() {
             missing: &missing,
             blocker: case.blocker.map(|(r, m)| (r.to_string(), m.to_string())),
             held: case.held.map(|(r, m)| (r.to_string(), m.to_string())),
+            failed_step: case.failed_step.map(|(r, m)| (r.to_string(), m.to_string())),
             generation: Some(4),
             previous: &[],
             now: &now,

@@ -5,7 +5,6 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 
-use crate::api::conditions;
 use crate::api::{NodePoolApplication, NodePoolApplicationStatus};
 
 use super::{ApplyError, FIELD_MANAGER};
@@ -36,25 +35,18 @@ pub async fn apply_status(
 /// which live in the source's namespace where owner references cannot reach.
 pub const FINALIZER: &str = "apps.fanout.dev/shared-charts";
 
-/// Says on the application that its spec cannot be read: the Ready and
-/// Stalled conditions, by merge patch so the last known pools stay. The
-/// answer, the whole object, is just as unreadable and is not decoded.
+/// Says on the application that its spec cannot be read: the conditions
+/// of `status` (a report whose blocker says why), by merge patch so the
+/// last known pools stay. The answer, the whole object, is just as
+/// unreadable and is not decoded.
 pub async fn report_unreadable(
     api: &Api<NodePoolApplication>,
     app: &impl Resource,
-    reason: &str,
-    message: &str,
+    status: &NodePoolApplicationStatus,
 ) -> Result<(), ApplyError> {
-    let now = k8s_openapi::jiff::Timestamp::now().to_string();
-    let condition = |type_: &str, status: &str| {
-        json!({
-            "type": type_, "status": status, "reason": reason, "message": message,
-            "observedGeneration": app.meta().generation, "lastTransitionTime": now,
-        })
-    };
     let patch = json!({ "status": {
-        "observedGeneration": app.meta().generation,
-        "conditions": [condition(conditions::READY, "False"), condition(conditions::STALLED, "True")],
+        "observedGeneration": status.observed_generation,
+        "conditions": status.conditions,
     }});
     let params = PatchParams {
         field_manager: Some(FIELD_MANAGER.to_string()),

@@ -62,11 +62,23 @@ pub struct Applied {
     pub touched: HashSet<String>,
     /// The first failure, which makes the reconcile retry.
     pub first_error: Option<ApplyError>,
+    /// How many writes and deletes failed.
+    pub failures: usize,
 }
 
 impl Applied {
     fn failed(&mut self, error: ApplyError) {
+        self.failures += 1;
         self.first_error.get_or_insert(error);
+    }
+
+    /// The step's failure, when a write or delete failed.
+    pub fn failure(&mut self) -> Option<crate::reconcile::ReconcileError> {
+        let first = self.first_error.take()?;
+        Some(crate::reconcile::ReconcileError::Releases {
+            failed: self.failures,
+            first,
+        })
     }
 
     /// The releases not written because an object of their name is not

@@ -117,6 +117,18 @@ impl Transition {
         }
     }
 
+    /// An application whose spec cannot be read.
+    pub fn unreadable(message: &str) -> Self {
+        Self {
+            warning: true,
+            reason: crate::api::conditions::reason::SPEC_UNREADABLE.to_string(),
+            action: "Read",
+            message: fit_note(message.to_string()),
+            release: None,
+            pool: None,
+        }
+    }
+
     /// A release that no longer held what we wrote, written again.
     pub fn drift_corrected(pool: &str, release: &str, field: &str) -> Self {
         Self {

@@ -41,6 +41,9 @@ pub struct RollupInput<'a> {
     pub now: &'a Time,
     /// The rollout of the current revision, when planning got that far.
     pub rollout: Option<RolloutStatus>,
+    /// A step of the reconcile that failed after the plan, retried:
+    /// (reason, message).
+    pub failed_step: Option<(String, String)>,
 }
 
 /// The application's status. Reconciling and Stalled appear only while
@@ -79,6 +82,8 @@ pub fn rollup(input: &RollupInput) -> NodePoolApplicationStatus {
     )];
     if let Some((reason, message)) = stalled(input) {
         conditions.push(make(conditions::STALLED, ConditionStatus::True, &reason, &message));
+    } else if let Some((reason, message)) = &input.failed_step {
+        conditions.push(make(conditions::RECONCILING, ConditionStatus::True, reason, message));
     } else if let Some((reason, message)) = &input.held {
         conditions.push(make(conditions::RECONCILING, ConditionStatus::True, reason, message));
     } else if let Some(p) = first_with(input.pools, BUSY) {
@@ -244,6 +249,8 @@ fn ready_reason(input: &RollupInput, settled: bool) -> (ConditionStatus, String)
         reason
     } else if !input.missing.is_empty() {
         conditions::reason::POOL_NOT_FOUND.to_string()
+    } else if let Some((reason, _)) = &input.failed_step {
+        reason.clone()
     } else if let Some((reason, _)) = &input.held {
         reason.clone()
     } else if phase == Some(RolloutPhase::Paused) {
@@ -282,6 +289,9 @@ fn summary(input: &RollupInput, ready: usize, offline: usize) -> String {
     }
     if let Some((_, message)) = &input.held {
         problems.insert(0, format!("every write waits: {message}"));
+    }
+    if let Some((_, message)) = &input.failed_step {
+        problems.insert(0, format!("{message}; retried"));
     }
     if let Some(r) = input.rollout.as_ref().filter(|r| r.phase != RolloutPhase::Complete) {
         let text = match r.phase {

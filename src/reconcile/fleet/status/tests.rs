@@ -40,6 +40,7 @@ fn roll(pools: &[PoolReport], missing: &[String]) -> NodePoolApplicationStatus {
         previous: &[],
         now: &now,
         rollout: None,
+        failed_step: None,
     })
 }
 
@@ -215,6 +216,7 @@ fn a_halt_names_its_failed_pools_once() {
             phase: RolloutPhase::Halted,
             ..RolloutStatus::default()
         }),
+        failed_step: None,
     });
     let ready = &get(&s, "Ready").unwrap().message;
     assert_eq!(ready.matches("the one message").count(), 1, "{ready}");
@@ -239,6 +241,7 @@ fn blocker_stalls_everything() {
         previous: &[],
         now: &now,
         rollout: None,
+        failed_step: None,
     };
     let s = rollup(&input);
     assert_eq!(get(&s, "Ready").unwrap().reason, "InvalidSelector");
@@ -320,6 +323,7 @@ fn kstatus_reads_every_case_as_a_person_would() {
             missing: &missing,
             blocker: case.blocker.map(|(r, m)| (r.to_string(), m.to_string())),
             held: case.held.map(|(r, m)| (r.to_string(), m.to_string())),
+            failed_step: case.failed_step.map(|(r, m)| (r.to_string(), m.to_string())),
             generation: Some(4),
             previous: &[],
             now: &now,

@@ -1,0 +1,218 @@
+//! The steps [`super::reconcile`] lists, each one call: what each reads
+//! of the controller around it ([`Controller`]) and how it is carried out.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::DynamicObject;
+use kube::{Api, Client, ResourceExt};
+
+use crate::api::{DeletionPolicy, NodePoolApplication, PoolKind};
+use crate::chart::shared::ChartRef;
+use crate::reconcile::apply::{self, Applied, SharedCharts};
+use crate::reconcile::fleet::{events, Published};
+use crate::reconcile::history::{History, HistoryWrites};
+use crate::reconcile::observe::{self, helmrelease_resource, Caches};
+use crate::reconcile::plan::{self, Hold, Memo, ObservedRelease, Plan, PlanInput};
+use crate::reconcile::resolve::{self, SharedChart};
+use crate::reconcile::ReconcileError;
+
+/// What a reconcile reads and writes through, lent by the controller.
+pub struct Controller<'a> {
+    pub client: &'a Client,
+    /// The watch caches observe reads.
+    pub caches: &'a Caches,
+    /// How the chart step resolves and makes the shared chart.
+    pub charts: resolve::Charts<'a>,
+    /// Every shared chart the controller manages, from its watch.
+    pub shared_charts: &'a SharedCharts,
+    /// Since when this controller's clock has measured rollouts (see
+    /// [`PlanInput::clock_since`]).
+    pub clock_since: Option<Time>,
+    /// What the controller keeps of one application between reconciles.
+    pub memory: &'a dyn Memory,
+}
+
+/// What the controller keeps of one application between its reconciles,
+/// and what it must know mid-reconcile.
+pub trait Memory: Sync {
+    /// What the last plan of the application found (see [`Memo`]).
+    fn memo(&self) -> Option<Arc<Memo>>;
+    fn keep_memo(&self, memo: Memo);
+    /// Said before the writes, since a release written now may turn Ready
+    /// before they end, and that event must find the rollout waiting on
+    /// it: how many verdicts wait on releases.
+    fn planned(&self, waits_on_releases: Option<usize>);
+}
+
+/// The APIs of the application's namespace the steps write through.
+pub(super) struct Apis {
+    pub applications: Api<NodePoolApplication>,
+    releases: Api<DynamicObject>,
+    leases: Api<Lease>,
+    records: Api<ControllerRevision>,
+}
+
+impl Apis {
+    pub(super) fn of(client: &Client, app: &NodePoolApplication) -> Self {
+        let namespace = app.namespace().unwrap_or_default();
+        Self {
+            applications: Api::namespaced(client.clone(), &namespace),
+            releases: Api::namespaced_with(client.clone(), &namespace, &helmrelease_resource()),
+            leases: Api::namespaced(client.clone(), &namespace),
+            records: Api::namespaced(client.clone(), &namespace),
+        }
+    }
+}
+
+/// Our finalizers the application should carry: one to delete its shared
+/// charts (and, for sites that are clusters, to see their releases go),
+/// one to orphan its releases under `deletionPolicy: Orphan`.
+pub fn finalizers(shared_chart: bool, app: &NodePoolApplication) -> Vec<&'static str> {
+    let orphan = app.spec.deletion_policy == Some(DeletionPolicy::Orphan);
+    let sites = app.spec.pools.kind == PoolKind::ClusterProfile;
+    [
+        (shared_chart || sites).then_some(apply::FINALIZER),
+        orphan.then_some(apply::ORPHAN_FINALIZER),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+pub(super) async fn set_finalizers(
+    c: &Controller<'_>,
+    apis: &Apis,
+    app: &NodePoolApplication,
+) -> Result<(), ReconcileError> {
+    let wanted = finalizers(c.charts.shared, app);
+    apply::set_finalizers(&apis.applications, app, &wanted)
+        .await
+        .map_err(ReconcileError::Finalizers)
+}
+
+/// The plan over what observe saw, and the owned releases back from the
+/// plan's input: at thousands of pools a copy of every release held would
+/// be most of the reconcile's memory.
+pub(super) fn plan(
+    c: &Controller<'_>,
+    app: &NodePoolApplication,
+    observed: observe::Observed,
+    chart: Option<&Result<SharedChart, Hold>>,
+    history: &History,
+) -> (Plan, Vec<Arc<ObservedRelease>>) {
+    let (chart_ref, chart, hold) = match chart {
+        Some(Ok(shared)) => (Some(&shared.chart_ref), Some(shared.chart.as_ref()), None),
+        Some(Err(hold)) => (None, None, Some(hold.clone())),
+        None => (None, None, None),
+    };
+    let memo = c.memory.memo();
+    let pools: Vec<_> = observed.pools.iter().map(|p| &p.pool).collect();
+    let input = PlanInput {
+        memo: memo.as_deref(),
+        first_install_alone: true,
+        app,
+        pools: &pools,
+        nodes: Some(&observed.nodes),
+        owned: observed.owned,
+        others: &observed.others,
+        now: Time(k8s_openapi::jiff::Timestamp::now()),
+        chart_ref,
+        chart,
+        hold,
+        unserved: observed.unserved.as_deref(),
+        clock_since: c.clock_since.clone(),
+        history: Some(history),
+    };
+    let mut planned = plan::plan(&input);
+    c.memory.keep_memo(std::mem::take(&mut planned.memo));
+    let PlanInput { owned, .. } = input;
+    (planned, owned)
+}
+
+pub(super) async fn carry_out(
+    c: &Controller<'_>,
+    apis: &Apis,
+    app: &NodePoolApplication,
+    planned: &mut Plan,
+    owned: &[Arc<ObservedRelease>],
+) -> Applied {
+    let target = apply::Target {
+        app,
+        releases: &apis.releases,
+        leases: &apis.leases,
+        applications: &apis.applications,
+        cached: &c.caches.releases,
+        charts: c.shared_charts,
+        orphan: app.spec.deletion_policy == Some(DeletionPolicy::Orphan),
+    };
+    apply::carry_out(&target, planned.take_writes(), owned).await
+}
+
+pub(super) async fn write_history(
+    apis: &Apis,
+    app: &NodePoolApplication,
+    writes: &HistoryWrites,
+) -> Result<(), ReconcileError> {
+    if writes.is_empty() {
+        return Ok(());
+    }
+    apply::write_history(&apis.records, app, writes)
+        .await
+        .map_err(ReconcileError::History)
+}
+
+/// Deletes the application's shared charts no release uses any more. Still
+/// in use: the current one (and the chart that resolves its version),
+/// those of releases this reconcile left as they were (pools whose config
+/// fails, pools the rollout has not reached), and `rollback`: those of
+/// the revisions pools may go back to, until the revision under way
+/// completes (the plan names them only then).
+pub(super) async fn prune_charts(
+    c: &Controller<'_>,
+    app: &NodePoolApplication,
+    chart: Option<&Result<SharedChart, Hold>>,
+    owned: &[Arc<ObservedRelease>],
+    applied: &Applied,
+    rollback: &[ChartRef],
+) -> Result<(), ReconcileError> {
+    let Some(Ok(current)) = chart else {
+        return Ok(());
+    };
+    let kept: Vec<&ChartRef> = owned
+        .iter()
+        .filter(|o| !applied.touched.contains(&o.name))
+        .filter_map(|o| o.chart_ref.as_ref())
+        .chain([&current.chart_ref])
+        .chain(current.resolver.as_ref())
+        .chain(rollback)
+        .collect();
+    apply::prune_charts(c.client, c.shared_charts, app, &kept)
+        .await
+        .map_err(ReconcileError::Charts)
+}
+
+/// How the fleet stands once every write of the reconcile is done: the
+/// refused writes and a failed step reach the conditions and the counts;
+/// the status is written when it changed but for timestamps.
+pub(super) async fn report(
+    apis: &Apis,
+    app: &NodePoolApplication,
+    planned: &mut Plan,
+    applied: &Applied,
+    failed: Option<&ReconcileError>,
+) -> Result<Published, ReconcileError> {
+    let report = &mut planned.report;
+    report.writes_refused(&applied.refused);
+    report.failed_step = failed.map(|e| (e.step_reason().to_string(), e.to_string()));
+    let before = app.status.clone().unwrap_or_default();
+    let published = report.publish(&before, &applied.done);
+    if !events::same_ignoring_timestamps(&before, &published.status) {
+        apply::apply_status(&apis.applications, &app.name_any(), &published.status)
+            .await
+            .map_err(ReconcileError::Status)?;
+    }
+    Ok(published)
+}
