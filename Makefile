@@ -45,6 +45,10 @@ cluster-down: ## Stop the local control plane and forget its state
 crds: ## Regenerate crds/ from the Rust types
 	cargo run --quiet -- crd > crds/apps.fanout.dev_nodepoolapplications.yaml
 
+.PHONY: api-reference
+api-reference: ## Regenerate docs/reference/api.md, the API reference, from the Rust types
+	cargo run --quiet -- crd --reference > docs/reference/api.md
+
 POOLS ?= 50
 .PHONY: bench-fanout
 bench-fanout: ## Time the fan-out to POOLS pools: shared chart vs a chart per release vs the same releases written directly (starts the local control plane)

@@ -8,7 +8,7 @@ mod chart;
 pub mod conditions;
 pub mod naming;
 mod pools;
-
+pub mod reference;
 mod schema;
 mod spec;
 mod status;

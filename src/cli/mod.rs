@@ -38,7 +38,12 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Print the NodePoolApplication CustomResourceDefinition as YAML.
-    Crd,
+    Crd {
+        /// Print the API reference instead: the CRD's schema as Markdown,
+        /// as in docs/reference/api.md.
+        #[arg(long)]
+        reference: bool,
+    },
     /// Print the HelmReleases an application would get, without a cluster.
     Render(RenderArgs),
     /// Print one line per pool of each application (as `flux get`): nodes,
@@ -104,8 +109,13 @@ pub enum CliError {
 /// Runs one command; returns whether it succeeded.
 pub async fn execute(cli: Cli, out: &mut impl Write, err: &mut impl Write) -> Result<bool, CliError> {
     match cli.command {
-        Command::Crd => {
-            out.write_all(api::crds_yaml()?.as_bytes())?;
+        Command::Crd { reference } => {
+            let text = if reference {
+                api::reference::api_reference()
+            } else {
+                api::crds_yaml()?
+            };
+            out.write_all(text.as_bytes())?;
             Ok(true)
         }
         Command::Render(args) => {
