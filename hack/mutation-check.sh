@@ -58,7 +58,7 @@ for patch in hack/mutants/*.patch; do
   restore
   took=$(( $(date +%s) - start ))
   first=$(grep -m1 -o 'first violation [0-9.]* s after' "$log" | grep -o '[0-9.]*' || true)
-  invariant=$(grep -m1 -o 'VIOLATION [a-zA-Z ]* (README' "$log" | sed 's/^VIOLATION //; s/ (README$//' || true)
+  invariant=$(grep -m1 -o 'VIOLATION [a-zA-Z ]* (docs/' "$log" | sed 's/^VIOLATION //; s/ (docs\/$//' || true)
   if [[ $rc -ne 0 && -n $invariant ]]; then
     results+=("$(printf '%-32s %-8s %-18s %12s %10s' "$name" caught "$invariant" "${first:-after}" "$took")")
   else

@@ -16,7 +16,8 @@
 //! - [`console`]: the web console (`nodepool-fanout ui`), over what `get`
 //!   reads.
 //! - [`check`]: the invariant checker (`nodepool-fanout-check`), which
-//!   judges the README's promises from what the API server records.
+//!   judges the promises of the guides under docs/ from what the API
+//!   server records.
 
 pub mod api;
 pub mod chart;

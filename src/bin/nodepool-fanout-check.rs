@@ -1,5 +1,5 @@
-//! `nodepool-fanout-check`: watches a cluster and judges the README's
-//! promises from what its API server records (see
+//! `nodepool-fanout-check`: watches a cluster and judges the promises of
+//! the guides under docs/ from what its API server records (see
 //! [`nodepool_fanout::check`]). Prints each violation as it is found and,
 //! at the end, how many times each invariant was judged and broken; exits
 //! 1 when any was broken.

@@ -1,6 +1,6 @@
 //! Approvals: no pool of a wave that requires approval, nor of any wave
 //! after it, is updated to a revision before the application carries that
-//! revision's approval of that step (README: Rollouts, "Approval between
+//! revision's approval of that step (docs/rollouts.md, "Approval between
 //! waves"). An approval of another revision, or of another step, lets
 //! nothing go: it never carries over to the next change.
 //!

@@ -1,5 +1,5 @@
 //! Bounded: an application's status stays small whatever the fleet's
-//! size (README: Status and conditions): at most 40 pools listed, each
+//! size (docs/concepts.md, "Status"): at most 40 pools listed, each
 //! message cut to 1 KiB, the whole status under 64 KiB, so etcd's object
 //! limit is never near. The controller's memory is the soak's to judge:
 //! it reads the process's own metrics.
@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::{text, Invariant, Record, Violation};
 
-/// The README's bounds.
+/// The bounds docs/concepts.md states.
 pub const MAX_STATUS_BYTES: usize = 64 * 1024;
 pub const MAX_LISTED_POOLS: usize = 40;
 pub const MAX_POOL_MESSAGE_BYTES: usize = 1024;

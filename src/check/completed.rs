@@ -2,8 +2,8 @@
 //! `Complete` (for its current generation), R is never halted or taken
 //! back. The application never reads R `Halted`, `RollingBack` or
 //! `RolledBack` again, and no release is written rolled back from R. A
-//! later failure on R is that pool's failure, never the fleet's (README:
-//! Rollouts, "Completed means completed").
+//! later failure on R is that pool's failure, never the fleet's
+//! (docs/rollouts.md, "Completed means completed").
 //!
 //! Judged on what carries R in its own words, the rollback annotation,
 //! so a spec change under way (whose release writes the application's

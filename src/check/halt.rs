@@ -2,7 +2,7 @@
 //! `Halted`, `RollingBack` or `RolledBack` (for its current generation),
 //! no pool that had not taken R is written at R until the revision
 //! changes or a person edits the application (its generation moves: new
-//! rollout settings, another selection), as the README says a halt ends,
+//! rollout settings, another selection), as docs/rollouts.md says a halt ends,
 //! or the revision reads `Complete` after all (every pool done with it).
 //! Ordered by resourceVersion, which etcd numbers in one sequence, so a
 //! release written before the halt and delivered after it by its own

@@ -1,5 +1,5 @@
 //! Liveness: once faults stop and a good revision is written, the fleet
-//! settles (README: Faults, "The fault soak"). Judged of one application
+//! settles (docs/local-plane-and-tests.md, "The fault soak"). Judged of one application
 //! and its releases as the API server serves them at one moment; the
 //! soak asks until it holds or its bound passes.
 

@@ -3,8 +3,8 @@
 //! taken down when a write changes its release's spec (its spec hash:
 //! a new revision, a rollback, the pool's own change) while the release
 //! was Ready for its generation, and is back once Ready for the new one.
-//! A release not Ready before its write was unavailable already: the
-//! README lets those start at once, whatever the slots, and so does a
+//! A release not Ready before its write was unavailable already:
+//! docs/rollouts.md lets those start at once, whatever the slots, and so does a
 //! new pool. Being Ready is judged without `minReadySeconds`, so a
 //! soaking pool counts as back here: the check errs on the lenient side.
 
@@ -80,7 +80,7 @@ impl Updating {
     }
 }
 
-/// `maxUnavailable` of a Progressive rollout, resolved as the README says
+/// `maxUnavailable` of a Progressive rollout, resolved as docs/rollouts.md says
 /// (a count, or a percentage of the selected pools rounded down, at least
 /// one); `None` for any other strategy.
 fn limit(application: &Value) -> Option<usize> {

@@ -1,36 +1,37 @@
 //! The invariant checker: judges, from what the API server records, the
-//! promises the README makes, while faults fly. It reads the objects as a
-//! watch delivers them (every version of every HelmRelease and
+//! promises the guides under docs/ make, while faults fly. It reads the
+//! objects as a watch delivers them (every version of every HelmRelease and
 //! NodePoolApplication, each with the time it was seen) and never the
 //! controller's logs or its code: a rule is judged here in its own words,
 //! so a bug in the controller's reading of it is not shared.
 //!
 //! Each invariant is a module with a function from the world as it stands
 //! and one new record to the violations that record shows. A violation
-//! names the invariant, the README section it checks, the objects, and
+//! names the invariant, the docs section it checks, the objects, and
 //! the ordered records of the application that led to it.
 //!
 //! What is judged so far:
 //! - [`max_unavailable`]: a Progressive rollout never has more pools
-//!   updating than `maxUnavailable` (README: Rollouts).
+//!   updating than `maxUnavailable` (docs/rollouts.md).
 //! - [`halt`]: after a revision reads halted or rolled back, no pool that
-//!   had not taken it is written at it (README: Rollouts).
+//!   had not taken it is written at it (docs/rollouts.md).
 //! - [`isolation`]: no two HelmReleases drive one Helm release of one
-//!   cluster, and no object is in two releases' inventories (README: One
-//!   instance per pool, really).
+//!   cluster, and no object is in two releases' inventories
+//!   (docs/isolation.md, "One instance per pool, really").
 //! - [`ownership`]: our field managers are on no object we do not own
-//!   (README: Bad input and ownership).
+//!   (docs/isolation.md, "Bad input and ownership").
 //! - [`approval`]: no pool of a wave that needs approval, or after it,
-//!   is updated before that revision's approval of that step (README:
-//!   Rollouts).
+//!   is updated before that revision's approval of that step
+//!   (docs/rollouts.md).
 //! - [`completed`]: a revision once complete is never halted or taken
-//!   back (README: Rollouts).
+//!   back (docs/rollouts.md).
 //! - [`window`]: no pool is updated to a new revision while every window
-//!   of the application that applies to it is closed (README: Rollouts).
+//!   of the application that applies to it is closed (docs/rollouts.md).
 //! - [`bounded`]: an application's status stays under its bounds
-//!   (README: Status).
-//! - [`liveness`]: once faults stop, every application settles (README:
-//!   Faults); judged by the soak, which knows when faults stop.
+//!   (docs/concepts.md, "Status").
+//! - [`liveness`]: once faults stop, every application settles
+//!   (docs/local-plane-and-tests.md, "Faults"); judged by the soak, which
+//!   knows when faults stop.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -132,9 +133,9 @@ impl std::fmt::Display for Violation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(
             f,
-            "VIOLATION {} (README: {}): {}",
+            "VIOLATION {} ({}): {}",
             self.invariant.name(),
-            self.invariant.readme_section(),
+            self.invariant.docs_section(),
             self.message
         )?;
         for object in &self.objects {
@@ -147,7 +148,7 @@ impl std::fmt::Display for Violation {
     }
 }
 
-/// The invariants judged, each a README promise.
+/// The invariants judged, each a promise of the guides under docs/.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Invariant {
     MaxUnavailable,
@@ -188,18 +189,17 @@ impl Invariant {
         }
     }
 
-    /// The README section whose promise it checks.
-    pub fn readme_section(self) -> &'static str {
+    /// The docs section whose promise it checks, as a link from the
+    /// repository's root: the page and the section's anchor.
+    pub fn docs_section(self) -> &'static str {
         match self {
-            Self::MaxUnavailable
-            | Self::HaltHolds
-            | Self::CompletedStays
-            | Self::Approvals
-            | Self::Windows => "Rollouts",
-            Self::Bounded => "Status",
-            Self::Liveness => "Faults",
-            Self::Isolation => "One instance per pool, really",
-            Self::Ownership => "Bad input and ownership",
+            Self::MaxUnavailable | Self::HaltHolds | Self::CompletedStays => "docs/rollouts.md",
+            Self::Approvals => "docs/rollouts.md#approval-between-waves",
+            Self::Windows => "docs/rollouts.md#maintenance-windows",
+            Self::Bounded => "docs/concepts.md#status",
+            Self::Liveness => "docs/local-plane-and-tests.md#faults",
+            Self::Isolation => "docs/isolation.md#one-instance-per-pool-really",
+            Self::Ownership => "docs/isolation.md#bad-input-and-ownership",
         }
     }
 }

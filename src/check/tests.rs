@@ -312,7 +312,7 @@ fn a_completed_revision_halted_or_taken_back_is_caught_and_a_rollback_of_an_unfi
         application("gw", 10, rollback.clone(), "r2", "Progressing", 2),
     );
     seen(&mut checker, 1, Kind::HelmRelease, release("gw", "a", 11, 2, "r2", "h2", false));
-    // r2 never completed: taking it back is the rollback the README promises.
+    // r2 never completed: taking it back is the rollback docs/rollouts.md promises.
     let found = seen(
         &mut checker,
         2,

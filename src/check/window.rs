@@ -1,6 +1,6 @@
 //! Windows: no pool is updated to a new revision while every maintenance
-//! window of the application that applies to it is closed (README:
-//! Rollouts, "Maintenance windows").
+//! window of the application that applies to it is closed
+//! (docs/rollouts.md, "Maintenance windows").
 //!
 //! Judged for the windows of `spec.rollout.windows` that list their pools
 //! by name or take every pool; an application with a window chosen by

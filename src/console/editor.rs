@@ -20,8 +20,8 @@ use super::{html, pages, unavailable, Console, Controls};
 use crate::api::{DeletionPolicy, NodePoolApplication};
 use crate::cli::render;
 
-/// What a new application starts from: the example of the README, to
-/// change.
+/// What a new application starts from: the example of the front page
+/// (README.md, explained in docs/concepts.md), shortened, to change.
 const TEMPLATE: &str = r#"apiVersion: apps.fanout.dev/v1alpha1
 kind: NodePoolApplication
 metadata:

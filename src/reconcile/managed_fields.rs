@@ -2,7 +2,7 @@
 //!
 //! A new HelmRelease is created with a plain create: at ten thousand pools
 //! the API server takes about a third longer to create by server-side apply
-//! (see the README's Scale section). A create records our fields under an
+//! (see docs/performance.md, "Scale"). A create records our fields under an
 //! `Update` entry of our field manager, though, and a later apply prunes
 //! only the fields its own `Apply` entry owns: a value dropped from the
 //! application would stay on the release for good. So before the first

@@ -97,7 +97,7 @@ async fn the_checker_passes_a_progressive_rollout_and_catches_a_foreign_release_
     let violations: Vec<&str> = stdout.lines().filter(|l| l.starts_with("VIOLATION")).collect();
     assert_eq!(violations.len(), 1, "{stdout}");
     assert!(
-        violations[0].starts_with("VIOLATION ownership (README: Bad input and ownership)")
+        violations[0].starts_with("VIOLATION ownership (docs/isolation.md#bad-input-and-ownership)")
             && violations[0].contains("someone-elses"),
         "{stdout}"
     );

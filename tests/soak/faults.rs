@@ -696,7 +696,7 @@ async fn apply(env: &TestEnv, manifest: &Value) {
 /// A HelmRelease of someone else's in the soak's namespace, labelled as
 /// if it were the first application's (copied labels are common) but owned
 /// by none, and suspended so that Flux leaves it be: nothing of ours may
-/// write or delete it (README: Bad input and ownership).
+/// write or delete it (docs/isolation.md, "Bad input and ownership").
 const FOREIGN: &str = "someone-elses";
 
 async fn create_foreign(env: &TestEnv) {

@@ -206,7 +206,7 @@ impl Memory {
         if bytes > MEMORY_LIMIT {
             self.over += 1;
             println!(
-                "VIOLATION bounded (README: Status): the controller holds {bytes} bytes, over its limit"
+                "VIOLATION bounded (docs/concepts.md#status): the controller holds {bytes} bytes, over its limit"
             );
         }
     }
@@ -235,7 +235,7 @@ impl Foreign {
         self.broken = true;
         let at = started.elapsed().as_millis().max(1) as u64;
         let _ = first.compare_exchange(0, at, Ordering::SeqCst, Ordering::SeqCst);
-        println!("[seed {seed}] VIOLATION ownership (README: Bad input and ownership): {what}");
+        println!("[seed {seed}] VIOLATION ownership (docs/isolation.md#bad-input-and-ownership): {what}");
     }
 
     fn add_to(&self, summary: &mut Summary) {
