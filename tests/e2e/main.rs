@@ -8,9 +8,8 @@
 //! `cargo test --test e2e -- --exact rollout::a_change_that_takes_its_pool_offline_halts_the_rollout`.
 //!
 //! The tests that stop parts of a control plane start a private one each
-//! (`PrivateCluster`, tests/support/private_cluster.rs), at most one per
-//! process, so they are test binaries of their own:
-//! `tests/e2e_*_outage.rs`, `tests/e2e_pool_api_missing.rs`.
+//! (`PrivateCluster`), so that their outages disturb no test here: they are
+//! the binary of their own `tests/private_plane/`.
 //!
 //! This binary includes `support` with no blanket `dead_code` allowance: a
 //! shared helper no test uses any more is a warning here.

@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -39,16 +40,18 @@ fn local_kubeconfig() -> PathBuf {
     repo_root().join("target/local-cluster/kubeconfig")
 }
 
-/// The kubeconfig of this test binary's private control plane, when it has
-/// one (see `PrivateCluster` in `private_cluster.rs`).
-pub static PRIVATE_KUBECONFIG: OnceLock<PathBuf> = OnceLock::new();
+/// Set in a test binary whose tests each run on a control plane of their
+/// own (`PrivateCluster`, tests/private_plane/): a helper that would reach
+/// the shared plane there fails the test instead.
+pub static SHARED_PLANE_REFUSED: AtomicBool = AtomicBool::new(false);
 
 /// Starts the local control plane once per test binary, unless `KUBECONFIG`
 /// points at a cluster other than ours, and returns the kubeconfig to use.
 fn kubeconfig_path() -> &'static Path {
-    if let Some(private) = PRIVATE_KUBECONFIG.get() {
-        return private;
-    }
+    assert!(
+        !SHARED_PLANE_REFUSED.load(Ordering::SeqCst),
+        "this test runs on a control plane of its own: pass its kubeconfig (PrivateCluster::env, ::controller), not the shared plane's"
+    );
     static PATH: OnceLock<PathBuf> = OnceLock::new();
     PATH.get_or_init(|| {
         let ours = local_kubeconfig();
@@ -79,7 +82,11 @@ fn kubeconfig_path() -> &'static Path {
 /// A client for the test cluster. Each test makes its own: a client's
 /// connections belong to the runtime of the test that made it.
 pub async fn client() -> Client {
-    let path = kubeconfig_path();
+    client_of(kubeconfig_path()).await
+}
+
+/// A client for the cluster of a kubeconfig file.
+pub async fn client_of(path: &Path) -> Client {
     let kubeconfig = Kubeconfig::read_from(path)
         .unwrap_or_else(|e| panic!("cannot read kubeconfig {}: {e}", path.display()));
     let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
@@ -158,7 +165,17 @@ pub struct TestEnv {
 
 impl TestEnv {
     pub async fn new(test: &str) -> Self {
-        let client = client().await;
+        Self::with_client(test, client().await).await
+    }
+
+    /// As `new`, on the cluster of another kubeconfig (a private control
+    /// plane's).
+    #[allow(dead_code)] // the private planes' binary's, not the shared plane's
+    pub async fn on(test: &str, kubeconfig: &Path) -> Self {
+        Self::with_client(test, client_of(kubeconfig).await).await
+    }
+
+    async fn with_client(test: &str, client: Client) -> Self {
         let prefix = format!("{test}-{}", unique_suffix());
         let namespaces: Api<Namespace> = Api::all(client.clone());
         let ns: Namespace = serde_json::from_value(json!({

@@ -8,26 +8,22 @@
 //!
 //! The outage would break every other test's requests, so this test has a
 //! control plane of its own (`PrivateCluster`).
-#[path = "support/private_cluster.rs"]
-mod private_cluster;
-#[allow(dead_code, unused_imports)] // this binary uses a part of the shared helpers
-mod support;
-
 use std::time::Duration;
 
 use kube::api::DeleteParams;
 use kube::Api;
-use private_cluster::PrivateCluster;
 use serde_json::json;
-use support::apps::{apply_app, ingress_app, ready_is, releases_by_pool, wait_app, READY_TIMEOUT};
-use support::{ensure_crd, nodepool_resource, RunningController, TestEnv, TestResult};
+
+use crate::private_cluster::PrivateCluster;
+use crate::support::apps::{apply_app, ingress_app, ready_is, releases_by_pool, wait_app, READY_TIMEOUT};
+use crate::support::{ensure_crd, nodepool_resource, TestResult};
 
 const OUTAGE: Duration = Duration::from_secs(30);
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_controller_rides_out_an_api_server_outage_while_pools_change() -> TestResult {
     let cluster = PrivateCluster::up("apiserver-outage", 16500);
-    let mut env = TestEnv::new("outage").await;
+    let mut env = cluster.env("outage").await;
     ensure_crd(&env.client).await;
     let tag = env.prefix.clone();
     let a = env.create_pool("a", &[("e2e", &tag), ("region", "east")], 1).await;
@@ -39,7 +35,7 @@ async fn the_controller_rides_out_an_api_server_outage_while_pools_change() -> T
         "--leader-election-namespace",
         &env.namespace,
     ];
-    let mut controller = RunningController::start_with(&env.namespace, &flags);
+    let mut controller = cluster.controller(&env.namespace, &flags);
     apply_app(&env, &ingress_app(&env, json!({}))).await?;
     wait_app(&env, &controller, "READY 2/2 before the outage", READY_TIMEOUT, ready_is("2/2")).await;
 

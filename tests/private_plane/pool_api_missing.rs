@@ -3,30 +3,25 @@
 //! once the CRD is installed the controller restarts to watch the new kind
 //! (as a Deployment's pod would be restarted) and fans out. On a control
 //! plane of its own, since it deletes a CRD the other tests use.
-#[path = "support/private_cluster.rs"]
-#[allow(dead_code)] // this test stops no component of its plane
-mod private_cluster;
-#[allow(dead_code, unused_imports)] // this binary uses a part of the shared helpers
-mod support;
-
 use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, ObjectMeta, PostParams};
 use kube::Api;
-use private_cluster::PrivateCluster;
 use serde_json::json;
-use support::apps::{
+
+use crate::private_cluster::PrivateCluster;
+use crate::support::apps::{
     apply_app, ingress_app, ready_is, releases_by_pool, stalled_because, wait_app, READY_TIMEOUT,
 };
-use support::{condition, ensure_crd, nodeunit_resource, wait_for, RunningController, TestEnv, TestResult};
+use crate::support::{condition, ensure_crd, nodeunit_resource, wait_for, TestResult};
 
 const NODEUNIT_CRD: &str = "nodeunits.site.superedge.io";
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_kind_the_cluster_does_not_serve_stalls_until_its_crd_is_installed() -> TestResult {
-    let _cluster = PrivateCluster::up("pool-api-missing", 16540);
-    let mut env = TestEnv::new("apimissing").await;
+    let cluster = PrivateCluster::up("pool-api-missing", 16540);
+    let mut env = cluster.env("apimissing").await;
     ensure_crd(&env.client).await;
     let crds: Api<CustomResourceDefinition> = Api::all(env.client.clone());
     let saved = crds.get(NODEUNIT_CRD).await?;
@@ -46,7 +41,7 @@ async fn a_kind_the_cluster_does_not_serve_stalls_until_its_crd_is_installed() -
     let unit = env.pool_name("u1");
     let node = format!("{unit}-node-0");
     env.create_labelled_node(&node, &[(&unit, "nodeunits.superedge.io")]).await;
-    let mut controller = RunningController::start(&env.namespace);
+    let mut controller = cluster.controller(&env.namespace, &[]);
     let app = ingress_app(&env, json!({ "pools": { "kind": "SuperEdge", "names": [unit] } }));
     apply_app(&env, &app).await?;
     let status = wait_app(
@@ -106,7 +101,7 @@ async fn a_kind_the_cluster_does_not_serve_stalls_until_its_crd_is_installed() -
         "it says why it stopped:\n{}",
         controller.log_tail()
     );
-    let controller = RunningController::start(&env.namespace);
+    let controller = cluster.controller(&env.namespace, &[]);
     wait_app(&env, &controller, "READY 1/1 once NodeUnits are served", READY_TIMEOUT, ready_is("1/1")).await;
     assert_eq!(releases_by_pool(&env).await.into_keys().collect::<Vec<_>>(), [unit]);
     env.cleanup().await;

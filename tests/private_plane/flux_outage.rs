@@ -5,18 +5,14 @@
 //!
 //! Stopping helm-controller would stall every other test's releases, so this
 //! test has a control plane of its own (`PrivateCluster`).
-#[path = "support/private_cluster.rs"]
-mod private_cluster;
-#[allow(dead_code, unused_imports)] // this binary uses a part of the shared helpers
-mod support;
-
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use private_cluster::PrivateCluster;
 use serde_json::{json, Value};
-use support::apps::{apply_app, ingress_app, ready_is, releases_by_pool, wait_app, READY_TIMEOUT};
-use support::{ensure_crd, RunningController, TestEnv, TestResult};
+
+use crate::private_cluster::PrivateCluster;
+use crate::support::apps::{apply_app, ingress_app, ready_is, releases_by_pool, wait_app, READY_TIMEOUT};
+use crate::support::{ensure_crd, TestResult};
 
 /// How long the test watches the status while helm-controller is away.
 const WATCH_WHILE_DOWN: Duration = Duration::from_secs(20);
@@ -67,12 +63,12 @@ fn progressing_not_failed(pools: usize) -> impl Fn(&Value) -> Result<(), String>
 #[tokio::test(flavor = "multi_thread")]
 async fn releases_stay_and_wait_as_progressing_while_helm_controller_is_down() -> TestResult {
     let cluster = PrivateCluster::up("flux-outage", 16520);
-    let mut env = TestEnv::new("fluxdown").await;
+    let mut env = cluster.env("fluxdown").await;
     ensure_crd(&env.client).await;
     let tag = env.prefix.clone();
     env.create_pool("a", &[("e2e", &tag), ("region", "east")], 1).await;
     env.create_pool("b", &[("e2e", &tag), ("region", "west")], 1).await;
-    let controller = RunningController::start(&env.namespace);
+    let controller = cluster.controller(&env.namespace, &[]);
     apply_app(&env, &ingress_app(&env, spec("info"))).await?;
     wait_app(&env, &controller, "READY 2/2 before the outage", READY_TIMEOUT, ready_is("2/2")).await;
     let before = uids(&releases_by_pool(&env).await);
