@@ -1,5 +1,9 @@
 //! Plan: building each pool's release: values, overrides, names, placement.
 
+mod charts;
+mod hashes;
+mod values;
+
 use super::*;
 
 #[test]
@@ -45,69 +49,6 @@ fn helm_release_object_shape() {
                     "sourceRef": { "kind": "HelmRepository", "name": "fixtures", "namespace": "flux-system" } })
     );
     assert!(spec.get("targetNamespace").is_none() && spec.get("suspend").is_none());
-}
-
-#[test]
-fn values_are_templated_per_pool_with_node_selector() {
-    let plan = Scenario::of(&app(json!({}))).over(&pools()).plan();
-    for pool in ["hangzhou", "shanghai"] {
-        assert_eq!(
-            desired(&plan, pool)["spec"]["values"],
-            json!({ "controller": { "replicas": 1, "ingressClass": { "name": pool },
-                        "nodeSelector": { "apps.openyurt.io/nodepool": pool } } })
-        );
-    }
-}
-
-#[test]
-fn node_selector_goes_to_every_values_path_with_a_custom_label() {
-    let a = app(json!({ "placement": { "nodeLabel": "example.com/pool",
-            "valuesPaths": ["controller.nodeSelector", "admission.nodeSelector"] } }));
-    let values = desired(&Scenario::of(&a).over(&pools()).plan(), "hangzhou")["spec"]["values"].clone();
-    assert_eq!(values["controller"]["nodeSelector"], json!({ "example.com/pool": "hangzhou" }));
-    assert_eq!(values["admission"]["nodeSelector"], json!({ "example.com/pool": "hangzhou" }));
-}
-
-#[test]
-fn overrides_apply_in_order_later_wins() {
-    let a = app(json!({ "overrides": [
-            { "pools": { "names": ["hangzhou"] }, "values": { "controller": { "replicas": 2, "a": 1 } } },
-            { "pools": { "selector": { "matchLabels": { "region": "east" } } }, "values": { "controller": { "replicas": 3 } } },
-            { "pools": { "names": ["shanghai"] }, "values": { "controller": { "replicas": 4 } } }
-        ] }));
-    let plan = Scenario::of(&a).over(&pools()).plan();
-    let hz = &desired(&plan, "hangzhou")["spec"]["values"]["controller"];
-    assert_eq!((hz["replicas"].clone(), hz["a"].clone()), (json!(3), json!(1)));
-    assert_eq!(desired(&plan, "shanghai")["spec"]["values"]["controller"]["replicas"], 4);
-}
-
-#[test]
-fn null_in_an_override_is_kept_for_helm() {
-    let a = app(json!({ "overrides": [
-            { "pools": { "names": ["hangzhou"] }, "values": { "controller": { "ingressClass": null } } }
-        ] }));
-    let plan = Scenario::of(&a).over(&pools()).plan();
-    assert_eq!(desired(&plan, "hangzhou")["spec"]["values"]["controller"]["ingressClass"], Value::Null);
-    assert_eq!(
-        desired(&plan, "shanghai")["spec"]["values"]["controller"]["ingressClass"]["name"],
-        "shanghai"
-    );
-}
-
-#[test]
-fn values_from_keeps_references_in_order_and_renders_names() {
-    let a = app(json!({
-        "valuesFrom": [{ "kind": "ConfigMap", "name": "common" }],
-        "overrides": [
-            { "pools": { "names": ["hangzhou"] }, "valuesFrom": [{ "kind": "Secret", "name": "creds-{{pool.name}}", "valuesKey": "v" }] },
-            { "pools": { "names": ["shanghai"] }, "valuesFrom": [{ "kind": "Secret", "name": "other" }] }
-        ]
-    }));
-    let plan = Scenario::of(&a).over(&pools()).plan();
-    assert_eq!(
-        desired(&plan, "hangzhou")["spec"]["valuesFrom"],
-        json!([{ "kind": "ConfigMap", "name": "common" }, { "kind": "Secret", "name": "creds-hangzhou", "valuesKey": "v" }])
-    );
 }
 
 #[test]
@@ -214,53 +155,6 @@ fn one_bad_pool_does_not_stop_the_others() {
 }
 
 #[test]
-fn values_too_deep_fail_only_the_pools_they_apply_to() {
-    let mut deep = json!("x");
-    for _ in 0..crate::values::merge::MAX_DEPTH {
-        deep = json!({ "a": deep });
-    }
-    let just_enough = deep.clone();
-    let too_deep = json!({ "a": deep });
-    let a = app(json!({ "overrides": [
-            { "pools": { "names": ["hangzhou"] }, "values": just_enough },
-            { "pools": { "names": ["shanghai"] }, "values": too_deep }
-        ] }));
-    let plan = Scenario::of(&a).over(&pools()).plan();
-    assert_eq!(applied_pools(&plan), ["hangzhou"]);
-    let Outcome::Failed { field, message } = outcome(&plan, "shanghai") else {
-        panic!("{plan:#?}")
-    };
-    assert_eq!(field, "overrides[1].values");
-    assert_eq!(message, "values nest 65 levels deep, more than the 64 allowed; flatten them");
-}
-
-#[test]
-fn a_values_path_that_nests_the_values_too_deep_fails_the_pool() {
-    // Admission takes 16 segments at most; past it (a CRD installed by
-    // hand, an older one), the values written must still read back.
-    let long: Vec<String> = (0..124).map(|i| format!("k{i}")).collect();
-    let a = app(json!({ "placement": { "valuesPaths": [long.join(".")] } }));
-    let plan = Scenario::of(&a).over(&pools()).plan();
-    assert!(plan.apply.is_empty(), "{:?}", applied_pools(&plan));
-    let Outcome::Failed { field, message } = outcome(&plan, "hangzhou") else {
-        panic!("{plan:#?}")
-    };
-    assert_eq!(field, "placement.valuesPaths[0]");
-    assert!(message.contains("more than the 64 allowed"), "{message}");
-}
-
-#[test]
-fn bad_values_path_fails_the_pool_naming_the_path() {
-    let a = app(json!({ "values": { "controller": "off" } }));
-    let plan = Scenario::of(&a).over(&pools()).plan();
-    let Outcome::Failed { field, message } = outcome(&plan, "hangzhou") else {
-        panic!()
-    };
-    assert_eq!(field, "placement.valuesPaths[0]");
-    assert!(message.contains("\"controller.nodeSelector\""), "{message}");
-}
-
-#[test]
 fn foreign_name_is_a_conflict_never_applied_or_pruned() {
     let taken = naming::release_name("gw", "hangzhou");
     let plan = Scenario::of(&app(json!({}))).over(&pools()).beside(&[&taken]).plan();
@@ -283,21 +177,6 @@ fn deselected_pools_are_pruned() {
     assert_eq!(plan.status().selected_pools, 2);
 }
 
-#[test]
-fn matching_hashes_are_a_no_op() {
-    let a = app(json!({}));
-    let first = Scenario::of(&a).over(&pools()).plan();
-    let owned: Vec<_> = first.apply.iter().map(|d| ready_release(&d.name, &d.pool, &d.spec_hash)).collect();
-    let second = Scenario::of(&a).over(&pools()).owning(owned).plan();
-    assert!(second.apply.is_empty(), "{second:#?}");
-    assert_eq!(second.unchanged.len(), 2);
-    assert!(second.pools.iter().all(|p| p.outcome == Outcome::Unchanged));
-    assert_eq!(second.status().ready, "2/2");
-    let ready = second.status().conditions.iter().find(|c| c.type_ == "Ready").unwrap().clone();
-    assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("True", "Succeeded"));
-    assert_eq!(second.status().chart_version.as_deref(), Some("1.0.0"));
-}
-
 pub(super) fn with_chart(a: &NodePoolApplication, owned: Vec<ObservedRelease>, chart: &Chart) -> Plan {
     plan(&PlanInput {
         history: None,
@@ -315,63 +194,6 @@ pub(super) fn with_chart(a: &NodePoolApplication, owned: Vec<ObservedRelease>, c
         memo: None,
         first_install_alone: false,
     })
-}
-
-#[test]
-fn values_are_checked_against_the_schema_only_when_they_change() {
-    let chart = Chart {
-        compiled: Default::default(),
-        name: "ingress-gateway".into(),
-        version: "1.0.0".into(),
-        values: json!({}),
-        schema: Some(json!({ "type": "object", "properties": { "controller": { "type": "object",
-                "properties": { "replicas": { "type": "integer", "maximum": 2 } } } } })),
-    };
-    let bad = app(json!({ "overrides": [ { "pools": { "names": ["shanghai"] },
-            "values": { "controller": { "replicas": 9 } } } ] }));
-    let first = with_chart(&bad, vec![], &chart);
-    assert_eq!(applied_pools(&first), ["hangzhou"], "the pool breaking the schema is not written");
-    let Outcome::Failed { field, message } = outcome(&first, "shanghai") else {
-        panic!("{first:#?}")
-    };
-    assert_eq!(field, "values");
-    assert!(message.contains("/controller/replicas") && message.contains("maximum"), "{message}");
-
-    // A release already written with this very spec was checked then: the
-    // check is not repeated on every reconcile.
-    let written: Vec<_> = Scenario::of(&bad)
-        .over(&pools())
-        .plan()
-        .apply
-        .iter()
-        .map(|d| ready_release(&d.name, &d.pool, &d.spec_hash))
-        .collect();
-    let again = with_chart(&bad, written, &chart);
-    assert!(again.pools.iter().all(|p| p.outcome == Outcome::Unchanged), "{again:#?}");
-}
-
-#[test]
-fn a_changed_hash_is_applied_again() {
-    let a = app(json!({}));
-    let name = naming::release_name("gw", "hangzhou");
-    let plan = Scenario::of(&a)
-        .over(&pools())
-        .owning(vec![ready_release(&name, "hangzhou", "stale")])
-        .plan();
-    assert_eq!(applied_pools(&plan), ["hangzhou", "shanghai"]);
-    assert_eq!(plan.status().pools[0].reason, "Progressing");
-    assert_eq!(plan.status().pools[0].message, "updating the HelmRelease");
-}
-
-#[test]
-fn hashes_differ_per_pool_and_follow_the_spec() {
-    let plan = Scenario::of(&app(json!({}))).over(&pools()).plan();
-    assert_ne!(plan.apply[0].spec_hash, plan.apply[1].spec_hash);
-    let again = Scenario::of(&app(json!({ "interval": "5m" }))).over(&pools()).plan();
-    assert_ne!(plan.apply[0].spec_hash, again.apply[0].spec_hash);
-    assert_eq!(plan.apply[0].spec_hash.len(), 16);
-    let same = Scenario::of(&app(json!({}))).over(&pools()).plan();
-    assert_eq!(plan.apply, same.apply);
 }
 
 #[test]
@@ -429,72 +251,6 @@ fn no_uid_means_no_owner_reference() {
     a.metadata.uid = None;
     let plan = Scenario::of(&a).over(&pools()).plan();
     assert!(desired(&plan, "hangzhou")["metadata"].get("ownerReferences").is_none());
-}
-
-/// An application of an OCI chart: `spec.chartRef` instead of `spec.chart`.
-fn oci_app() -> NodePoolApplication {
-    let mut a = app(
-        json!({ "chartRef": { "kind": "OCIRepository", "name": "podinfo", "namespace": "flux-system" } }),
-    );
-    a.spec.chart = None;
-    a
-}
-
-#[test]
-fn releases_of_an_oci_chart_name_its_pinned_ocirepository() {
-    let a = oci_app();
-    let pinned = crate::chart::shared::chart_ref(&a.spec, "gw", "edge", "6.1.0@sha256:abc");
-    let planned = plan(&PlanInput {
-        history: None,
-        nodes: None,
-        app: &a,
-        pools: &pools().iter().collect::<Vec<_>>(),
-        owned: vec![],
-        others: &ListedReleases::default(),
-        now: now(),
-        chart_ref: Some(&pinned),
-        chart: None,
-        hold: None,
-        unserved: None,
-        clock_since: None,
-        memo: None,
-        first_install_alone: false,
-    });
-    assert_eq!(applied_pools(&planned), ["hangzhou", "shanghai"]);
-    for pool in ["hangzhou", "shanghai"] {
-        let hr = desired(&planned, pool);
-        assert_eq!(
-            hr["spec"]["chartRef"],
-            json!({ "kind": "OCIRepository", "name": pinned.name, "namespace": "flux-system" })
-        );
-        assert!(hr["spec"].get("chart").is_none(), "chart and chartRef are exclusive");
-    }
-    // The release's chartRef reads back as the pinned chart, so the copy
-    // is kept while a release still uses it.
-    let hr = desired(&planned, "hangzhou");
-    assert_eq!(super::super::observed::chart_ref_of(&hr), Some(pinned));
-}
-
-#[test]
-fn without_shared_charts_releases_name_the_users_ocirepository() {
-    let planned = Scenario::of(&oci_app()).over(&pools()).plan();
-    let hr = desired(&planned, "hangzhou");
-    assert_eq!(
-        hr["spec"]["chartRef"],
-        json!({ "kind": "OCIRepository", "name": "podinfo", "namespace": "flux-system" })
-    );
-}
-
-#[test]
-fn an_application_with_no_chart_fails_every_pool_with_what_to_set() {
-    let mut a = app(json!({}));
-    a.spec.chart = None;
-    let planned = Scenario::of(&a).over(&pools()).plan();
-    assert!(planned.apply.is_empty(), "{planned:#?}");
-    let Outcome::Failed { message, .. } = outcome(&planned, "hangzhou") else {
-        panic!("{planned:#?}")
-    };
-    assert!(message.contains("spec.chartRef"), "{message}");
 }
 
 #[test]

@@ -1,0 +1,80 @@
+//! Steps that need approval: a wave updated without it, an approval
+//! read late, a gated step whose pools are gone.
+use super::*;
+
+/// An application whose second step, `rest` (pool b), needs approval;
+/// pool c is of no step, the last wave.
+fn gated(rv: u64, approval: Option<&str>) -> Value {
+    let steps = json!({ "strategy": "Progressive", "steps": [
+        { "name": "canary", "pools": { "names": ["a"] } },
+        { "name": "rest", "pools": { "names": ["b"] }, "requireApproval": true }
+    ] });
+    let mut app = application("gw", rv, steps, "r2", "Progressing", 3);
+    if let Some(approval) = approval {
+        app["metadata"]["annotations"] = json!({ "apps.fanout.dev/approve": approval });
+    }
+    app
+}
+
+#[test]
+fn a_wave_updated_without_its_approval_or_with_another_revisions_is_caught() {
+    let mut checker = Checker::new();
+    seen(&mut checker, 0, Kind::Application, gated(10, None));
+    for (i, pool) in ["a", "b", "c"].iter().enumerate() {
+        seen(
+            &mut checker,
+            0,
+            Kind::HelmRelease,
+            release("gw", pool, 11 + i as u64, 1, "r1", "h1", true),
+        );
+    }
+    // The canary needs no approval.
+    let found = seen(&mut checker, 1, Kind::HelmRelease, release("gw", "a", 20, 2, "r2", "h2", true));
+    assert_eq!(of(&found, Invariant::Approvals), 0, "{found:?}");
+    // rest goes with an approval of the revision before: it lets nothing go.
+    seen(&mut checker, 2, Kind::Application, gated(21, Some("r1/rest")));
+    let found = seen(&mut checker, 3, Kind::HelmRelease, release("gw", "b", 22, 2, "r2", "h2", false));
+    assert!(found.is_empty(), "judged once a later version of the application is seen: {found:?}");
+    let found = seen(&mut checker, 4, Kind::Application, gated(23, Some("r1/rest")));
+    assert_eq!(of(&found, Invariant::Approvals), 1, "{found:?}");
+    let message = &found[0].message;
+    assert!(message.contains("gw-b (pool b)") && message.contains("r2/rest"), "{message}");
+    // Approved (by position), the last wave goes.
+    seen(&mut checker, 5, Kind::Application, gated(30, Some("r2/2")));
+    let found = seen(&mut checker, 6, Kind::HelmRelease, release("gw", "c", 31, 2, "r2", "h2", false));
+    assert_eq!(of(&found, Invariant::Approvals), 0, "{found:?}");
+    seen(&mut checker, 7, Kind::Application, gated(32, Some("r2/2")));
+    assert_eq!(checker.summary().violations.get(&Invariant::Approvals), Some(&1));
+}
+
+#[test]
+fn an_approval_its_watch_delivers_after_the_write_it_let_go_is_no_violation() {
+    let mut checker = Checker::new();
+    seen(&mut checker, 0, Kind::Application, gated(10, None));
+    seen(&mut checker, 0, Kind::HelmRelease, release("gw", "b", 11, 1, "r1", "h1", true));
+    seen(&mut checker, 1, Kind::HelmRelease, release("gw", "b", 25, 2, "r2", "h2", false));
+    // The approval was written (rv 24) before the release (rv 25).
+    let found = seen(&mut checker, 2, Kind::Application, gated(24, Some("r2/rest")));
+    assert!(found.is_empty(), "{found:?}");
+    let found = seen(&mut checker, 3, Kind::Application, gated(26, Some("r2/rest")));
+    assert!(found.is_empty(), "{found:?}");
+    // Pools not Ready before their write (unavailable already) go at once.
+    seen(&mut checker, 4, Kind::HelmRelease, release("gw", "c", 27, 1, "r1", "h1", false));
+    let found = seen(&mut checker, 5, Kind::HelmRelease, release("gw", "c", 28, 2, "r3", "h3", false));
+    seen(&mut checker, 6, Kind::Application, gated(29, None));
+    assert_eq!(of(&found, Invariant::Approvals), 0);
+    assert_eq!(checker.summary().violations.get(&Invariant::Approvals), None);
+}
+
+#[test]
+fn a_gated_step_whose_pools_are_gone_still_holds_the_waves_after_it() {
+    // Step rest lists pool b, which has no release (deleted): c, of the
+    // last wave, still needs rest's approval.
+    let mut checker = Checker::new();
+    seen(&mut checker, 0, Kind::Application, gated(10, None));
+    seen(&mut checker, 0, Kind::HelmRelease, release("gw", "c", 11, 1, "r1", "h1", true));
+    seen(&mut checker, 1, Kind::HelmRelease, release("gw", "c", 12, 2, "r2", "h2", true));
+    let found = seen(&mut checker, 2, Kind::Application, gated(13, None));
+    assert_eq!(of(&found, Invariant::Approvals), 1, "{found:?}");
+    assert!(found[0].message.contains("gw-c (pool c)") && found[0].message.contains("step(s) rest"));
+}

@@ -1,0 +1,99 @@
+//! An application's first install: one pool alone, the others once it
+//! is judged, in rollout order.
+use super::*;
+
+/// All at once, as the controller decides over pools of one cluster.
+fn first_alone() -> Settings {
+    Settings {
+        first_install_alone: true,
+        ..Settings::default()
+    }
+}
+
+fn first_install_waiters(d: &Decision) -> Vec<&str> {
+    pools_where(d, |p| p.note.as_ref().is_some_and(|n| n.reason == pool_reason::FIRST_INSTALL))
+}
+
+#[test]
+fn an_applications_first_install_goes_to_one_pool_alone() {
+    let fleet = Fleet::new().new_pool("c").new_pool("a").new_pool("b");
+    let d = fleet.decide(&first_alone(), 1);
+    assert_eq!(written(&d), ["a"]);
+    assert_eq!(first_install_waiters(&d), ["b", "c"]);
+    assert_eq!(d.state("b"), Some(PoolRollout::Waiting));
+    assert_eq!(d.phase, RolloutPhase::Progressing);
+    // A verdict on the first is worth a reconcile at once.
+    assert_eq!(d.waits_on_releases(1), Some(1));
+    // Without the rule (sites that are clusters), every pool at once.
+    assert_eq!(written(&fleet.decide(&Settings::default(), 1)), ["a", "b", "c"]);
+}
+
+#[test]
+fn the_others_wait_while_the_first_install_is_under_way_and_go_once_it_is_judged() {
+    let updating = status(ReleaseState::Progressing, false, None);
+    let under_way = Fleet::new().current("b", 0, updating, 9_990).new_pool("a").new_pool("c");
+    let d = under_way.decide(&first_alone(), 1);
+    assert!(written(&d).is_empty(), "{:?}", d.pools);
+    assert_eq!(first_install_waiters(&d), ["a", "c"]);
+    let message = &d.pools["a"].note.as_ref().unwrap().message;
+    assert!(message.contains("pool \"b\""), "{message}");
+    for verdict in [ready(), status(ReleaseState::Failed, true, None)] {
+        let judged = Fleet::new().current("b", 0, verdict, 9_990).new_pool("a").new_pool("c");
+        assert_eq!(written(&judged.decide(&first_alone(), 1)), ["a", "c"]);
+    }
+    // Past its progressDeadline, the first is judged failed: no one waits longer.
+    let stuck = status(ReleaseState::Progressing, false, None);
+    let late = Fleet::new().current("b", 0, stuck, 10_000 - 601).new_pool("a");
+    assert_eq!(written(&late.decide(&first_alone(), 1)), ["a"]);
+}
+
+#[test]
+fn a_fleet_installed_before_or_a_first_pool_that_is_down_holds_no_install_back() {
+    // A release behind was installed at an earlier revision: new pools go at once.
+    let installed = Fleet::new().behind("b", 0, ready()).new_pool("a").new_pool("c");
+    assert_eq!(written(&installed.decide(&first_alone(), 1)), ["a", "b", "c"]);
+    // Written at this revision already and not judged yet (all at once, or
+    // helm-controller is away), but Helm installed it before: an update
+    // of the fleet, which new pools join at once.
+    let upgrading = ReleaseStatus {
+        installed_before: true,
+        ..status(ReleaseState::Progressing, false, None)
+    };
+    let update = Fleet::new().current("b", 0, upgrading, 9_990).new_pool("a").new_pool("c");
+    let d = update.decide(&first_alone(), 1);
+    assert_eq!(written(&d), ["a", "c"]);
+    assert!(first_install_waiters(&d).is_empty(), "{:?}", d.pools);
+    // The first's release is suspended (an override): Helm installs
+    // nothing there, and the next goes first.
+    let updating = status(ReleaseState::Progressing, false, None);
+    let suspended = Fleet::new()
+        .current("a", 0, updating, 9_990)
+        .new_pool("b")
+        .new_pool("c")
+        .suspended("a");
+    let d = suspended.decide(&first_alone(), 1);
+    assert_eq!(written(&d), ["b"]);
+    assert_eq!(first_install_waiters(&d), ["c"]);
+    // Releases written suspended install nothing: none waits for another.
+    let written_suspended = Fleet::new().new_pool("a").new_pool("b").suspended("a").suspended("b");
+    assert_eq!(written(&written_suspended.decide(&first_alone(), 1)), ["a", "b"]);
+    // The first's write was refused (a bad override): the next goes first,
+    // and the refused one is written again, since it may be fixed.
+    let refused = Fleet::new().new_pool("a").new_pool("b").new_pool("c").refused("a");
+    let d = refused.decide(&first_alone(), 1);
+    assert_eq!(written(&d), ["a", "b"]);
+    assert_eq!(first_install_waiters(&d), ["c"]);
+    // The first in order is down: the next goes first.
+    let down = Fleet::new().new_pool("a").new_pool("b").new_pool("c").down_since("a", 9_990);
+    let d = down.decide(&first_alone(), 1);
+    assert_eq!(written(&d), ["b"]);
+    assert_eq!(first_install_waiters(&d), ["c"]);
+}
+
+#[test]
+fn the_first_install_goes_in_rollout_order() {
+    let waves = Fleet::new()
+        .add("a", 1, false, Kind::Missing, None)
+        .add("z", 0, false, Kind::Missing, None);
+    assert_eq!(written(&waves.decide(&first_alone(), 2)), ["z"]);
+}
