@@ -1,0 +1,86 @@
+//! Which fault comes next, drawn from the seed's generator.
+use super::*;
+
+impl World {
+    /// The next fault, from the seed's generator.
+    ///
+    /// The fleet hovers around its size: a pool is deleted only while more
+    /// than `POOLS` exist, and taken out of the selection or cut off only
+    /// while more than `IN_PLAY` are selected and reachable. A soak whose
+    /// pools dwindle to one tests nothing a rollout does between pools.
+    pub fn draw(&mut self) -> Fault {
+        let app = self.rng.random_range(0..APPS.len());
+        let live: Vec<usize> =
+            (0..self.pools.len()).filter(|&i| !self.deleted.contains(&self.pools[i])).collect();
+        let pool = match live.is_empty() {
+            true => 0,
+            false => live[self.rng.random_range(0..live.len())],
+        };
+        let name = self.pools.get(pool).cloned().unwrap_or_default();
+        let in_play = (live.iter().map(|&i| &self.pools[i]))
+            .filter(|p| !self.left.contains(*p) && !self.cut.contains(*p))
+            .count();
+        let release = self.rng.random_range(0..64);
+        if live.is_empty() {
+            return self.add_pool(false);
+        }
+        match self.rng.random_range(0..100) {
+            0..8 => Fault::KillController,
+            8..26 => Fault::GoodChange {
+                app,
+                level: self.rng.random_range(0..1000),
+            },
+            26..34 => Fault::BadChange { app },
+            34..40 => Fault::Suspend {
+                app,
+                suspended: self.manifests[app]["spec"]["suspend"] != true,
+            },
+            40..46 => Fault::Pause {
+                app,
+                paused: self.manifests[app]["spec"]["rollout"]["paused"] != true,
+            },
+            46..54 => {
+                let broken = self.rng.random_bool(0.3);
+                self.add_pool(broken)
+            }
+            54..58 if live.len() > POOLS => Fault::DeletePool { pool },
+            54..58 => self.add_pool(false),
+            58..66 => Fault::Relabel {
+                pool,
+                leaves: !self.left.contains(&name) && in_play > IN_PLAY,
+            },
+            66..75 => Fault::CutNode {
+                pool,
+                cut: !self.cut.contains(&name) && in_play > IN_PLAY,
+            },
+            75..80 => Fault::Window {
+                app,
+                pool,
+                closed: !self.closed[app].contains(&name),
+            },
+            80..86 => Fault::HandEdit { release },
+            86..90 => Fault::DeleteRelease { release },
+            90..95 => Fault::Approve {
+                stale: self.rng.random_bool(0.3),
+            },
+            _ => Fault::Restart {
+                component: COMPONENTS[self.rng.random_range(0..COMPONENTS.len())],
+                down: Duration::from_secs(self.rng.random_range(1..15)),
+            },
+        }
+    }
+
+    /// A pool added. Every second pool added whole finds the name of one
+    /// application's release taken (each application in turn): decided by
+    /// the count, not drawn, so that the seeds' draws stay as they were.
+    fn add_pool(&mut self, broken: bool) -> Fault {
+        let claimed = match broken {
+            true => None,
+            false => {
+                self.added_whole += 1;
+                self.added_whole.is_multiple_of(2).then_some(self.added_whole / 2 % APPS.len())
+            }
+        };
+        Fault::AddPool { broken, claimed }
+    }
+}
