@@ -25,6 +25,7 @@ mod check;
 mod cli;
 mod console;
 mod deletion_safety;
+mod docs;
 mod drift;
 mod fanout;
 mod faults;

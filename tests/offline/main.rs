@@ -1,9 +1,11 @@
 //! The test suites that need no cluster, in one test binary, one module
-//! each: the committed CRD against the Rust types, `deploy/` against the
-//! image, Flux's kstatus reading the status roll-up, and the property-based
-//! fuzzing of the values merge and the template renderer. Some run binaries
-//! of the local control plane's build (Flux's kstatus, source-controller)
-//! or Go, but none starts or uses a control plane.
+//! each: the committed CRD and API reference against the Rust types, the
+//! commands and manifests of README.md and docs/ against the code,
+//! `deploy/` against the image, Flux's kstatus reading the status roll-up,
+//! and the property-based fuzzing of the values merge and the template
+//! renderer. Some run binaries of the local control plane's build (Flux's
+//! kstatus, source-controller) or Go, but none starts or uses a control
+//! plane.
 //!
 //! One suite: `cargo test --test offline fuzz_values::`.
 
@@ -13,6 +15,7 @@ mod support;
 
 mod crd_drift;
 mod deploy;
+mod docs;
 mod fuzz_template;
 mod fuzz_values;
 mod kstatus;
