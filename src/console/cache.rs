@@ -9,7 +9,7 @@
 //! ([`observed::observe`]), as `nodepool-fanout get` makes it from lists,
 //! so that the console, the CLI and the status never disagree.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -29,9 +29,12 @@ use super::{Source, SourceError};
 use crate::api::{naming, NodePoolApplication, PoolKind};
 use crate::pools::{kind, nodes, Pool};
 use crate::reconcile::fleet::observed;
-use crate::reconcile::observe::{self, helmrelease_resource, CachedPool, CachedRelease, Caches, PoolCache};
+use crate::reconcile::observe::{helmrelease_resource, CachedPool, CachedRelease, Caches, PoolCache};
 use crate::reconcile::plan::Memo;
 use k8s_openapi::api::apps::v1::ControllerRevision;
+
+mod changes;
+use changes::{app_key, of_application, of_node, of_owned, Concern, Member, Versions, MOST_NAMED};
 
 /// The most Events a pool's page shows.
 const MAX_EVENTS: usize = 20;
@@ -77,123 +80,6 @@ pub struct CacheSource {
     versions: Arc<Mutex<Versions>>,
     /// Each watch's last error, cleared when it lists again.
     errors: Arc<Mutex<BTreeMap<&'static str, String>>>,
-}
-
-/// The most applications an event names; past it, it says everything.
-const MOST_NAMED: usize = 64;
-
-/// The most Node and pool changes kept to say which applications they
-/// concern; a stream further behind is told everything changed.
-const MOST_KEPT: usize = 1024;
-
-/// The change count at each application's last change, the recent Node
-/// and pool object changes (each with its labels before and after, since a
-/// node relabelled leaves one pool for another), and the count at the last
-/// change that may concern any (a relist).
-#[derive(Debug, Default)]
-struct Versions {
-    apps: HashMap<String, u64>,
-    /// (count, a pool kind or none for a Node, the labels it had or has,
-    /// and for a pool, the pool).
-    members: std::collections::VecDeque<(u64, Member)>,
-    labels: HashMap<(Option<PoolKind>, String), BTreeMap<String, String>>,
-    /// The count before the oldest member kept.
-    forgotten: u64,
-    everything: u64,
-}
-
-/// A Node or a pool object that changed, as it was and as it is.
-#[derive(Debug, Clone, PartialEq)]
-enum Member {
-    Node(Vec<BTreeMap<String, String>>),
-    Pool(PoolKind, Vec<Pool>),
-}
-
-/// What changed since a count: applications by name, and the Nodes and
-/// pools whose applications are yet to be found.
-#[derive(Debug, Default, PartialEq)]
-struct Changed {
-    apps: BTreeSet<String>,
-    members: Vec<Member>,
-}
-
-impl Versions {
-    fn record(&mut self, concern: Concern, at: u64) {
-        let member = match concern {
-            Concern::App(key) => {
-                self.apps.insert(key, at);
-                return;
-            }
-            Concern::Everything => {
-                self.everything = at;
-                return;
-            }
-            Concern::Node(name, labels) => {
-                let was = self.labels.insert((None, name), labels.clone());
-                Member::Node(was.into_iter().chain([labels]).collect())
-            }
-            Concern::Pool(kind, pool) => {
-                let was = self.labels.insert((Some(kind), pool.name.clone()), pool.labels.clone());
-                let before = was.map(|labels| Pool {
-                    labels,
-                    ..pool.clone()
-                });
-                Member::Pool(kind, before.into_iter().chain([pool]).collect())
-            }
-        };
-        self.members.push_back((at, member));
-        while self.members.len() > MOST_KEPT {
-            if let Some((at, _)) = self.members.pop_front() {
-                self.forgotten = at;
-            }
-        }
-    }
-
-    /// What changed after the count `since`; `None` for everything.
-    fn since(&self, since: u64) -> Option<Changed> {
-        if self.everything > since || self.forgotten > since {
-            return None;
-        }
-        let apps = self.apps.iter().filter(|(_, at)| **at > since).map(|(key, _)| key.clone()).collect();
-        let members = self.members.iter().filter(|(at, _)| *at > since).map(|(_, m)| m.clone()).collect();
-        Some(Changed { apps, members })
-    }
-}
-
-/// What one watch event may change on the console's pages.
-#[derive(Debug, Clone, PartialEq)]
-enum Concern {
-    /// The pages of one application (`namespace/name`), and the landing page.
-    App(String),
-    /// A Node, with its labels: the pages of the applications whose pools
-    /// it belongs to.
-    Node(String, BTreeMap<String, String>),
-    /// A pool object: the pages of the applications of its kind that
-    /// select it.
-    Pool(PoolKind, Pool),
-    Everything,
-}
-
-/// An application's key on the live pages.
-fn app_key(namespace: &str, name: &str) -> String {
-    format!("{namespace}/{name}")
-}
-
-fn of_application(app: &NodePoolApplication) -> Concern {
-    Concern::App(app_key(&app.namespace().unwrap_or_default(), &app.name_any()))
-}
-
-/// A release, or a revision record, concerns the application that is its
-/// controller owner.
-fn of_owned(object: &impl Resource) -> Concern {
-    match observe::owner_of::<NodePoolApplication>(object) {
-        Some(app) => Concern::App(app_key(app.namespace.as_deref().unwrap_or_default(), &app.name)),
-        None => Concern::Everything,
-    }
-}
-
-fn of_node(node: &Node) -> Concern {
-    Concern::Node(node.name_any(), node.labels().clone())
 }
 
 impl CacheSource {
@@ -586,129 +472,4 @@ async fn readable_pool_kind(client: &Client, kind: PoolKind) -> Option<ApiResour
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_change_names_its_application_and_keeps_nodes_and_pools_as_they_were_and_are() {
-        let mut versions = Versions::default();
-        versions.record(Concern::App(app_key("edge", "gw")), 1);
-        versions.record(Concern::App(app_key("edge", "broker")), 2);
-        let apps = |changed: Option<Changed>| changed.map(|c| c.apps.into_iter().collect::<Vec<_>>());
-        assert_eq!(apps(versions.since(0)), Some(vec!["edge/broker".to_string(), "edge/gw".to_string()]));
-        assert_eq!(apps(versions.since(1)), Some(vec!["edge/broker".to_string()]));
-        assert_eq!(apps(versions.since(2)), Some(Vec::new()), "nothing since");
-        // A node relabelled from one pool to another: both, as it was and is.
-        let labels =
-            |pool: &str| BTreeMap::from([("apps.openyurt.io/nodepool".to_string(), pool.to_string())]);
-        versions.record(Concern::Node("n1".into(), labels("hz")), 3);
-        versions.record(Concern::Node("n1".into(), labels("sh")), 4);
-        let changed = versions.since(3).unwrap();
-        assert_eq!(changed.members, vec![Member::Node(vec![labels("hz"), labels("sh")])]);
-        // A stream further behind than what is kept: everything.
-        for at in 5..5 + MOST_KEPT as u64 {
-            versions.record(Concern::Node("n2".into(), labels("hz")), at);
-        }
-        assert!(versions.since(3).is_none(), "forgotten: everything");
-        assert!(versions.since(5).is_some());
-        versions.record(Concern::Everything, 5000);
-        assert!(versions.since(4999).is_none(), "a relist: everything");
-        assert!(versions.since(5000).is_some());
-    }
-
-    /// Caches holding `apps` and the NodePools `pools` (name, labels).
-    fn caches(apps: &[(&str, &str)], pools: &[(&str, &str)]) -> CacheSource {
-        let (apps_store, mut app_writer) = reflector::store::<NodePoolApplication>();
-        for (name, tag) in apps {
-            let app: NodePoolApplication = serde_json::from_value(serde_json::json!({
-                "apiVersion": "apps.fanout.dev/v1alpha1", "kind": "NodePoolApplication",
-                "metadata": { "name": name, "namespace": "edge" },
-                "spec": { "interval": "10m", "pools": { "selector": { "matchLabels": { "team": tag } } },
-                          "chart": { "spec": { "chart": "gw", "sourceRef": { "kind": "HelmRepository", "name": "c" } } } }
-            }))
-            .unwrap();
-            app_writer.apply_watcher_event(&watcher::Event::Apply(app));
-        }
-        let mut pool_writer = reflector::store::Writer::<CachedPool>::new(objects_resource());
-        for (name, tag) in pools {
-            let pool: DynamicObject = serde_json::from_value(serde_json::json!({
-                "apiVersion": "apps.openyurt.io/v1beta1", "kind": "NodePool",
-                "metadata": { "name": name, "labels": { "team": tag } }
-            }))
-            .unwrap();
-            let pool = CachedPool::from_object(&kind::OPENYURT, pool);
-            pool_writer.apply_watcher_event(&watcher::Event::Apply(pool));
-        }
-        let nodepools = PoolCache {
-            api: objects_resource(),
-            store: pool_writer.as_reader(),
-        };
-        CacheSource {
-            apps: apps_store,
-            events: reflector::store::<CoreEvent>().0,
-            releases: reflector::store::<CachedRelease>().0,
-            nodes: reflector::store::<Node>().0,
-            pool_objects: BTreeMap::from([(PoolKind::OpenYurt, nodepools)]),
-            history: reflector::store::<ControllerRevision>().0,
-            client: None,
-            memos: Mutex::default(),
-            changes: watch::channel(0).0,
-            versions: Arc::default(),
-            errors: Arc::default(),
-        }
-    }
-
-    fn objects_resource() -> ApiResource {
-        ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk("apps.openyurt.io", "v1beta1", "NodePool"))
-    }
-
-    #[test]
-    fn a_node_or_pool_change_names_only_the_applications_that_select_its_pool() {
-        let source = caches(&[("gw", "a"), ("broker", "b")], &[("hz", "a"), ("sh", "b"), ("bj", "c")]);
-        let node = |pool: &str| {
-            let labels = BTreeMap::from([("apps.openyurt.io/nodepool".to_string(), pool.to_string())]);
-            Concern::Node(format!("{pool}-0"), labels)
-        };
-        let pool = |name: &str, tag: &str| {
-            Concern::Pool(
-                PoolKind::OpenYurt,
-                Pool {
-                    labels: BTreeMap::from([("team".into(), tag.into())]),
-                    ..Pool::named(name)
-                },
-            )
-        };
-        let record = |concern: Concern, at: u64| source.versions.lock().unwrap().record(concern, at);
-        record(node("hz"), 1);
-        assert_eq!(source.changed_since(0), Some(vec!["edge/gw".to_string()]), "hz is gw's");
-        record(node("bj"), 2);
-        assert_eq!(source.changed_since(1), Some(Vec::new()), "bj is nobody's: no page fetches itself");
-        record(pool("bj", "c"), 3);
-        record(pool("bj", "b"), 4);
-        assert_eq!(source.changed_since(3), Some(vec!["edge/broker".to_string()]), "bj joins broker's");
-        record(pool("bj", "c"), 5);
-        assert_eq!(
-            source.changed_since(4),
-            Some(vec!["edge/broker".to_string()]),
-            "and leaves it: broker's too"
-        );
-    }
-
-    #[test]
-    fn a_release_concerns_the_application_that_owns_it() {
-        let release: DynamicObject = serde_json::from_value(serde_json::json!({
-            "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
-            "metadata": { "name": "gw-hz", "namespace": "edge", "labels": { naming::LABEL_APPLICATION: "gw" },
-                "ownerReferences": [{ "apiVersion": "apps.fanout.dev/v1alpha1", "kind": "NodePoolApplication",
-                    "name": "gw", "uid": "u1", "controller": true }] }
-        }))
-        .unwrap();
-        assert_eq!(of_owned(&CachedRelease::from_object(release)), Concern::App("edge/gw".into()));
-        let foreign: DynamicObject = serde_json::from_value(serde_json::json!({
-            "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
-            "metadata": { "name": "gw-hz", "namespace": "edge", "labels": { naming::LABEL_APPLICATION: "gw" } }
-        }))
-        .unwrap();
-        assert_eq!(of_owned(&CachedRelease::from_object(foreign)), Concern::Everything);
-    }
-}
+mod tests;

@@ -25,7 +25,10 @@
 //! console's own stylesheet and script, and with no caching.
 
 pub mod access;
+mod account;
+mod action_routes;
 pub mod actions;
+mod args;
 pub mod cache;
 pub mod editor;
 pub mod hosts;
@@ -49,6 +52,7 @@ use serde::Deserialize;
 use tokio::sync::watch;
 
 use actions::{Action, ActionError, Actions, Target};
+pub use args::{IdentityMode, OidcArgs, UiArgs};
 use identity::{Actor, Identity, Tokens};
 use view::{AppView, CellState, Filter};
 
@@ -166,143 +170,6 @@ pub enum ConsoleError {
     Oidc(#[from] signin::ConfigError),
 }
 
-/// Who may act from the console; `ui`'s `--identity`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum IdentityMode {
-    /// The kubeconfig's user, or the user `--as` names.
-    Kubeconfig,
-    /// The user an authenticating proxy names in `--user-header`.
-    Proxy,
-    /// Each person, signed in by the console with OpenID Connect
-    /// (`--oidc-*`).
-    Oidc,
-    /// Nobody: the console is read-only and has no action routes.
-    None,
-}
-
-/// `ui`'s flags.
-#[derive(Debug, clap::Args)]
-pub struct UiArgs {
-    /// Where to listen. The loopback, unless the console runs behind an
-    /// authenticating proxy.
-    #[arg(long, default_value = "127.0.0.1:8090", env = "CONSOLE_ADDRESS")]
-    pub address: SocketAddr,
-    /// Host names the console answers to besides its own (on the
-    /// loopback: localhost, 127.0.0.1, [::1] and the address it listens
-    /// on), as `kubectl proxy --accept-hosts`; any other `Host` gets
-    /// nothing, so a page that rebinds its name to the loopback cannot
-    /// act as you. Comma-separated or repeated. Given away from the
-    /// loopback, only these names are answered.
-    #[arg(long, value_delimiter = ',', env = "CONSOLE_ALLOWED_HOSTS")]
-    pub allowed_hosts: Vec<String>,
-    /// Only this namespace's applications; every namespace's when not given.
-    #[arg(short, long, env = "CONSOLE_NAMESPACE")]
-    pub namespace: Option<String>,
-    /// Who acts: `kubeconfig` (the default: you, as kubectl acts),
-    /// `proxy` (each user as an authenticating proxy names them, by
-    /// impersonation) or `none` (read-only).
-    #[arg(long, value_enum, default_value = "kubeconfig", env = "CONSOLE_IDENTITY")]
-    pub identity: IdentityMode,
-    /// Act as this user, as `kubectl --as` does (with `--identity kubeconfig`).
-    #[arg(long = "as")]
-    pub as_user: Option<String>,
-    /// Act with this group, as `kubectl --as-group` does; repeatable.
-    #[arg(long = "as-group")]
-    pub as_groups: Vec<String>,
-    /// The key the forms' CSRF tokens are signed with, at least 32 bytes,
-    /// the same on every replica (from a Secret); one of this process
-    /// alone when not given. Give it in the environment: a flag would
-    /// show in the process list.
-    #[arg(
-        long = "session-key",
-        env = "CONSOLE_SESSION_KEY",
-        hide = true,
-        hide_env_values = true
-    )]
-    pub session_key: Option<String>,
-    /// The header the proxy names the user in (with `--identity proxy`).
-    #[arg(long, default_value = "X-Forwarded-User", env = "CONSOLE_USER_HEADER")]
-    pub user_header: axum::http::HeaderName,
-    /// The header the proxy lists the user's groups in, comma-separated.
-    #[arg(long, default_value = "X-Forwarded-Groups", env = "CONSOLE_GROUPS_HEADER")]
-    pub groups_header: axum::http::HeaderName,
-    #[command(flatten)]
-    pub oidc: OidcArgs,
-}
-
-/// `ui`'s sign-in flags (with `--identity oidc`), named and read as the
-/// API server's own `--oidc-*` flags, so that the names the console
-/// impersonates are the ones the cluster's RBAC binds.
-#[derive(Debug, Clone, clap::Args)]
-pub struct OidcArgs {
-    /// The provider's issuer, exactly as its tokens name it
-    /// (`https://dex.example.com`).
-    #[arg(long = "oidc-issuer-url", env = "CONSOLE_OIDC_ISSUER_URL")]
-    pub issuer_url: Option<String>,
-    /// The console's client ID at the provider.
-    #[arg(long = "oidc-client-id", env = "CONSOLE_OIDC_CLIENT_ID")]
-    pub client_id: Option<String>,
-    /// The client's secret, for a confidential client; a public client
-    /// signs in with PKCE alone. Give it in the environment.
-    #[arg(
-        long = "oidc-client-secret",
-        env = "CONSOLE_OIDC_CLIENT_SECRET",
-        hide = true,
-        hide_env_values = true
-    )]
-    pub client_secret: Option<String>,
-    /// Where the provider sends the browser back: the console's address as
-    /// browsers reach it, with the path /auth/callback
-    /// (`https://fleet.example.com/auth/callback`). On the loopback,
-    /// `http://<--address>/auth/callback` when not given.
-    #[arg(long = "oidc-redirect-url", env = "CONSOLE_OIDC_REDIRECT_URL")]
-    pub redirect_url: Option<String>,
-    /// The ID token's claim that names the user, as the API server's flag.
-    #[arg(
-        long = "oidc-username-claim",
-        default_value = "sub",
-        env = "CONSOLE_OIDC_USERNAME_CLAIM"
-    )]
-    pub username_claim: String,
-    /// Put before every user name (`oidc:`), as the API server's flag.
-    #[arg(
-        long = "oidc-username-prefix",
-        default_value = "",
-        env = "CONSOLE_OIDC_USERNAME_PREFIX"
-    )]
-    pub username_prefix: String,
-    /// The ID token's claim that lists the user's groups.
-    #[arg(
-        long = "oidc-groups-claim",
-        default_value = "groups",
-        env = "CONSOLE_OIDC_GROUPS_CLAIM"
-    )]
-    pub groups_claim: String,
-    /// Put before every group name, as the API server's flag.
-    #[arg(
-        long = "oidc-groups-prefix",
-        default_value = "",
-        env = "CONSOLE_OIDC_GROUPS_PREFIX"
-    )]
-    pub groups_prefix: String,
-    /// Scopes asked for besides `openid` (Dex sends groups for `groups`);
-    /// comma-separated or repeated.
-    #[arg(
-        long = "oidc-extra-scope",
-        value_delimiter = ',',
-        default_value = "profile,email",
-        env = "CONSOLE_OIDC_EXTRA_SCOPES"
-    )]
-    pub extra_scopes: Vec<String>,
-    /// A PEM file of the certificate authorities that sign the provider's
-    /// TLS certificate, besides the system's.
-    #[arg(long = "oidc-ca-file", env = "CONSOLE_OIDC_CA_FILE")]
-    pub ca_file: Option<std::path::PathBuf>,
-    /// How long a sign-in lasts (`8h`, `30m`).
-    #[arg(long = "session-lifetime", default_value = "8h", value_parser = humantime::parse_duration, env = "CONSOLE_SESSION_LIFETIME")]
-    pub session_lifetime: std::time::Duration,
-}
-
 /// Who acts, their tokens, and what acting does.
 pub struct Steering {
     pub identity: Identity,
@@ -363,8 +230,8 @@ pub fn router_with(
         .route("/healthz", get(|| async { "ok" }));
     if steering.is_some() {
         routes = routes
-            .route("/apps/{namespace}/{name}/actions/{action}", post(act_on_app))
-            .route("/apps/{namespace}/{name}/pools/{pool}/actions/{action}", post(act_on_pool))
+            .route("/apps/{namespace}/{name}/actions/{action}", post(action_routes::act_on_app))
+            .route("/apps/{namespace}/{name}/pools/{pool}/actions/{action}", post(action_routes::act_on_pool))
             .route("/new", get(editor::new_application))
             .route("/editor", post(editor::submit))
             .route("/editor/pools", post(editor::selected_pools))
@@ -607,213 +474,6 @@ async fn pool(
             let what = format!("{namespace}/{name} has no pool {pool}.");
             (StatusCode::NOT_FOUND, html(pages::not_found(&what))).into_response()
         }
-    }
-}
-
-/// An action's form: its CSRF token, and the query of the page it was
-/// sent from.
-#[derive(Debug, Deserialize)]
-struct ActionForm {
-    csrf: String,
-    #[serde(default)]
-    back: String,
-}
-
-async fn act_on_app(
-    State(console): State<Console>,
-    Path((namespace, name, action)): Path<(String, String, String)>,
-    headers: HeaderMap,
-    Form(form): Form<ActionForm>,
-) -> Response {
-    let back = pages::app_path(&namespace, &name);
-    let target = Target {
-        namespace,
-        name,
-        pool: None,
-    };
-    act(&console, &headers, &form, &action, target, back).await
-}
-
-async fn act_on_pool(
-    State(console): State<Console>,
-    Path((namespace, name, pool, action)): Path<(String, String, String, String)>,
-    headers: HeaderMap,
-    Form(form): Form<ActionForm>,
-) -> Response {
-    let back = pages::pool_path(&namespace, &name, &pool);
-    let viewer = match console.reader(&headers) {
-        Ok(viewer) => viewer,
-        Err(why) => return signed_out(&why),
-    };
-    let release = match console.find(&viewer, &namespace, &name).await {
-        Ok(app) => app.pools.iter().find(|p| p.row.pool == pool).map(|p| p.row.release.clone()),
-        Err(response) => return response,
-    };
-    let Some(release) = release else {
-        let what = format!("{namespace}/{name} has no pool {pool}.");
-        return (StatusCode::NOT_FOUND, html(pages::not_found(&what))).into_response();
-    };
-    let target = Target {
-        namespace,
-        name,
-        pool: Some((pool, release)),
-    };
-    act(&console, &headers, &form, &action, target, back).await
-}
-
-/// Checks who asks and that the form is the console's own, does the
-/// action, and sends the user back to the page with what was done.
-async fn act(
-    console: &Console,
-    headers: &HeaderMap,
-    form: &ActionForm,
-    action: &str,
-    target: Target,
-    back: String,
-) -> Response {
-    let refuse = |status: StatusCode, why: &str| (status, html(pages::refused(why, &back))).into_response();
-    let Some(steering) = &console.steering else {
-        return refuse(StatusCode::NOT_FOUND, "This console is read-only.");
-    };
-    let Some(action) = Action::of_path(action) else {
-        return refuse(StatusCode::NOT_FOUND, "No such action.");
-    };
-    if identity::cross_site(headers) {
-        return refuse(StatusCode::FORBIDDEN, "Refused: the request came from another site.");
-    }
-    let actor: Actor = match steering.identity.actor(headers) {
-        Ok(actor) => actor,
-        Err(e @ identity::NoActor::NotSignedIn) => return refuse(StatusCode::UNAUTHORIZED, &e.to_string()),
-        Err(e) => {
-            tracing::warn!(error = %e, "a console action named a user the console never acts as");
-            return refuse(StatusCode::FORBIDDEN, &e.to_string());
-        }
-    };
-    if !steering.tokens.check(&actor, &form.csrf) {
-        return refuse(
-            StatusCode::FORBIDDEN,
-            "Refused: the form is stale or not the console's own. Reload the page.",
-        );
-    }
-    match steering.actions.act(&actor, action, &target).await {
-        Ok(done) => {
-            tracing::info!(user = %actor.name, ?action, "{done}");
-            // Back to the page as it was: its own path (never one the form
-            // names), its grouping and filters, and what was done.
-            let kept: PageQuery = serde_urlencoded::from_str(&form.back).unwrap_or_default();
-            let notice = serde_urlencoded::to_string([("notice", done.as_str())]).unwrap_or_default();
-            let query = [kept.kept(), notice]
-                .into_iter()
-                .filter(|q| !q.is_empty())
-                .collect::<Vec<_>>()
-                .join("&");
-            Redirect::to(&format!("{back}?{query}")).into_response()
-        }
-        Err(e) => {
-            let status = match &e {
-                ActionError::Refused { .. } => StatusCode::FORBIDDEN,
-                ActionError::HeldByGit { .. }
-                | ActionError::HeldElsewhere { .. }
-                | ActionError::NotNow(_) => StatusCode::CONFLICT,
-                ActionError::Client { .. } | ActionError::Cluster(_) => StatusCode::BAD_GATEWAY,
-            };
-            tracing::info!(user = %actor.name, ?action, error = %e, "a console action was not done");
-            refuse(status, &format!("Not done: {e}"))
-        }
-    }
-}
-
-/// The console's own sign-in: to the provider, back from it, and out.
-mod account {
-    use super::*;
-
-    #[derive(Debug, Deserialize)]
-    pub(super) struct SignInQuery {
-        #[serde(default)]
-        back: String,
-    }
-
-    fn signin(console: &Console) -> Option<&signin::SignIn> {
-        match &console.steering.as_ref()?.identity {
-            Identity::Oidc(signin) => Some(signin),
-            _ => None,
-        }
-    }
-
-    fn failed(e: &signin::SignInError) -> Response {
-        tracing::warn!(error = %e, "a sign-in failed");
-        let status = match e {
-            signin::SignInError::Discovery { .. } | signin::SignInError::Exchange(_) => {
-                StatusCode::BAD_GATEWAY
-            }
-            _ => StatusCode::FORBIDDEN,
-        };
-        (status, html(pages::sign_in_failed(&e.to_string()))).into_response()
-    }
-
-    /// To the provider, to come back to the page `back` names.
-    pub(super) async fn sign_in(
-        State(console): State<Console>,
-        Query(query): Query<SignInQuery>,
-        headers: HeaderMap,
-    ) -> Response {
-        let Some(signin) = signin(&console) else {
-            return StatusCode::NOT_FOUND.into_response();
-        };
-        match signin.begin(&headers, &query.back).await {
-            Ok((jar, to)) => (jar, Redirect::to(&to)).into_response(),
-            Err(e) => failed(&e),
-        }
-    }
-
-    /// Back from the provider: signed in, to the page the sign-in began on.
-    pub(super) async fn callback(
-        State(console): State<Console>,
-        Query(answer): Query<signin::Callback>,
-        headers: HeaderMap,
-    ) -> Response {
-        let Some(signin) = signin(&console) else {
-            return StatusCode::NOT_FOUND.into_response();
-        };
-        match signin.finish(&headers, &answer).await {
-            Ok((jar, back, session)) => {
-                tracing::info!(user = %session.user, groups = ?session.groups, "signed in");
-                (jar, Redirect::to(&back)).into_response()
-            }
-            Err(e) => failed(&e),
-        }
-    }
-
-    #[derive(Debug, Deserialize)]
-    pub(super) struct SignOutForm {
-        csrf: String,
-    }
-
-    /// Signed out: the session cookie taken back. The form is the
-    /// console's own, as every action's.
-    pub(super) async fn sign_out(
-        State(console): State<Console>,
-        headers: HeaderMap,
-        Form(form): Form<SignOutForm>,
-    ) -> Response {
-        let (Some(signin), Some(steering)) = (signin(&console), &console.steering) else {
-            return StatusCode::NOT_FOUND.into_response();
-        };
-        if identity::cross_site(&headers) {
-            return (
-                StatusCode::FORBIDDEN,
-                html(pages::refused("Refused: the request came from another site.", "/")),
-            )
-                .into_response();
-        }
-        if let Ok(actor) = steering.identity.actor(&headers) {
-            if !steering.tokens.check(&actor, &form.csrf) {
-                let why = "Refused: the form is stale or not the console's own. Reload the page.";
-                return (StatusCode::FORBIDDEN, html(pages::refused(why, "/"))).into_response();
-            }
-            tracing::info!(user = %actor.name, "signed out");
-        }
-        (signin.sign_out(&headers), html(pages::signed_out_done())).into_response()
     }
 }
 

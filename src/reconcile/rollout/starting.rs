@@ -1,0 +1,226 @@
+//! Which pools start: where each pool stands before anything is written,
+//! and which of them the rollout lets be written now.
+
+use k8s_openapi::jiff::Timestamp;
+
+use crate::api::conditions::pool_reason;
+use crate::reconcile::release_state::ReleaseState;
+
+use super::{
+    down_briefly, grace_left, held_by_window, measure, offline, outside_window, PoolDecision, PoolInput,
+    PoolRollout, Release, Requeue, Settings,
+};
+
+/// Where one pool stands before the rollout picks what starts: held by
+/// itself, new, behind, or measured on the revision.
+pub(super) fn start(
+    settings: &Settings,
+    p: &PoolInput,
+    now: Timestamp,
+    requeue: &mut Requeue,
+) -> PoolDecision {
+    let decided = PoolDecision::of;
+
+    let down = p.offline && settings.skip_offline;
+    let grace = grace_left(settings, p, now).filter(|_| down);
+    if let Some(left) = grace {
+        requeue.at(left);
+    }
+    match p.release {
+        Release::Missing | Release::Behind(_) if grace.is_some() => down_briefly(settings, p),
+        // Within the grace, a pool on the revision is measured as
+        // any other: neither skipped nor failed for being down.
+        _ if down && grace.is_none() => offline(settings, p),
+        Release::Missing | Release::Behind(_) if held_by_window(p).is_some() => {
+            outside_window(held_by_window(p), now, requeue)
+        }
+        Release::Missing => decided(PoolRollout::Write),
+        Release::Behind(_) if !settings.progressive => decided(PoolRollout::Write),
+        Release::Behind(_) => decided(PoolRollout::Pending),
+        Release::Current { status, written } => {
+            let counted_from = written.map(|w| settings.clock_since.map_or(w, |since| w.max(since)));
+            measure(settings, status, counted_from, now, requeue)
+        }
+    }
+}
+
+/// An application's first install on pools of one cluster goes to one
+/// pool alone, until its release is judged (Ready, failed, or past its
+/// `progressDeadline`). Helm looks for an object before it creates it, so
+/// installs that run together each find nothing and each create an object
+/// whose name does not vary by pool (an IngressClass, a ClusterRole, a
+/// webhook): two releases then hold one object, and uninstalling either
+/// deletes what the other uses. Once one install is judged, such objects
+/// exist, and Helm refuses them to every later install, which the pool's
+/// status names. The first to go is the first pool in rollout order that
+/// may be written now, so a pool that is down or outside its window
+/// holds no one back; once any pool's release is judged, was ever on an
+/// earlier revision, or was ever made a Helm release of (an update of the
+/// fleet, a new pool joining it), nothing waits here.
+pub(super) fn first_install_alone(pools: &[PoolInput], states: &mut [PoolDecision]) {
+    let judged = |p: &PoolInput, d: &PoolDecision| {
+        matches!(p.release, Release::Behind(_))
+            || matches!(p.release, Release::Current { status, .. } if status.installed_before)
+            || matches!(
+                d.state,
+                PoolRollout::Done
+                    | PoolRollout::Soaking
+                    | PoolRollout::Failed
+                    | PoolRollout::RollBack
+                    | PoolRollout::RollbackPending
+                    | PoolRollout::RollingBack
+                    | PoolRollout::RolledBack
+            )
+    };
+    if pools.iter().zip(states.iter()).any(|(p, d)| judged(p, d)) {
+        return;
+    }
+    // A release written suspended installs nothing: it neither goes first nor waits.
+    let new_and_written = |i: &usize| {
+        matches!(pools[*i].release, Release::Missing)
+            && states[*i].state == PoolRollout::Write
+            && !pools[*i].suspended
+            && !pools[*i].refused_before
+    };
+    let in_flight = (0..pools.len()).find(|&i| {
+        matches!(pools[i].release, Release::Current { .. })
+            && states[i].state == PoolRollout::Updating
+            && !pools[i].suspended
+    });
+    let first = in_flight.or_else(|| {
+        (0..pools.len())
+            .filter(new_and_written)
+            .min_by_key(|&i| (pools[i].wave, pools[i].pool))
+    });
+    let Some(first) = first else { return };
+    let message = format!(
+        "waits for the application's first install, on pool {:?}, to be Ready or fail: installs that \
+         run together would each create the chart's objects whose names do not vary by pool",
+        pools[first].pool
+    );
+    let held: Vec<usize> = (0..pools.len()).filter(new_and_written).filter(|&i| i != first).collect();
+    for i in held {
+        states[i] = PoolDecision::noted(PoolRollout::Waiting, pool_reason::FIRST_INSTALL, message.clone());
+    }
+}
+
+/// A progressive rollout's pick of the behind pools that start now:
+/// those Flux finds unavailable already, then the earliest unfinished
+/// wave's in name order within `maxUnavailable`, unless that wave or one
+/// before it awaits approval. `unavailable` counts the pools updated and
+/// not yet done.
+pub(super) fn pick(
+    settings: &Settings,
+    pools: &[PoolInput],
+    states: &mut [PoolDecision],
+    mut unavailable: usize,
+    now: Timestamp,
+) {
+    // Pools Flux says are not Ready are unavailable already: they start
+    // at once. Not so a release Flux has not judged since its last
+    // change (a suspension, a resume): opening those would write every
+    // pool at once, past maxUnavailable and the waves.
+    //
+    // Such a release written by us within its progressDeadline is an
+    // update under way all the same (of the revision before, superseded
+    // mid-rollout): Helm is upgrading it, or is about to. It takes a slot
+    // until Flux judges it, and only then takes its turn: counting it
+    // free let a new revision start a healthy pool beside it, two pools
+    // down under `maxUnavailable: 1` (found by the fault soak, seed
+    // 98979945). A suspended release is upgraded by no one and takes
+    // none; one written longer ago (resumed, its spec unchanged since)
+    // holds no slot for ever.
+    let mut in_flight = vec![false; pools.len()];
+    for (i, (p, d)) in pools.iter().zip(states.iter_mut()).enumerate() {
+        let Release::Behind(status) = p.release else {
+            continue;
+        };
+        if d.state != PoolRollout::Pending {
+            continue;
+        }
+        let recent = p
+            .last_written
+            .is_some_and(|w| now.duration_since(w).as_secs_f64() < settings.progress_deadline.as_secs_f64());
+        if status.observed_latest && status.state != ReleaseState::Ready {
+            d.state = PoolRollout::Write;
+            unavailable += 1;
+        } else if !status.observed_latest && !p.suspended && recent {
+            in_flight[i] = true;
+            unavailable += 1;
+        }
+    }
+    let mut waiting: Vec<usize> = (0..pools.len())
+        .filter(|&i| states[i].state == PoolRollout::Pending && !in_flight[i])
+        .collect();
+    waiting.sort_by_key(|&i| (pools[i].wave, pools[i].pool));
+    let active = active_wave(pools, states);
+    // A step that requires approval holds every wave from its own on
+    // until it is approved for this revision, even when none of its own
+    // pools is to be updated now: its pools left the selection, or were
+    // new and installed at once. Holding only while its own pools waited
+    // let the waves after it go unapproved (found by the fault soak, seed
+    // 88641237: the gated step's pools deleted, the last wave went).
+    let gated = active.and_then(|a| gate_before(settings, a));
+    for i in waiting {
+        // The pools of the active wave wait for the approval; every pool
+        // waiting after them is of a later wave.
+        if gated.is_some() {
+            if active == Some(pools[i].wave) {
+                states[i] = PoolDecision::of(PoolRollout::AwaitingApproval);
+            }
+            continue;
+        }
+        if unavailable >= settings.max_unavailable || Some(pools[i].wave) != active {
+            break;
+        }
+        states[i].state = PoolRollout::Write;
+        unavailable += 1;
+    }
+}
+
+/// A halted revision: every pool still to be written stays where it is.
+pub(super) fn halt(states: &mut [PoolDecision]) {
+    for d in states
+        .iter_mut()
+        .filter(|d| matches!(d.state, PoolRollout::Pending | PoolRollout::Write | PoolRollout::Waiting))
+    {
+        *d = PoolDecision::of(PoolRollout::Halted);
+    }
+}
+
+/// A paused rollout: the pools behind wait, the new ones install.
+pub(super) fn pause(pools: &[PoolInput], states: &mut [PoolDecision]) {
+    for (p, d) in pools.iter().zip(states.iter_mut()) {
+        // A new pool has nothing to break; only updates wait.
+        let held = matches!(p.release, Release::Behind(_))
+            && matches!(d.state, PoolRollout::Pending | PoolRollout::Write | PoolRollout::Waiting);
+        if held {
+            *d = PoolDecision::of(PoolRollout::Paused);
+        }
+    }
+}
+
+/// The earliest wave at or before `wave` that awaits approval.
+pub(super) fn gate_before(settings: &Settings, wave: usize) -> Option<usize> {
+    settings.awaiting_approval.iter().copied().find(|g| *g <= wave)
+}
+
+/// The earliest wave with a pool behind or not yet done.
+pub(super) fn active_wave(pools: &[PoolInput], states: &[PoolDecision]) -> Option<usize> {
+    pools
+        .iter()
+        .zip(states)
+        .filter(|(_, d)| {
+            matches!(
+                d.state,
+                PoolRollout::Pending
+                    | PoolRollout::Write
+                    | PoolRollout::Updating
+                    | PoolRollout::Soaking
+                    | PoolRollout::Waiting
+                    | PoolRollout::AwaitingApproval
+            )
+        })
+        .map(|(p, _)| p.wave)
+        .min()
+}
