@@ -44,6 +44,35 @@ fn state(object: &Value) -> String {
     }
 }
 
+/// One release's line: its pool, and its state and version as the fleet
+/// report's row says, or as Flux says when no row names it.
+fn release_line(r: &Value, rows: &[PoolRow]) -> String {
+    let pool = r
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(naming::ANNOTATION_POOL_NAME))
+        .and_then(Value::as_str)
+        .unwrap_or("?");
+    let name = text(r, "/metadata/name");
+    let (state, version) = match rows.iter().find(|row| row.release == name) {
+        Some(row) => {
+            let rollout = row.rollout.as_deref().map(|r| format!(" ({r})")).unwrap_or_default();
+            (
+                format!("{}{rollout}", row.state),
+                Some(row.chart_version.clone()).filter(|v| !v.is_empty()),
+            )
+        }
+        None => {
+            let status = classify(r);
+            (format!("{:?}", status.state), status.chart_version)
+        }
+    };
+    format!(
+        "HelmRelease/{}/{name}  pool {pool}  {state}{}",
+        text(r, "/metadata/namespace"),
+        version.map(|v| format!("  {v}")).unwrap_or_default()
+    )
+}
+
 /// The tree as text. `charts` are the application's shared charts,
 /// `releases` its HelmReleases, and `rows` its pools as the fleet report
 /// says they stand (a release no row names reads as Flux says).
@@ -102,32 +131,6 @@ pub fn render_tree(app: &Value, charts: &[Value], releases: &[Value], rows: &[Po
             branches.push((format!("{}/{}/{}  (not found)", key.0, key.1, key.2), releases.clone()));
         }
     }
-    let release_line = |r: &Value| {
-        let pool = r
-            .pointer("/metadata/annotations")
-            .and_then(|a| a.get(naming::ANNOTATION_POOL_NAME))
-            .and_then(Value::as_str)
-            .unwrap_or("?");
-        let name = text(r, "/metadata/name");
-        let (state, version) = match rows.iter().find(|row| row.release == name) {
-            Some(row) => {
-                let rollout = row.rollout.as_deref().map(|r| format!(" ({r})")).unwrap_or_default();
-                (
-                    format!("{}{rollout}", row.state),
-                    Some(row.chart_version.clone()).filter(|v| !v.is_empty()),
-                )
-            }
-            None => {
-                let status = classify(r);
-                (format!("{:?}", status.state), status.chart_version)
-            }
-        };
-        format!(
-            "HelmRelease/{}/{name}  pool {pool}  {state}{}",
-            text(r, "/metadata/namespace"),
-            version.map(|v| format!("  {v}")).unwrap_or_default()
-        )
-    };
     let count = branches.len() + direct.len();
     let mut index = 0;
     for (label, releases) in &branches {
@@ -141,7 +144,7 @@ pub fn render_tree(app: &Value, charts: &[Value], releases: &[Value], rows: &[Po
             } else {
                 "├── "
             };
-            out.push_str(&format!("{indent}{corner}{}\n", release_line(r)));
+            out.push_str(&format!("{indent}{corner}{}\n", release_line(r, rows)));
         }
     }
     for r in direct {
@@ -151,7 +154,7 @@ pub fn render_tree(app: &Value, charts: &[Value], releases: &[Value], rows: &[Po
         } else {
             "├── "
         };
-        out.push_str(&format!("{corner}{}\n", release_line(r)));
+        out.push_str(&format!("{corner}{}\n", release_line(r, rows)));
     }
     out
 }

@@ -149,17 +149,9 @@ fn plan_releases(input: &PlanInput) -> Plan {
         return nothing_selected(input, &app);
     }
     let revision = revision(&app);
-    let settings = match rollout::Settings::new(app.spec.rollout.as_ref(), selected.pools.len()) {
-        Ok(settings) => rollout::Settings {
-            clock_since: input.clock_since.as_ref().map(|t| t.0),
-            rolled_back: input.history.is_some_and(|h| h.rolled_back(&revision)),
-            halted_before: input.history.is_some_and(|h| h.halted(&revision, input.app.metadata.generation)),
-            completed: completed(input, &revision),
-            first_install_alone: input.first_install_alone
-                && app.spec.pools.kind != crate::api::PoolKind::ClusterProfile,
-            ..settings
-        },
-        Err(e) => return blocked(input, conditions::reason::INVALID_ROLLOUT.to_string(), e.to_string()),
+    let settings = match rollout_settings(input, &app, selected.pools.len(), &revision) {
+        Ok(settings) => settings,
+        Err(message) => return blocked(input, conditions::reason::INVALID_ROLLOUT.to_string(), message),
     };
     // Where the pools that took the revision may go back to: read only
     // while a rollback may come.
@@ -229,27 +221,13 @@ fn plan_releases(input: &PlanInput) -> Plan {
     // Nothing is pruned while the chart holds the writes or the
     // application is suspended (see `Outcome::Suspended`).
     if input.hold.is_none() && !suspended {
-        let mut wanted = foldhash::HashSet::with_capacity_and_hasher(plan.pools.len(), Default::default());
-        wanted.extend(plan.pools.iter().map(|p| p.release.as_str()));
-        let leaving = input.owned.iter().filter(|o| !wanted.contains(o.name.as_str()));
-        let (deleting, prune): (Vec<_>, Vec<_>) = leaving.partition(|o| o.deleting);
-        plan.prune = prune.into_iter().map(|o| o.name.clone()).collect();
-        let waiting = uninstalls(deleting.into_iter().map(Arc::as_ref), settings.offline_after, input.now.0);
-        (plan.uninstall_skipped, plan.uninstall_wait) = waiting;
+        prune_leaving(input, &mut plan, settings.offline_after);
     }
-    plan.requeue_after = match (decision.requeue_after.filter(|_| !suspended), plan.uninstall_wait) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    };
+    plan.requeue_after = earliest(decision.requeue_after.filter(|_| !suspended), plan.uninstall_wait);
     plan.waits_on_releases = decision
         .waits_on_releases(settings.max_unavailable)
         .filter(|_| !suspended && input.hold.is_none());
-    // A hold a person must lift is what stops the application.
-    let blocker = input
-        .hold
-        .as_ref()
-        .filter(|hold| !hold.transient)
-        .map(|hold| (hold.reason.clone(), hold.message.clone()));
+    let blocker = blocker(input);
     let rollout = Scheduled {
         decision: &decision,
         status: decision.status(&revision, &settings),
@@ -260,6 +238,56 @@ fn plan_releases(input: &PlanInput) -> Plan {
     };
     plan.history = history_writes(input, &app, &mut plan.report);
     plan
+}
+
+/// The sooner of two requeues, either of which may be none.
+fn earliest(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The reason and message of what stops the application: a hold a
+/// person must lift.
+fn blocker(input: &PlanInput) -> Option<(String, String)> {
+    input
+        .hold
+        .as_ref()
+        .filter(|hold| !hold.transient)
+        .map(|hold| (hold.reason.clone(), hold.message.clone()))
+}
+
+/// The application's rollout settings for this revision, with what the
+/// history and the clock say of it; the message says why they are invalid.
+fn rollout_settings(
+    input: &PlanInput,
+    app: &AppInfo,
+    pools: usize,
+    revision: &str,
+) -> Result<rollout::Settings, String> {
+    let settings = rollout::Settings::new(app.spec.rollout.as_ref(), pools).map_err(|e| e.to_string())?;
+    Ok(rollout::Settings {
+        clock_since: input.clock_since.as_ref().map(|t| t.0),
+        rolled_back: input.history.is_some_and(|h| h.rolled_back(revision)),
+        halted_before: input.history.is_some_and(|h| h.halted(revision, input.app.metadata.generation)),
+        completed: completed(input, revision),
+        first_install_alone: input.first_install_alone
+            && app.spec.pools.kind != crate::api::PoolKind::ClusterProfile,
+        ..settings
+    })
+}
+
+/// The owned releases no pool wants any more: pruned, or, when already
+/// being deleted, waited on until their uninstall ends or is skipped.
+fn prune_leaving(input: &PlanInput, plan: &mut Plan, offline_after: Duration) {
+    let mut wanted = foldhash::HashSet::with_capacity_and_hasher(plan.pools.len(), Default::default());
+    wanted.extend(plan.pools.iter().map(|p| p.release.as_str()));
+    let leaving = input.owned.iter().filter(|o| !wanted.contains(o.name.as_str()));
+    let (deleting, prune): (Vec<_>, Vec<_>) = leaving.partition(|o| o.deleting);
+    plan.prune = prune.into_iter().map(|o| o.name.clone()).collect();
+    let waiting = uninstalls(deleting.into_iter().map(Arc::as_ref), offline_after, input.now.0);
+    (plan.uninstall_skipped, plan.uninstall_wait) = waiting;
 }
 
 /// The history's writes for the revision the plan rolls out, and the last
