@@ -16,6 +16,7 @@ mod support;
 mod crd_drift;
 mod deploy;
 mod docs;
+mod file_size;
 mod fuzz_template;
 mod fuzz_values;
 mod kstatus;
