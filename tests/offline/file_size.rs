@@ -1,7 +1,6 @@
 //! No Rust file of the repository over 500 lines: past that, a file holds
 //! two concerns. Checked over every `.rs` file under `src/`, `tests/` and
-//! `benches/`, but for the files listed in [`NOT_YET_SPLIT`], which are
-//! over the limit and still to be split by whoever owns them.
+//! `benches/`.
 
 use std::path::{Path, PathBuf};
 
@@ -12,11 +11,6 @@ const MOST_LINES: usize = 500;
 
 /// The folders whose Rust files are counted, from the repository's root.
 const FOLDERS: [&str; 3] = ["src", "tests", "benches"];
-
-/// Files over the limit when this test came, not yet split: the
-/// documentation tests, being written at the time. Each is a debt; take
-/// it off the list once its file is split.
-const NOT_YET_SPLIT: &[&str] = &["tests/offline/docs.rs"];
 
 /// Every `.rs` file under `dir`, at any depth.
 fn rust_files(dir: &Path, found: &mut Vec<PathBuf>) {
@@ -49,9 +43,6 @@ fn no_rust_file_is_over_500_lines() {
         .iter()
         .filter_map(|path| {
             let relative = path.strip_prefix(&root).unwrap_or(path).to_string_lossy().replace('\\', "/");
-            if NOT_YET_SPLIT.contains(&relative.as_str()) {
-                return None;
-            }
             let text = std::fs::read_to_string(path)
                 .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
             let lines = text.lines().count();
