@@ -9,7 +9,7 @@
 //! ([`observed::observe`]), as `nodepool-fanout get` makes it from lists,
 //! so that the console, the CLI and the status never disagree.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -182,6 +182,12 @@ impl CacheSource {
         let caches = self.caches();
         let mut apps = self.apps.state();
         apps.sort_by_key(|a| (a.namespace(), a.name_any()));
+        // The memos of applications gone go with them.
+        if let Ok(mut memos) = self.memos.lock() {
+            let there: BTreeSet<String> =
+                apps.iter().map(|a| app_key(&a.namespace().unwrap_or_default(), &a.name_any())).collect();
+            memos.retain(|key, _| there.contains(key));
+        }
         apps.iter().map(|app| self.view(&caches, app, now)).collect()
     }
 

@@ -103,8 +103,8 @@ pub(super) async fn reconcile_app(
         clock_since: ctx.leading_since.get().map(|t| Time(*t)),
         memory: &memory,
     };
-    let reconciled = reconcile::reconcile(&controller, &app).await?;
-    ctx.index.names_taken(&app_ref, reconciled.names_taken.clone());
+    let mut reconciled = reconcile::reconcile(&controller, &app).await?;
+    ctx.index.names_taken(&app_ref, std::mem::take(&mut reconciled.names_taken));
     publish_report(ctx, &app, &reconciled.published).await;
     if let Some(e) = reconciled.failed {
         return Err(e);
