@@ -184,8 +184,10 @@ impl CacheSource {
         apps.sort_by_key(|a| (a.namespace(), a.name_any()));
         // The memos of applications gone go with them.
         if let Ok(mut memos) = self.memos.lock() {
-            let there: BTreeSet<String> =
-                apps.iter().map(|a| app_key(&a.namespace().unwrap_or_default(), &a.name_any())).collect();
+            let there: BTreeSet<String> = apps
+                .iter()
+                .map(|a| app_key(&a.namespace().unwrap_or_default(), &a.name_any()))
+                .collect();
             memos.retain(|key, _| there.contains(key));
         }
         apps.iter().map(|app| self.view(&caches, app, now)).collect()
