@@ -6,8 +6,8 @@
 //! - [`resolve`]: the chart version, its shared HelmChart made sure of,
 //!   and the chart read, or why writes wait on it.
 //! - [`observe`] reads the watch caches ([`packed`] keeps releases
-//!   compressed there; [`changes`] says which applications a watch event
-//!   concerns), and counts each pool's nodes.
+//!   compressed there), and counts each pool's nodes; which applications
+//!   a watch event concerns is said by the runtime's `changes`.
 //! - [`plan`] decides, purely, what to write, what to prune and what to
 //!   report: each pool's release ([`release`]), whether a live release
 //!   drifted ([`drift`]), which pools the rollout lets through
@@ -34,7 +34,6 @@ use std::time::Duration;
 use crate::api::NodePoolApplication;
 
 pub mod apply;
-pub mod changes;
 pub mod drift;
 mod error;
 pub mod fleet;

@@ -2,7 +2,8 @@
 //! module below it; nothing below imports it.
 //!
 //! - [`controller`] wires it together: the watches and their caches
-//!   (`watches`), which applications each event wakes (`triggers`,
+//!   (`watches`), which applications each event wakes (`changes` says
+//!   which events matter to planning and to whom, `triggers` wakes them,
 //!   through `index`), the kinds of pool served (`pool_apis`), the
 //!   leadership (`leader`), and one reconcile (`reconciler`);
 //! - pacing: retries ([`backoff`]), wakes ([`throttle`]), and the API
@@ -14,6 +15,7 @@
 
 pub mod api_client;
 pub mod backoff;
+mod changes;
 mod context;
 pub mod controller;
 mod index;

@@ -15,10 +15,10 @@ use kube::runtime::watcher;
 
 use k8s_openapi::api::core::v1::Node;
 
+use super::changes::{Change, NodeChanges, NodeView, PoolChanges};
 use crate::api::PoolKind;
 use crate::chart::shared as shared_chart;
 use crate::pools::Pool;
-use crate::reconcile::changes::{Change, NodeChanges, NodeView, PoolChanges};
 use crate::reconcile::observe::{self, CachedPool, CachedRelease};
 use crate::reconcile::release_state::ReleaseState;
 

@@ -17,12 +17,12 @@ use tracing::{info, warn};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Node;
 
+use super::changes::{NodeChanges, PoolChanges};
 use crate::api::{naming, PoolKind};
 use crate::chart::source::{helmchart_resource, ocirepository_resource};
 use crate::pools::kind::PoolObjects;
 use crate::pools::nodes;
 use crate::reconcile::apply::SharedCharts;
-use crate::reconcile::changes::{NodeChanges, PoolChanges};
 use crate::reconcile::history;
 use crate::reconcile::observe::{self, CachedPool, Caches, ObserveError, Shallow};
 use crate::runtime::options::RunArgs;

@@ -51,7 +51,7 @@ impl CachedPool {
 
 /// A pool is of the API the cluster serves for its kind (the controller
 /// asks which version at its start): the cache of each kind is made with
-/// that API ([`crate::reconcile::changes::Changes::new`]), and its keys
+/// that API (the runtime's `changes::Changes::new`), and its keys
 /// say which it is.
 impl Resource for CachedPool {
     type DynamicType = ApiResource;
