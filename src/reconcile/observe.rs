@@ -12,15 +12,21 @@ use kube::{Resource, ResourceExt};
 
 use crate::api::naming;
 use crate::api::{NodePoolApplication, PoolKind};
+use crate::chart::schema::Chart;
+use crate::chart::shared::ChartRef;
 use crate::pools::kind::PoolObjects;
 use crate::pools::nodes::{self, Membership, NodeCount};
 use crate::pools::{self, node_label, Pool};
 use crate::reconcile::drift;
+use crate::reconcile::history::History;
 use crate::reconcile::managed_fields;
 use crate::reconcile::packed::PackedJson;
-use crate::reconcile::plan::{HelmReleaseKey, ObservedRelease, OtherReleases, TakenRelease};
+use crate::reconcile::plan::{
+    self, HelmReleaseKey, Hold, Memo, ObservedRelease, OtherReleases, Plan, PlanInput, TakenRelease,
+};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 mod cached;
 pub mod shallow;
@@ -298,6 +304,52 @@ pub fn observe(caches: &Caches, app: &NodePoolApplication) -> Observed {
         owned,
         others: Others::new(others, on_sites, &namespace),
         nodes,
+    }
+}
+
+/// What a plan reads beyond what observe saw: the time, the chart, the
+/// controller's clock and the last plan's memo.
+#[derive(Debug, Clone)]
+pub struct Beyond<'a> {
+    pub now: Time,
+    pub chart_ref: Option<&'a ChartRef>,
+    pub chart: Option<&'a Chart>,
+    pub hold: Option<Hold>,
+    pub clock_since: Option<Time>,
+    pub memo: Option<&'a Memo>,
+}
+
+impl Observed {
+    /// The plan over what was observed, as the controller plans (an
+    /// application's first install goes to one pool alone), and the owned
+    /// releases back from the plan's input: at thousands of pools a copy
+    /// of every release held would be most of a reconcile's memory.
+    pub fn plan(
+        self,
+        app: &NodePoolApplication,
+        history: &History,
+        beyond: Beyond<'_>,
+    ) -> (Plan, Vec<Arc<ObservedRelease>>) {
+        let pools: Vec<&Pool> = self.pools.iter().map(|p| &p.pool).collect();
+        let input = PlanInput {
+            app,
+            pools: &pools,
+            nodes: Some(&self.nodes),
+            owned: self.owned,
+            others: &self.others,
+            now: beyond.now,
+            chart_ref: beyond.chart_ref,
+            chart: beyond.chart,
+            hold: beyond.hold,
+            unserved: self.unserved.as_deref(),
+            clock_since: beyond.clock_since,
+            history: Some(history),
+            memo: beyond.memo,
+            first_install_alone: true,
+        };
+        let planned = plan::plan(&input);
+        let PlanInput { owned, .. } = input;
+        (planned, owned)
     }
 }
 

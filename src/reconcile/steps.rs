@@ -15,7 +15,7 @@ use crate::reconcile::apply::{self, Applied, SharedCharts};
 use crate::reconcile::fleet::{events, Published};
 use crate::reconcile::history::{History, HistoryWrites};
 use crate::reconcile::observe::{self, helmrelease_resource, Caches};
-use crate::reconcile::plan::{self, Hold, Memo, ObservedRelease, Plan, PlanInput};
+use crate::reconcile::plan::{Hold, Memo, ObservedRelease, Plan};
 use crate::reconcile::resolve::{self, SharedChart};
 use crate::reconcile::ReconcileError;
 
@@ -93,9 +93,8 @@ pub(super) async fn set_finalizers(
         .map_err(ReconcileError::Finalizers)
 }
 
-/// The plan over what observe saw, and the owned releases back from the
-/// plan's input: at thousands of pools a copy of every release held would
-/// be most of the reconcile's memory.
+/// The plan over what observe saw, with the chart the resolve step found
+/// (or its hold), the controller's clock and the last plan's memo.
 pub(super) fn plan(
     c: &Controller<'_>,
     app: &NodePoolApplication,
@@ -109,26 +108,16 @@ pub(super) fn plan(
         None => (None, None, None),
     };
     let memo = c.memory.memo();
-    let pools: Vec<_> = observed.pools.iter().map(|p| &p.pool).collect();
-    let input = PlanInput {
-        memo: memo.as_deref(),
-        first_install_alone: true,
-        app,
-        pools: &pools,
-        nodes: Some(&observed.nodes),
-        owned: observed.owned,
-        others: &observed.others,
+    let beyond = observe::Beyond {
         now: Time(k8s_openapi::jiff::Timestamp::now()),
         chart_ref,
         chart,
         hold,
-        unserved: observed.unserved.as_deref(),
         clock_since: c.clock_since.clone(),
-        history: Some(history),
+        memo: memo.as_deref(),
     };
-    let mut planned = plan::plan(&input);
+    let (mut planned, owned) = observed.plan(app, history, beyond);
     c.memory.keep_memo(std::mem::take(&mut planned.memo));
-    let PlanInput { owned, .. } = input;
     (planned, owned)
 }
 

@@ -15,9 +15,8 @@ use std::sync::Arc;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::{conditions, ConditionStatus, NodePoolApplication, NodePoolApplicationStatus};
-use crate::pools::Pool;
-use crate::reconcile::observe::{self, Caches};
-use crate::reconcile::plan::{self, Hold, Memo, ObservedRelease, PlanInput};
+use crate::reconcile::observe::{self, Beyond, Caches};
+use crate::reconcile::plan::{Hold, Memo, ObservedRelease};
 
 use super::rows::{self, PoolRow};
 use super::{FleetReport, WriteRefused, REFUSED_WRITE_REASONS};
@@ -62,27 +61,17 @@ pub fn observe_with(
     // names it (none when releases carry their own chart).
     let revision = app.status.as_ref().and_then(|s| s.rollout.as_ref()).map(|r| r.revision.as_str());
     let chart_ref = revision.and_then(|r| history.past(r)).and_then(Result::ok).and_then(|p| p.chart_ref);
-    let pools: Vec<&Pool> = observed.pools.iter().map(|p| &p.pool).collect();
-    let input = PlanInput {
-        app,
-        pools: &pools,
-        nodes: Some(&observed.nodes),
-        owned: observed.owned,
-        others: &observed.others,
+    let beyond = Beyond {
         now,
         chart_ref: chart_ref.as_ref(),
         chart: None,
         hold: found.hold,
-        unserved: observed.unserved.as_deref(),
         clock_since: None,
-        history: Some(&history),
         memo,
-        first_install_alone: true,
     };
-    let planned = plan::plan(&input);
+    let (planned, owned) = observed.plan(app, &history, beyond);
     let mut report = planned.report;
     report.writes_refused(&found.pools);
-    let PlanInput { owned, .. } = input;
     Observation {
         report,
         owned,

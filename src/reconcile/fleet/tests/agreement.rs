@@ -68,25 +68,15 @@ fn caches(releases: &[serde_json::Value]) -> Caches {
 /// What the controller's reconcile plans over the caches, as its
 /// reconciler calls observe and plan.
 fn controller(caches: &Caches, app: &NodePoolApplication) -> Plan {
-    let observed = observe::observe(caches, app);
-    let history = caches.history_of(app);
-    let pools: Vec<&Pool> = observed.pools.iter().map(|p| &p.pool).collect();
-    plan::plan(&PlanInput {
-        app,
-        pools: &pools,
-        nodes: Some(&observed.nodes),
-        owned: observed.owned,
-        others: &observed.others,
+    let beyond = observe::Beyond {
         now: now(),
         chart_ref: None,
         chart: None,
         hold: None,
-        unserved: observed.unserved.as_deref(),
         clock_since: None,
-        history: Some(&history),
         memo: None,
-        first_install_alone: true,
-    })
+    };
+    observe::observe(caches, app).plan(app, &caches.history_of(app), beyond).0
 }
 
 /// The release a plan wrote for `pool` two months ago, as Flux reports it
