@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use super::*;
 use crate::pools::kind::OPENYURT;
+use crate::reconcile::plan::OtherReleases;
 use kube::api::DynamicObject;
 use serde_json::{json, Value};
 
