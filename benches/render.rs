@@ -35,7 +35,7 @@ use nodepool_fanout::pools::Pool;
 use nodepool_fanout::reconcile::observe::CachedRelease;
 use nodepool_fanout::reconcile::packed::PackedJson;
 use nodepool_fanout::reconcile::plan::{self, ListedReleases, ObservedRelease, Outcome, PlanInput};
-use nodepool_fanout::reconcile::release::MAX_APPLICATION_BYTES;
+use nodepool_fanout::reconcile::release::build::MAX_APPLICATION_BYTES;
 use serde_json::{json, Value};
 
 #[path = "render/at_scale.rs"]

@@ -20,7 +20,7 @@ use std::process::{Command, Stdio};
 use serde_json::Value;
 
 use crate::api::Placement;
-use crate::reconcile::sharing::{self, ObjectId};
+use crate::reconcile::isolation::{self, ObjectId};
 use crate::values::merge as values;
 
 /// Why the check could not run.
@@ -250,7 +250,7 @@ pub fn check(rendered: &[RenderedPool], placement: &Placement) -> Findings {
         .iter()
         .map(|r| (r.pool.as_str(), r.objects.iter().filter_map(|o| object_id(o, &r.namespace)).collect()))
         .collect();
-    let shared = sharing::shared_objects(ids.iter().map(|(pool, ids)| (*pool, ids.as_slice())));
+    let shared = isolation::shared_objects(ids.iter().map(|(pool, ids)| (*pool, ids.as_slice())));
     let mut findings = Findings::default();
     for (id, pools) in &shared {
         let object = ObjectId::parse(id).map_or_else(|| id.to_string(), |o| o.to_string());

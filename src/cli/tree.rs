@@ -16,7 +16,7 @@ use crate::api::{naming, NodePoolApplication};
 use crate::chart::shared::{self as shared_chart, ChartKind};
 use crate::reconcile::fleet::PoolRow;
 use crate::reconcile::observe::helmrelease_resource;
-use crate::reconcile::release_state::classify;
+use crate::reconcile::release::state::classify;
 
 /// `tree`'s flags.
 #[derive(Debug, clap::Args)]

@@ -23,7 +23,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use crate::api::conditions;
 use crate::api::{naming, NodePoolApplication, NodePoolApplicationStatus, RolloutStatus};
 use crate::pools::nodes::{Counted, NodeCount};
-use crate::reconcile::release_state::{ReleaseState, ReleaseStatus};
+use crate::reconcile::release::state::{ReleaseState, ReleaseStatus};
 
 pub use events::Transition;
 pub use observed::Observation;

@@ -9,9 +9,10 @@
 //!   compressed there), and counts each pool's nodes; which applications
 //!   a watch event concerns is said by the runtime's `changes`.
 //! - [`plan`] decides, purely, what to write, what to prune and what to
-//!   report: each pool's release ([`release`]), whether a live release
-//!   drifted ([`drift`]), which pools the rollout lets through
-//!   ([`rollout`]), whether pools share an object ([`sharing`]), what the
+//!   report: each pool's release (built by [`release::build`], its state
+//!   read by [`release::state`]), whether a live release drifted
+//!   ([`drift`]), which pools the rollout lets through ([`rollout`]),
+//!   whether pools share an object ([`isolation`]), what the
 //!   revision history records ([`history`]), and how the fleet stands
 //!   ([`fleet`]).
 //! - [`apply`] carries the plan out ([`apply::carry_out`]) with
@@ -25,7 +26,7 @@
 //! - [`steps`] carries each step out for [`reconcile`]; [`ReconcileError`]
 //!   says which step failed.
 //!
-//! Nothing under `plan`, `release`, `drift`, `rollout`, `sharing` or
+//! Nothing under `plan`, `release`, `drift`, `rollout`, `isolation` or
 //! `fleet` touches the network: they take plain data and return plain
 //! data.
 
@@ -38,16 +39,15 @@ pub mod drift;
 mod error;
 pub mod fleet;
 pub mod history;
+pub mod isolation;
 pub mod managed_fields;
 pub mod observe;
 pub mod orphan;
 pub mod packed;
 pub mod plan;
 pub mod release;
-pub mod release_state;
 pub mod resolve;
 pub mod rollout;
-pub mod sharing;
 pub mod steps;
 
 pub use error::ReconcileError;

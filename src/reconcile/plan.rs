@@ -23,11 +23,11 @@ use crate::pools::{self, Pool};
 use crate::reconcile::fleet::{self, FleetReport, Handled, PoolReport};
 use crate::reconcile::history::{self, HistoryWrites};
 pub use crate::reconcile::history::{History, PastRevision};
+use crate::reconcile::isolation;
 use crate::reconcile::packed::PackedJson;
-use crate::reconcile::release::{AppInfo, FieldError};
-use crate::reconcile::release_state::{self, ReleaseState, ReleaseStatus};
+use crate::reconcile::release::build::{AppInfo, FieldError};
+use crate::reconcile::release::state::{ReleaseState, ReleaseStatus};
 use crate::reconcile::rollout::{self, PoolRollout};
-use crate::reconcile::sharing;
 
 /// Everything a plan is computed from.
 #[derive(Debug, Clone)]
@@ -99,7 +99,6 @@ mod outcome;
 mod report;
 mod rollback;
 mod schedule;
-mod stamps;
 
 pub use crate::reconcile::fleet::WriteRefused;
 use build::{app_info, Built};
@@ -111,7 +110,7 @@ pub use observed::{
 };
 pub use outcome::{DesiredRelease, Outcome, Plan, PoolOutcome, UninstallSkipped, Writes};
 use report::roll_up;
-pub use stamps::Stamps;
+pub use rollback::stamps::Stamps;
 
 /// Flux's request annotations the application carries, in a fixed order.
 pub fn requests(app: &NodePoolApplication) -> Vec<(&str, &str)> {
@@ -383,7 +382,7 @@ fn completed(input: &PlanInput, revision: &str) -> bool {
 /// Whether each pool is reached: its nodes as observe counted them and,
 /// for a site that is a cluster, helm-controller's word that it cannot
 /// reach it (its release's Ready message, see
-/// [`release_state::unreachable_since`]) where its ClusterProfile does not
+/// [`crate::reconcile::release::state::unreachable_since`]) where its ClusterProfile does not
 /// already say it is down. `None` when there is nothing to add to what
 /// observe counted.
 fn reach(input: &PlanInput, owned: &Owned) -> Option<BTreeMap<String, NodeCount>> {

@@ -52,7 +52,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::api::conditions::pool_reason;
 use crate::api::RolloutPhase;
-use crate::reconcile::release_state::ReleaseStatus;
+use crate::reconcile::release::state::ReleaseStatus;
 
 mod held;
 mod measure;

@@ -29,7 +29,7 @@ pub struct Controller<'a> {
     /// Every shared chart the controller manages, from its watch.
     pub shared_charts: &'a SharedCharts,
     /// Since when this controller's clock has measured rollouts (see
-    /// [`PlanInput::clock_since`]).
+    /// [`crate::reconcile::plan::PlanInput::clock_since`]).
     pub clock_since: Option<Time>,
     /// What the controller keeps of one application between reconciles.
     pub memory: &'a dyn Memory,

@@ -20,7 +20,7 @@ use crate::api::PoolKind;
 use crate::chart::shared as shared_chart;
 use crate::pools::Pool;
 use crate::reconcile::observe::{self, CachedPool, CachedRelease};
-use crate::reconcile::release_state::ReleaseState;
+use crate::reconcile::release::state::ReleaseState;
 
 use super::context::AppMeta;
 use super::index::{AppIndex, Interest};

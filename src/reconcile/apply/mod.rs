@@ -20,14 +20,14 @@ pub mod claim;
 mod execute;
 mod history;
 mod orphaning;
-mod release;
+mod release_writes;
 
 pub use application::{apply_status, report_unreadable, set_finalizers, FINALIZER, ORPHAN_FINALIZER};
 pub use chart::{ensure_chart, prune_charts, SharedCharts};
 pub use execute::{carry_out, Applied, Target};
 pub use history::write_history;
 pub use orphaning::{orphan_all, orphan_release};
-pub use release::{delete_observed, set_inert, set_suspended, skip_uninstall, write_release};
+pub use release_writes::{delete_observed, set_inert, set_suspended, skip_uninstall, write_release};
 
 pub use crate::reconcile::managed_fields::FIELD_MANAGER;
 

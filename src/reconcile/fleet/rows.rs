@@ -11,7 +11,7 @@ use serde::Serialize;
 use crate::api::NodePoolApplication;
 use crate::pools::nodes::NodeCount;
 use crate::reconcile::plan::ObservedRelease;
-use crate::reconcile::release_state::{ReleaseState, ReleaseStatus};
+use crate::reconcile::release::state::{ReleaseState, ReleaseStatus};
 
 use super::FleetReport;
 

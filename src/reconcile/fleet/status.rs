@@ -10,7 +10,7 @@ use crate::api::{
     ConditionStatus, NodePoolApplicationStatus, PoolCounts, PoolStatus, RolloutPhase, RolloutStatus,
 };
 use crate::pools::nodes::NodeCount;
-use crate::reconcile::release_state::{ReleaseState, ReleaseStatus};
+use crate::reconcile::release::state::{ReleaseState, ReleaseStatus};
 use crate::reconcile::rollout::PoolRollout;
 
 /// A pool's line in the roll-up.

@@ -161,7 +161,7 @@ impl CachedRelease {
                     kept
                 });
                 // What the release applied, by id alone: two pools holding
-                // one object is how sharing shows (`reconcile::sharing`).
+                // one object is how sharing shows (`reconcile::isolation`).
                 let inventory: Vec<Value> = status
                     .get("inventory")
                     .and_then(|i| i.get("entries"))
@@ -201,7 +201,7 @@ impl CachedRelease {
             generation: release.metadata.generation,
             creation_timestamp: release.metadata.creation_timestamp,
             // Set once: a release being deleted is let go when its site
-            // does not answer (`release_state::uninstall_blocked_since`).
+            // does not answer (`release::state::uninstall_blocked_since`).
             deletion_timestamp: release.metadata.deletion_timestamp,
             labels: release.metadata.labels,
             annotations: release.metadata.annotations,

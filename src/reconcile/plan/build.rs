@@ -10,7 +10,7 @@ use crate::api::naming;
 use crate::pools::Pool;
 use crate::reconcile::drift;
 use crate::reconcile::packed::PackedJson;
-use crate::reconcile::release::{self, AppInfo, BuiltRelease, FieldError};
+use crate::reconcile::release::build::{self, AppInfo, BuiltRelease, FieldError};
 use crate::values::template::Renderer;
 
 use super::guards::{
@@ -154,7 +154,7 @@ pub(super) fn candidates<'a>(
             }
             _ => {
                 let written = observed.and_then(|o| o.spec_hash.as_deref());
-                let built = release::build(app, pool, &renderer, written).map(|b| Built::new(b, observed));
+                let built = build::release(app, pool, &renderer, written).map(|b| Built::new(b, observed));
                 if let (Ok(b), Some(observed)) = (&built, observed) {
                     if let Some(unchanged) = b.found() {
                         found.remember(pool, inputs, observed, unchanged);
@@ -164,7 +164,7 @@ pub(super) fn candidates<'a>(
             }
         };
         total += result.as_ref().map_or(0, |b| b.made.size);
-        if total > release::MAX_APPLICATION_BYTES {
+        if total > build::MAX_APPLICATION_BYTES {
             return Err(too_large(count + 1, selected.len()));
         }
         built.push((count, pool, result));
@@ -337,7 +337,7 @@ fn too_large(built: usize, selected: usize) -> String {
          {selected} pools did), the most one application may hold; nothing is written or pruned \
          until they fit: render less per pool (values shared by every pool belong in the chart's \
          values.yaml or a valuesFrom ConfigMap), or split the pools between applications",
-        release::MAX_APPLICATION_BYTES / (1024 * 1024)
+        build::MAX_APPLICATION_BYTES / (1024 * 1024)
     )
 }
 

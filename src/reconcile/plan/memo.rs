@@ -5,7 +5,7 @@
 //! A reconcile then costs what changed: a release turning Ready changes
 //! its `resourceVersion`, so that pool alone is built and checked again.
 //!
-//! A pool's inputs are everything [`crate::reconcile::release::build`]
+//! A pool's inputs are everything [`crate::reconcile::release::build::release`]
 //! reads that can change what it builds: the application's part
 //! ([`app_inputs`]: its name, namespace, spec, shared chart, shard and
 //! Flux requests) and the pool's own ([`pool_inputs`]: its labels,
@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use crate::chart::shared::ChartRef;
 use crate::pools::Pool;
-use crate::reconcile::release::AppInfo;
+use crate::reconcile::release::build::AppInfo;
 
 use super::{HelmReleaseKey, ObservedRelease};
 
@@ -188,7 +188,7 @@ pub(super) fn app_inputs(app: &AppInfo) -> u64 {
         spec,
         chart_ref,
         // Left out: a remembered release holds the spec hash built from
-        // these inputs, and `release::build` checks the values against the
+        // these inputs, and `release::build::release` checks the values against the
         // chart's schema only when the spec hash is not the release's (the
         // chart reference is part of the spec). A new schema therefore
         // changes nothing of a pool at rest, and hashing it at each plan
@@ -215,7 +215,7 @@ pub(super) fn app_inputs(app: &AppInfo) -> u64 {
 }
 
 /// A pool's own inputs, as one number: every field of [`Pool`] that
-/// [`crate::reconcile::release::build`] reads, by name, so that a field
+/// [`crate::reconcile::release::build::release`] reads, by name, so that a field
 /// added to it does not compile until it is taken in or said to be left
 /// out here.
 pub(super) fn pool_inputs(pool: &Pool) -> u64 {

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use super::*;
+use crate::reconcile::release::state;
 
 /// A Helm release as Helm stores it: (storage namespace, release name).
 pub type HelmReleaseKey = (String, String);
@@ -103,7 +104,7 @@ pub struct ObservedRelease {
     /// (`status.inventory`), to find objects two pools share.
     pub inventory: Vec<String>,
     /// Since when helm-controller cannot reach the site cluster it
-    /// installs into (see [`release_state::unreachable_since`]).
+    /// installs into (see [`state::unreachable_since`]).
     pub unreachable_since: Option<k8s_openapi::jiff::Timestamp>,
     /// The cluster it installs into when not this one
     /// ([`naming::cluster_of`]): objects in two clusters are two objects.
@@ -111,7 +112,7 @@ pub struct ObservedRelease {
     /// It is being deleted: helm-controller uninstalls it before it goes.
     pub deleting: bool,
     /// Since when its uninstall has waited on a site cluster that does
-    /// not answer (see [`release_state::uninstall_blocked_since`]).
+    /// not answer (see [`state::uninstall_blocked_since`]).
     pub uninstall_blocked_since: Option<k8s_openapi::jiff::Timestamp>,
 }
 
@@ -131,7 +132,7 @@ impl ObservedRelease {
             spec_hash: text("annotations", naming::ANNOTATION_SPEC_HASH),
             resource_version: metadata.get("resourceVersion").and_then(Value::as_str).map(str::to_string),
             generation: metadata.get("generation").and_then(Value::as_i64),
-            status: release_state::classify(object).into(),
+            status: state::classify(object).into(),
             chart_ref: chart_ref_of(object),
             helm_release: naming::helm_release_of(object),
             created: created_of(object),
@@ -144,10 +145,10 @@ impl ObservedRelease {
             suspended: object.pointer("/spec/suspend") == Some(&Value::Bool(true)),
             helm_revision: object.pointer("/status/history/0/version").and_then(Value::as_i64),
             inventory: inventory_of(object),
-            unreachable_since: release_state::unreachable_since(object),
+            unreachable_since: state::unreachable_since(object),
             cluster: naming::cluster_of(object),
             deleting: metadata.get("deletionTimestamp").is_some_and(|t| !t.is_null()),
-            uninstall_blocked_since: release_state::uninstall_blocked_since(object),
+            uninstall_blocked_since: state::uninstall_blocked_since(object),
         })
     }
 }
@@ -197,7 +198,7 @@ pub fn isolation_failures<'a>(owned: impl IntoIterator<Item = &'a ObservedReleas
 
 /// [`isolation_failures`] among releases into one cluster.
 fn failures_within(owned: &[&ObservedRelease]) -> Vec<ObservedRelease> {
-    let shared = sharing::shared_objects(
+    let shared = isolation::shared_objects(
         owned.iter().filter_map(|o| Some((o.pool.as_deref()?, o.inventory.as_slice()))),
     );
     // Read once, not once a refused pool: a whole fleet may be refused;
@@ -217,10 +218,10 @@ fn failures_within(owned: &[&ObservedRelease]) -> Vec<ObservedRelease> {
         .filter_map(|o| {
             let failing = matches!(o.status.state, ReleaseState::Failed | ReleaseState::Stalled);
             let (state, reason, message) =
-                match o.pool.as_deref().and_then(|p| sharing::sharing_message(p, &shared)) {
+                match o.pool.as_deref().and_then(|p| isolation::sharing_message(p, &shared)) {
                     Some(message) => (ReleaseState::Failed, conditions::reason::SHARED_OBJECT, message),
                     None if failing => {
-                        let message = sharing::refusal_message(&o.status.message, pool_of)?;
+                        let message = isolation::refusal_message(&o.status.message, pool_of)?;
                         (o.status.state, conditions::pool_reason::OBJECT_HELD_ELSEWHERE, message)
                     }
                     None => return None,

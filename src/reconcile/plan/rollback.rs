@@ -4,12 +4,14 @@
 //! this pool, and stamped as rolled back from the failed revision. The
 //! rollout says which pools go back and when (see `rollout::rollback`).
 
+pub mod stamps;
+
 use std::collections::BTreeMap;
 
 use crate::chart::shared::ChartRef;
 use crate::pools::Pool;
 use crate::reconcile::history::History;
-use crate::reconcile::release::{self, AppInfo, FieldError};
+use crate::reconcile::release::build::{self, AppInfo, FieldError};
 use crate::values::template::Renderer;
 
 use super::build::{Built, Kind};
@@ -140,7 +142,7 @@ impl Back<'_> {
             requests: &requests,
             ..*self.app
         };
-        let built = release::build(&app, pool, &Renderer::new(), None)?;
+        let built = build::release(&app, pool, &Renderer::new(), None)?;
         let stamps = Stamps::rolled_back(self.failed, &self.past.revision);
         match Built::new(built, observed.as_ref().copied()).into_candidate().1 {
             Kind::Differs(change) => {

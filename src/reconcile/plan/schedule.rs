@@ -15,7 +15,7 @@ use crate::reconcile::rollout::{self, PoolRollout};
 use super::build::{Candidate, Change, Kind};
 use super::rollback;
 use super::{DesiredRelease, ObservedRelease, Outcome, Owned, Plan, PlanInput, PoolOutcome, Stamps};
-use crate::reconcile::release::AppInfo;
+use crate::reconcile::release::build::AppInfo;
 
 /// What the rollout is decided over, besides the candidates.
 pub(super) struct Scheduling<'a> {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::api::conditions;
-use crate::reconcile::release_state::ReleaseState;
+use crate::reconcile::release::state::ReleaseState;
 
 use super::{
     format_duration, stamp, Closed, PoolDecision, PoolInput, PoolRollout, Release, Requeue, Settings,

@@ -7,7 +7,7 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::api::conditions;
-use crate::reconcile::release_state::{ReleaseState, ReleaseStatus};
+use crate::reconcile::release::state::{ReleaseState, ReleaseStatus};
 
 use super::{stamp, PoolDecision, PoolRollout, Requeue, Settings};
 

@@ -26,13 +26,21 @@
 //!   history says so, the revision stays rolled back: its failed pools no
 //!   longer carry it, and without this the rollout would start it again,
 //!   back and forth.
+//!
+//! Rollback, end to end, lives in four places, one per step of the
+//! reconcile: which revisions were rolled out and what became of each is
+//! `reconcile::history` (records as ControllerRevisions); who goes back
+//! and when is decided here, with the rest of the rollout; each pool's
+//! release rebuilt at the revision it goes back to, and the stamps that
+//! say which one that is, are `plan::rollback` and `plan::rollback::stamps`;
+//! the records are written by `apply::history`.
 
 use k8s_openapi::jiff::Timestamp;
 
 use super::held::outside_window;
 use super::{PoolDecision, PoolInput, PoolRollout, Release, Requeue, Settings};
 use crate::api::conditions;
-use crate::reconcile::release_state::{ReleaseState, ReleaseStatus};
+use crate::reconcile::release::state::{ReleaseState, ReleaseStatus};
 
 /// How a pool's release stands to the revision under way, by the stamps
 /// it was written with.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use crate::api::{IntOrString, OfflinePools, OnFailure, Rollout, RolloutStrategy};
-use crate::reconcile::release::FieldError;
+use crate::reconcile::release::build::FieldError;
 
 /// Flux's own default wait for a Helm action is 5 minutes; an update gets
 /// twice that to be done before it counts as failed.

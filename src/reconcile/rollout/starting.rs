@@ -4,7 +4,7 @@
 use k8s_openapi::jiff::Timestamp;
 
 use crate::api::conditions::pool_reason;
-use crate::reconcile::release_state::ReleaseState;
+use crate::reconcile::release::state::ReleaseState;
 
 use super::{
     down_briefly, grace_left, held_by_window, measure, offline, outside_window, PoolDecision, PoolInput,

@@ -150,13 +150,13 @@ pub struct AppWindow<'a> {
 /// error naming its field.
 pub fn of_spec(
     windows: &[crate::api::MaintenanceWindow],
-) -> Result<Vec<AppWindow<'_>>, crate::reconcile::release::FieldError> {
+) -> Result<Vec<AppWindow<'_>>, crate::reconcile::release::build::FieldError> {
     windows
         .iter()
         .enumerate()
         .map(|(i, w)| {
             let window = Window::new(&w.schedule, &w.duration, w.time_zone.as_deref()).map_err(|e| {
-                crate::reconcile::release::FieldError {
+                crate::reconcile::release::build::FieldError {
                     field: format!("rollout.windows[{i}].{}", e.field),
                     message: e.message,
                 }

@@ -68,7 +68,7 @@ fn without_requests_the_hash_is_what_it_always_was() {
     // rewritten by an upgrade of the controller.
     let plain = Scenario::of(&app(json!({}))).over(&pools()).plan();
     let hr = desired(&plain, "hangzhou");
-    let hash = crate::reconcile::release::spec_hash(&hr["spec"], &hr["metadata"]["labels"]);
+    let hash = crate::reconcile::release::build::spec_hash(&hr["spec"], &hr["metadata"]["labels"]);
     let stored = hr["metadata"]["annotations"][naming::ANNOTATION_SPEC_HASH].as_str().unwrap();
     assert_eq!(stored, hash);
 }

@@ -11,7 +11,7 @@ mod waves;
 
 use super::*;
 use crate::api::Rollout;
-use crate::reconcile::release_state::ReleaseState;
+use crate::reconcile::release::state::ReleaseState;
 use std::collections::{BTreeMap, BTreeSet};
 
 fn ts(secs: i64) -> Timestamp {

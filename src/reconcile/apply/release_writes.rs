@@ -175,8 +175,8 @@ async fn suspend_marked(
     mark: Option<(&str, &str)>,
 ) -> Result<(), ApplyError> {
     let mut object = json!({
-        "apiVersion": crate::reconcile::release::HELMRELEASE_API_VERSION,
-        "kind": crate::reconcile::release::HELMRELEASE_KIND,
+        "apiVersion": crate::reconcile::release::build::HELMRELEASE_API_VERSION,
+        "kind": crate::reconcile::release::build::HELMRELEASE_KIND,
         "metadata": { "name": name, "uid": uid },
     });
     if let Some((annotation, value)) = mark {

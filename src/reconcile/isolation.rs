@@ -3,7 +3,7 @@
 //!
 //! - Helm refused to install or upgrade a pool's release because an object
 //!   it renders exists and belongs to another Helm release (every release
-//!   we write refuses to take objects over, see `release::refuse_takeover`).
+//!   we write refuses to take objects over, see `release::build::refuse_takeover`).
 //!   Helm's message names the object and the release that holds it; the
 //!   pool's message then names the pool that holds it and what to change.
 //! - Two pools' releases both list one object in `status.inventory` (an
