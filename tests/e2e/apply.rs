@@ -20,7 +20,7 @@ use nodepool_fanout::reconcile::apply::{self, Applied, SharedCharts, Target, FIE
 use nodepool_fanout::reconcile::fleet::{Done, WriteRefused};
 use nodepool_fanout::reconcile::observe::helmrelease_resource;
 use nodepool_fanout::reconcile::plan::{self, ListedReleases, ObservedRelease, Plan, PlanInput};
-use nodepool_fanout::reconcile::release_state::ReleaseState;
+use nodepool_fanout::reconcile::release::state::ReleaseState;
 
 use crate::support::apps::{app, apply_app};
 use crate::support::{ensure_crd, TestEnv};

@@ -9,7 +9,7 @@ use crate::support;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use nodepool_fanout::api::{RolloutPhase, RolloutStatus};
 use nodepool_fanout::reconcile::fleet::status::{rollup, PoolReport, RollupInput};
-use nodepool_fanout::reconcile::release_state::{ReleaseState, ReleaseStatus};
+use nodepool_fanout::reconcile::release::state::{ReleaseState, ReleaseStatus};
 use nodepool_fanout::reconcile::rollout::PoolRollout;
 use serde_json::json;
 
