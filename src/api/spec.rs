@@ -13,7 +13,9 @@ use super::pools::{PoolSelection, Pools};
 use super::schema::*;
 use super::status::NodePoolApplicationStatus;
 
+mod analysis;
 mod rollout;
+pub use analysis::{Analysis, LocalSecretReference, MetricCheck, OnEmpty, PrometheusSource};
 pub use rollout::{
     MaintenanceWindow, NewPools, OfflinePools, OnFailure, Rollout, RolloutStep, RolloutStrategy,
 };

@@ -54,6 +54,7 @@ use crate::api::conditions::pool_reason;
 use crate::api::RolloutPhase;
 use crate::reconcile::release::state::ReleaseStatus;
 
+pub mod analysis;
 mod held;
 mod measure;
 mod rollback;

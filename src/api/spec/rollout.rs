@@ -5,6 +5,7 @@ use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::analysis::Analysis;
 use super::IntOrString;
 use crate::api::pools::PoolSelection;
 use crate::api::schema::*;
@@ -27,6 +28,10 @@ use crate::api::schema::*;
         "!has(self.onFailure) || self.onFailure != 'Rollback' || (has(self.strategy) && self.strategy == 'Progressive')"
     )
     .message("onFailure: Rollback needs strategy: Progressive (a rollout of every pool at once never halts)"),
+    validation = Rule::new(
+        "!has(self.analysis) || (has(self.strategy) && self.strategy == 'Progressive')"
+    )
+    .message("analysis needs strategy: Progressive (a rollout of every pool at once waits for no check)"),
 )]
 #[serde(rename_all = "camelCase")]
 pub struct Rollout {
@@ -107,6 +112,11 @@ pub struct Rollout {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 100))]
     pub revision_history_limit: Option<i32>,
+
+    /// Metric checks each updated pool must pass over its soak before it
+    /// counts as done (see `Analysis`). Progressive rollouts only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analysis: Option<Analysis>,
 }
 
 /// A maintenance window: open at each time `schedule` names, in

@@ -1,0 +1,119 @@
+//! Health beyond Ready: the metric checks a pool must pass over its soak
+//! before the rollout counts it done, asked of a Prometheus-compatible
+//! query API with the pool's own numbers.
+
+use kube::KubeSchema;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::api::schema::*;
+
+/// Metric checks, asked of a Prometheus-compatible query API while each
+/// updated pool soaks: a pool is done only once every check passed over
+/// its soak (`minReadySeconds`, and at least one answer each), and a
+/// check out of its bounds fails the pool for the revision (reason
+/// `AnalysisFailed`), so the rollout halts or rolls back as for a failed
+/// Helm upgrade. A query that cannot be answered (the server down, a
+/// query it refuses) waits and says so, and fails the pool once it has
+/// gone unanswered for `progressDeadline`: never does it pass one.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Analysis {
+    pub prometheus: PrometheusSource,
+
+    #[schemars(length(min = 1, max = 16))]
+    #[x_kube(validation = Rule::new("self.all(c, self.exists_one(d, d.name == c.name))")
+        .message("check names must be unique: a failure names its check"))]
+    pub checks: Vec<MetricCheck>,
+}
+
+/// Where the checks are asked.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PrometheusSource {
+    /// The query API's base URL, e.g. `http://prometheus.monitoring:9090`
+    /// (its `/api/v1/query` is asked). Prometheus, Thanos, Mimir and
+    /// VictoriaMetrics all answer there.
+    #[schemars(length(min = 1, max = 2048))]
+    #[x_kube(validation = Rule::new("self.matches('^http://[^/?#[:space:]]+(/[^?#[:space:]]*)?$')").message(
+        "must be an http:// URL, e.g. http://prometheus.monitoring:9090, with no query or fragment"
+    ))]
+    pub address: String,
+
+    /// A Secret in the application's namespace whose `token` key is sent
+    /// as a bearer token, or whose `username` and `password` keys are sent
+    /// as basic auth. Secrets of other namespaces are never read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<LocalSecretReference>,
+}
+
+/// A Secret in the application's own namespace, by name.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct LocalSecretReference {
+    #[schemars(length(min = 1, max = 253))]
+    #[x_kube(validation = Rule::new(DNS1123_SUBDOMAIN_RULE).message("must be a Secret's name"))]
+    pub name: String,
+}
+
+/// One check: a PromQL query, templated for each pool, whose value must
+/// stay within `min` and `max`.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[x_kube(
+    cel,
+    validation = Rule::new("has(self.min) || has(self.max)")
+        .message("give min, max or both: the bounds a pool's value must stay within"),
+    validation = Rule::new("!has(self.min) || !has(self.max) || self.min <= self.max")
+        .message("min must not be greater than max"),
+)]
+#[serde(rename_all = "camelCase")]
+pub struct MetricCheck {
+    /// What a failure and the status call the check, e.g. `error-rate`.
+    #[schemars(length(min = 1, max = 63))]
+    #[x_kube(validation = Rule::new("self.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')").message(
+        "a check's name is a DNS label that starts with a letter, such as error-rate"
+    ))]
+    pub name: String,
+
+    /// The PromQL query, answering one number for the pool: a scalar, or
+    /// an instant vector of one sample (aggregate it, e.g. with `sum`).
+    /// `{{pool.name}}`, `{{pool.labels.<key>}}` and `{{revision}}` are
+    /// replaced with the pool's name, its labels and the revision under
+    /// way, e.g. `sum(rate(http_requests_total{site="{{pool.name}}",code=~"5.."}[1m]))`.
+    #[schemars(length(min = 1, max = 4096))]
+    pub query: String,
+
+    /// The least value that passes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<f64>,
+
+    /// The greatest value that passes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<f64>,
+
+    /// How often the check is asked while a pool soaks, e.g. `30s` (the
+    /// default); at least a second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "optional_duration_schema")]
+    pub interval: Option<String>,
+
+    /// Answers out of bounds tolerated over one pool's soak before the
+    /// pool fails. Default 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 1000))]
+    pub failure_limit: Option<u32>,
+
+    /// What an empty answer (no series) means: `Fail` (the default: no
+    /// data is not good news) or `Pass`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_empty: Option<OnEmpty>,
+}
+
+/// What an empty answer to a check means.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OnEmpty {
+    /// The answer counts as out of bounds.
+    #[default]
+    Fail,
+    /// The answer counts as within bounds.
+    Pass,
+}

@@ -1,0 +1,357 @@
+//! Metric checks (`spec.rollout.analysis`): whether a pool that soaks on
+//! the revision passes, fails or is still being asked. Pure: the runtime
+//! asks the queries the plan says are due ([`Ask`]) and keeps each
+//! check's answers folded into a [`CheckRecord`]; this judges them.
+//!
+//! - A check is asked once the pool's release is Ready on the revision,
+//!   then every `interval`, and once more when the soak ends if its last
+//!   answer came before that.
+//! - An answer out of bounds (or empty, unless `onEmpty: Pass`) is a
+//!   failure; more than `failureLimit` failures fail the pool for the
+//!   revision, naming the check, the value and the bound.
+//! - A pool passes once its soak (`minReadySeconds`) is over and each
+//!   check's latest answer, given at or after the soak's end, is within
+//!   bounds.
+//! - A query that gets no answer (the server down, a query it refuses)
+//!   counts neither way: the pool waits, and says why; once its checks
+//!   have gone unanswered for `progressDeadline` it fails. A check never
+//!   passes a pool it could not ask.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use handlebars::Handlebars;
+use k8s_openapi::jiff::Timestamp;
+use serde_json::json;
+
+use crate::api::{Analysis, OnEmpty, PrometheusSource};
+use crate::pools::Pool;
+use crate::reconcile::release::build::FieldError;
+
+use super::measure::format_duration;
+use super::settings::parse_duration;
+
+/// A check's interval when the spec gives none.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(30);
+
+/// The checks of `spec.rollout.analysis`, read and their queries parsed.
+#[derive(Debug, Clone)]
+pub struct Checks {
+    pub source: PrometheusSource,
+    pub checks: Vec<Check>,
+}
+
+/// One check, read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Check {
+    pub name: String,
+    /// The query as written, templated per pool.
+    pub query: String,
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+    pub interval: Duration,
+    pub failure_limit: u32,
+    pub pass_on_empty: bool,
+}
+
+/// One query to ask now, for one pool's check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ask {
+    pub pool: String,
+    pub check: String,
+    /// The query with the pool's names put in.
+    pub query: String,
+    /// When the pool's release turned Ready on the revision: the answers
+    /// belong to this soak.
+    pub ready_since: Timestamp,
+}
+
+/// What a query answered.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    Value(f64),
+    /// No series.
+    Empty,
+    /// No answer: why.
+    Unanswered(String),
+}
+
+/// One check's answers for one pool over one soak, folded: bounded
+/// however long the soak.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CheckRecord {
+    pub asked: u32,
+    pub failures: u32,
+    /// The latest failure, for the message.
+    pub last_failure: Option<(Timestamp, Answer)>,
+    /// The latest answer of any kind, and when.
+    pub last: Option<(Timestamp, Answer)>,
+    /// Since when the check has gone unanswered, while it has.
+    pub unanswered_since: Option<Timestamp>,
+}
+
+/// One pool's records for one soak on one revision, by check name.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PoolRecords {
+    pub revision: String,
+    pub ready_since: Option<Timestamp>,
+    pub checks: BTreeMap<String, CheckRecord>,
+}
+
+/// The records of one application's pools, by pool name.
+pub type Records = BTreeMap<String, PoolRecords>;
+
+/// Where a pool's checks stand.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Every check passed over the soak.
+    Passed,
+    /// Still asking: when the next answer is due, and what the checks say
+    /// so far (for the status).
+    Asking { next: Duration, message: String },
+    /// The pool failed its checks for the revision.
+    Failed(String),
+}
+
+impl Checks {
+    /// `spec.rollout.analysis` read: intervals parsed, queries parsed as
+    /// PromQL with their placeholders filled in.
+    pub fn new(spec: &Analysis) -> Result<Self, FieldError> {
+        let checks =
+            spec.checks
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    let field = |name: &str| format!("rollout.analysis.checks[{i}].{name}");
+                    let interval = match &c.interval {
+                        None => DEFAULT_INTERVAL,
+                        Some(text) => parse_duration(text)
+                            .filter(|d| *d >= Duration::from_secs(1))
+                            .ok_or_else(|| FieldError {
+                                field: field("interval"),
+                                message: format!(
+                                    "{text:?} is not a duration of at least a second, such as 30s"
+                                ),
+                            })?,
+                    };
+                    parse_query(&c.query).map_err(|message| FieldError {
+                        field: field("query"),
+                        message: format!("check {}: {message}", c.name),
+                    })?;
+                    Ok(Check {
+                        name: c.name.clone(),
+                        query: c.query.clone(),
+                        min: c.min,
+                        max: c.max,
+                        interval,
+                        failure_limit: c.failure_limit.unwrap_or(0),
+                        pass_on_empty: c.on_empty.unwrap_or_default() == OnEmpty::Pass,
+                    })
+                })
+                .collect::<Result<_, FieldError>>()?;
+        Ok(Self {
+            source: spec.prometheus.clone(),
+            checks,
+        })
+    }
+
+    /// The checks due for `pool`, soaking since `ready_since` until
+    /// `soak_end`, each with its query rendered for the pool.
+    pub fn due(
+        &self,
+        pool: &Pool,
+        revision: &str,
+        records: Option<&PoolRecords>,
+        ready_since: Timestamp,
+        soak_end: Timestamp,
+        now: Timestamp,
+    ) -> Vec<Ask> {
+        let records = records.filter(|r| r.revision == revision && r.ready_since == Some(ready_since));
+        self.checks
+            .iter()
+            .filter(|c| {
+                let last = records.and_then(|r| r.checks.get(&c.name)).and_then(|r| r.last.as_ref());
+                next_due(c, last.map(|(at, _)| *at), soak_end).is_none_or(|due| due <= now)
+            })
+            .map(|c| Ask {
+                pool: pool.name.clone(),
+                check: c.name.clone(),
+                query: render(&c.query, pool, revision),
+                ready_since,
+            })
+            .collect()
+    }
+
+    /// Judges `pool`'s checks for the soak from `ready_since` to
+    /// `soak_end`, `deadline` being how long they may go unanswered.
+    pub fn judge(
+        &self,
+        revision: &str,
+        records: Option<&PoolRecords>,
+        ready_since: Timestamp,
+        soak_end: Timestamp,
+        deadline: Duration,
+        now: Timestamp,
+    ) -> Verdict {
+        let records = records.filter(|r| r.revision == revision && r.ready_since == Some(ready_since));
+        let record = |c: &Check| records.and_then(|r| r.checks.get(&c.name));
+        for c in &self.checks {
+            let Some(r) = record(c) else { continue };
+            if r.failures > c.failure_limit {
+                let (at, answer) = r.last_failure.as_ref().map_or((now, &Answer::Empty), |(t, a)| (*t, a));
+                return Verdict::Failed(format!(
+                    "check {} failed {} of {} times (failureLimit {}); at {}: {}",
+                    c.name,
+                    r.failures,
+                    r.asked,
+                    c.failure_limit,
+                    super::stamp(at),
+                    describe(c, answer)
+                ));
+            }
+            if let Some(since) = r.unanswered_since {
+                let waited = Duration::try_from(now.duration_since(since)).unwrap_or(Duration::ZERO);
+                if waited >= deadline {
+                    let why = match &r.last {
+                        Some((_, Answer::Unanswered(why))) => why.as_str(),
+                        _ => "no answer",
+                    };
+                    return Verdict::Failed(format!(
+                        "check {} went unanswered for its progressDeadline ({}) since {}: {why}",
+                        c.name,
+                        format_duration(deadline),
+                        super::stamp(since)
+                    ));
+                }
+            }
+        }
+        let passed = |c: &Check| {
+            record(c)
+                .and_then(|r| r.last.as_ref())
+                .is_some_and(|(at, answer)| *at >= soak_end && within(c, answer) == Some(true))
+        };
+        if now >= soak_end && self.checks.iter().all(passed) {
+            return Verdict::Passed;
+        }
+        let next = self
+            .checks
+            .iter()
+            .filter_map(|c| next_due(c, record(c).and_then(|r| r.last.as_ref()).map(|(at, _)| *at), soak_end))
+            .min()
+            .map_or(Duration::ZERO, |due| {
+                Duration::try_from(due.duration_since(now)).unwrap_or(Duration::ZERO)
+            });
+        let message = self
+            .checks
+            .iter()
+            .map(|c| match record(c).and_then(|r| r.last.as_ref()) {
+                None => format!("{}: not asked yet", c.name),
+                Some((_, answer)) => format!("{}: {}", c.name, describe(c, answer)),
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        Verdict::Asking { next, message }
+    }
+}
+
+impl CheckRecord {
+    /// Folds in one answer of `check`, given at `at`.
+    pub fn record(&mut self, check: &Check, at: Timestamp, answer: Answer) {
+        self.asked += 1;
+        match within(check, &answer) {
+            None => {
+                self.unanswered_since.get_or_insert(at);
+            }
+            Some(ok) => {
+                self.unanswered_since = None;
+                if !ok {
+                    self.failures += 1;
+                    self.last_failure = Some((at, answer.clone()));
+                }
+            }
+        }
+        self.last = Some((at, answer));
+    }
+}
+
+/// Whether `answer` passes `check`: `None` when there was no answer.
+pub fn within(check: &Check, answer: &Answer) -> Option<bool> {
+    match answer {
+        Answer::Unanswered(_) => None,
+        Answer::Empty => Some(check.pass_on_empty),
+        // NaN is within no bounds.
+        Answer::Value(v) => Some(
+            !v.is_nan() && check.min.is_none_or(|min| *v >= min) && check.max.is_none_or(|max| *v <= max),
+        ),
+    }
+}
+
+/// When `check` is next due, its last answer given at `last`: `None` when
+/// it is due at once (never asked in this soak).
+fn next_due(check: &Check, last: Option<Timestamp>, soak_end: Timestamp) -> Option<Timestamp> {
+    let last = last?;
+    let interval = k8s_openapi::jiff::SignedDuration::try_from(check.interval).unwrap_or_default();
+    let by_interval = last.checked_add(interval).unwrap_or(last);
+    // The soak's end is asked for as soon as it comes.
+    Some(if last < soak_end {
+        by_interval.min(soak_end)
+    } else {
+        by_interval
+    })
+}
+
+/// An answer said against the check's bounds.
+fn describe(check: &Check, answer: &Answer) -> String {
+    let bounds = match (check.min, check.max) {
+        (Some(min), Some(max)) => format!("min {min}, max {max}"),
+        (Some(min), None) => format!("min {min}"),
+        (None, Some(max)) => format!("max {max}"),
+        (None, None) => "no bounds".into(),
+    };
+    match answer {
+        Answer::Value(v) => {
+            let verdict = match within(check, answer) {
+                Some(true) => "within",
+                _ => "out of",
+            };
+            format!("{v} ({verdict} {bounds})")
+        }
+        Answer::Empty if check.pass_on_empty => "no data (onEmpty: Pass)".into(),
+        Answer::Empty => "no data (onEmpty: Fail: no data is not good news)".into(),
+        Answer::Unanswered(why) => format!("no answer: {why}"),
+    }
+}
+
+/// The engine that fills a query's placeholders in: `{{pool.name}}`,
+/// `{{pool.labels.<key>}}` and `{{revision}}`, each escaped for a PromQL
+/// string literal (a quote or a backslash in a label cannot end it early).
+fn engine() -> Handlebars<'static> {
+    let mut engine = Handlebars::new();
+    engine.register_escape_fn(|s| s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n"));
+    engine
+}
+
+/// `query` for `pool` at `revision`. A placeholder that names nothing
+/// (a label the pool lacks) reads as empty, as Prometheus reads a label
+/// that is not there.
+pub fn render(query: &str, pool: &Pool, revision: &str) -> String {
+    let data = json!({
+        "pool": { "name": pool.name, "labels": pool.labels },
+        "revision": revision,
+    });
+    engine().render_template(query, &data).unwrap_or_else(|_| query.to_string())
+}
+
+/// Whether `query` is PromQL, with its placeholders filled in.
+fn parse_query(query: &str) -> Result<(), String> {
+    let data = json!({ "pool": { "name": "pool", "labels": {} }, "revision": "revision" });
+    let rendered = engine()
+        .render_template(query, &data)
+        .map_err(|e| format!("its placeholders do not read: {e}"))?;
+    promql_parser::parser::parse(&rendered)
+        .map(|_| ())
+        .map_err(|e| format!("not PromQL: {e}"))
+}
+
+#[cfg(test)]
+mod tests;
