@@ -6,9 +6,11 @@
 # of bare repositories (under <state dir>/git, at
 # http://127.0.0.1:<port>/<name>.git) and an S3-compatible server whose
 # buckets are the folders under <state dir>/s3 (for Flux Buckets: endpoint
-# 127.0.0.1:<port>, plain HTTP, no credentials) and an OpenID provider for
-# the console's sign-in (its issuer in <state dir>/oidc-issuer), all on
-# 127.0.0.1; beside it, site clusters for Flux to install into.
+# 127.0.0.1:<port>, plain HTTP, no credentials), an OpenID provider for
+# the console's sign-in (its issuer in <state dir>/oidc-issuer) and a
+# Prometheus server for the tests that judge a canary by metrics (its base
+# URL in <state dir>/prometheus-url), all on 127.0.0.1; beside it, site
+# clusters for Flux to install into.
 #
 #   hack/cluster.sh up      start it (a no-op when it already runs)
 #   hack/cluster.sh down    stop it and forget its state
@@ -31,6 +33,22 @@
 # an Alert's eventSources accept kind NodePoolApplication. Its webhook
 # receiver (Flux Receivers) is not used here: it listens on a free port the
 # kernel picks.
+#
+# Metrics: Prometheus scrapes, every second, the targets listed in the JSON
+# files <state dir>/prometheus/targets/*.json (file-based service discovery:
+# it watches the directory), e.g.
+#   [{"targets": ["127.0.0.1:8080"], "labels": {"pool": "edge-a"}}]
+# under the job `targets` (a target's own `job` label overrides it), and
+# answers queries at the URL in <state dir>/prometheus-url, such as
+# http://127.0.0.1:41235/api/v1/query?query=up: a target listed is
+# scraped within about a second (at most 4 s measured). Write a file under
+# a name that does not end in .json, then rename it, so that Prometheus
+# never reads it half-written. A target that names no Content-Type it knows is read as
+# the text format. It evaluates rules every second too, keeps an hour of
+# samples, and takes /-/reload and /-/quit (--web.enable-lifecycle). Every
+# port of the plane's range is taken, so it listens on one the kernel
+# picks: a new one at every `up`, the same one again after `stop
+# prometheus` and `start prometheus`.
 #
 # Site clusters: small Kubernetes clusters of their own beside this one (the
 # hub), which a HelmRelease reaches through spec.kubeConfig.secretRef. Site N
@@ -93,7 +111,7 @@ events_url=http://$host:$nc_events_port
 # they talk to, and etcd last.
 components=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok notification-controller
   source-controller helm-controller kustomize-controller chart-repository git-server oci-registry s3-server
-  oidc-provider)
+  oidc-provider prometheus)
 # Each site's, in start order; every site's follow the hub's in
 # `components`, so `down` stops the sites first.
 site_components=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
@@ -578,6 +596,25 @@ launch() {
     rm -f "$dir/oidc-issuer"
     start oidc-provider oidc-provider --addr="$host:0" --issuer-file="$dir/oidc-issuer"
     ;;
+  # Prometheus, for the tests that judge a canary by metrics (see the top
+  # of this file): on a port the kernel picks, as the OpenID provider, or
+  # on the port it had when it restarts after `stop`, so that its URL holds
+  # across an outage. Its address is known once it listens: the log names
+  # it. Its scrape manager takes in new targets every second rather than
+  # every 5 (the hidden flag --scrape.discovery-reload-interval), so that a
+  # target a test lists is scraped within about a second.
+  prometheus)
+    local listen=$host:0 offset=0
+    if [[ -s $dir/prometheus-url ]]; then listen=$(sed 's|^http://||' "$dir/prometheus-url"); fi
+    mkdir -p "$dir/prometheus/targets" "$dir/prometheus/data"
+    write_prometheus_config
+    # Only what this start logs: the log keeps the earlier starts'.
+    [[ -f $logs/prometheus.log ]] && offset=$(wc -c <"$logs/prometheus.log")
+    start prometheus prometheus --config.file="$dir/prometheus/prometheus.yml" \
+      --web.listen-address="$listen" --web.enable-lifecycle --scrape.discovery-reload-interval=1s \
+      --storage.tsdb.path="$dir/prometheus/data" --storage.tsdb.retention.time=1h
+    wait_for prometheus 60 prometheus_listens "$offset"
+    ;;
   # Flux's controllers run out of cluster: they read KUBECONFIG and need
   # distinct metrics and health ports. They send their events to
   # notification-controller, as in a Flux install.
@@ -626,6 +663,43 @@ launch() {
   esac
 }
 
+# Prometheus's configuration: one scrape job over the targets files. A
+# target that names no Content-Type Prometheus knows (a static file served
+# as application/octet-stream) is read as the text format, which Prometheus
+# 3 otherwise refuses.
+#
+# Prometheus watches the targets directory and reads a file as soon as it
+# changes; the refresh is only a fallback, and a long one on purpose. Its
+# discovery passes updates on with a backoff that grows to 5 s and starts
+# again from 100 ms only after 5 s without one: a refresh every second,
+# which is an update every second, keeps it at 5 s. Measured: a new target
+# in the query results after 0.1 to 3.9 s (most often about 1 s) with a
+# long refresh; 3.4 to 6.5 s with one every second.
+write_prometheus_config() {
+  cat >"$dir/prometheus/prometheus.yml" <<EOF
+global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: targets
+    fallback_scrape_protocol: PrometheusText0.0.4
+    file_sd_configs:
+      - files: ['$dir/prometheus/targets/*.json']
+        refresh_interval: 1m
+EOF
+}
+
+# Succeeds once Prometheus's log, after byte $1, names the address it
+# listens on, and writes its base URL to <state dir>/prometheus-url.
+prometheus_listens() {
+  local address
+  address=$(tail -c +"$(($1 + 1))" "$logs/prometheus.log" |
+    sed -n 's/.*msg="Listening on" .*address=\([0-9.]*:[0-9]*\).*/\1/p' | tail -n 1)
+  [[ -n $address ]] || return 1
+  echo "http://$address" >"$dir/prometheus-url"
+}
+
 # The readiness check of one component, for `start`.
 component_ready() {
   case $1 in
@@ -646,6 +720,7 @@ component_ready() {
   # S3's ListBuckets: it answers once the server can read its root.
   s3-server) curl -sf "http://$host:$s3_port/" ;;
   oidc-provider) [[ -s $dir/oidc-issuer ]] && curl -sf "$(<"$dir/oidc-issuer")/.well-known/openid-configuration" ;;
+  prometheus) [[ -s $dir/prometheus-url ]] && curl -sf "$(<"$dir/prometheus-url")/-/ready" ;;
   *-site-[0-9]*)
     local c=${1%-site-*} s=site-${1##*-site-} port
     port=$(site_port "$s" "$c")
@@ -708,6 +783,9 @@ up() {
   launch oci-registry
   launch s3-server
   launch oidc-provider
+  # A new port at every start of the plane.
+  rm -f "$dir/prometheus-url"
+  launch prometheus
   create_flux_objects
   launch notification-controller
   launch source-controller
@@ -719,7 +797,7 @@ up() {
     create_site_nodes "$s"
   done
 
-  for c in chart-repository git-server s3-server oidc-provider kube-controller-manager kube-scheduler notification-controller \
+  for c in chart-repository git-server s3-server oidc-provider prometheus kube-controller-manager kube-scheduler notification-controller \
     source-controller helm-controller kustomize-controller kwok; do
     wait_for "$c" 60 component_ready "$c"
   done
@@ -770,7 +848,8 @@ down() {
   done
   # Disposable state goes; certificates stay so a kubeconfig stays valid.
   # The sites go whole, kubeconfigs too: a site's kubeconfig says it runs.
-  rm -rf "$dir/etcd" "$dir/storage" "$dir/charts" "$dir/git" "$dir/s3" "$dir/sites"
+  rm -rf "$dir/etcd" "$dir/storage" "$dir/charts" "$dir/git" "$dir/s3" "$dir/sites" "$dir/prometheus" \
+    "$dir/prometheus-url"
   log "stopped"
 }
 

@@ -4,7 +4,9 @@
 # directory that holds them all. Beside the control plane it builds
 # `kstatus`, Flux's status library as a command, for the tests. The Git
 # server and the OCI registry of the plane (module servers/) are small
-# programs of this repository, built the same way.
+# programs of this repository, built the same way. Prometheus (module
+# prometheus/), which the end-to-end tests read metrics from, is built
+# with build tags of its own: see tags_for.
 #
 # Each wrapper module is built into its own directory keyed by a hash of its
 # go.mod, go.sum and the Go version, so a second run builds nothing and a
@@ -17,7 +19,8 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache=${NODEPOOL_FANOUT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nodepool-fanout}
-modules=(kubernetes source-controller helm-controller kustomize-controller notification-controller kwok kstatus servers oidc-provider)
+modules=(kubernetes source-controller helm-controller kustomize-controller notification-controller kwok kstatus servers oidc-provider
+  prometheus)
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=readonly
 
@@ -28,7 +31,8 @@ go_version=$(go env GOVERSION)
 
 # Every file of the wrapper module counts: go.mod and go.sum pin the
 # versions, and a module may hold programs of its own, in its root (kstatus)
-# or in subdirectories (servers/cmd/*).
+# or in subdirectories (servers/cmd/*). This script counts too, so a change
+# of a module's flags below (ldflags_for, tags_for) rebuilds it.
 module_key() {
   find "$here/$1" -type f | LC_ALL=C sort | xargs cat | cat - <(echo "$go_version") "$0" |
     sha256sum | cut -c1-16
@@ -50,7 +54,29 @@ ldflags_for() {
       done
       echo "-s -w$flags"
       ;;
+    # Prometheus tags its Go module v0.3MM.P for its release 3.MM.P:
+    # /api/v1/status/buildinfo and --version report the release.
+    prometheus)
+      local v minor
+      v=$(cd "$dir" && go list -m -f '{{.Version}}' github.com/prometheus/prometheus)
+      minor=${v#v0.}; minor=${minor%%.*}
+      echo "-s -w -X github.com/prometheus/common/version.Version=$((minor / 100)).$((minor % 100)).${v##*.}"
+      ;;
     *) echo "-s -w" ;;
+  esac
+}
+
+# Build tags.
+tags_for() {
+  case $1 in
+    # `remove_all_sd` leaves out Prometheus's optional service discoveries
+    # (the cloud providers' SDKs, Kubernetes, Consul, …: about a third of
+    # its packages) and keeps static and file-based targets, all that the
+    # plane's scrape job uses. `builtinassets` stays off: the web UI's
+    # assets are built with npm, and the HTTP API the tests query needs
+    # none of them.
+    prometheus) echo "remove_all_sd" ;;
+    *) echo "" ;;
   esac
 }
 
@@ -69,10 +95,11 @@ build_module() {
   log "$module: a cold build of the whole control plane takes 20-40 minutes on 2 cores; progress every 200 packages"
   rm -rf "$out.tmp"
   mkdir -p "$out.tmp"
-  local start=$SECONDS ldflags
+  local start=$SECONDS ldflags tags
   ldflags=$(ldflags_for "$module")
+  tags=$(tags_for "$module")
   # `go build -v` names each package as it compiles it: count them to show progress.
-  (cd "$here/$module" && go build -v -trimpath -ldflags "$ldflags" -o "$out.tmp/" tool) 2>&1 |
+  (cd "$here/$module" && go build -v -trimpath -tags "$tags" -ldflags "$ldflags" -o "$out.tmp/" tool) 2>&1 |
     awk -v m="$module" '/^#|\.go:[0-9]+:/ {print > "/dev/stderr"; next}
                         {n++; if (n % 200 == 0) printf "[build] %s: %d packages compiled\n", m, n > "/dev/stderr"}'
   local status=${PIPESTATUS[0]}
