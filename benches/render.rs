@@ -288,6 +288,7 @@ fn input<'a>(
         memo: None,
         // Every pool built and written, as a fleet's resync builds them.
         first_install_alone: false,
+        analysis: None,
     }
 }
 

@@ -111,6 +111,7 @@ fn reconcile(
         memo,
         // Building and deciding every pool, as an installed fleet does.
         first_install_alone: false,
+        analysis: None,
     });
     (planned, observing, start.elapsed())
 }

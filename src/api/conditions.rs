@@ -68,4 +68,8 @@ pub mod pool_reason {
     pub const NAME_CONFLICT: &str = "NameConflict";
     /// An object of the pool's release is held by another release.
     pub const OBJECT_HELD_ELSEWHERE: &str = "ObjectHeldElsewhere";
+    /// The pool's metric checks failed for the revision (`rollout.analysis`).
+    pub const ANALYSIS_FAILED: &str = "AnalysisFailed";
+    /// The pool soaks while its metric checks are asked.
+    pub const ANALYSIS_RUNNING: &str = "AnalysisRunning";
 }

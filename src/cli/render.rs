@@ -116,6 +116,7 @@ pub fn render_over(
         memo: None,
         // A preview of every pool's release, as the fleet holds them once installed.
         first_install_alone: false,
+        analysis: None,
     });
     errors.extend(plan.blocked.iter().cloned());
     errors.extend(

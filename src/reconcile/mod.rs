@@ -23,6 +23,8 @@
 //! - [`fleet`] says, once, how the fleet stands from the plan and what
 //!   apply did: the status, the Events, the metrics' counts, `get`'s rows
 //!   and the console's cells all read its report.
+//! - the metric checks the plan says are due are asked last
+//!   ([`apply::asks`]), and the next plan judges their answers.
 //! - [`steps`] carries each step out for [`reconcile`]; [`ReconcileError`]
 //!   says which step failed.
 //!
@@ -52,6 +54,9 @@ pub mod steps;
 
 pub use error::ReconcileError;
 pub use steps::{Controller, Memory};
+
+/// How soon answers to the metric checks are judged after they come in.
+const ANSWERS_JUDGED_AFTER: Duration = Duration::from_millis(200);
 
 /// What one reconcile did, for the controller to publish and to say when
 /// to look again.
@@ -93,10 +98,16 @@ pub async fn reconcile(c: &Controller<'_>, app: &NodePoolApplication) -> Result<
         failed = steps::prune_charts(c, app, chart.as_ref(), &owned, &applied, &rollback).await.err();
     }
     let published = steps::report(&apis, app, &mut planned, &applied, failed.as_ref()).await?;
+    // Answers come in after the report: the next plan judges them.
+    let asked = steps::ask_checks(c, app, &planned).await;
+    let requeue_after = match asked {
+        true => Some(ANSWERS_JUDGED_AFTER.min(planned.requeue_after.unwrap_or(ANSWERS_JUDGED_AFTER))),
+        false => planned.requeue_after,
+    };
     Ok(Reconciled {
         published,
         chart_waits: chart.and_then(Result::err).filter(|hold| hold.transient),
-        requeue_after: planned.requeue_after,
+        requeue_after,
         names_taken: applied.names_taken(),
         failed,
     })

@@ -317,6 +317,8 @@ pub struct Beyond<'a> {
     pub hold: Option<Hold>,
     pub clock_since: Option<Time>,
     pub memo: Option<&'a Memo>,
+    /// What the metric checks answered so far (see `PlanInput::analysis`).
+    pub analysis: Option<crate::reconcile::rollout::analysis::Answers<'a>>,
 }
 
 impl Observed {
@@ -346,6 +348,7 @@ impl Observed {
             history: Some(history),
             memo: beyond.memo,
             first_install_alone: true,
+            analysis: beyond.analysis,
         };
         let planned = plan::plan(&input);
         let PlanInput { owned, .. } = input;

@@ -27,6 +27,7 @@ use crate::reconcile::isolation;
 use crate::reconcile::packed::PackedJson;
 use crate::reconcile::release::build::{AppInfo, FieldError};
 use crate::reconcile::release::state::{ReleaseState, ReleaseStatus};
+use crate::reconcile::rollout::analysis::{Analysing, Answers, Checks};
 use crate::reconcile::rollout::{self, PoolRollout};
 
 /// Everything a plan is computed from.
@@ -74,6 +75,10 @@ pub struct PlanInput<'a> {
     /// what the controller does. Off, every new pool is written at once,
     /// as a preview of the fleet once installed shows it.
     pub first_install_alone: bool,
+    /// What the revision's metric checks answered so far, by pool (kept
+    /// by the runtime, which asks them), or what the status says of them;
+    /// `None` judges no check (a preview of the releases).
+    pub analysis: Option<Answers<'a>>,
 }
 
 /// The application's releases by name, for lookups by name alone:
@@ -148,27 +153,9 @@ fn plan_releases(input: &PlanInput) -> Plan {
         return nothing_selected(input, &app);
     }
     let revision = revision(&app);
-    let settings = match rollout_settings(input, &app, selected.pools.len(), &revision) {
-        Ok(settings) => settings,
+    let (settings, targets) = match rollout_of(input, &app, selected.pools.len(), &revision) {
+        Ok(rollout) => rollout,
         Err(message) => return blocked(input, conditions::reason::INVALID_ROLLOUT.to_string(), message),
-    };
-    // Where the pools that took the revision may go back to: read only
-    // while a rollback may come.
-    let rollback_may_come = settings.progressive && settings.rollback && !settings.completed;
-    let targets = rollback::Targets::of(
-        input.history,
-        input.owned.iter().map(Arc::as_ref),
-        &revision,
-        rollback_may_come,
-    );
-    let settings = rollout::Settings {
-        back_to: targets.newest(input.history),
-        cannot_go_back: targets.unreadable(),
-        approved_steps: schedule::approved_steps(input.app, &revision)
-            .into_iter()
-            .map(str::to_string)
-            .collect(),
-        ..settings
     };
     // Pools that share an object read as failed, for the rollout and the
     // roll-up alike: later entries of the map win.
@@ -183,6 +170,11 @@ fn plan_releases(input: &PlanInput) -> Plan {
     };
     let reach = reach(input, &owned);
     let reach = reach.as_ref().or(input.nodes);
+    let analysis = app.spec.rollout.as_ref().and_then(|r| r.analysis.as_ref());
+    let checks = match analysis.map(Checks::new).transpose() {
+        Ok(checks) => checks,
+        Err(e) => return blocked(input, conditions::reason::INVALID_ROLLOUT.to_string(), e.to_string()),
+    };
     let windows = app.spec.rollout.as_ref().map(|r| r.windows.as_slice()).unwrap_or_default();
     let windows = match rollout::window::of_spec(windows) {
         Ok(windows) => windows,
@@ -200,8 +192,9 @@ fn plan_releases(input: &PlanInput) -> Plan {
         reach,
         windows: &windows,
         targets: &targets,
+        checks: checks.as_ref(),
     };
-    let decision = schedule::decide(input, &owned, &scheduled, &candidates.pools);
+    let (decision, asks) = schedule::decide(input, &owned, &scheduled, &candidates.pools);
     let suspended = input.app.spec.suspend == Some(true);
     let mut plan = Plan::new(selected.missing.clone());
     plan.inert = candidates.inert;
@@ -217,6 +210,12 @@ fn plan_releases(input: &PlanInput) -> Plan {
     };
     deciding.outcomes(candidates.pools, &mut plan);
     plan.rollback_charts = targets.charts();
+    plan.analysis = checks.map(|checks| Analysing {
+        source: checks.source,
+        checks: checks.checks,
+        revision: revision.clone(),
+        asks,
+    });
     // Nothing is pruned while the chart holds the writes or the
     // application is suspended (see `Outcome::Suspended`).
     if input.hold.is_none() && !suspended {
@@ -255,6 +254,36 @@ fn blocker(input: &PlanInput) -> Option<(String, String)> {
         .as_ref()
         .filter(|hold| !hold.transient)
         .map(|hold| (hold.reason.clone(), hold.message.clone()))
+}
+
+/// The rollout's settings for this revision, with where the pools that
+/// took it may go back to.
+fn rollout_of(
+    input: &PlanInput,
+    app: &AppInfo,
+    pools: usize,
+    revision: &str,
+) -> Result<(rollout::Settings, rollback::Targets), String> {
+    let settings = rollout_settings(input, app, pools, revision)?;
+    // Where the pools that took the revision may go back to: read only
+    // while a rollback may come.
+    let rollback_may_come = settings.progressive && settings.rollback && !settings.completed;
+    let targets = rollback::Targets::of(
+        input.history,
+        input.owned.iter().map(Arc::as_ref),
+        revision,
+        rollback_may_come,
+    );
+    let settings = rollout::Settings {
+        back_to: targets.newest(input.history),
+        cannot_go_back: targets.unreadable(),
+        approved_steps: schedule::approved_steps(input.app, revision)
+            .into_iter()
+            .map(str::to_string)
+            .collect(),
+        ..settings
+    };
+    Ok((settings, targets))
 }
 
 /// The application's rollout settings for this revision, with what the

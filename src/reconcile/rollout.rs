@@ -115,6 +115,9 @@ pub struct PoolInput<'a> {
     /// (its written-at stamp), when known: a release behind that Flux
     /// has not judged since is an update under way (see [`pick`]).
     pub last_written: Option<Timestamp>,
+    /// Where its metric checks stand, when the revision has checks and
+    /// its release is Ready on it (see [`analysis`]).
+    pub analysis: Option<analysis::Verdict>,
 }
 
 /// Every maintenance window of a pool is closed, or its own cannot be read.
@@ -355,7 +358,8 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
         d.state == PoolRollout::Offline
             && match p.release {
                 Release::Current { status, written } => {
-                    busy(measure(settings, status, written, now, &mut Requeue::default()).state)
+                    let analysis = p.analysis.as_ref();
+                    busy(measure(settings, status, written, analysis, now, &mut Requeue::default()).state)
                 }
                 _ => false,
             }

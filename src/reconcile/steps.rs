@@ -17,6 +17,7 @@ use crate::reconcile::history::{History, HistoryWrites};
 use crate::reconcile::observe::{self, helmrelease_resource, Caches};
 use crate::reconcile::plan::{Hold, Memo, ObservedRelease, Plan};
 use crate::reconcile::resolve::{self, SharedChart};
+use crate::reconcile::rollout::analysis::{Answers, Records};
 use crate::reconcile::ReconcileError;
 
 /// What a reconcile reads and writes through, lent by the controller.
@@ -33,6 +34,8 @@ pub struct Controller<'a> {
     pub clock_since: Option<Time>,
     /// What the controller keeps of one application between reconciles.
     pub memory: &'a dyn Memory,
+    /// Asks the metric checks' queries.
+    pub asker: &'a apply::asks::Asker,
 }
 
 /// What the controller keeps of one application between its reconciles,
@@ -45,6 +48,9 @@ pub trait Memory: Sync {
     /// before they end, and that event must find the rollout waiting on
     /// it: how many verdicts wait on releases.
     fn planned(&self, waits_on_releases: Option<usize>);
+    /// What the metric checks of the revision under way answered so far.
+    fn answers(&self) -> Option<Arc<Records>>;
+    fn keep_answers(&self, records: Records);
 }
 
 /// The APIs of the application's namespace the steps write through.
@@ -108,6 +114,8 @@ pub(super) fn plan(
         None => (None, None, None),
     };
     let memo = c.memory.memo();
+    let answers = c.memory.answers().unwrap_or_default();
+    let answers = answers.as_ref();
     let beyond = observe::Beyond {
         now: Time(k8s_openapi::jiff::Timestamp::now()),
         chart_ref,
@@ -115,10 +123,27 @@ pub(super) fn plan(
         hold,
         clock_since: c.clock_since.clone(),
         memo: memo.as_deref(),
+        analysis: Some(Answers::Asked(answers)),
     };
     let (mut planned, owned) = observed.plan(app, history, beyond);
     c.memory.keep_memo(std::mem::take(&mut planned.memo));
     (planned, owned)
+}
+
+/// The metric checks the plan says are due, asked, and their answers
+/// kept for the next plan: whether any was asked (then the next plan,
+/// soon, judges them).
+pub(super) async fn ask_checks(c: &Controller<'_>, app: &NodePoolApplication, planned: &Plan) -> bool {
+    let Some(analysing) = planned.analysis.as_ref() else {
+        return false;
+    };
+    let namespace = app.namespace().unwrap_or_default();
+    let at = k8s_openapi::jiff::Timestamp::now();
+    let answered = c.asker.ask(c.client, &namespace, analysing, at).await;
+    let asked = !answered.is_empty();
+    let records = c.memory.answers().unwrap_or_default();
+    c.memory.keep_answers(analysing.fold(&records, answered, at));
+    asked
 }
 
 pub(super) async fn carry_out(

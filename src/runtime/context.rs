@@ -136,6 +136,8 @@ pub(super) struct Context {
     /// [`AppIndex`]): its events, wake window, memo, backoffs and metric
     /// series, forgotten together.
     pub(super) index: Arc<AppIndex>,
+    /// Asks the metric checks' queries of each application's Prometheus.
+    pub(super) asker: crate::reconcile::apply::asks::Asker,
 }
 
 /// Where the caches stand.

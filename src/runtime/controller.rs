@@ -193,6 +193,7 @@ fn context(
         chart_backoff: Backoff::starting_at(CHART_HOLD_FIRST_RETRY),
         leading_since: std::sync::OnceLock::new(),
         index,
+        asker: crate::reconcile::apply::asks::Asker::new(),
     }
 }
 

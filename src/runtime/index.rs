@@ -24,6 +24,7 @@ use kube::runtime::watcher;
 use crate::api::{NodePoolApplication, PoolKind, PoolSelection};
 use crate::pools::nodes::Membership;
 use crate::reconcile::plan::Memo;
+use crate::reconcile::rollout::analysis::Records;
 use crate::runtime::metrics::{Metrics, PoolCounts, ResourceInfoLabels};
 
 use super::context::{wake_window, AppMeta};
@@ -75,6 +76,9 @@ struct Known {
     /// an application deleted and made again under the same name is
     /// another object, planned afresh.
     memo: Option<(String, Arc<Memo>)>,
+    /// What its metric checks answered for the revision under way, with
+    /// the uid of the object they were asked for.
+    answers: Option<(String, Arc<Records>)>,
     /// Consecutive reconciles that failed, for its backoff.
     failures: u32,
     /// Consecutive reconciles whose writes waited on the chart: a source
@@ -252,6 +256,20 @@ impl AppIndex {
     pub(super) fn keep_memo(&self, app: &ObjectRef<AppMeta>, uid: &str, memo: Memo) {
         let memo = (!memo.is_empty()).then(|| (uid.to_string(), Arc::new(memo)));
         self.update(app, |entry| entry.memo = memo);
+    }
+
+    /// What `app`'s metric checks answered, if asked for the object `uid`.
+    pub(super) fn answers(&self, app: &ObjectRef<AppMeta>, uid: &str) -> Option<Arc<Records>> {
+        let known = self.read_lock();
+        let (made_for, answers) = known.get(app)?.answers.as_ref()?;
+        (made_for == uid).then(|| Arc::clone(answers))
+    }
+
+    /// Keeps what `app`'s metric checks answered, asked for the object
+    /// `uid`; none is nothing.
+    pub(super) fn keep_answers(&self, app: &ObjectRef<AppMeta>, uid: &str, answers: Records) {
+        let answers = (!answers.is_empty()).then(|| (uid.to_string(), Arc::new(answers)));
+        self.update(app, |entry| entry.answers = answers);
     }
 
     /// One more reconcile of `app` failed: the failures in a row now, for

@@ -102,6 +102,7 @@ pub(super) async fn reconcile_app(
         shared_charts: &ctx.charts,
         clock_since: ctx.leading_since.get().map(|t| Time(*t)),
         memory: &memory,
+        asker: &ctx.asker,
     };
     let mut reconciled = reconcile::reconcile(&controller, &app).await?;
     ctx.index.names_taken(&app_ref, std::mem::take(&mut reconciled.names_taken));
@@ -128,6 +129,12 @@ impl reconcile::Memory for Remembered<'_> {
     }
     fn planned(&self, waits_on_releases: Option<usize>) {
         self.index.planned(self.app, waits_on_releases);
+    }
+    fn answers(&self) -> Option<Arc<crate::reconcile::rollout::analysis::Records>> {
+        self.index.answers(self.app, &self.uid)
+    }
+    fn keep_answers(&self, records: crate::reconcile::rollout::analysis::Records) {
+        self.index.keep_answers(self.app, &self.uid, records);
     }
 }
 

@@ -69,6 +69,7 @@ fn plan_over(app: &NodePoolApplication, pools: &[Pool], owned: Vec<Arc<ObservedR
         memo: None,
         // These tests carry out plans over releases as the API server takes them.
         first_install_alone: false,
+        analysis: None,
     })
 }
 

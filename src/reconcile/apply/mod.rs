@@ -4,7 +4,8 @@
 //!
 //! - `execute`: one plan carried out, write by write, each failure kept
 //!   as data so one pool's refusal never stops the others;
-//! - `release`: the writes of one HelmRelease;
+//! - `release_writes`: the writes of one HelmRelease;
+//! - [`asks`]: the metric checks' queries the plan says are due, asked;
 //! - `orphaning`: releases left in place under `deletionPolicy: Orphan`;
 //! - [`claim`]: the Lease that claims a Helm release before a HelmRelease
 //!   first drives it;
@@ -15,6 +16,7 @@
 //! Nothing here decides: what to write comes from the plan.
 
 mod application;
+pub mod asks;
 mod chart;
 pub mod claim;
 mod execute;

@@ -8,8 +8,10 @@
 //! What only the controller can find is taken from the application's
 //! status, which lists such pools first: a pool's values that break the
 //! chart's schema (a looker does not fetch the chart), a write the API
-//! server refused, and a chart that holds every write.
+//! server refused, a chart that holds every write, and where each pool
+//! stands with its metric checks (a looker asks no query).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -17,6 +19,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use crate::api::{conditions, ConditionStatus, NodePoolApplication, NodePoolApplicationStatus};
 use crate::reconcile::observe::{self, Beyond, Caches};
 use crate::reconcile::plan::{Hold, Memo, ObservedRelease};
+use crate::reconcile::rollout::analysis::{Answers, Verdict};
 
 use super::rows::{self, PoolRow};
 use super::{FleetReport, WriteRefused, REFUSED_WRITE_REASONS};
@@ -68,6 +71,7 @@ pub fn observe_with(
         hold: found.hold,
         clock_since: None,
         memo,
+        analysis: Some(Answers::Reported(&found.verdicts)),
     };
     let (planned, owned) = observed.plan(app, &history, beyond);
     let mut report = planned.report;
@@ -87,6 +91,8 @@ struct Found {
     /// Pools whose values break the chart's schema, and pools whose write
     /// the API server refused.
     pools: Vec<WriteRefused>,
+    /// Where each pool the status lists stands with its metric checks.
+    verdicts: BTreeMap<String, Verdict>,
 }
 
 impl Found {
@@ -118,9 +124,25 @@ impl Found {
                 retriable: p.reason == "ApplyFailed" && !stalled_by(status, &p.reason),
             })
             .collect();
+        let verdicts = status
+            .pools
+            .iter()
+            .filter_map(|p| {
+                let verdict = match p.reason.as_str() {
+                    conditions::pool_reason::ANALYSIS_FAILED => Verdict::Failed(p.message.clone()),
+                    conditions::pool_reason::ANALYSIS_RUNNING => Verdict::Asking {
+                        next: std::time::Duration::ZERO,
+                        message: p.message.clone(),
+                    },
+                    _ => return None,
+                };
+                Some((p.pool.clone(), verdict))
+            })
+            .collect();
         Self {
             hold: hold_in(status),
             pools,
+            verdicts,
         }
     }
 }

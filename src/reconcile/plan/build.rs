@@ -381,6 +381,7 @@ pub(super) fn app_info_for_tests(app: &crate::api::NodePoolApplication) -> u64 {
         history: None,
         memo: None,
         first_install_alone: false,
+        analysis: None,
     };
     memo::app_inputs(&app_info(&input, &requests))
 }

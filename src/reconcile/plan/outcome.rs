@@ -182,6 +182,9 @@ pub struct Plan {
     /// What to write to the application's revision history for the
     /// revision under way ([`crate::reconcile::history::plan`]).
     pub history: crate::reconcile::history::HistoryWrites,
+    /// The revision's metric checks and those due now, for the runtime
+    /// to ask (see [`crate::reconcile::rollout::analysis`]).
+    pub analysis: Option<crate::reconcile::rollout::analysis::Analysing>,
 }
 
 /// A release being deleted, let go without its uninstall: the site it
@@ -219,6 +222,7 @@ impl Plan {
             uninstall_skipped: Vec::new(),
             uninstall_wait: None,
             history: Default::default(),
+            analysis: None,
         }
     }
 

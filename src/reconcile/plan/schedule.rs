@@ -4,11 +4,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use crate::api::naming;
 use crate::pools::nodes::{Counted, NodeCount};
 use crate::pools::{self, Pool};
+use crate::reconcile::release::state::ReleaseState;
+use crate::reconcile::rollout::analysis::{Answers, Ask, Checks, Verdict};
 use crate::reconcile::rollout::window::Gates;
 use crate::reconcile::rollout::{self, PoolRollout};
 
@@ -29,6 +31,8 @@ pub(super) struct Scheduling<'a> {
     pub windows: &'a Gates<'a>,
     /// Where the pools that took the revision may go back to.
     pub targets: &'a rollback::Targets,
+    /// The revision's metric checks, and what they answered so far.
+    pub checks: Option<&'a Checks>,
 }
 
 /// The pools whose last write the API server refused, as the status says
@@ -43,13 +47,14 @@ fn refused_writes(app: &crate::api::NodePoolApplication) -> BTreeSet<&str> {
 }
 
 /// The rollout's decision over the candidates whose release is built:
-/// which of the changes go out now, and where each pool stands.
+/// which of the changes go out now, and where each pool stands; and the
+/// metric checks due now.
 pub(super) fn decide(
     input: &PlanInput,
     owned: &Owned,
     scheduling: &Scheduling,
     candidates: &[Candidate],
-) -> rollout::Decision {
+) -> (rollout::Decision, Vec<Ask>) {
     let Scheduling {
         settings,
         revision,
@@ -57,7 +62,11 @@ pub(super) fn decide(
         reach,
         windows,
         targets,
+        checks,
     } = *scheduling;
+    // A revision that completed is judged no more (see `Settings::completed`).
+    let checks = checks.filter(|_| settings.progressive && !settings.completed);
+    let mut asks = Vec::new();
     let steps = input.app.spec.rollout.as_ref().map(|r| r.steps.as_slice()).unwrap_or_default();
     // A step's selector was checked with the others: an error matches nothing.
     let step_of = |pool: &Pool| {
@@ -104,7 +113,19 @@ pub(super) fn decide(
                 },
             };
             let stamp = stamp_of(observed.copied(), &release, revision, targets, since);
+            let analysis = checks.zip(input.analysis).and_then(|(checks, answers)| {
+                let judging = Judging {
+                    checks,
+                    pool,
+                    revision,
+                    settings,
+                    answers,
+                    now: input.now.0,
+                };
+                judging.judge(&release, &mut asks)
+            });
             Some(rollout::PoolInput {
+                analysis,
                 stamp,
                 pool: &pool.name,
                 wave: wave_of(pool),
@@ -141,7 +162,49 @@ pub(super) fn decide(
         wave_steps,
         ..settings.clone()
     };
-    rollout::decide(&settings, &inputs, waves.len(), input.now.0)
+    (rollout::decide(&settings, &inputs, waves.len(), input.now.0), asks)
+}
+
+/// One pool's metric checks, judged.
+struct Judging<'a> {
+    checks: &'a Checks,
+    pool: &'a Pool,
+    revision: &'a str,
+    settings: &'a rollout::Settings,
+    answers: Answers<'a>,
+    now: Timestamp,
+}
+
+impl Judging<'_> {
+    /// The verdict on a pool whose release is Ready on the revision, the
+    /// checks due now added to `asks`; `None` for any other pool.
+    fn judge(&self, release: &rollout::Release, asks: &mut Vec<Ask>) -> Option<Verdict> {
+        let rollout::Release::Current { status, written } = release else {
+            return None;
+        };
+        if status.state != ReleaseState::Ready || !status.observed_latest {
+            return None;
+        }
+        // Flux stamps when Ready turned True; a release without the stamp
+        // soaks from its write, or is an old one, long Ready.
+        let ready_since = status.ready_since.as_deref().and_then(|t| t.parse::<Timestamp>().ok());
+        let ready_since = ready_since.or(*written).unwrap_or(Timestamp::UNIX_EPOCH);
+        let min_ready = SignedDuration::try_from(self.settings.min_ready).unwrap_or_default();
+        let soak_end = ready_since.checked_add(min_ready).unwrap_or(ready_since);
+        let records = match self.answers {
+            Answers::Asked(records) => records.get(&self.pool.name),
+            Answers::Reported(verdicts) => {
+                return Some(verdicts.get(&self.pool.name).cloned().unwrap_or(Verdict::Passed));
+            }
+        };
+        let (checks, now) = (self.checks, self.now);
+        let verdict =
+            checks.judge(self.revision, records, ready_since, soak_end, self.settings.progress_deadline, now);
+        if matches!(verdict, Verdict::Asking { .. }) {
+            asks.extend(checks.due(self.pool, self.revision, records, ready_since, soak_end, now));
+        }
+        Some(verdict)
+    }
 }
 
 /// How a pool's release stands to `revision`, by its stamps: rolled back

@@ -54,6 +54,46 @@ pub struct Check {
     pub pass_on_empty: bool,
 }
 
+/// What the runtime carries out of a plan's checks: where to ask, and
+/// what is due now.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Analysing {
+    pub source: PrometheusSource,
+    pub checks: Vec<Check>,
+    /// The revision under way: records of any other are let go.
+    pub revision: String,
+    pub asks: Vec<Ask>,
+}
+
+impl Analysing {
+    /// `records` with each of `answered` folded in, given at `at`: a
+    /// pool's records start afresh when its soak or the revision changed,
+    /// and records of another revision are let go, so what is kept never
+    /// outgrows the pools that soak on the revision under way.
+    pub fn fold(&self, records: &Records, answered: Vec<(Ask, Answer)>, at: Timestamp) -> Records {
+        let mut records: Records = records
+            .iter()
+            .filter(|(_, r)| r.revision == self.revision)
+            .map(|(pool, r)| (pool.clone(), r.clone()))
+            .collect();
+        for (ask, answer) in answered {
+            let Some(check) = self.checks.iter().find(|c| c.name == ask.check) else {
+                continue;
+            };
+            let pool = records.entry(ask.pool).or_default();
+            if pool.revision != self.revision || pool.ready_since != Some(ask.ready_since) {
+                *pool = PoolRecords {
+                    revision: self.revision.clone(),
+                    ready_since: Some(ask.ready_since),
+                    checks: BTreeMap::new(),
+                };
+            }
+            pool.checks.entry(ask.check).or_default().record(check, at, answer);
+        }
+        records
+    }
+}
+
 /// One query to ask now, for one pool's check.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ask {
@@ -100,6 +140,16 @@ pub struct PoolRecords {
 
 /// The records of one application's pools, by pool name.
 pub type Records = BTreeMap<String, PoolRecords>;
+
+/// What a plan knows of the checks' answers.
+#[derive(Debug, Clone, Copy)]
+pub enum Answers<'a> {
+    /// The answers themselves, as the controller that asks keeps them.
+    Asked(&'a Records),
+    /// The verdicts the application's status reports, for those who only
+    /// look (`get`, the console): a pool it does not list passed.
+    Reported(&'a BTreeMap<String, Verdict>),
+}
 
 /// Where a pool's checks stand.
 #[derive(Debug, Clone, PartialEq, Eq)]

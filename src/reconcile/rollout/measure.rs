@@ -1,14 +1,17 @@
 //! Where a pool that carries the revision stands: done once Ready for
-//! `minReadySeconds`, failed when Flux says so or `progressDeadline`
-//! passed, updating or soaking meanwhile.
+//! `minReadySeconds` and its metric checks passed, failed when Flux says
+//! so, a check fails or `progressDeadline` passed, updating or soaking
+//! meanwhile.
 
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 
 use crate::api::conditions;
+use crate::api::conditions::pool_reason;
 use crate::reconcile::release::state::{ReleaseState, ReleaseStatus};
 
+use super::analysis::Verdict;
 use super::{stamp, PoolDecision, PoolRollout, Requeue, Settings};
 
 /// A pool whose release carries the revision: done, soaking, updating or failed.
@@ -16,19 +19,37 @@ pub(super) fn measure(
     settings: &Settings,
     status: &ReleaseStatus,
     written: Option<Timestamp>,
+    analysis: Option<&Verdict>,
     now: Timestamp,
     requeue: &mut Requeue,
 ) -> PoolDecision {
     let decided = PoolDecision::of;
     let elapsed = |since: Timestamp| Duration::try_from(now.duration_since(since)).unwrap_or(Duration::ZERO);
     match status.state {
-        ReleaseState::Ready if status.observed_latest => match soak_left(settings.min_ready, status, now) {
-            Some(left) if !left.is_zero() => {
-                requeue.at(left);
-                decided(PoolRollout::Soaking)
+        ReleaseState::Ready if status.observed_latest => {
+            // A failed check fails the pool at once, soak or not.
+            if let Some(Verdict::Failed(message)) = analysis {
+                return PoolDecision::failed(pool_reason::ANALYSIS_FAILED, message.clone());
             }
-            _ => decided(PoolRollout::Done),
-        },
+            match (soak_left(settings.min_ready, status, now), analysis) {
+                (Some(left), _) if !left.is_zero() => {
+                    requeue.at(left);
+                    match analysis {
+                        Some(Verdict::Asking { message, .. }) => PoolDecision::noted(
+                            PoolRollout::Soaking,
+                            pool_reason::ANALYSIS_RUNNING,
+                            message.clone(),
+                        ),
+                        _ => decided(PoolRollout::Soaking),
+                    }
+                }
+                (_, Some(Verdict::Asking { next, message })) => {
+                    requeue.at(*next);
+                    PoolDecision::noted(PoolRollout::Soaking, pool_reason::ANALYSIS_RUNNING, message.clone())
+                }
+                _ => decided(PoolRollout::Done),
+            }
+        }
         ReleaseState::Failed | ReleaseState::Stalled if status.observed_latest => {
             decided(PoolRollout::Failed)
         }

@@ -39,7 +39,7 @@ pub(super) fn start(
         Release::Behind(_) => decided(PoolRollout::Pending),
         Release::Current { status, written } => {
             let counted_from = written.map(|w| settings.clock_since.map_or(w, |since| w.max(since)));
-            measure(settings, status, counted_from, now, requeue)
+            measure(settings, status, counted_from, p.analysis.as_ref(), now, requeue)
         }
     }
 }

@@ -75,6 +75,7 @@ fn controller(caches: &Caches, app: &NodePoolApplication) -> Plan {
         hold: None,
         clock_since: None,
         memo: None,
+        analysis: None,
     };
     observe::observe(caches, app).plan(app, &caches.history_of(app), beyond).0
 }

@@ -69,6 +69,7 @@ fn plan_over(app: &NodePoolApplication, owned: Vec<ObservedRelease>, offline: bo
         clock_since: None,
         memo: None,
         first_install_alone: false,
+        analysis: None,
     })
 }
 

@@ -292,6 +292,7 @@ impl World {
             clock_since: None,
             memo,
             first_install_alone: false,
+            analysis: None,
         })
     }
 

@@ -15,6 +15,7 @@ mod windows;
 use super::*;
 use crate::api::{ConditionStatus, RolloutPhase};
 use crate::pools::nodes::NodeCount;
+use crate::reconcile::rollout::analysis::{Answer, Answers, PoolRecords, Records, Verdict};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -75,6 +76,7 @@ struct Scenario<'a> {
     /// As the controller plans: the first install goes alone. Off in
     /// the scenarios of other rules, which start from a fleet's releases.
     first_install_alone: bool,
+    answers: Option<Answers<'a>>,
 }
 
 impl<'a> Scenario<'a> {
@@ -89,6 +91,7 @@ impl<'a> Scenario<'a> {
             unserved: None,
             history: None,
             first_install_alone: false,
+            answers: None,
         }
     }
 
@@ -96,6 +99,12 @@ impl<'a> Scenario<'a> {
     /// goes to one pool alone.
     fn planned_by_the_controller(mut self) -> Self {
         self.first_install_alone = true;
+        self
+    }
+
+    /// What the metric checks answered, or what the status says of them.
+    fn answered(mut self, answers: Answers<'a>) -> Self {
+        self.answers = Some(answers);
         self
     }
 
@@ -171,6 +180,7 @@ impl<'a> Scenario<'a> {
             clock_since: None,
             memo: None,
             first_install_alone: self.first_install_alone,
+            analysis: self.answers,
         })
     }
 }

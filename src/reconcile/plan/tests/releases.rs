@@ -193,6 +193,7 @@ pub(super) fn with_chart(a: &NodePoolApplication, owned: Vec<ObservedRelease>, c
         clock_since: None,
         memo: None,
         first_install_alone: false,
+        analysis: None,
     })
 }
 

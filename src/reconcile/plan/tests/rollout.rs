@@ -1,5 +1,6 @@
 //! Plan: the rollout, as plan carries it out.
 
+mod analysis;
 mod approval;
 mod offline;
 

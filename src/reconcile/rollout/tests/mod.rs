@@ -186,6 +186,7 @@ impl Fleet {
                 suspended: self.suspended.contains(name),
                 refused_before: self.refused.contains(name),
                 last_written: self.last_written.get(name).map(|s| ts(*s)),
+                analysis: None,
             })
             .collect();
         decide(settings, &inputs, waves, now())

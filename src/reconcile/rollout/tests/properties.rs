@@ -143,6 +143,7 @@ proptest! {
                 suspended: false,
                 refused_before: false,
                 last_written: (d.kind != 0).then(|| ts(10_000 - d.written_ago)),
+                analysis: None,
             })
             .collect();
         let d = decide(&settings, &inputs, 3, now());

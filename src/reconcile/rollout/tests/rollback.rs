@@ -243,6 +243,7 @@ proptest! {
                     suspended: false,
                     refused_before: false,
                     last_written: None,
+                    analysis: None,
                 }
             })
             .collect();

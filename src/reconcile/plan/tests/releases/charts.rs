@@ -30,6 +30,7 @@ fn releases_of_an_oci_chart_name_its_pinned_ocirepository() {
         clock_since: None,
         memo: None,
         first_install_alone: false,
+        analysis: None,
     });
     assert_eq!(applied_pools(&planned), ["hangzhou", "shanghai"]);
     for pool in ["hangzhou", "shanghai"] {

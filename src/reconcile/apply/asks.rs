@@ -1,0 +1,191 @@
+//! The metric checks' queries asked of a Prometheus-compatible query API
+//! (`GET /api/v1/query`), as the plan says they are due: with the bearer
+//! token or basic auth of a Secret in the application's own namespace,
+//! a timeout per query, and a few at once.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::jiff::Timestamp;
+use kube::{Api, Client};
+use serde_json::Value;
+
+use crate::reconcile::rollout::analysis::{Analysing, Answer, Ask};
+use crate::runtime::notify::with_causes;
+
+/// How long one query may take: a check asked every few seconds must not
+/// hold the reconcile for long.
+const QUERY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Queries in flight at once, for one application.
+const IN_FLIGHT: usize = 8;
+
+/// Asks the checks' queries; one per controller, its connections reused.
+#[derive(Clone)]
+pub struct Asker {
+    http: reqwest::Client,
+}
+
+impl Default for Asker {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// How a query is let in.
+enum Auth {
+    Bearer(String),
+    Basic(String, String),
+}
+
+impl Asker {
+    pub fn new() -> Self {
+        let http = reqwest::Client::builder()
+            .timeout(QUERY_TIMEOUT)
+            .build()
+            .unwrap_or_else(|_| reqwest::Client::new());
+        Self { http }
+    }
+
+    /// Every query `analysing` says is due, each with its answer (a query
+    /// that got none says why), asked at `at`.
+    pub async fn ask(
+        &self,
+        client: &Client,
+        namespace: &str,
+        analysing: &Analysing,
+        at: Timestamp,
+    ) -> Vec<(Ask, Answer)> {
+        if analysing.asks.is_empty() {
+            return Vec::new();
+        }
+        let auth = match &analysing.source.secret_ref {
+            None => Ok(None),
+            Some(secret) => auth_of(client, namespace, &secret.name).await.map(Some),
+        };
+        let auth = match auth {
+            Ok(auth) => auth,
+            Err(why) => {
+                let no = |ask: &Ask| (ask.clone(), Answer::Unanswered(why.clone()));
+                return analysing.asks.iter().map(no).collect();
+            }
+        };
+        let address = analysing.source.address.trim_end_matches('/');
+        let url = format!("{address}/api/v1/query");
+        futures::stream::iter(analysing.asks.iter().cloned())
+            .map(|ask| {
+                let (url, auth) = (&url, auth.as_ref());
+                async move {
+                    let answer = self.query(url, auth, &ask.query, at).await;
+                    (ask, answer)
+                }
+            })
+            .buffer_unordered(IN_FLIGHT)
+            .collect()
+            .await
+    }
+
+    async fn query(&self, url: &str, auth: Option<&Auth>, query: &str, at: Timestamp) -> Answer {
+        let time = format!("{:.3}", at.as_millisecond() as f64 / 1000.0);
+        let mut request = self.http.get(url);
+        if let Ok(mut parsed) = reqwest::Url::parse(url) {
+            parsed.query_pairs_mut().append_pair("query", query).append_pair("time", &time);
+            request = self.http.get(parsed);
+        }
+        request = match auth {
+            Some(Auth::Bearer(token)) => request.bearer_auth(token),
+            Some(Auth::Basic(user, password)) => request.basic_auth(user, Some(password)),
+            None => request,
+        };
+        let response = match request.send().await {
+            Ok(response) => response,
+            Err(e) => return Answer::Unanswered(format!("asking {url}: {}", with_causes(&e))),
+        };
+        let status = response.status();
+        match response.bytes().await {
+            Ok(body) => answer_of(status.as_u16(), &body),
+            Err(e) => Answer::Unanswered(format!("reading the answer of {url}: {}", with_causes(&e))),
+        }
+    }
+}
+
+/// The Secret's `token`, or its `username` and `password`.
+async fn auth_of(client: &Client, namespace: &str, name: &str) -> Result<Auth, String> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let secret = secrets.get(name).await.map_err(|e| {
+        format!("reading Secret {namespace}/{name} (rollout.analysis.prometheus.secretRef): {e}")
+    })?;
+    let data = secret.data.unwrap_or_default();
+    let text = |key: &str| data.get(key).map(|b| String::from_utf8_lossy(&b.0).trim().to_string());
+    match (text("token"), text("username"), text("password")) {
+        (Some(token), _, _) => Ok(Auth::Bearer(token)),
+        (None, Some(user), Some(password)) => Ok(Auth::Basic(user, password)),
+        _ => Err(format!(
+            "Secret {namespace}/{name} (rollout.analysis.prometheus.secretRef) has neither a token key nor \
+             username and password keys"
+        )),
+    }
+}
+
+/// What an answer of the query API says: one number, no series, or why
+/// there is no answer (an error the server gives, or an answer that is
+/// not one number).
+pub fn answer_of(status: u16, body: &[u8]) -> Answer {
+    let Ok(json) = serde_json::from_slice::<Value>(body) else {
+        let head = String::from_utf8_lossy(&body[..body.len().min(200)]).to_string();
+        return Answer::Unanswered(format!("HTTP {status}, not the query API's JSON: {head}"));
+    };
+    if json["status"] != "success" {
+        let kind = json["errorType"].as_str().unwrap_or("error");
+        let error = json["error"].as_str().unwrap_or("no error given");
+        return Answer::Unanswered(format!("HTTP {status}, {kind}: {error}"));
+    }
+    let data = &json["data"];
+    let number = |sample: &Value| sample.get(1).and_then(Value::as_str).and_then(|v| v.parse::<f64>().ok());
+    match data["resultType"].as_str() {
+        Some("scalar") => number(&data["result"])
+            .map_or_else(|| Answer::Unanswered("a scalar that is not a number".into()), Answer::Value),
+        Some("vector") => match data["result"].as_array().map(Vec::as_slice) {
+            Some([]) => Answer::Empty,
+            Some([one]) => number(&one["value"])
+                .map_or_else(|| Answer::Unanswered("a sample that is not a number".into()), Answer::Value),
+            Some(many) => Answer::Unanswered(format!(
+                "{} series: a check's query must answer one number (aggregate it, e.g. with sum)",
+                many.len()
+            )),
+            None => Answer::Unanswered("a vector without a result".into()),
+        },
+        other => Answer::Unanswered(format!(
+            "a result of type {}: a check's query must answer a scalar or an instant vector",
+            other.unwrap_or("none")
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_read_as_one_number_no_data_or_why_not() {
+        let vector = br#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1.5,"0.25"]}]}}"#;
+        assert_eq!(answer_of(200, vector), Answer::Value(0.25));
+        let scalar = br#"{"status":"success","data":{"resultType":"scalar","result":[1.5,"3"]}}"#;
+        assert_eq!(answer_of(200, scalar), Answer::Value(3.0));
+        let empty = br#"{"status":"success","data":{"resultType":"vector","result":[]}}"#;
+        assert_eq!(answer_of(200, empty), Answer::Empty);
+        let nan = br#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"NaN"]}]}}"#;
+        assert!(matches!(answer_of(200, nan), Answer::Value(v) if v.is_nan()));
+        let two = br#"{"status":"success","data":{"resultType":"vector","result":[{"value":[1,"1"]},{"value":[1,"2"]}]}}"#;
+        assert!(matches!(answer_of(200, two), Answer::Unanswered(why) if why.contains("2 series")));
+        let bad = br#"{"status":"error","errorType":"bad_data","error":"parse error at char 5"}"#;
+        assert!(
+            matches!(answer_of(400, bad), Answer::Unanswered(why) if why.contains("bad_data: parse error"))
+        );
+        assert!(
+            matches!(answer_of(502, b"<html>Bad Gateway</html>"), Answer::Unanswered(why) if why.contains("HTTP 502"))
+        );
+        let matrix = br#"{"status":"success","data":{"resultType":"matrix","result":[]}}"#;
+        assert!(matches!(answer_of(200, matrix), Answer::Unanswered(why) if why.contains("matrix")));
+    }
+}

@@ -1,0 +1,153 @@
+//! Plan: metric checks between pools (`rollout.analysis`).
+
+use super::*;
+use k8s_openapi::jiff::Timestamp;
+
+fn judged(min_ready: i64) -> NodePoolApplication {
+    progressive(json!({
+        "minReadySeconds": min_ready,
+        "analysis": {
+            "prometheus": { "address": "http://prometheus:9090" },
+            "checks": [{
+                "name": "error-rate",
+                "query": "sum(rate(errors_total{site=\"{{pool.name}}\"}[1m]))",
+                "max": 0.05,
+                "interval": "10s",
+            }],
+        },
+    }))
+}
+
+/// p1 carries the revision, Ready since a minute before the plan's
+/// `now`; the others are behind.
+fn canary_ready(a: &NodePoolApplication) -> Vec<ObservedRelease> {
+    let mut owned = releases_of(a, &fleet(), &["p2", "p3", "p4", "p5"]);
+    let p1 = owned.iter_mut().find(|o| o.pool.as_deref() == Some("p1")).unwrap();
+    Arc::make_mut(&mut p1.status).ready_since = Some("2029-12-31T23:59:00Z".into());
+    owned
+}
+
+/// The plan over [`canary_ready`], with `answers`.
+fn with_canary(a: &NodePoolApplication, answers: Answers) -> Plan {
+    Scenario::of(a).over(&fleet()).owning(canary_ready(a)).answered(answers).plan()
+}
+
+fn revision_of(a: &NodePoolApplication) -> String {
+    Scenario::of(a)
+        .over(&fleet())
+        .plan()
+        .status()
+        .rollout
+        .as_ref()
+        .unwrap()
+        .revision
+        .clone()
+}
+
+/// p1's check answered `answer` at `at`.
+fn answers(a: &NodePoolApplication, answer: Answer, at: &str) -> Records {
+    let checks = Checks::new(a.spec.rollout.as_ref().unwrap().analysis.as_ref().unwrap()).unwrap();
+    let mut pool = PoolRecords {
+        revision: revision_of(a),
+        ready_since: Some("2029-12-31T23:59:00Z".parse().unwrap()),
+        ..Default::default()
+    };
+    let at: Timestamp = at.parse().unwrap();
+    pool.checks
+        .entry("error-rate".into())
+        .or_default()
+        .record(&checks.checks[0], at, answer);
+    [("p1".to_string(), pool)].into()
+}
+
+fn row(plan: &Plan, pool: &str) -> crate::api::PoolStatus {
+    plan.status().pools.into_iter().find(|p| p.pool == pool).unwrap()
+}
+
+#[test]
+fn a_canary_whose_checks_were_not_asked_yet_soaks_and_the_plan_asks_them() {
+    let a = judged(30);
+    let records = Records::new();
+    let plan = with_canary(&a, Answers::Asked(&records));
+    assert!(
+        plan.apply.is_empty(),
+        "nothing goes on while the canary is judged: {:?}",
+        applied_pools(&plan)
+    );
+    let p1 = row(&plan, "p1");
+    assert_eq!((p1.rollout.as_str(), p1.reason.as_str()), ("Soaking", "AnalysisRunning"));
+    assert!(p1.message.contains("error-rate: not asked yet"), "{}", p1.message);
+    let asks = &plan.analysis.as_ref().unwrap().asks;
+    assert_eq!(asks.len(), 1);
+    assert_eq!((asks[0].pool.as_str(), asks[0].check.as_str()), ("p1", "error-rate"));
+    assert_eq!(asks[0].query, r#"sum(rate(errors_total{site="p1"}[1m]))"#);
+    assert!(plan.requeue_after.is_some());
+}
+
+#[test]
+fn a_canary_within_bounds_at_its_soaks_end_is_done_and_the_next_pool_starts() {
+    let a = judged(30);
+    let records = answers(&a, Answer::Value(0.01), "2029-12-31T23:59:40Z");
+    let plan = with_canary(&a, Answers::Asked(&records));
+    assert_eq!(row(&plan, "p1").rollout, "Done");
+    assert_eq!(applied_pools(&plan), ["p2"]);
+    assert!(plan.analysis.as_ref().unwrap().asks.is_empty());
+}
+
+#[test]
+fn a_canary_out_of_bounds_fails_and_the_rollout_halts_naming_check_value_and_bound() {
+    let a = judged(30);
+    let records = answers(&a, Answer::Value(0.4), "2029-12-31T23:59:10Z");
+    let plan = with_canary(&a, Answers::Asked(&records));
+    assert!(plan.apply.is_empty(), "{:?}", applied_pools(&plan));
+    let p1 = row(&plan, "p1");
+    assert_eq!((p1.rollout.as_str(), p1.reason.as_str()), ("Failed", "AnalysisFailed"));
+    assert_eq!(p1.ready, ConditionStatus::False);
+    for said in ["error-rate", "0.4", "max 0.05"] {
+        assert!(p1.message.contains(said), "{said} in {}", p1.message);
+    }
+    assert_eq!(plan.status().rollout.as_ref().unwrap().phase, RolloutPhase::Halted);
+}
+
+#[test]
+fn a_canary_whose_checks_go_unanswered_waits_then_fails_at_its_deadline() {
+    let a = judged(30);
+    let down = || Answer::Unanswered("connection refused".into());
+    let records = answers(&a, down(), "2029-12-31T23:59:50Z");
+    let plan = with_canary(&a, Answers::Asked(&records));
+    let p1 = row(&plan, "p1");
+    assert_eq!((p1.rollout.as_str(), p1.reason.as_str()), ("Soaking", "AnalysisRunning"));
+    assert!(p1.message.contains("connection refused"), "{}", p1.message);
+    assert!(plan.apply.is_empty());
+    // Unanswered since long before the deadline (10m by default).
+    let records = answers(&a, down(), "2029-12-31T23:40:00Z");
+    let plan = with_canary(&a, Answers::Asked(&records));
+    let p1 = row(&plan, "p1");
+    assert_eq!((p1.rollout.as_str(), p1.reason.as_str()), ("Failed", "AnalysisFailed"));
+    assert!(p1.message.contains("unanswered"), "{}", p1.message);
+}
+
+#[test]
+fn those_who_only_look_read_the_verdicts_the_status_reports() {
+    let a = judged(30);
+    let verdicts = [("p1".to_string(), Verdict::Failed("check error-rate failed".into()))].into();
+    let plan = with_canary(&a, Answers::Reported(&verdicts));
+    assert_eq!(row(&plan, "p1").rollout, "Failed");
+    assert!(plan.analysis.as_ref().unwrap().asks.is_empty(), "a looker asks nothing");
+    let none = BTreeMap::new();
+    let plan = with_canary(&a, Answers::Reported(&none));
+    assert_eq!(row(&plan, "p1").rollout, "Done");
+}
+
+#[test]
+fn a_query_that_is_not_promql_stops_the_application_naming_the_check() {
+    let mut a = judged(30);
+    let analysis = a.spec.rollout.as_mut().unwrap().analysis.as_mut().unwrap();
+    analysis.checks[0].query = "sum(rate(errors_total[1m]".into();
+    let plan = Scenario::of(&a).over(&fleet()).plan();
+    assert!(plan.apply.is_empty());
+    let stalled = condition(&plan, "Stalled").unwrap();
+    assert_eq!(stalled.reason, "InvalidRollout");
+    assert!(stalled.message.contains("rollout.analysis.checks[0].query"), "{}", stalled.message);
+    assert!(stalled.message.contains("error-rate"), "{}", stalled.message);
+}
