@@ -17,6 +17,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod analysis;
 mod apply;
 mod bad_input;
 mod bucket;

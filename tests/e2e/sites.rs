@@ -438,7 +438,7 @@ impl Drop for SiteStopped {
 }
 
 /// `hack/cluster.sh` on the plane the tests use.
-fn cluster(args: &[&str]) {
+pub(crate) fn cluster(args: &[&str]) {
     let status = std::process::Command::new(support::repo_root().join("hack/cluster.sh"))
         .args(args)
         .env("LOCAL_CLUSTER_DIR", cluster_path(""))

@@ -1,0 +1,179 @@
+//! Metric checks between pools (`rollout.analysis`) on the local plane:
+//! real Helm upgrades by Flux's helm-controller on kwok nodes, judged by
+//! the plane's real Prometheus, which scrapes one endpoint per pool whose
+//! error ratio the test sets. A change with good numbers completes pool
+//! by pool; one under which the canary's error ratio rises halts after
+//! the canary, naming the check, the value and the bound; and with
+//! Prometheus stopped, a pool waits and says why, then fails at its
+//! deadline, never passed.
+
+mod metrics;
+
+use crate::support;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use support::apps::{
+    apply_app, complete, ingress_app, pool_status, releases_by_pool, wait_app, READY_TIMEOUT,
+};
+use support::{ensure_crd, RunningController, TestEnv, TestResult};
+
+use metrics::{prometheus_url, PoolMetrics};
+
+/// Three pools one after another, each a Helm upgrade and a few checks.
+const ROLLOUT_TIMEOUT: Duration = Duration::from_secs(240);
+
+/// Each pool's release's spec hash.
+async fn hashes(env: &TestEnv) -> BTreeMap<String, String> {
+    releases_by_pool(env)
+        .await
+        .into_iter()
+        .map(|(pool, hr)| {
+            let hash = hr["metadata"]["annotations"]["apps.fanout.dev/spec-hash"]
+                .as_str()
+                .unwrap_or_default();
+            (pool, hash.to_string())
+        })
+        .collect()
+}
+
+fn with_log_level(app: &mut Value, level: &str) {
+    app["spec"]["values"]["controller"]["config"]["log-level"] = json!(level);
+}
+
+/// A progressive rollout whose pools are judged by their error ratio.
+fn judged_app(env: &TestEnv, progress_deadline: &str) -> Value {
+    ingress_app(
+        env,
+        json!({ "rollout": {
+            "strategy": "Progressive",
+            "maxUnavailable": 1,
+            "minReadySeconds": 3,
+            "progressDeadline": progress_deadline,
+            "analysis": {
+                "prometheus": { "address": prometheus_url() },
+                "checks": [{
+                    "name": "error-rate",
+                    "query": "max(app_error_ratio{pool=\"{{pool.name}}\"})",
+                    "max": 0.05,
+                    "interval": "1s",
+                }],
+            },
+        }}),
+    )
+}
+
+/// The plane's Prometheus, stopped until this is dropped.
+struct StoppedPrometheus;
+
+impl StoppedPrometheus {
+    fn stop() -> Self {
+        crate::sites::cluster(&["stop", "prometheus"]);
+        Self
+    }
+}
+
+impl Drop for StoppedPrometheus {
+    fn drop(&mut self) {
+        crate::sites::cluster(&["start", "prometheus"]);
+    }
+}
+
+/// The pool's row says `rollout` for `reason`.
+fn pool_is(app: &Value, pool: &str, rollout: &str, reason: &str) -> Result<(), String> {
+    let row = pool_status(app, pool).cloned().unwrap_or_default();
+    match (row["rollout"].as_str(), row["reason"].as_str()) {
+        (Some(r), Some(why)) if r == rollout && why == reason => Ok(()),
+        other => Err(format!("{pool} is {other:?}, want ({rollout}, {reason})")),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_canary_is_judged_by_its_error_rate_and_a_bad_one_halts_the_rollout() -> TestResult {
+    let mut env = TestEnv::new("analysis").await;
+    ensure_crd(&env.client).await;
+    let tag = env.prefix.clone();
+    let mut pools = Vec::new();
+    for short in ["a", "b", "c"] {
+        pools.push(env.create_pool(short, &[("e2e", &tag), ("region", "east")], 1).await);
+    }
+    let metrics = PoolMetrics::start(&env.namespace, &pools).await;
+    metrics.scraped(&pools, 0.0).await;
+    let controller = RunningController::start(&env.namespace);
+    let mut app = judged_app(&env, "10m");
+    apply_app(&env, &app).await?;
+    wait_app(&env, &controller, "the first install, judged", READY_TIMEOUT, complete(3)).await;
+
+    // A good change: each pool judged in turn, and the rollout completes.
+    with_log_level(&mut app, "debug");
+    apply_app(&env, &app).await?;
+    let written = Instant::now();
+    wait_app(&env, &controller, "the good change", ROLLOUT_TIMEOUT, complete(3)).await;
+    println!("a good change over three judged pools: {:?}", written.elapsed());
+
+    // The canary's error ratio rises under the next change: it fails its
+    // check, and no other pool takes the change.
+    let before = hashes(&env).await;
+    metrics.set(&pools[0], 0.5);
+    metrics.scraped(&pools[..1], 0.5).await;
+    with_log_level(&mut app, "info");
+    apply_app(&env, &app).await?;
+    let halted = wait_app(&env, &controller, "the halt after the canary", ROLLOUT_TIMEOUT, |app| {
+        pool_is(app, &pools[0], "Failed", "AnalysisFailed")?;
+        match app["status"]["rollout"]["phase"].as_str() {
+            Some("Halted") => Ok(()),
+            other => Err(format!("phase {other:?}")),
+        }
+    })
+    .await;
+    let row = pool_status(&halted, &pools[0]).cloned().unwrap_or_default();
+    let message = row["message"].as_str().unwrap_or_default();
+    for said in ["error-rate", "0.5", "max 0.05"] {
+        assert!(message.contains(said), "the failure names {said}: {message}");
+    }
+    let after = hashes(&env).await;
+    assert_ne!(after[&pools[0]], before[&pools[0]], "the canary took the change");
+    for pool in &pools[1..] {
+        assert_eq!(after[pool], before[pool], "{pool} took the change though the canary failed");
+    }
+
+    // Prometheus stops: the canary's checks go unanswered under the next
+    // change, which waits and says why, fails at its deadline, and under
+    // `onFailure: Rollback` the canary goes back; no pool is ever passed.
+    metrics.set(&pools[0], 0.0);
+    metrics.scraped(&pools[..1], 0.0).await;
+    let stopped = StoppedPrometheus::stop();
+    app["spec"]["rollout"]["progressDeadline"] = json!("30s");
+    app["spec"]["rollout"]["onFailure"] = json!("Rollback");
+    with_log_level(&mut app, "warn");
+    apply_app(&env, &app).await?;
+    let written = Instant::now();
+    let waiting = wait_app(&env, &controller, "the canary waiting for Prometheus", ROLLOUT_TIMEOUT, |app| {
+        pool_is(app, &pools[0], "Soaking", "AnalysisRunning")
+    })
+    .await;
+    let message = pool_status(&waiting, &pools[0]).cloned().unwrap_or_default()["message"].clone();
+    assert!(message.as_str().unwrap_or_default().contains("no answer"), "says why it waits: {message}");
+    let back = wait_app(&env, &controller, "the rollback at the deadline", ROLLOUT_TIMEOUT, |app| match app
+        ["status"]["rollout"]["phase"]
+        .as_str()
+    {
+        Some("RolledBack") => Ok(()),
+        other => Err(format!("phase {other:?}")),
+    })
+    .await;
+    println!("from the write to the canary rolled back, Prometheus down: {:?}", written.elapsed());
+    assert!(written.elapsed() >= Duration::from_secs(30), "failed before its deadline");
+    let rollout = back["status"]["rollout"].clone();
+    assert_eq!(rollout["progress"], "RolledBack 1/1", "{rollout}");
+    let now = hashes(&env).await;
+    assert_eq!(
+        now, after,
+        "the canary went back to the revision it was done with, the others were not touched"
+    );
+    drop(stopped);
+    env.cleanup().await;
+    Ok(())
+}
