@@ -140,6 +140,12 @@ fn every_application_of_the_docs_deserialises_and_validates() {
                 if let Err(e) = kube::core::cel::validate_cel(&app) {
                     errors.push(format!("{place}: a CEL rule refuses it: {e}"));
                 }
+                // What only the controller checks: a metric check's query is PromQL.
+                let analysis = app.spec.rollout.as_ref().and_then(|r| r.analysis.as_ref());
+                if let Some(Err(e)) = analysis.map(nodepool_fanout::reconcile::rollout::analysis::Checks::new)
+                {
+                    errors.push(format!("{place}: the controller refuses it: {e}"));
+                }
             }
             Err(e) => errors.push(format!("{place}: not a NodePoolApplication: {e}")),
         }
