@@ -72,4 +72,7 @@ pub mod pool_reason {
     pub const ANALYSIS_FAILED: &str = "AnalysisFailed";
     /// The pool soaks while its metric checks are asked.
     pub const ANALYSIS_RUNNING: &str = "AnalysisRunning";
+    /// The wave before the pool's is done, and its wave checks are being
+    /// asked: the pool's update waits for them.
+    pub const WAITING_FOR_WAVE_CHECKS: &str = "WaitingForWaveChecks";
 }

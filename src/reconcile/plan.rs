@@ -192,7 +192,8 @@ fn plan_releases(input: &PlanInput) -> Plan {
         reach,
         windows: &windows,
         targets: &targets,
-        checks: checks.as_ref(),
+        // A revision that completed is judged no more (see `Settings::completed`).
+        checks: checks.as_ref().filter(|_| settings.progressive && !settings.completed),
     };
     let (decision, asks) = schedule::decide(input, &owned, &scheduled, &candidates.pools);
     let suspended = input.app.spec.suspend == Some(true);
@@ -213,6 +214,7 @@ fn plan_releases(input: &PlanInput) -> Plan {
     plan.analysis = checks.map(|checks| Analysing {
         source: checks.source,
         checks: checks.checks,
+        wave_checks: checks.wave_checks,
         revision: revision.clone(),
         asks,
     });

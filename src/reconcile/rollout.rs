@@ -61,6 +61,7 @@ mod rollback;
 pub mod settings;
 mod starting;
 mod status;
+mod waves;
 pub mod window;
 use held::{down_briefly, grace_left, held_by_window, offline, outside_window};
 pub use measure::soak_left;
@@ -68,6 +69,8 @@ use measure::{format_duration, measure};
 pub use rollback::{RollingBack, Stamp};
 pub use settings::{parse_duration, Settings, DEFAULT_OFFLINE_AFTER, DEFAULT_PROGRESS_DEADLINE};
 use starting::{active_wave, first_install_alone, gate_before, halt, pause, pick, start};
+use waves::wait_for_wave_checks;
+pub use waves::waves_done;
 
 /// A selected pool's release, measured against the current revision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -259,6 +262,9 @@ pub struct Decision {
     /// When the decision changes by the clock alone: a soak ends or a
     /// deadline passes.
     pub requeue_after: Option<Duration>,
+    /// A done wave whose checks failed (`analysis.waveChecks`): which,
+    /// its step, and why. The revision halts on it.
+    pub wave_failure: Option<(usize, String, String)>,
 }
 
 impl Decision {
@@ -346,9 +352,12 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
     let to_write = states
         .iter()
         .any(|d| matches!(d.state, PoolRollout::Pending | PoolRollout::Write | PoolRollout::Waiting));
+    let wave_failure = waves::failure(settings);
     let halted = settings.progressive
         && !settings.completed
-        && (failed.len() > settings.max_failures || (settings.halted_before && to_write));
+        && (failed.len() > settings.max_failures
+            || (settings.halted_before && to_write)
+            || wave_failure.is_some());
     let busy = |s: PoolRollout| matches!(s, PoolRollout::Updating | PoolRollout::Soaking);
     // A pool that took the revision and went offline (or out of reach)
     // before it was done keeps its slot: it comes back still updating,
@@ -375,7 +384,9 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
     } else if settings.paused {
         pause(pools, &mut states);
     } else if settings.progressive {
+        let active = active_wave(pools, &states);
         pick(settings, pools, &mut states, unavailable, now);
+        wait_for_wave_checks(settings, pools, &mut states, active, &mut requeue);
     }
     if settings.first_install_alone && rolling_back.is_none() && !halted {
         first_install_alone(pools, &mut states);
@@ -437,6 +448,7 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
         failed,
         wave,
         requeue_after: requeue.0,
+        wave_failure,
     }
 }
 

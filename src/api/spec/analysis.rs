@@ -17,14 +17,35 @@ use crate::api::schema::*;
 /// query it refuses) waits and says so, and fails the pool once it has
 /// gone unanswered for `progressDeadline`: never does it pass one.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[x_kube(
+    cel,
+    validation = Rule::new(
+        "(has(self.checks) && size(self.checks) > 0) || (has(self.waveChecks) && size(self.waveChecks) > 0)"
+    )
+    .message("give checks (each pool's), waveChecks (each wave's), or both"),
+)]
 #[serde(rename_all = "camelCase")]
 pub struct Analysis {
     pub prometheus: PrometheusSource,
 
-    #[schemars(length(min = 1, max = 16))]
+    /// Each pool's checks, asked while it soaks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
     #[x_kube(validation = Rule::new("self.all(c, self.exists_one(d, d.name == c.name))")
         .message("check names must be unique: a failure names its check"))]
     pub checks: Vec<MetricCheck>,
+
+    /// Each wave's checks, asked once every pool of a wave is done and
+    /// before the next wave starts: a fleet-level error budget. A failed
+    /// wave check halts the rollout. In their queries `{{wave.name}}` is
+    /// the step's name, or its position from one, and `{{wave.pools}}`
+    /// is a regular expression of the wave's pools, such as `a|b|c`:
+    /// `sum(rate(errors_total{site=~"{{wave.pools}}"}[5m]))`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    #[x_kube(validation = Rule::new("self.all(c, self.exists_one(d, d.name == c.name))")
+        .message("check names must be unique: a failure names its check"))]
+    pub wave_checks: Vec<MetricCheck>,
 }
 
 /// Where the checks are asked.

@@ -347,6 +347,9 @@ fn rollout_transition(before: Option<&RolloutStatus>, now: &RolloutStatus) -> Ve
 
 fn pool_transition(p: &PoolStatus) -> Option<Transition> {
     let (warning, reason) = match (p.ready, p.reason.as_str()) {
+        // Its metric checks' values, new at each answer: progress, seen in
+        // the status; its verdict is the Event.
+        (_, crate::api::conditions::pool_reason::ANALYSIS_RUNNING) => return None,
         (ConditionStatus::True, _) => (false, "PoolReady".to_string()),
         // Not a failure, yet a person may want to know the site dropped off.
         (_, "PoolOffline") => (true, "PoolOffline".to_string()),

@@ -222,6 +222,10 @@ fn halt_message(input: &RollupInput, r: &RolloutStatus) -> String {
         .filter(|p| p.rollout == Some(PoolRollout::Failed))
         .map(describe)
         .collect();
+    // No pool failed: a wave's checks did, and the rollout says which.
+    if failed.is_empty() && !r.message.is_empty() {
+        return format!("rollout of revision {}: {}", r.revision, r.message);
+    }
     let named = match failed.len() {
         n if n <= 3 => failed.join("; "),
         n => format!("{}; and {} more", failed[..3].join("; "), n - 3),

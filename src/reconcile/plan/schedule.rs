@@ -10,7 +10,7 @@ use crate::api::naming;
 use crate::pools::nodes::{Counted, NodeCount};
 use crate::pools::{self, Pool};
 use crate::reconcile::release::state::ReleaseState;
-use crate::reconcile::rollout::analysis::{Answers, Ask, Checks, Verdict};
+use crate::reconcile::rollout::analysis::{Answers, Ask, Checks, Verdict, Wave};
 use crate::reconcile::rollout::window::Gates;
 use crate::reconcile::rollout::{self, PoolRollout};
 
@@ -64,8 +64,6 @@ pub(super) fn decide(
         targets,
         checks,
     } = *scheduling;
-    // A revision that completed is judged no more (see `Settings::completed`).
-    let checks = checks.filter(|_| settings.progressive && !settings.completed);
     let mut asks = Vec::new();
     let steps = input.app.spec.rollout.as_ref().map(|r| r.steps.as_slice()).unwrap_or_default();
     // A step's selector was checked with the others: an error matches nothing.
@@ -75,15 +73,7 @@ pub(super) fn decide(
             .position(|s| pools::contains(&s.pools, pool).unwrap_or(false))
             .unwrap_or(steps.len())
     };
-    let mut waves: BTreeSet<usize> = selected.iter().map(|p| step_of(p)).collect();
-    // A step that requires approval is a wave even when it selects no
-    // pool now, if a pool comes after it: its approval holds them.
-    let last = waves.last().copied();
-    waves.extend(
-        (steps.iter().enumerate())
-            .filter(|(i, s)| s.require_approval == Some(true) && last.is_some_and(|l| *i < l))
-            .map(|(i, _)| i),
-    );
+    let waves = waves_of(steps, selected.iter().map(|p| step_of(p)));
     let wave_of = |pool: &Pool| waves.iter().position(|w| *w == step_of(pool)).unwrap_or_default();
     let since = input.history.and_then(|h| h.rolled_out_since(revision));
     let refused_before = refused_writes(input.app);
@@ -157,12 +147,82 @@ pub(super) fn decide(
         .filter(|(_, (_, key))| !approved.contains(key.as_str()))
         .map(|(wave, _)| wave)
         .collect();
+    let judging = WaveJudging {
+        revision,
+        settings,
+        wave_steps: &wave_steps,
+        waves: waves.len(),
+        now: input.now.0,
+    };
+    let wave_checks = judging.judge(checks, input.analysis, &inputs, &mut asks);
     let settings = rollout::Settings {
         awaiting_approval,
         wave_steps,
+        wave_checks,
         ..settings.clone()
     };
     (rollout::decide(&settings, &inputs, waves.len(), input.now.0), asks)
+}
+
+/// The waves' checks, judged: each wave but the last, once every pool
+/// of it is done.
+struct WaveJudging<'a> {
+    revision: &'a str,
+    settings: &'a rollout::Settings,
+    wave_steps: &'a [String],
+    waves: usize,
+    now: Timestamp,
+}
+
+impl WaveJudging<'_> {
+    fn judge(
+        &self,
+        checks: Option<&Checks>,
+        answers: Option<Answers>,
+        inputs: &[rollout::PoolInput],
+        asks: &mut Vec<Ask>,
+    ) -> BTreeMap<usize, Verdict> {
+        let (Some(checks), Some(answers)) = (checks.filter(|c| !c.wave_checks.is_empty()), answers) else {
+            return BTreeMap::new();
+        };
+        let done = rollout::waves_done(self.settings, inputs, self.now);
+        let mut verdicts = BTreeMap::new();
+        for (wave, done_at) in done.into_iter().filter(|(wave, _)| wave + 1 < self.waves) {
+            let pools: Vec<&str> = inputs.iter().filter(|p| p.wave == wave).map(|p| p.pool).collect();
+            let name = self.wave_steps.get(wave).map_or("", String::as_str);
+            let of = Wave { name, pools: &pools };
+            let verdict = match answers {
+                // Those who only look read the rollout's phase from the status.
+                Answers::Reported(_) => Verdict::Passed,
+                Answers::Asked(records) => {
+                    let records = records.get(&of.key());
+                    let (deadline, now) = (self.settings.progress_deadline, self.now);
+                    let verdict = checks.judge_wave(self.revision, records, done_at, deadline, now);
+                    if matches!(verdict, Verdict::Asking { .. }) {
+                        asks.extend(checks.due_wave(of, self.revision, records, done_at, now));
+                    }
+                    verdict
+                }
+            };
+            verdicts.insert(wave, verdict);
+        }
+        verdicts
+    }
+}
+
+/// The waves, by the index of the step each is: those of the pools'
+/// steps (`steps.len()` for the pools of no step), and a step that
+/// requires approval even when it selects no pool now, if a pool comes
+/// after it: its approval holds them.
+fn waves_of(steps: &[crate::api::RolloutStep], of_pools: impl Iterator<Item = usize>) -> BTreeSet<usize> {
+    let mut waves: BTreeSet<usize> = of_pools.collect();
+    let last = waves.last().copied();
+    waves.extend(
+        (steps.iter().enumerate())
+            .filter(|(i, s)| s.require_approval == Some(true) && last.is_some_and(|l| *i < l))
+            .map(|(i, _)| i),
+    );
+    waves
 }
 
 /// One pool's metric checks, judged.

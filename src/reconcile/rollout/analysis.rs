@@ -20,16 +20,18 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use handlebars::Handlebars;
 use k8s_openapi::jiff::Timestamp;
-use serde_json::json;
 
-use crate::api::{Analysis, OnEmpty, PrometheusSource};
+use crate::api::{Analysis, MetricCheck, OnEmpty, PrometheusSource};
 use crate::pools::Pool;
 use crate::reconcile::release::build::FieldError;
 
 use super::measure::format_duration;
 use super::settings::parse_duration;
+
+mod render;
+use render::parse_query;
+pub use render::{render, render_wave};
 
 /// A check's interval when the spec gives none.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(30);
@@ -39,6 +41,24 @@ pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(30);
 pub struct Checks {
     pub source: PrometheusSource,
     pub checks: Vec<Check>,
+    /// Each wave's checks (`waveChecks`).
+    pub wave_checks: Vec<Check>,
+}
+
+/// One wave, as its checks see it.
+#[derive(Debug, Clone, Copy)]
+pub struct Wave<'a> {
+    /// What an approval calls its step: the step's name or its position.
+    pub name: &'a str,
+    pub pools: &'a [&'a str],
+}
+
+impl Wave<'_> {
+    /// What the records and the asks call the wave: no pool's name has
+    /// a colon.
+    pub fn key(&self) -> String {
+        format!("wave:{}", self.name)
+    }
 }
 
 /// One check, read.
@@ -60,6 +80,7 @@ pub struct Check {
 pub struct Analysing {
     pub source: PrometheusSource,
     pub checks: Vec<Check>,
+    pub wave_checks: Vec<Check>,
     /// The revision under way: records of any other are let go.
     pub revision: String,
     pub asks: Vec<Ask>,
@@ -77,7 +98,12 @@ impl Analysing {
             .map(|(pool, r)| (pool.clone(), r.clone()))
             .collect();
         for (ask, answer) in answered {
-            let Some(check) = self.checks.iter().find(|c| c.name == ask.check) else {
+            // A wave's asks are keyed by the wave ([`Wave::key`]).
+            let list = match ask.pool.starts_with("wave:") {
+                true => &self.wave_checks,
+                false => &self.checks,
+            };
+            let Some(check) = list.iter().find(|c| c.name == ask.check) else {
                 continue;
             };
             let pool = records.entry(ask.pool).or_default();
@@ -167,41 +193,10 @@ impl Checks {
     /// `spec.rollout.analysis` read: intervals parsed, queries parsed as
     /// PromQL with their placeholders filled in.
     pub fn new(spec: &Analysis) -> Result<Self, FieldError> {
-        let checks =
-            spec.checks
-                .iter()
-                .enumerate()
-                .map(|(i, c)| {
-                    let field = |name: &str| format!("rollout.analysis.checks[{i}].{name}");
-                    let interval = match &c.interval {
-                        None => DEFAULT_INTERVAL,
-                        Some(text) => parse_duration(text)
-                            .filter(|d| *d >= Duration::from_secs(1))
-                            .ok_or_else(|| FieldError {
-                                field: field("interval"),
-                                message: format!(
-                                    "{text:?} is not a duration of at least a second, such as 30s"
-                                ),
-                            })?,
-                    };
-                    parse_query(&c.query).map_err(|message| FieldError {
-                        field: field("query"),
-                        message: format!("check {}: {message}", c.name),
-                    })?;
-                    Ok(Check {
-                        name: c.name.clone(),
-                        query: c.query.clone(),
-                        min: c.min,
-                        max: c.max,
-                        interval,
-                        failure_limit: c.failure_limit.unwrap_or(0),
-                        pass_on_empty: c.on_empty.unwrap_or_default() == OnEmpty::Pass,
-                    })
-                })
-                .collect::<Result<_, FieldError>>()?;
         Ok(Self {
             source: spec.prometheus.clone(),
-            checks,
+            checks: read_checks("checks", &spec.checks)?,
+            wave_checks: read_checks("waveChecks", &spec.wave_checks)?,
         })
     }
 
@@ -216,13 +211,13 @@ impl Checks {
         soak_end: Timestamp,
         now: Timestamp,
     ) -> Vec<Ask> {
-        let records = records.filter(|r| r.revision == revision && r.ready_since == Some(ready_since));
-        self.checks
-            .iter()
-            .filter(|c| {
-                let last = records.and_then(|r| r.checks.get(&c.name)).and_then(|r| r.last.as_ref());
-                next_due(c, last.map(|(at, _)| *at), soak_end).is_none_or(|due| due <= now)
-            })
+        let at = Soaked {
+            revision,
+            ready_since,
+            soak_end,
+            now,
+        };
+        due_of(&self.checks, records, &at)
             .map(|c| Ask {
                 pool: pool.name.clone(),
                 check: c.name.clone(),
@@ -243,65 +238,185 @@ impl Checks {
         deadline: Duration,
         now: Timestamp,
     ) -> Verdict {
-        let records = records.filter(|r| r.revision == revision && r.ready_since == Some(ready_since));
-        let record = |c: &Check| records.and_then(|r| r.checks.get(&c.name));
-        for c in &self.checks {
-            let Some(r) = record(c) else { continue };
-            if r.failures > c.failure_limit {
-                let (at, answer) = r.last_failure.as_ref().map_or((now, &Answer::Empty), |(t, a)| (*t, a));
+        let at = Soaked {
+            revision,
+            ready_since,
+            soak_end,
+            now,
+        };
+        judge_of(&self.checks, records, &at, deadline)
+    }
+
+    /// The wave checks due for `wave`, done since `done`.
+    pub fn due_wave(
+        &self,
+        wave: Wave,
+        revision: &str,
+        records: Option<&PoolRecords>,
+        done: Timestamp,
+        now: Timestamp,
+    ) -> Vec<Ask> {
+        let at = Soaked {
+            revision,
+            ready_since: done,
+            soak_end: done,
+            now,
+        };
+        due_of(&self.wave_checks, records, &at)
+            .map(|c| Ask {
+                pool: wave.key(),
+                check: c.name.clone(),
+                query: render_wave(&c.query, wave, revision),
+                ready_since: done,
+            })
+            .collect()
+    }
+
+    /// Judges `wave`'s checks, every pool of it done since `done`: each
+    /// check's answer since then decides.
+    pub fn judge_wave(
+        &self,
+        revision: &str,
+        records: Option<&PoolRecords>,
+        done: Timestamp,
+        deadline: Duration,
+        now: Timestamp,
+    ) -> Verdict {
+        let at = Soaked {
+            revision,
+            ready_since: done,
+            soak_end: done,
+            now,
+        };
+        judge_of(&self.wave_checks, records, &at, deadline)
+    }
+}
+
+/// When a soak's checks are looked at.
+#[derive(Clone, Copy)]
+struct Soaked<'a> {
+    revision: &'a str,
+    ready_since: Timestamp,
+    soak_end: Timestamp,
+    now: Timestamp,
+}
+
+/// The checks of `checks` due now.
+fn due_of<'c>(
+    checks: &'c [Check],
+    records: Option<&PoolRecords>,
+    at: &Soaked,
+) -> impl Iterator<Item = &'c Check> {
+    let records = records
+        .filter(|r| r.revision == at.revision && r.ready_since == Some(at.ready_since))
+        .cloned();
+    let (soak_end, now) = (at.soak_end, at.now);
+    checks.iter().filter(move |c| {
+        let last = records.as_ref().and_then(|r| r.checks.get(&c.name)).and_then(|r| r.last.as_ref());
+        next_due(c, last.map(|(at, _)| *at), soak_end).is_none_or(|due| due <= now)
+    })
+}
+
+/// Judges `checks` for the soak `at`, `deadline` being how long they may
+/// go unanswered.
+fn judge_of(checks: &[Check], records: Option<&PoolRecords>, at: &Soaked, deadline: Duration) -> Verdict {
+    let Soaked {
+        revision,
+        ready_since,
+        soak_end,
+        now,
+    } = *at;
+    let records = records.filter(|r| r.revision == revision && r.ready_since == Some(ready_since));
+    let record = |c: &Check| records.and_then(|r| r.checks.get(&c.name));
+    for c in checks {
+        let Some(r) = record(c) else { continue };
+        if r.failures > c.failure_limit {
+            let (at, answer) = r.last_failure.as_ref().map_or((now, &Answer::Empty), |(t, a)| (*t, a));
+            return Verdict::Failed(format!(
+                "check {} failed {} of {} times (failureLimit {}); at {}: {}",
+                c.name,
+                r.failures,
+                r.asked,
+                c.failure_limit,
+                super::stamp(at),
+                describe(c, answer)
+            ));
+        }
+        if let Some(since) = r.unanswered_since {
+            let waited = Duration::try_from(now.duration_since(since)).unwrap_or(Duration::ZERO);
+            if waited >= deadline {
+                let why = match &r.last {
+                    Some((_, Answer::Unanswered(why))) => why.as_str(),
+                    _ => "no answer",
+                };
                 return Verdict::Failed(format!(
-                    "check {} failed {} of {} times (failureLimit {}); at {}: {}",
+                    "check {} went unanswered for its progressDeadline ({}) since {}: {why}",
                     c.name,
-                    r.failures,
-                    r.asked,
-                    c.failure_limit,
-                    super::stamp(at),
-                    describe(c, answer)
+                    format_duration(deadline),
+                    super::stamp(since)
                 ));
             }
-            if let Some(since) = r.unanswered_since {
-                let waited = Duration::try_from(now.duration_since(since)).unwrap_or(Duration::ZERO);
-                if waited >= deadline {
-                    let why = match &r.last {
-                        Some((_, Answer::Unanswered(why))) => why.as_str(),
-                        _ => "no answer",
-                    };
-                    return Verdict::Failed(format!(
-                        "check {} went unanswered for its progressDeadline ({}) since {}: {why}",
-                        c.name,
-                        format_duration(deadline),
-                        super::stamp(since)
-                    ));
-                }
-            }
         }
-        let passed = |c: &Check| {
-            record(c)
-                .and_then(|r| r.last.as_ref())
-                .is_some_and(|(at, answer)| *at >= soak_end && within(c, answer) == Some(true))
-        };
-        if now >= soak_end && self.checks.iter().all(passed) {
-            return Verdict::Passed;
-        }
-        let next = self
-            .checks
-            .iter()
-            .filter_map(|c| next_due(c, record(c).and_then(|r| r.last.as_ref()).map(|(at, _)| *at), soak_end))
-            .min()
-            .map_or(Duration::ZERO, |due| {
-                Duration::try_from(due.duration_since(now)).unwrap_or(Duration::ZERO)
-            });
-        let message = self
-            .checks
-            .iter()
-            .map(|c| match record(c).and_then(|r| r.last.as_ref()) {
-                None => format!("{}: not asked yet", c.name),
-                Some((_, answer)) => format!("{}: {}", c.name, describe(c, answer)),
-            })
-            .collect::<Vec<_>>()
-            .join("; ");
-        Verdict::Asking { next, message }
     }
+    let passed = |c: &Check| {
+        record(c)
+            .and_then(|r| r.last.as_ref())
+            .is_some_and(|(at, answer)| *at >= soak_end && within(c, answer) == Some(true))
+    };
+    if now >= soak_end && checks.iter().all(passed) {
+        return Verdict::Passed;
+    }
+    let next = checks
+        .iter()
+        .filter_map(|c| next_due(c, record(c).and_then(|r| r.last.as_ref()).map(|(at, _)| *at), soak_end))
+        .min()
+        .map_or(Duration::ZERO, |due| {
+            Duration::try_from(due.duration_since(now)).unwrap_or(Duration::ZERO)
+        });
+    let message = checks
+        .iter()
+        .map(|c| match record(c).and_then(|r| r.last.as_ref()) {
+            None => format!("{}: not asked yet", c.name),
+            Some((_, answer)) => format!("{}: {}", c.name, describe(c, answer)),
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    Verdict::Asking { next, message }
+}
+
+/// The checks of the list `list` of `spec.rollout.analysis`, read.
+fn read_checks(list: &str, checks: &[MetricCheck]) -> Result<Vec<Check>, FieldError> {
+    checks
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let field = |name: &str| format!("rollout.analysis.{list}[{i}].{name}");
+            let interval = match &c.interval {
+                None => DEFAULT_INTERVAL,
+                Some(text) => {
+                    parse_duration(text).filter(|d| *d >= Duration::from_secs(1)).ok_or_else(|| {
+                        FieldError {
+                            field: field("interval"),
+                            message: format!("{text:?} is not a duration of at least a second, such as 30s"),
+                        }
+                    })?
+                }
+            };
+            parse_query(&c.query).map_err(|message| FieldError {
+                field: field("query"),
+                message: format!("check {}: {message}", c.name),
+            })?;
+            Ok(Check {
+                name: c.name.clone(),
+                query: c.query.clone(),
+                min: c.min,
+                max: c.max,
+                interval,
+                failure_limit: c.failure_limit.unwrap_or(0),
+                pass_on_empty: c.on_empty.unwrap_or_default() == OnEmpty::Pass,
+            })
+        })
+        .collect()
 }
 
 impl CheckRecord {
@@ -370,37 +485,6 @@ fn describe(check: &Check, answer: &Answer) -> String {
         Answer::Empty => "no data (onEmpty: Fail: no data is not good news)".into(),
         Answer::Unanswered(why) => format!("no answer: {why}"),
     }
-}
-
-/// The engine that fills a query's placeholders in: `{{pool.name}}`,
-/// `{{pool.labels.<key>}}` and `{{revision}}`, each escaped for a PromQL
-/// string literal (a quote or a backslash in a label cannot end it early).
-fn engine() -> Handlebars<'static> {
-    let mut engine = Handlebars::new();
-    engine.register_escape_fn(|s| s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n"));
-    engine
-}
-
-/// `query` for `pool` at `revision`. A placeholder that names nothing
-/// (a label the pool lacks) reads as empty, as Prometheus reads a label
-/// that is not there.
-pub fn render(query: &str, pool: &Pool, revision: &str) -> String {
-    let data = json!({
-        "pool": { "name": pool.name, "labels": pool.labels },
-        "revision": revision,
-    });
-    engine().render_template(query, &data).unwrap_or_else(|_| query.to_string())
-}
-
-/// Whether `query` is PromQL, with its placeholders filled in.
-fn parse_query(query: &str) -> Result<(), String> {
-    let data = json!({ "pool": { "name": "pool", "labels": {} }, "revision": "revision" });
-    let rendered = engine()
-        .render_template(query, &data)
-        .map_err(|e| format!("its placeholders do not read: {e}"))?;
-    promql_parser::parser::parse(&rendered)
-        .map(|_| ())
-        .map_err(|e| format!("not PromQL: {e}"))
 }
 
 #[cfg(test)]

@@ -1,13 +1,15 @@
 //! The rollout's settings, read from `spec.rollout` with Flux's defaults
 //! applied and percentages resolved against the pools selected.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use crate::api::{IntOrString, OfflinePools, OnFailure, Rollout, RolloutStrategy};
 use crate::reconcile::release::build::FieldError;
+
+use super::analysis::Verdict;
 
 /// Flux's own default wait for a Helm action is 5 minutes; an update gets
 /// twice that to be done before it counts as failed.
@@ -71,6 +73,10 @@ pub struct Settings {
     /// the application's first install goes to one pool alone until its
     /// release is judged (see [`super::first_install_alone`]).
     pub first_install_alone: bool,
+    /// Where each done wave's checks stand (`analysis.waveChecks`), by
+    /// wave index: a later wave starts only once they passed, and a
+    /// failure halts the revision.
+    pub wave_checks: BTreeMap<usize, Verdict>,
 }
 
 impl Default for Settings {
@@ -95,6 +101,7 @@ impl Default for Settings {
             halted_before: false,
             completed: false,
             first_install_alone: false,
+            wave_checks: BTreeMap::new(),
         }
     }
 }

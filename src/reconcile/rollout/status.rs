@@ -5,6 +5,20 @@ use super::{Decision, PoolRollout, Settings};
 use crate::api::{RolloutPhase, RolloutStatus};
 
 impl Decision {
+    /// Halted on a wave's failed checks: which wave, and why.
+    fn wave_halt_message(&self, settings: &Settings) -> String {
+        let (wave, step, why) = self.wave_failure.clone().unwrap_or_default();
+        let mut message = format!(
+            "halted: the checks of wave {} (step {step}) failed: {why}; no further pool is updated \
+             until a new revision (fix the change)",
+            wave + 1
+        );
+        if let Some(why) = self.rolling_back.as_ref().map(|b| cannot_go_back(b, settings)) {
+            message.push_str(&format!("; onFailure: Rollback could not apply: {why}"));
+        }
+        message
+    }
+
     /// The rollout's status; `revision` names what is rolled out.
     pub fn status(&self, revision: &str, settings: &Settings) -> RolloutStatus {
         let count = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
@@ -35,6 +49,11 @@ impl Decision {
                 self.failed.len(),
                 some_of(&self.failed)
             ),
+            RolloutPhase::Halted
+                if self.wave_failure.is_some() && self.failed.len() <= settings.max_failures =>
+            {
+                self.wave_halt_message(settings)
+            }
             RolloutPhase::Halted if self.failed.len() <= settings.max_failures => format!(
                 "halted earlier, and it holds though no pool fails now ({} failed): the revision is known \
                  bad; no further pool is updated until a new revision (fix the change, or request a \

@@ -69,6 +69,25 @@ fn progress_is_no_event() {
     assert!(between(&old, &new).is_empty());
 }
 
+#[test]
+fn a_soaking_pools_check_values_are_no_event_and_its_failed_check_is_a_warning() {
+    let soaking = |message: &str| status(vec![pool("hz", ConditionStatus::True, "AnalysisRunning", message)]);
+    let first = soaking("error-rate: 0.01 (within max 0.05)");
+    let next = soaking("error-rate: 0.02 (within max 0.05)");
+    assert!(between(&first, &next).is_empty(), "a new value each answer would be an Event each answer");
+    let failed = status(vec![pool(
+        "hz",
+        ConditionStatus::False,
+        "AnalysisFailed",
+        "check error-rate failed 1 of 3 times (failureLimit 0); at …: 0.4 (out of max 0.05)",
+    )]);
+    let events = between(&next, &failed);
+    assert_eq!(events.len(), 1);
+    assert!(events[0].warning);
+    assert_eq!(events[0].reason, "AnalysisFailed");
+    assert!(events[0].message.contains("error-rate"), "{}", events[0].message);
+}
+
 fn rolling(phase: RolloutPhase, wave: Option<&str>, pools: Vec<PoolStatus>) -> NodePoolApplicationStatus {
     NodePoolApplicationStatus {
         pools,

@@ -24,6 +24,7 @@ fn analysis(checks: Vec<MetricCheck>) -> Analysis {
             secret_ref: None,
         },
         checks,
+        wave_checks: Vec::new(),
     }
 }
 

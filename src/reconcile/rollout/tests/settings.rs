@@ -33,6 +33,7 @@ fn settings_resolve_percentages_of_the_selected_pools() {
             halted_before: false,
             completed: false,
             first_install_alone: false,
+            wave_checks: Default::default(),
         }
     );
     // Rounded down, yet at least one pool may update.

@@ -151,3 +151,75 @@ fn a_query_that_is_not_promql_stops_the_application_naming_the_check() {
     assert!(stalled.message.contains("rollout.analysis.checks[0].query"), "{}", stalled.message);
     assert!(stalled.message.contains("error-rate"), "{}", stalled.message);
 }
+
+/// A canary step, then the rest, with a wave check over the canary's pools.
+fn wave_judged() -> NodePoolApplication {
+    progressive(json!({
+        "minReadySeconds": 30,
+        "steps": [{ "name": "canary", "pools": { "names": ["p1"] } }],
+        "analysis": {
+            "prometheus": { "address": "http://prometheus:9090" },
+            "waveChecks": [{
+                "name": "error-budget",
+                "query": "sum(increase(errors_total{site=~\"{{wave.pools}}\"}[10m]))",
+                "max": 10,
+                "interval": "10s",
+            }],
+        },
+    }))
+}
+
+/// The canary wave's check answered `answer` at `at`; the canary was done
+/// at 23:59:30 (Ready at 23:59:00, soaked for 30 s).
+fn wave_answers(a: &NodePoolApplication, answer: Answer, at: &str) -> Records {
+    let checks = Checks::new(a.spec.rollout.as_ref().unwrap().analysis.as_ref().unwrap()).unwrap();
+    let mut wave = PoolRecords {
+        revision: revision_of(a),
+        ready_since: Some("2029-12-31T23:59:30Z".parse().unwrap()),
+        ..Default::default()
+    };
+    let at: Timestamp = at.parse().unwrap();
+    let record = wave.checks.entry("error-budget".into()).or_default();
+    record.record(&checks.wave_checks[0], at, answer);
+    [("wave:canary".to_string(), wave)].into()
+}
+
+#[test]
+fn the_next_wave_waits_for_the_done_waves_checks_which_are_asked_over_its_pools() {
+    let a = wave_judged();
+    let records = Records::new();
+    let plan = with_canary(&a, Answers::Asked(&records));
+    assert!(plan.apply.is_empty(), "{:?}", applied_pools(&plan));
+    assert_eq!(row(&plan, "p1").rollout, "Done");
+    let p2 = row(&plan, "p2");
+    assert_eq!((p2.rollout.as_str(), p2.reason.as_str()), ("Waiting", "WaitingForWaveChecks"));
+    assert!(p2.message.contains("wave 1 (step canary)"), "{}", p2.message);
+    let asks = &plan.analysis.as_ref().unwrap().asks;
+    assert_eq!(asks.len(), 1, "{asks:?}");
+    assert_eq!((asks[0].pool.as_str(), asks[0].check.as_str()), ("wave:canary", "error-budget"));
+    assert_eq!(asks[0].query, r#"sum(increase(errors_total{site=~"p1"}[10m]))"#);
+}
+
+#[test]
+fn a_wave_within_its_budget_lets_the_next_start() {
+    let a = wave_judged();
+    let records = wave_answers(&a, Answer::Value(2.0), "2029-12-31T23:59:40Z");
+    let plan = with_canary(&a, Answers::Asked(&records));
+    assert_eq!(applied_pools(&plan), ["p2"]);
+}
+
+#[test]
+fn a_wave_over_its_budget_halts_the_rollout_naming_the_wave_and_the_check() {
+    let a = wave_judged();
+    let records = wave_answers(&a, Answer::Value(40.0), "2029-12-31T23:59:40Z");
+    let plan = with_canary(&a, Answers::Asked(&records));
+    assert!(plan.apply.is_empty(), "{:?}", applied_pools(&plan));
+    let rollout = plan.status().rollout.unwrap();
+    assert_eq!(rollout.phase, RolloutPhase::Halted);
+    for said in ["wave 1 (step canary)", "error-budget", "40", "max 10"] {
+        assert!(rollout.message.contains(said), "{said} in {}", rollout.message);
+    }
+    let stalled = condition(&plan, "Stalled").unwrap();
+    assert!(stalled.message.contains("error-budget"), "{}", stalled.message);
+    assert_eq!(row(&plan, "p2").rollout, "Halted");
+}

@@ -1,0 +1,56 @@
+//! A check's query with its placeholders filled in: for a pool
+//! (`{{pool.name}}`, `{{pool.labels.<key>}}`), for a wave (`{{wave.name}}`,
+//! `{{wave.pools}}`) and for the revision (`{{revision}}`), each escaped
+//! for a PromQL string literal; and whether a query is PromQL at all.
+
+use handlebars::Handlebars;
+use serde_json::json;
+
+use super::Wave;
+use crate::pools::Pool;
+
+/// The engine that fills a query's placeholders in: `{{pool.name}}`,
+/// `{{pool.labels.<key>}}` and `{{revision}}`, each escaped for a PromQL
+/// string literal (a quote or a backslash in a label cannot end it early).
+fn engine() -> Handlebars<'static> {
+    let mut engine = Handlebars::new();
+    engine.register_escape_fn(|s| s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n"));
+    engine
+}
+
+/// `query` for `pool` at `revision`. A placeholder that names nothing
+/// (a label the pool lacks) reads as empty, as Prometheus reads a label
+/// that is not there.
+pub fn render(query: &str, pool: &Pool, revision: &str) -> String {
+    let data = json!({
+        "pool": { "name": pool.name, "labels": pool.labels },
+        "revision": revision,
+    });
+    engine().render_template(query, &data).unwrap_or_else(|_| query.to_string())
+}
+
+/// `query` for the pools of `wave` at `revision`: `{{wave.pools}}` is a
+/// regular expression that matches each of their names and nothing else.
+pub fn render_wave(query: &str, wave: Wave, revision: &str) -> String {
+    let pools: Vec<String> = wave.pools.iter().map(|p| regex::escape(p)).collect();
+    let data = json!({
+        "wave": { "name": wave.name, "pools": pools.join("|") },
+        "revision": revision,
+    });
+    engine().render_template(query, &data).unwrap_or_else(|_| query.to_string())
+}
+
+/// Whether `query` is PromQL, with its placeholders filled in.
+pub(super) fn parse_query(query: &str) -> Result<(), String> {
+    let data = json!({
+        "pool": { "name": "pool", "labels": {} },
+        "wave": { "name": "wave", "pools": "pool" },
+        "revision": "revision",
+    });
+    let rendered = engine()
+        .render_template(query, &data)
+        .map_err(|e| format!("its placeholders do not read: {e}"))?;
+    promql_parser::parser::parse(&rendered)
+        .map(|_| ())
+        .map_err(|e| format!("not PromQL: {e}"))
+}
