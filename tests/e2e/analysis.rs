@@ -91,7 +91,7 @@ fn pool_is(app: &Value, pool: &str, rollout: &str, reason: &str) -> Result<(), S
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_canary_is_judged_by_its_error_rate_and_a_bad_one_halts_the_rollout() -> TestResult {
+async fn a_canary_and_its_wave_are_judged_by_their_error_rate_and_nothing_passes_unasked() -> TestResult {
     let mut env = TestEnv::new("analysis").await;
     ensure_crd(&env.client).await;
     let tag = env.prefix.clone();
@@ -139,6 +139,39 @@ async fn a_canary_is_judged_by_its_error_rate_and_a_bad_one_halts_the_rollout() 
         assert_eq!(after[pool], before[pool], "{pool} took the change though the canary failed");
     }
 
+    // A wave check over the canary's wave (a budget tighter than each
+    // pool's bound): the canary passes its own check, the wave fails its
+    // budget, and the next wave never starts.
+    metrics.set(&pools[0], 0.03);
+    metrics.scraped(&pools[..1], 0.03).await;
+    app["spec"]["rollout"]["steps"] = json!([{ "name": "canary", "pools": { "names": [&pools[0]] } }]);
+    app["spec"]["rollout"]["analysis"]["waveChecks"] = json!([{
+        "name": "error-budget",
+        "query": "max(app_error_ratio{pool=~\"{{wave.pools}}\"})",
+        "max": 0.02,
+        "interval": "1s",
+    }]);
+    with_log_level(&mut app, "error");
+    apply_app(&env, &app).await?;
+    let held = wait_app(&env, &controller, "the halt on the canary wave's budget", ROLLOUT_TIMEOUT, |app| {
+        let rollout = &app["status"]["rollout"];
+        match (rollout["phase"].as_str(), rollout["message"].as_str()) {
+            (Some("Halted"), Some(m)) if m.contains("checks of wave 1 (step canary) failed") => Ok(()),
+            other => Err(format!("phase and message {other:?}")),
+        }
+    })
+    .await;
+    let message = held["status"]["rollout"]["message"].as_str().unwrap_or_default().to_string();
+    for said in ["error-budget", "0.03", "max 0.02"] {
+        assert!(message.contains(said), "the wave's failure names {said}: {message}");
+    }
+    assert_eq!(pool_status(&held, &pools[0]).cloned().unwrap_or_default()["rollout"], "Done");
+    let budget = hashes(&env).await;
+    assert_ne!(budget[&pools[0]], after[&pools[0]], "the canary took the change");
+    for pool in &pools[1..] {
+        assert_eq!(budget[pool], before[pool], "{pool} took the change though its wave's budget failed");
+    }
+
     // Prometheus stops: the canary's checks go unanswered under the next
     // change, which waits and says why, fails at its deadline, and under
     // `onFailure: Rollback` the canary goes back; no pool is ever passed.
@@ -150,12 +183,16 @@ async fn a_canary_is_judged_by_its_error_rate_and_a_bad_one_halts_the_rollout() 
     with_log_level(&mut app, "warn");
     apply_app(&env, &app).await?;
     let written = Instant::now();
-    let waiting = wait_app(&env, &controller, "the canary waiting for Prometheus", ROLLOUT_TIMEOUT, |app| {
-        pool_is(app, &pools[0], "Soaking", "AnalysisRunning")
+    // It says why it waits, and it is never passed meanwhile.
+    wait_app(&env, &controller, "the canary waiting for Prometheus", ROLLOUT_TIMEOUT, |app| {
+        pool_is(app, &pools[0], "Soaking", "AnalysisRunning")?;
+        let message = pool_status(app, &pools[0]).cloned().unwrap_or_default()["message"].clone();
+        match message.as_str().unwrap_or_default().contains("no answer") {
+            true => Ok(()),
+            false => Err(format!("the canary's message: {message}")),
+        }
     })
     .await;
-    let message = pool_status(&waiting, &pools[0]).cloned().unwrap_or_default()["message"].clone();
-    assert!(message.as_str().unwrap_or_default().contains("no answer"), "says why it waits: {message}");
     let back = wait_app(&env, &controller, "the rollback at the deadline", ROLLOUT_TIMEOUT, |app| match app
         ["status"]["rollout"]["phase"]
         .as_str()
@@ -170,7 +207,7 @@ async fn a_canary_is_judged_by_its_error_rate_and_a_bad_one_halts_the_rollout() 
     assert_eq!(rollout["progress"], "RolledBack 1/1", "{rollout}");
     let now = hashes(&env).await;
     assert_eq!(
-        now, after,
+        now, budget,
         "the canary went back to the revision it was done with, the others were not touched"
     );
     drop(stopped);
