@@ -75,6 +75,8 @@ pub struct Reconciled {
     /// The step that failed after the status was written, if one did:
     /// the reconcile is retried at the failure backoff.
     pub failed: Option<ReconcileError>,
+    /// The metric checks asked: each answer's check and what it came to.
+    pub answers: Vec<(String, &'static str)>,
 }
 
 /// One reconcile of an application that is there and not being deleted.
@@ -99,10 +101,10 @@ pub async fn reconcile(c: &Controller<'_>, app: &NodePoolApplication) -> Result<
     }
     let published = steps::report(&apis, app, &mut planned, &applied, failed.as_ref()).await?;
     // Answers come in after the report: the next plan judges them.
-    let asked = steps::ask_checks(c, app, &planned).await;
-    let requeue_after = match asked {
-        true => Some(ANSWERS_JUDGED_AFTER.min(planned.requeue_after.unwrap_or(ANSWERS_JUDGED_AFTER))),
-        false => planned.requeue_after,
+    let answers = steps::ask_checks(c, app, &planned).await;
+    let requeue_after = match answers.is_empty() {
+        false => Some(ANSWERS_JUDGED_AFTER.min(planned.requeue_after.unwrap_or(ANSWERS_JUDGED_AFTER))),
+        true => planned.requeue_after,
     };
     Ok(Reconciled {
         published,
@@ -110,5 +112,6 @@ pub async fn reconcile(c: &Controller<'_>, app: &NodePoolApplication) -> Result<
         requeue_after,
         names_taken: applied.names_taken(),
         failed,
+        answers,
     })
 }

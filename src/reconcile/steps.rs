@@ -131,19 +131,23 @@ pub(super) fn plan(
 }
 
 /// The metric checks the plan says are due, asked, and their answers
-/// kept for the next plan: whether any was asked (then the next plan,
-/// soon, judges them).
-pub(super) async fn ask_checks(c: &Controller<'_>, app: &NodePoolApplication, planned: &Plan) -> bool {
+/// kept for the next plan: each answer's check and what it came to (when
+/// any was asked, the next plan, soon, judges them).
+pub(super) async fn ask_checks(
+    c: &Controller<'_>,
+    app: &NodePoolApplication,
+    planned: &Plan,
+) -> Vec<(String, &'static str)> {
     let Some(analysing) = planned.analysis.as_ref() else {
-        return false;
+        return Vec::new();
     };
     let namespace = app.namespace().unwrap_or_default();
     let at = k8s_openapi::jiff::Timestamp::now();
     let answered = c.asker.ask(c.client, &namespace, analysing, at).await;
-    let asked = !answered.is_empty();
+    let results = analysing.results(&answered);
     let records = c.memory.answers().unwrap_or_default();
     c.memory.keep_answers(analysing.fold(&records, answered, at));
-    asked
+    results
 }
 
 pub(super) async fn carry_out(

@@ -42,6 +42,16 @@ pub struct AppLabels {
 
 /// Flux's labels for one object, as its controllers record
 /// `gotk_reconcile_duration_seconds`.
+/// One application's metric check, and what its answers came to.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AnswerLabels {
+    pub namespace: String,
+    pub application: String,
+    pub check: String,
+    /// `within`, `out_of_bounds` or `unanswered`.
+    pub result: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ObjectLabels {
     pub kind: String,
@@ -160,6 +170,10 @@ pub struct Metrics {
     pub leader: Family<LeaderLabels, Gauge>,
     /// Events sent to notification-controller (`--events-addr`), by result.
     pub notifications: Family<NotificationLabels, Counter>,
+    /// Answers to the metric checks of `rollout.analysis`.
+    pub answers: Family<AnswerLabels, Counter>,
+    /// The series of `answers` each application has, to forget with it.
+    answer_series: std::sync::Mutex<std::collections::HashMap<(String, String), Vec<AnswerLabels>>>,
 }
 
 /// The name under which leadership is reported: the Lease's.
@@ -228,7 +242,15 @@ impl Default for Metrics {
             "Events sent to Flux's notification-controller, by result and severity",
             notifications.clone(),
         );
+        let answers = Family::<AnswerLabels, Counter>::default();
+        registry.register(
+            "analysis_answers",
+            "Answers to the metric checks of rollout.analysis, by application, check and result",
+            answers.clone(),
+        );
         Self {
+            answers,
+            answer_series: Default::default(),
             registry: root,
             reconciles,
             reconcile_duration,
@@ -328,6 +350,27 @@ impl Metrics {
             .inc();
     }
 
+    /// What the metric checks of `application` answered, each check with
+    /// what its answer came to.
+    pub fn observe_answers(&self, namespace: &str, application: &str, answers: &[(String, &'static str)]) {
+        for (check, result) in answers {
+            let labels = AnswerLabels {
+                namespace: namespace.to_string(),
+                application: application.to_string(),
+                check: check.clone(),
+                result: result.to_string(),
+            };
+            self.answers.get_or_create(&labels).inc();
+            if let Ok(mut series) = self.answer_series.lock() {
+                let of_app =
+                    series.entry((labels.namespace.clone(), labels.application.clone())).or_default();
+                if !of_app.contains(&labels) {
+                    of_app.push(labels);
+                }
+            }
+        }
+    }
+
     /// Whether this instance leads now.
     pub fn set_leader(&self, leading: bool) {
         self.leader
@@ -355,6 +398,14 @@ impl Metrics {
         if let Some(info) = info {
             self.resource_info.remove(info);
         }
+        let series = self
+            .answer_series
+            .lock()
+            .ok()
+            .and_then(|mut s| s.remove(&(labels.namespace, labels.application)));
+        for labels in series.unwrap_or_default() {
+            self.answers.remove(&labels);
+        }
     }
 
     /// The text exposition format.
@@ -366,79 +417,4 @@ impl Metrics {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn metrics_are_exposed_by_name_and_labels() {
-        let m = Metrics::default();
-        m.observe_reconcile("success", Duration::from_millis(20));
-        m.observe_reconcile("ApiError", Duration::from_millis(20));
-        m.set_pools(
-            "edge",
-            "ingress",
-            PoolCounts {
-                selected: 3,
-                ready: 2,
-                offline: 1,
-            },
-        );
-        m.observe_object("edge", "ingress", Duration::from_millis(20));
-        let was = Metrics::info_labels("edge", "ingress", "False", false);
-        m.set_info(None, &was);
-        let info = Metrics::info_labels("edge", "ingress", "True", false);
-        m.set_info(Some(&was), &info);
-        m.set_leader(true);
-        m.observe_api_error("apply", "helmreleases.helm.toolkit.fluxcd.io", "409");
-        m.observe_notification("delivered", "error");
-        let text = m.encode().unwrap();
-        assert!(
-            text.contains(r#"nodepool_fanout_notifications_total{result="delivered",severity="error"} 1"#),
-            "{text}"
-        );
-        assert!(text.contains(r#"nodepool_fanout_reconciles_total{result="success"} 1"#), "{text}");
-        assert!(text.contains(r#"nodepool_fanout_reconciles_total{result="ApiError"} 1"#), "{text}");
-        assert!(
-            text.contains(r#"nodepool_fanout_pools{namespace="edge",application="ingress"} 3"#),
-            "{text}"
-        );
-        assert!(
-            text.contains(r#"nodepool_fanout_ready_pools{namespace="edge",application="ingress"} 2"#),
-            "{text}"
-        );
-        assert!(text.contains("nodepool_fanout_reconcile_duration_seconds_count 2"), "{text}");
-        assert!(
-            text.contains(
-                r#"nodepool_fanout_api_errors_total{verb="apply",resource="helmreleases.helm.toolkit.fluxcd.io",code="409"} 1"#
-            ),
-            "{text}"
-        );
-        assert!(
-            text.contains(r#"nodepool_fanout_offline_pools{namespace="edge",application="ingress"} 1"#),
-            "{text}"
-        );
-        assert!(
-            text.contains(
-                r#"gotk_reconcile_duration_seconds_count{kind="NodePoolApplication",name="ingress",namespace="edge"} 1"#
-            ),
-            "{text}"
-        );
-        assert!(
-            text.contains(r#"gotk_resource_info{customresource_group="apps.fanout.dev",customresource_kind="NodePoolApplication",customresource_version="v1alpha1",exported_namespace="edge",name="ingress",ready="True",suspended="false"} 1"#),
-            "{text}"
-        );
-        assert!(!text.contains(r#"ready="False""#), "the old info series is gone: {text}");
-        assert!(text.contains(r#"leader_election_master_status{name="nodepool-fanout"} 1"#), "{text}");
-        for process in [
-            "process_cpu_seconds_total",
-            "process_resident_memory_bytes",
-            "process_open_fds",
-        ] {
-            assert!(text.lines().any(|l| l.starts_with(process)), "{process} in {text}");
-        }
-        m.forget("edge", "ingress", Some(&info));
-        let after = m.encode().unwrap();
-        assert!(!after.contains(r#"application="ingress""#), "{after}");
-        assert!(!after.contains(r#"name="ingress""#), "{after}");
-    }
-}
+mod tests;

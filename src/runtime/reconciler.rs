@@ -107,6 +107,7 @@ pub(super) async fn reconcile_app(
     let mut reconciled = reconcile::reconcile(&controller, &app).await?;
     ctx.index.names_taken(&app_ref, std::mem::take(&mut reconciled.names_taken));
     publish_report(ctx, &app, &reconciled.published).await;
+    ctx.metrics.observe_answers(&namespace, &app.name_any(), &reconciled.answers);
     if let Some(e) = reconciled.failed {
         return Err(e);
     }

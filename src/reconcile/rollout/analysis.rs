@@ -29,7 +29,9 @@ use crate::reconcile::release::build::FieldError;
 use super::measure::format_duration;
 use super::settings::parse_duration;
 
+mod analysing;
 mod render;
+pub use analysing::Analysing;
 use render::parse_query;
 pub use render::{render, render_wave};
 
@@ -72,52 +74,6 @@ pub struct Check {
     pub interval: Duration,
     pub failure_limit: u32,
     pub pass_on_empty: bool,
-}
-
-/// What the runtime carries out of a plan's checks: where to ask, and
-/// what is due now.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Analysing {
-    pub source: PrometheusSource,
-    pub checks: Vec<Check>,
-    pub wave_checks: Vec<Check>,
-    /// The revision under way: records of any other are let go.
-    pub revision: String,
-    pub asks: Vec<Ask>,
-}
-
-impl Analysing {
-    /// `records` with each of `answered` folded in, given at `at`: a
-    /// pool's records start afresh when its soak or the revision changed,
-    /// and records of another revision are let go, so what is kept never
-    /// outgrows the pools that soak on the revision under way.
-    pub fn fold(&self, records: &Records, answered: Vec<(Ask, Answer)>, at: Timestamp) -> Records {
-        let mut records: Records = records
-            .iter()
-            .filter(|(_, r)| r.revision == self.revision)
-            .map(|(pool, r)| (pool.clone(), r.clone()))
-            .collect();
-        for (ask, answer) in answered {
-            // A wave's asks are keyed by the wave ([`Wave::key`]).
-            let list = match ask.pool.starts_with("wave:") {
-                true => &self.wave_checks,
-                false => &self.checks,
-            };
-            let Some(check) = list.iter().find(|c| c.name == ask.check) else {
-                continue;
-            };
-            let pool = records.entry(ask.pool).or_default();
-            if pool.revision != self.revision || pool.ready_since != Some(ask.ready_since) {
-                *pool = PoolRecords {
-                    revision: self.revision.clone(),
-                    ready_since: Some(ask.ready_since),
-                    checks: BTreeMap::new(),
-                };
-            }
-            pool.checks.entry(ask.check).or_default().record(check, at, answer);
-        }
-        records
-    }
 }
 
 /// One query to ask now, for one pool's check.

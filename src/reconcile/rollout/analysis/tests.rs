@@ -273,3 +273,36 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn answers_are_counted_by_check_and_what_they_came_to_and_folded_per_soak() {
+    let checks = error_rate();
+    let analysing = Analysing {
+        source: checks.source.clone(),
+        checks: checks.checks.clone(),
+        wave_checks: Vec::new(),
+        revision: REVISION.into(),
+        asks: checks.due(&pool("east"), REVISION, None, t(0), t(30), t(0)),
+    };
+    let ask = analysing.asks[0].clone();
+    let answered = vec![
+        (ask.clone(), Answer::Value(0.01)),
+        (ask.clone(), Answer::Value(0.9)),
+        (ask.clone(), Answer::Unanswered("down".into())),
+    ];
+    let results: Vec<&str> = analysing.results(&answered).iter().map(|(_, r)| *r).collect();
+    assert_eq!(results, ["within", "out_of_bounds", "unanswered"]);
+    let stale: Records = [(
+        "west".to_string(),
+        PoolRecords {
+            revision: "older".into(),
+            ..Default::default()
+        },
+    )]
+    .into();
+    let folded = analysing.fold(&stale, answered, t(1));
+    assert!(!folded.contains_key("west"), "records of another revision are let go");
+    let east = &folded["east"].checks["error-rate"];
+    assert_eq!((east.asked, east.failures), (3, 1));
+    assert_eq!(east.unanswered_since, Some(t(1)));
+}

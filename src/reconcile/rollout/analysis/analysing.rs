@@ -1,0 +1,78 @@
+//! What the runtime carries out of a plan's checks, and what it keeps of
+//! their answers: each answer folded into its pool's (or wave's) records
+//! for the revision under way, and counted for the controller's metrics.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::jiff::Timestamp;
+
+use super::{within, Answer, Ask, Check, PoolRecords, Records};
+use crate::api::PrometheusSource;
+
+/// What the runtime carries out of a plan's checks: where to ask, and
+/// what is due now.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Analysing {
+    pub source: PrometheusSource,
+    pub checks: Vec<Check>,
+    pub wave_checks: Vec<Check>,
+    /// The revision under way: records of any other are let go.
+    pub revision: String,
+    pub asks: Vec<Ask>,
+}
+
+impl Analysing {
+    /// `records` with each of `answered` folded in, given at `at`: a
+    /// pool's records start afresh when its soak or the revision changed,
+    /// and records of another revision are let go, so what is kept never
+    /// outgrows the pools that soak on the revision under way.
+    /// Each answer's check and what it came to (`within`, `out_of_bounds`
+    /// or `unanswered`), for the controller's own metrics.
+    pub fn results(&self, answered: &[(Ask, Answer)]) -> Vec<(String, &'static str)> {
+        answered
+            .iter()
+            .filter_map(|(ask, answer)| {
+                let check = self.check_of(ask)?;
+                let result = match within(check, answer) {
+                    Some(true) => "within",
+                    Some(false) => "out_of_bounds",
+                    None => "unanswered",
+                };
+                Some((ask.check.clone(), result))
+            })
+            .collect()
+    }
+
+    /// The check `ask` asks: a wave's asks are keyed by the wave
+    /// ([`Wave::key`]).
+    fn check_of(&self, ask: &Ask) -> Option<&Check> {
+        let list = match ask.pool.starts_with("wave:") {
+            true => &self.wave_checks,
+            false => &self.checks,
+        };
+        list.iter().find(|c| c.name == ask.check)
+    }
+
+    pub fn fold(&self, records: &Records, answered: Vec<(Ask, Answer)>, at: Timestamp) -> Records {
+        let mut records: Records = records
+            .iter()
+            .filter(|(_, r)| r.revision == self.revision)
+            .map(|(pool, r)| (pool.clone(), r.clone()))
+            .collect();
+        for (ask, answer) in answered {
+            let Some(check) = self.check_of(&ask) else {
+                continue;
+            };
+            let pool = records.entry(ask.pool).or_default();
+            if pool.revision != self.revision || pool.ready_since != Some(ask.ready_since) {
+                *pool = PoolRecords {
+                    revision: self.revision.clone(),
+                    ready_since: Some(ask.ready_since),
+                    checks: BTreeMap::new(),
+                };
+            }
+            pool.checks.entry(ask.check).or_default().record(check, at, answer);
+        }
+        records
+    }
+}

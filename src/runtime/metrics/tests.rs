@@ -1,0 +1,82 @@
+use super::*;
+
+#[test]
+fn metrics_are_exposed_by_name_and_labels() {
+    let m = Metrics::default();
+    m.observe_reconcile("success", Duration::from_millis(20));
+    m.observe_reconcile("ApiError", Duration::from_millis(20));
+    m.set_pools(
+        "edge",
+        "ingress",
+        PoolCounts {
+            selected: 3,
+            ready: 2,
+            offline: 1,
+        },
+    );
+    m.observe_object("edge", "ingress", Duration::from_millis(20));
+    let was = Metrics::info_labels("edge", "ingress", "False", false);
+    m.set_info(None, &was);
+    let info = Metrics::info_labels("edge", "ingress", "True", false);
+    m.set_info(Some(&was), &info);
+    m.set_leader(true);
+    m.observe_api_error("apply", "helmreleases.helm.toolkit.fluxcd.io", "409");
+    m.observe_notification("delivered", "error");
+    let within = ("error-rate".to_string(), "within");
+    m.observe_answers("edge", "ingress", &[within.clone(), within, ("error-rate".into(), "unanswered")]);
+    let text = m.encode().unwrap();
+    assert!(
+        text.contains(r#"nodepool_fanout_notifications_total{result="delivered",severity="error"} 1"#),
+        "{text}"
+    );
+    assert!(text.contains(r#"nodepool_fanout_reconciles_total{result="success"} 1"#), "{text}");
+    assert!(
+    text.contains(
+        r#"nodepool_fanout_analysis_answers_total{namespace="edge",application="ingress",check="error-rate",result="within"} 2"#
+    ),
+    "{text}"
+);
+    assert!(text.contains(r#"nodepool_fanout_reconciles_total{result="ApiError"} 1"#), "{text}");
+    assert!(
+        text.contains(r#"nodepool_fanout_pools{namespace="edge",application="ingress"} 3"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"nodepool_fanout_ready_pools{namespace="edge",application="ingress"} 2"#),
+        "{text}"
+    );
+    assert!(text.contains("nodepool_fanout_reconcile_duration_seconds_count 2"), "{text}");
+    assert!(
+        text.contains(
+            r#"nodepool_fanout_api_errors_total{verb="apply",resource="helmreleases.helm.toolkit.fluxcd.io",code="409"} 1"#
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"nodepool_fanout_offline_pools{namespace="edge",application="ingress"} 1"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            r#"gotk_reconcile_duration_seconds_count{kind="NodePoolApplication",name="ingress",namespace="edge"} 1"#
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"gotk_resource_info{customresource_group="apps.fanout.dev",customresource_kind="NodePoolApplication",customresource_version="v1alpha1",exported_namespace="edge",name="ingress",ready="True",suspended="false"} 1"#),
+        "{text}"
+    );
+    assert!(!text.contains(r#"ready="False""#), "the old info series is gone: {text}");
+    assert!(text.contains(r#"leader_election_master_status{name="nodepool-fanout"} 1"#), "{text}");
+    for process in [
+        "process_cpu_seconds_total",
+        "process_resident_memory_bytes",
+        "process_open_fds",
+    ] {
+        assert!(text.lines().any(|l| l.starts_with(process)), "{process} in {text}");
+    }
+    m.forget("edge", "ingress", Some(&info));
+    let after = m.encode().unwrap();
+    assert!(!after.contains(r#"application="ingress""#), "{after}");
+    assert!(!after.contains(r#"name="ingress""#), "{after}");
+}
