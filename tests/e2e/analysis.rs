@@ -138,6 +138,14 @@ async fn a_canary_and_its_wave_are_judged_by_their_error_rate_and_nothing_passes
     for pool in &pools[1..] {
         assert_eq!(after[pool], before[pool], "{pool} took the change though the canary failed");
     }
+    // The controller counts what its checks' answers came to.
+    let counted = |result: &'static str| {
+        controller.counter("nodepool_fanout_analysis_answers_total", move |l| {
+            l.contains(r#"check="error-rate""#) && l.contains(&format!(r#"result="{result}""#))
+        })
+    };
+    assert!(counted("within").await > 0, "answers within bounds are counted");
+    assert!(counted("out_of_bounds").await > 0, "the canary's bad answer is counted");
 
     // A wave check over the canary's wave (a budget tighter than each
     // pool's bound): the canary passes its own check, the wave fails its
