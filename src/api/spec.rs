@@ -15,7 +15,9 @@ use super::status::NodePoolApplicationStatus;
 
 mod analysis;
 mod rollout;
-pub use analysis::{Analysis, LocalSecretReference, MetricCheck, OnEmpty, PrometheusSource};
+pub use analysis::{
+    Analysis, GateType, LocalSecretReference, MetricCheck, OnEmpty, PrometheusSource, WebhookGate,
+};
 pub use rollout::{
     MaintenanceWindow, NewPools, OfflinePools, OnFailure, Rollout, RolloutStep, RolloutStrategy,
 };

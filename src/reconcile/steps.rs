@@ -141,9 +141,9 @@ pub(super) async fn ask_checks(
     let Some(analysing) = planned.analysis.as_ref() else {
         return Vec::new();
     };
-    let namespace = app.namespace().unwrap_or_default();
+    let (namespace, name) = (app.namespace().unwrap_or_default(), app.name_any());
     let at = k8s_openapi::jiff::Timestamp::now();
-    let answered = c.asker.ask(c.client, &namespace, analysing, at).await;
+    let answered = c.asker.ask(c.client, (&namespace, &name), analysing, at).await;
     let results = analysing.results(&answered);
     let records = c.memory.answers().unwrap_or_default();
     c.memory.keep_answers(analysing.fold(&records, answered, at));

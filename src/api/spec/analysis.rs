@@ -20,9 +20,10 @@ use crate::api::schema::*;
 #[x_kube(
     cel,
     validation = Rule::new(
-        "(has(self.checks) && size(self.checks) > 0) || (has(self.waveChecks) && size(self.waveChecks) > 0)"
+        "(has(self.checks) && size(self.checks) > 0) || (has(self.waveChecks) && size(self.waveChecks) > 0) \
+         || (has(self.webhooks) && size(self.webhooks) > 0)"
     )
-    .message("give checks (each pool's), waveChecks (each wave's), or both"),
+    .message("give checks (each pool's), waveChecks (each wave's), webhooks, or several"),
 )]
 #[serde(rename_all = "camelCase")]
 pub struct Analysis {
@@ -46,6 +47,58 @@ pub struct Analysis {
     #[x_kube(validation = Rule::new("self.all(c, self.exists_one(d, d.name == c.name))")
         .message("check names must be unique: a failure names its check"))]
     pub wave_checks: Vec<MetricCheck>,
+
+    /// Webhook gates, as Flagger's: an HTTP POST of the application, the
+    /// revision, and the pool or the wave with its pools, asked every
+    /// `interval`; a 2xx answer lets it go, anything else holds it (with
+    /// the answer in the status), for as long as it answers so: a gate
+    /// holds, it never fails a pool. For integration tests and
+    /// change-management systems.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 8))]
+    #[x_kube(validation = Rule::new("self.all(c, self.exists_one(d, d.name == c.name))")
+        .message("webhook names must be unique: the status names the one that holds"))]
+    pub webhooks: Vec<WebhookGate>,
+}
+
+/// One webhook gate.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct WebhookGate {
+    /// What the status calls the gate, e.g. `change-freeze`.
+    #[schemars(length(min = 1, max = 63))]
+    #[x_kube(validation = Rule::new("self.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')").message(
+        "a webhook's name is a DNS label that starts with a letter, such as change-freeze"
+    ))]
+    pub name: String,
+
+    /// When it is asked: `PreDone`, before each pool counts as done (at
+    /// the end of its soak), or `PreWave`, before each wave after the
+    /// first starts (once the wave before it is done).
+    #[serde(rename = "type")]
+    pub gate: GateType,
+
+    /// Where the POST goes, e.g. `http://gate.ci:8080/approve`.
+    #[schemars(length(min = 1, max = 2048))]
+    #[x_kube(validation = Rule::new("self.matches('^http://[^/?#[:space:]]+(/[^#[:space:]]*)?$')").message(
+        "must be an http:// URL, e.g. http://gate.ci:8080/approve"
+    ))]
+    pub url: String,
+
+    /// How often it is asked while it holds, e.g. `10s` (the default);
+    /// at least a second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "optional_duration_schema")]
+    pub interval: Option<String>,
+}
+
+/// When a webhook gate is asked.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GateType {
+    /// Before each pool counts as done with the revision.
+    PreDone,
+    /// Before each wave after the first starts.
+    PreWave,
 }
 
 /// Where the checks are asked.

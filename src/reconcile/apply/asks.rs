@@ -52,10 +52,11 @@ impl Asker {
     pub async fn ask(
         &self,
         client: &Client,
-        namespace: &str,
+        application: (&str, &str),
         analysing: &Analysing,
         at: Timestamp,
     ) -> Vec<(Ask, Answer)> {
+        let (namespace, name) = application;
         if analysing.asks.is_empty() {
             return Vec::new();
         }
@@ -76,13 +77,41 @@ impl Asker {
             .map(|ask| {
                 let (url, auth) = (&url, auth.as_ref());
                 async move {
-                    let answer = self.query(url, auth, &ask.query, at).await;
+                    let answer = match &ask.webhook {
+                        Some(hook) => {
+                            self.gate(hook, &gate_body(namespace, name, &analysing.revision, &ask)).await
+                        }
+                        None => self.query(url, auth, &ask.query, at).await,
+                    };
                     (ask, answer)
                 }
             })
             .buffer_unordered(IN_FLIGHT)
             .collect()
             .await
+    }
+
+    /// A webhook gate asked: a 2xx lets it go (its status as the value),
+    /// anything else holds, with what it answered.
+    async fn gate(&self, url: &str, body: &serde_json::Value) -> Answer {
+        let response = match self
+            .http
+            .post(url)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+        {
+            Ok(response) => response,
+            Err(e) => return Answer::Unanswered(format!("posting to {url}: {}", with_causes(&e))),
+        };
+        let status = response.status();
+        if status.is_success() {
+            return Answer::Value(f64::from(status.as_u16()));
+        }
+        let text = response.text().await.unwrap_or_default();
+        let head: String = text.trim().chars().take(200).collect();
+        Answer::Unanswered(format!("HTTP {}: {head}", status.as_u16()))
     }
 
     async fn query(&self, url: &str, auth: Option<&Auth>, query: &str, at: Timestamp) -> Answer {
@@ -107,6 +136,21 @@ impl Asker {
             Err(e) => Answer::Unanswered(format!("reading the answer of {url}: {}", with_causes(&e))),
         }
     }
+}
+
+/// What a webhook gate is POSTed: the application, the revision, the gate,
+/// and the pool or the wave it is about, with the pools.
+pub fn gate_body(namespace: &str, name: &str, revision: &str, ask: &Ask) -> serde_json::Value {
+    let wave = ask.pool.strip_prefix("wave:");
+    serde_json::json!({
+        "application": { "namespace": namespace, "name": name },
+        "revision": revision,
+        "gate": ask.check,
+        "type": if wave.is_some() { "PreWave" } else { "PreDone" },
+        "wave": wave,
+        "pool": if wave.is_some() { None } else { Some(&ask.pool) },
+        "pools": ask.pools,
+    })
 }
 
 /// The Secret's `token`, or its `username` and `password`.
@@ -165,6 +209,56 @@ pub fn answer_of(status: u16, body: &[u8]) -> Answer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A gate of the test's own on the loopback: it refuses until told
+    /// otherwise, and keeps what it was sent.
+    #[tokio::test]
+    async fn a_gate_is_posted_the_application_and_its_pools_and_holds_until_a_2xx() {
+        use std::sync::{Arc, Mutex};
+        let state: Arc<Mutex<(u16, Vec<serde_json::Value>)>> = Arc::new(Mutex::new((403, Vec::new())));
+        let seen = state.clone();
+        let router = axum::Router::new().route(
+            "/approve",
+            axum::routing::post(move |body: String| {
+                let seen = seen.clone();
+                async move {
+                    let mut s = seen.lock().expect("state");
+                    s.1.push(serde_json::from_str(&body).expect("a JSON body"));
+                    let code = axum::http::StatusCode::from_u16(s.0).expect("a status");
+                    (code, "change freeze until Monday")
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a port");
+        let url = format!("http://{}/approve", listener.local_addr().expect("its address"));
+        let server = tokio::spawn(async move { axum::serve(listener, router).await.expect("serves") });
+        let ask = Ask {
+            pool: "east".into(),
+            check: "change-freeze".into(),
+            query: String::new(),
+            webhook: Some(url.clone()),
+            pools: vec!["east".into()],
+            ready_since: Timestamp::UNIX_EPOCH,
+        };
+        let body = gate_body("edge", "ingress", "abc123", &ask);
+        let asker = Asker::new();
+        let held = asker.gate(&url, &body).await;
+        assert_eq!(held, Answer::Unanswered("HTTP 403: change freeze until Monday".into()));
+        state.lock().expect("state").0 = 200;
+        assert_eq!(asker.gate(&url, &body).await, Answer::Value(200.0));
+        let sent = state.lock().expect("state").1.clone();
+        assert_eq!(sent.len(), 2);
+        assert_eq!(sent[0]["application"], serde_json::json!({ "namespace": "edge", "name": "ingress" }));
+        assert_eq!(
+            (sent[0]["revision"].as_str(), sent[0]["type"].as_str()),
+            (Some("abc123"), Some("PreDone"))
+        );
+        assert_eq!(
+            (sent[0]["pool"].as_str(), &sent[0]["pools"]),
+            (Some("east"), &serde_json::json!(["east"]))
+        );
+        server.abort();
+    }
 
     #[test]
     fn answers_read_as_one_number_no_data_or_why_not() {

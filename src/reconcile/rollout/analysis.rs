@@ -22,17 +22,17 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 
-use crate::api::{Analysis, MetricCheck, OnEmpty, PrometheusSource};
+use crate::api::{Analysis, GateType, PrometheusSource};
 use crate::pools::Pool;
 use crate::reconcile::release::build::FieldError;
 
 use super::measure::format_duration;
-use super::settings::parse_duration;
 
 mod analysing;
+mod read;
 mod render;
 pub use analysing::Analysing;
-use render::parse_query;
+use read::{read_checks, read_gate};
 pub use render::{render, render_wave};
 
 /// A check's interval when the spec gives none.
@@ -74,7 +74,13 @@ pub struct Check {
     pub interval: Duration,
     pub failure_limit: u32,
     pub pass_on_empty: bool,
+    /// A webhook gate: the URL it POSTs to. A 2xx answer lets it go,
+    /// anything else holds; it never fails.
+    pub webhook: Option<String>,
 }
+
+/// The default interval of a webhook gate.
+pub const DEFAULT_GATE_INTERVAL: Duration = Duration::from_secs(10);
 
 /// One query to ask now, for one pool's check.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,6 +89,10 @@ pub struct Ask {
     pub check: String,
     /// The query with the pool's names put in.
     pub query: String,
+    /// A webhook gate's URL: POSTed to rather than queried.
+    pub webhook: Option<String>,
+    /// The pools it is about: the pool, or the wave's.
+    pub pools: Vec<String>,
     /// When the pool's release turned Ready on the revision: the answers
     /// belong to this soak.
     pub ready_since: Timestamp,
@@ -149,10 +159,19 @@ impl Checks {
     /// `spec.rollout.analysis` read: intervals parsed, queries parsed as
     /// PromQL with their placeholders filled in.
     pub fn new(spec: &Analysis) -> Result<Self, FieldError> {
+        let mut checks = read_checks("checks", &spec.checks)?;
+        let mut wave_checks = read_checks("waveChecks", &spec.wave_checks)?;
+        for (i, gate) in spec.webhooks.iter().enumerate() {
+            let read = read_gate(i, gate)?;
+            match gate.gate {
+                GateType::PreDone => checks.push(read),
+                GateType::PreWave => wave_checks.push(read),
+            }
+        }
         Ok(Self {
             source: spec.prometheus.clone(),
-            checks: read_checks("checks", &spec.checks)?,
-            wave_checks: read_checks("waveChecks", &spec.wave_checks)?,
+            checks,
+            wave_checks,
         })
     }
 
@@ -178,6 +197,8 @@ impl Checks {
                 pool: pool.name.clone(),
                 check: c.name.clone(),
                 query: render(&c.query, pool, revision),
+                webhook: c.webhook.clone(),
+                pools: vec![pool.name.clone()],
                 ready_since,
             })
             .collect()
@@ -223,6 +244,8 @@ impl Checks {
                 pool: wave.key(),
                 check: c.name.clone(),
                 query: render_wave(&c.query, wave, revision),
+                webhook: c.webhook.clone(),
+                pools: wave.pools.iter().map(|p| p.to_string()).collect(),
                 ready_since: done,
             })
             .collect()
@@ -298,7 +321,8 @@ fn judge_of(checks: &[Check], records: Option<&PoolRecords>, at: &Soaked, deadli
                 describe(c, answer)
             ));
         }
-        if let Some(since) = r.unanswered_since {
+        // A gate holds as long as it answers so: it never fails.
+        if let Some(since) = r.unanswered_since.filter(|_| c.webhook.is_none()) {
             let waited = Duration::try_from(now.duration_since(since)).unwrap_or(Duration::ZERO);
             if waited >= deadline {
                 let why = match &r.last {
@@ -338,41 +362,6 @@ fn judge_of(checks: &[Check], records: Option<&PoolRecords>, at: &Soaked, deadli
         .collect::<Vec<_>>()
         .join("; ");
     Verdict::Asking { next, message }
-}
-
-/// The checks of the list `list` of `spec.rollout.analysis`, read.
-fn read_checks(list: &str, checks: &[MetricCheck]) -> Result<Vec<Check>, FieldError> {
-    checks
-        .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            let field = |name: &str| format!("rollout.analysis.{list}[{i}].{name}");
-            let interval = match &c.interval {
-                None => DEFAULT_INTERVAL,
-                Some(text) => {
-                    parse_duration(text).filter(|d| *d >= Duration::from_secs(1)).ok_or_else(|| {
-                        FieldError {
-                            field: field("interval"),
-                            message: format!("{text:?} is not a duration of at least a second, such as 30s"),
-                        }
-                    })?
-                }
-            };
-            parse_query(&c.query).map_err(|message| FieldError {
-                field: field("query"),
-                message: format!("check {}: {message}", c.name),
-            })?;
-            Ok(Check {
-                name: c.name.clone(),
-                query: c.query.clone(),
-                min: c.min,
-                max: c.max,
-                interval,
-                failure_limit: c.failure_limit.unwrap_or(0),
-                pass_on_empty: c.on_empty.unwrap_or_default() == OnEmpty::Pass,
-            })
-        })
-        .collect()
 }
 
 impl CheckRecord {
@@ -423,6 +412,13 @@ fn next_due(check: &Check, last: Option<Timestamp>, soak_end: Timestamp) -> Opti
 
 /// An answer said against the check's bounds.
 fn describe(check: &Check, answer: &Answer) -> String {
+    if check.webhook.is_some() {
+        return match answer {
+            Answer::Value(status) => format!("HTTP {status}: lets it go"),
+            Answer::Empty => "no answer: holds".into(),
+            Answer::Unanswered(why) => format!("holds: {why}"),
+        };
+    }
     let bounds = match (check.min, check.max) {
         (Some(min), Some(max)) => format!("min {min}, max {max}"),
         (Some(min), None) => format!("min {min}"),

@@ -25,6 +25,7 @@ fn analysis(checks: Vec<MetricCheck>) -> Analysis {
         },
         checks,
         wave_checks: Vec::new(),
+        webhooks: Vec::new(),
     }
 }
 
@@ -305,4 +306,57 @@ fn answers_are_counted_by_check_and_what_they_came_to_and_folded_per_soak() {
     let east = &folded["east"].checks["error-rate"];
     assert_eq!((east.asked, east.failures), (3, 1));
     assert_eq!(east.unanswered_since, Some(t(1)));
+}
+
+#[test]
+fn a_webhook_gate_holds_for_as_long_as_it_refuses_and_lets_go_on_a_2xx() {
+    let spec = Analysis {
+        webhooks: vec![crate::api::WebhookGate {
+            name: "change-freeze".into(),
+            gate: crate::api::GateType::PreDone,
+            url: "http://gate:8080/approve".into(),
+            interval: Some("5s".into()),
+        }],
+        ..analysis(Vec::new())
+    };
+    let checks = Checks::new(&spec).expect("reads");
+    assert!(checks.wave_checks.is_empty());
+    let asks = checks.due(&pool("east"), REVISION, None, t(0), t(30), t(0));
+    assert_eq!(asks[0].webhook.as_deref(), Some("http://gate:8080/approve"));
+    assert_eq!(asks[0].pools, ["east"]);
+    let held = || Answer::Unanswered("HTTP 403: change freeze until Monday".into());
+    // Held far past any deadline: a gate holds, it never fails.
+    let r = records(&checks, &[(0, held()), (900, held())]);
+    match judge(&checks, &r, 30, 900) {
+        Verdict::Asking { message, .. } => assert!(message.contains("change freeze"), "{message}"),
+        other => panic!("a refusing gate holds: {other:?}"),
+    }
+    let r = records(&checks, &[(0, held()), (35, Answer::Value(200.0))]);
+    assert_eq!(judge(&checks, &r, 30, 35), Verdict::Passed);
+    // A 2xx before the soak ended is asked again at its end.
+    let r = records(&checks, &[(0, Answer::Value(200.0))]);
+    assert!(matches!(judge(&checks, &r, 30, 30), Verdict::Asking { .. }));
+}
+
+#[test]
+fn a_pre_wave_gate_is_asked_between_waves_with_the_waves_pools() {
+    let spec = Analysis {
+        webhooks: vec![crate::api::WebhookGate {
+            name: "ticket".into(),
+            gate: crate::api::GateType::PreWave,
+            url: "http://gate:8080/wave".into(),
+            interval: None,
+        }],
+        ..analysis(Vec::new())
+    };
+    let checks = Checks::new(&spec).expect("reads");
+    assert!(checks.checks.is_empty());
+    let wave = Wave {
+        name: "canary",
+        pools: &["east", "west"],
+    };
+    let asks = checks.due_wave(wave, REVISION, None, t(0), t(0));
+    assert_eq!((asks[0].pool.as_str(), asks[0].check.as_str()), ("wave:canary", "ticket"));
+    assert_eq!(asks[0].pools, ["east", "west"]);
+    assert_eq!(checks.wave_checks[0].interval, DEFAULT_GATE_INTERVAL);
 }
