@@ -1,12 +1,16 @@
-//! Metric checks between pools (`rollout.analysis`) on the local plane:
-//! real Helm upgrades by Flux's helm-controller on kwok nodes, judged by
-//! the plane's real Prometheus, which scrapes one endpoint per pool whose
-//! error ratio the test sets. A change with good numbers completes pool
-//! by pool; one under which the canary's error ratio rises halts after
-//! the canary, naming the check, the value and the bound; and with
-//! Prometheus stopped, a pool waits and says why, then fails at its
-//! deadline, never passed.
+//! Metric checks and gates between pools (`rollout.analysis`) on the
+//! local plane: real Helm upgrades by Flux's helm-controller on kwok
+//! nodes, judged by the plane's real Prometheus, which scrapes one
+//! endpoint per pool whose error ratio the test sets. A change with good
+//! numbers completes pool by pool; one under which the canary's error
+//! ratio rises halts after the canary, naming the check, the value and
+//! the bound; a wave check over the canary's wave holds the next wave;
+//! with Prometheus stopped, the canary waits and says why, then fails at
+//! its deadline, never passed; and a webhook gate (a real HTTP server of
+//! the test's own) that answers 403 holds the next wave until it answers
+//! 200.
 
+mod gate;
 mod metrics;
 
 use crate::support;
@@ -20,6 +24,7 @@ use support::apps::{
 };
 use support::{ensure_crd, RunningController, TestEnv, TestResult};
 
+use gate::Gate;
 use metrics::{prometheus_url, PoolMetrics};
 
 /// Three pools one after another, each a Helm upgrade and a few checks.
@@ -219,6 +224,42 @@ async fn a_canary_and_its_wave_are_judged_by_their_error_rate_and_nothing_passes
         "the canary went back to the revision it was done with, the others were not touched"
     );
     drop(stopped);
+
+    // A webhook gate before each wave: it answers 403, and the wave after
+    // the canary waits, saying why, until it answers 200.
+    let gate = Gate::start(403).await;
+    app["spec"]["rollout"]["analysis"]["webhooks"] = json!([{
+        "name": "change-freeze",
+        "type": "PreWave",
+        "url": &gate.url,
+        "interval": "1s",
+    }]);
+    with_log_level(&mut app, "notice");
+    apply_app(&env, &app).await?;
+    wait_app(&env, &controller, "the next wave held by the gate", ROLLOUT_TIMEOUT, |app| {
+        pool_is(app, &pools[1], "Waiting", "WaitingForWaveChecks")?;
+        let message = pool_status(app, &pools[1]).cloned().unwrap_or_default()["message"].clone();
+        match message.as_str().unwrap_or_default().contains("HTTP 403") {
+            true => Ok(()),
+            false => Err(format!("{}'s message: {message}", pools[1])),
+        }
+    })
+    .await;
+    let held = hashes(&env).await;
+    for pool in &pools[1..] {
+        assert_eq!(held[pool], before[pool], "{pool} went past a gate that answered 403");
+    }
+    gate.answer(200);
+    wait_app(&env, &controller, "the rollout once the gate lets it go", ROLLOUT_TIMEOUT, complete(3)).await;
+    let sent = gate.sent();
+    let asked = sent.first().cloned().unwrap_or_default();
+    assert_eq!(asked["application"]["name"], "ingress", "{asked}");
+    assert_eq!(
+        (asked["type"].as_str(), asked["wave"].as_str()),
+        (Some("PreWave"), Some("canary")),
+        "{asked}"
+    );
+    assert_eq!(asked["pools"], json!([&pools[0]]), "{asked}");
     env.cleanup().await;
     Ok(())
 }
