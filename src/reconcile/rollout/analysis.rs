@@ -193,6 +193,7 @@ impl Checks {
             now,
         };
         due_of(&self.checks, records, &at)
+            .into_iter()
             .map(|c| Ask {
                 pool: pool.name.clone(),
                 check: c.name.clone(),
@@ -240,6 +241,7 @@ impl Checks {
             now,
         };
         due_of(&self.wave_checks, records, &at)
+            .into_iter()
             .map(|c| Ask {
                 pool: wave.key(),
                 check: c.name.clone(),
@@ -281,19 +283,15 @@ struct Soaked<'a> {
 }
 
 /// The checks of `checks` due now.
-fn due_of<'c>(
-    checks: &'c [Check],
-    records: Option<&PoolRecords>,
-    at: &Soaked,
-) -> impl Iterator<Item = &'c Check> {
-    let records = records
-        .filter(|r| r.revision == at.revision && r.ready_since == Some(at.ready_since))
-        .cloned();
-    let (soak_end, now) = (at.soak_end, at.now);
-    checks.iter().filter(move |c| {
-        let last = records.as_ref().and_then(|r| r.checks.get(&c.name)).and_then(|r| r.last.as_ref());
-        next_due(c, last.map(|(at, _)| *at), soak_end).is_none_or(|due| due <= now)
-    })
+fn due_of<'c>(checks: &'c [Check], records: Option<&PoolRecords>, at: &Soaked) -> Vec<&'c Check> {
+    let records = records.filter(|r| r.revision == at.revision && r.ready_since == Some(at.ready_since));
+    checks
+        .iter()
+        .filter(|c| {
+            let last = records.and_then(|r| r.checks.get(&c.name)).and_then(|r| r.last.as_ref());
+            next_due(c, last.map(|(at, _)| *at), at.soak_end).is_none_or(|due| due <= at.now)
+        })
+        .collect()
 }
 
 /// Judges `checks` for the soak `at`, `deadline` being how long they may

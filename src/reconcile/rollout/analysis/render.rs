@@ -12,10 +12,14 @@ use crate::pools::Pool;
 /// The engine that fills a query's placeholders in: `{{pool.name}}`,
 /// `{{pool.labels.<key>}}` and `{{revision}}`, each escaped for a PromQL
 /// string literal (a quote or a backslash in a label cannot end it early).
-fn engine() -> Handlebars<'static> {
-    let mut engine = Handlebars::new();
-    engine.register_escape_fn(|s| s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n"));
-    engine
+/// Made once: every pool's every ask renders through it.
+fn engine() -> &'static Handlebars<'static> {
+    static ENGINE: std::sync::LazyLock<Handlebars<'static>> = std::sync::LazyLock::new(|| {
+        let mut engine = Handlebars::new();
+        engine.register_escape_fn(|s| s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n"));
+        engine
+    });
+    &ENGINE
 }
 
 /// `query` for `pool` at `revision`. A placeholder that names nothing
