@@ -60,7 +60,9 @@ impl Asker {
         if analysing.asks.is_empty() {
             return Vec::new();
         }
-        let auth = match &analysing.source.secret_ref {
+        // The Secret is the query API's: read only when a query is asked.
+        let queries = analysing.asks.iter().any(|ask| ask.webhook.is_none());
+        let auth = match analysing.source.secret_ref.as_ref().filter(|_| queries) {
             None => Ok(None),
             Some(secret) => auth_of(client, namespace, &secret.name).await.map(Some),
         };
@@ -116,12 +118,13 @@ impl Asker {
 
     async fn query(&self, url: &str, auth: Option<&Auth>, query: &str, at: Timestamp) -> Answer {
         let time = format!("{:.3}", at.as_millisecond() as f64 / 1000.0);
-        let mut request = self.http.get(url);
-        if let Ok(mut parsed) = reqwest::Url::parse(url) {
-            parsed.query_pairs_mut().append_pair("query", query).append_pair("time", &time);
-            request = self.http.get(parsed);
-        }
-        request = match auth {
+        let mut parsed = match reqwest::Url::parse(url) {
+            Ok(parsed) => parsed,
+            Err(e) => return Answer::Unanswered(format!("{url} is not a URL: {e}")),
+        };
+        parsed.query_pairs_mut().append_pair("query", query).append_pair("time", &time);
+        let request = self.http.get(parsed);
+        let request = match auth {
             Some(Auth::Bearer(token)) => request.bearer_auth(token),
             Some(Auth::Basic(user, password)) => request.basic_auth(user, Some(password)),
             None => request,

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 
 use crate::api::naming;
 use crate::pools::nodes::{Counted, NodeCount};
@@ -245,12 +245,7 @@ impl Judging<'_> {
         if status.state != ReleaseState::Ready || !status.observed_latest {
             return None;
         }
-        // Flux stamps when Ready turned True; a release without the stamp
-        // soaks from its write, or is an old one, long Ready.
-        let ready_since = status.ready_since.as_deref().and_then(|t| t.parse::<Timestamp>().ok());
-        let ready_since = ready_since.or(*written).unwrap_or(Timestamp::UNIX_EPOCH);
-        let min_ready = SignedDuration::try_from(self.settings.min_ready).unwrap_or_default();
-        let soak_end = ready_since.checked_add(min_ready).unwrap_or(ready_since);
+        let (ready_since, soak_end) = rollout::soak_of(self.settings.min_ready, status, *written);
         let records = match self.answers {
             Answers::Asked(records) => records.get(&self.pool.name),
             Answers::Reported(verdicts) => {

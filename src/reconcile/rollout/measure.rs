@@ -89,6 +89,21 @@ pub fn soak_left(min_ready: Duration, status: &ReleaseStatus, now: Timestamp) ->
     Some(ready_for.map_or(Duration::ZERO, |r| min_ready.saturating_sub(r)))
 }
 
+/// The soak of a release Ready on the revision it carries, as its checks
+/// see it: from when Ready turned True (Flux stamps it; a release without
+/// the stamp soaks from its write, or is an old one, long Ready) to
+/// `min_ready` later.
+pub fn soak_of(
+    min_ready: Duration,
+    status: &ReleaseStatus,
+    written: Option<Timestamp>,
+) -> (Timestamp, Timestamp) {
+    let since = status.ready_since.as_deref().and_then(|t| t.parse::<Timestamp>().ok());
+    let since = since.or(written).unwrap_or(Timestamp::UNIX_EPOCH);
+    let min_ready = k8s_openapi::jiff::SignedDuration::try_from(min_ready).unwrap_or_default();
+    (since, since.checked_add(min_ready).unwrap_or(since))
+}
+
 pub(super) fn format_duration(d: Duration) -> String {
     humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
 }

@@ -54,11 +54,7 @@ pub fn waves_done(settings: &Settings, pools: &[PoolInput], now: Timestamp) -> B
         match (state, &p.release) {
             (PoolRollout::Offline, _) => {}
             (PoolRollout::Done, Release::Current { status, written }) => {
-                let since = status.ready_since.as_deref().and_then(|t| t.parse::<Timestamp>().ok());
-                let since = since.or(*written).unwrap_or(Timestamp::UNIX_EPOCH);
-                let min_ready =
-                    k8s_openapi::jiff::SignedDuration::try_from(settings.min_ready).unwrap_or_default();
-                let end = since.checked_add(min_ready).unwrap_or(since);
+                let (_, end) = super::soak_of(settings.min_ready, status, *written);
                 *entry = entry.map(|e| e.max(end));
             }
             _ => *entry = None,
