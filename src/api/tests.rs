@@ -418,3 +418,24 @@ fn window_schedules_are_five_fields_or_a_macro_at_admission() {
         assert!(e.to_string().contains("never fires"), "{never:?}: {e}");
     }
 }
+
+#[test]
+fn a_check_by_a_label_names_its_pools_and_is_no_wave_check() {
+    use crate::api::{Analysis, MetricCheck};
+    let check = |query: &str, by: Value| json!({ "name": "errors", "query": query, "max": 1, "by": by });
+    let batched = r#"sum by (site) (errors{site=~"{{pools}}"})"#;
+    assert!(MetricCheck::validate_cel(&check(batched, json!("site")), None).is_ok());
+    let one_pool = r#"sum by (site) (errors{site="{{pool.name}}"})"#;
+    let err = MetricCheck::validate_cel(&check(one_pool, json!("site")), None).unwrap_err();
+    assert!(err.to_string().contains("{{pools}}"), "{err}");
+    assert!(
+        MetricCheck::validate_cel(&json!({ "name": "errors", "query": one_pool, "max": 1 }), None).is_ok(),
+        "without by, a query names its one pool"
+    );
+    let analysis = json!({
+        "prometheus": { "address": "http://prometheus:9090" },
+        "waveChecks": [check(batched, json!("site"))],
+    });
+    let err = Analysis::validate_cel(&analysis, None).unwrap_err();
+    assert!(err.to_string().contains("answers for its whole wave"), "{err}");
+}

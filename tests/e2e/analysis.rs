@@ -4,7 +4,9 @@
 //! endpoint per pool whose error ratio the test sets. A change with good
 //! numbers completes pool by pool; one under which the canary's error
 //! ratio rises halts after the canary, naming the check, the value and
-//! the bound; a wave check over the canary's wave holds the next wave;
+//! the bound (a check asked once for every pool due, split by the pool's
+//! label, judges alike); a wave check over the canary's wave holds the
+//! next wave;
 //! with Prometheus stopped, the canary waits and says why, then fails at
 //! its deadline, never passed; and a webhook gate (a real HTTP server of
 //! the test's own) that answers 403 holds the next wave until it answers
@@ -62,6 +64,14 @@ fn judged_app(env: &TestEnv, progress_deadline: &str) -> Value {
                 "checks": [{
                     "name": "error-rate",
                     "query": "max(app_error_ratio{pool=\"{{pool.name}}\"})",
+                    "max": 0.05,
+                    "interval": "1s",
+                }, {
+                    // The same numbers, asked once for every pool due at
+                    // the same time and split by the label.
+                    "name": "error-rate-by-pool",
+                    "query": "max by (pool) (app_error_ratio{pool=~\"{{pools}}\"})",
+                    "by": "pool",
                     "max": 0.05,
                     "interval": "1s",
                 }],
@@ -144,13 +154,15 @@ async fn a_canary_and_its_wave_are_judged_by_their_error_rate_and_nothing_passes
         assert_eq!(after[pool], before[pool], "{pool} took the change though the canary failed");
     }
     // The controller counts what its checks' answers came to.
-    let counted = |result: &'static str| {
+    let counted = |check: &'static str, result: &'static str| {
         controller.counter("nodepool_fanout_analysis_answers_total", move |l| {
-            l.contains(r#"check="error-rate""#) && l.contains(&format!(r#"result="{result}""#))
+            l.contains(&format!(r#"check="{check}""#)) && l.contains(&format!(r#"result="{result}""#))
         })
     };
-    assert!(counted("within").await > 0, "answers within bounds are counted");
-    assert!(counted("out_of_bounds").await > 0, "the canary's bad answer is counted");
+    for check in ["error-rate", "error-rate-by-pool"] {
+        assert!(counted(check, "within").await > 0, "{check}: answers within bounds are counted");
+        assert!(counted(check, "out_of_bounds").await > 0, "{check}: the canary's bad answer is counted");
+    }
 
     // A wave check over the canary's wave (a budget tighter than each
     // pool's bound): the canary passes its own check, the wave fails its

@@ -12,6 +12,7 @@ pub mod apps;
 pub mod bench;
 pub mod browser;
 pub mod gitops;
+pub mod prometheus;
 
 mod controller;
 mod env;

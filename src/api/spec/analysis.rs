@@ -44,8 +44,12 @@ pub struct Analysis {
     /// `sum(rate(errors_total{site=~"{{wave.pools}}"}[5m]))`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 16))]
-    #[x_kube(validation = Rule::new("self.all(c, self.exists_one(d, d.name == c.name))")
-        .message("check names must be unique: a failure names its check"))]
+    #[x_kube(
+        validation = Rule::new("self.all(c, self.exists_one(d, d.name == c.name))")
+            .message("check names must be unique: a failure names its check"),
+        validation = Rule::new("self.all(c, !has(c.by))")
+            .message("a wave check answers for its whole wave: by is for each pool's checks"),
+    )]
     pub wave_checks: Vec<MetricCheck>,
 
     /// Webhook gates, as Flagger's: an HTTP POST of the application, the
@@ -138,6 +142,8 @@ pub struct LocalSecretReference {
         .message("give min, max or both: the bounds a pool's value must stay within"),
     validation = Rule::new("!has(self.min) || !has(self.max) || self.min <= self.max")
         .message("min must not be greater than max"),
+    validation = Rule::new("!has(self.by) || (self.query.contains('{{pools}}') && !self.query.contains('{{pool.'))")
+        .message("a check with by is asked once for many pools: its query names them with {{pools}}, and no one pool's {{pool.…}}"),
 )]
 #[serde(rename_all = "camelCase")]
 pub struct MetricCheck {
@@ -155,6 +161,19 @@ pub struct MetricCheck {
     /// way, e.g. `sum(rate(http_requests_total{site="{{pool.name}}",code=~"5.."}[1m]))`.
     #[schemars(length(min = 1, max = 4096))]
     pub query: String,
+
+    /// Ask once for every pool due at the same time rather than once per
+    /// pool: `{{pools}}` in the query is a regular expression of their
+    /// names (such as `a|b|c`), and each pool's value is the series whose
+    /// label `by` is the pool's name; a pool without its series has no
+    /// data. At a thousand pools, one query where there were a thousand:
+    /// `sum by (site) (rate(http_requests_total{site=~"{{pools}}",code=~"5.."}[1m]))`
+    /// with `by: site`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 128))]
+    #[x_kube(validation = Rule::new("self.matches('^[a-zA-Z_][a-zA-Z0-9_]*$')")
+        .message("must be a Prometheus label name, such as site"))]
+    pub by: Option<String>,
 
     /// The least value that passes.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -14,11 +14,16 @@ use serde_json::Value;
 use crate::reconcile::rollout::analysis::{Analysing, Answer, Ask};
 use crate::runtime::notify::with_causes;
 
+mod batch;
+use batch::Request;
+
 /// How long one query may take: a check asked every few seconds must not
 /// hold the reconcile for long.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Queries in flight at once, for one application.
 const IN_FLIGHT: usize = 8;
+/// The longest query string sent in a GET's URL; a longer one is POSTed.
+const MAX_GET_QUERY: usize = 4096;
 
 /// Asks the checks' queries; one per controller, its connections reused.
 #[derive(Clone)]
@@ -75,22 +80,40 @@ impl Asker {
         };
         let address = analysing.source.address.trim_end_matches('/');
         let url = format!("{address}/api/v1/query");
-        futures::stream::iter(analysing.asks.iter().cloned())
-            .map(|ask| {
-                let (url, auth) = (&url, auth.as_ref());
-                async move {
-                    let answer = match &ask.webhook {
-                        Some(hook) => {
-                            self.gate(hook, &gate_body(namespace, name, &analysing.revision, &ask)).await
-                        }
-                        None => self.query(url, auth, &ask.query, at).await,
-                    };
-                    (ask, answer)
-                }
-            })
+        let (url, auth, revision) = (&url, auth.as_ref(), analysing.revision.as_str());
+        let answered: Vec<Vec<(Ask, Answer)>> = futures::stream::iter(batch::requests(&analysing.asks))
+            .map(|request| self.carry(request, url, auth, (namespace, name, revision), at))
             .buffer_unordered(IN_FLIGHT)
             .collect()
-            .await
+            .await;
+        answered.into_iter().flatten().collect()
+    }
+
+    /// One request of a round carried out: each of its asks with its answer.
+    async fn carry(
+        &self,
+        request: Request,
+        url: &str,
+        auth: Option<&Auth>,
+        (namespace, name, revision): (&str, &str, &str),
+        at: Timestamp,
+    ) -> Vec<(Ask, Answer)> {
+        match request {
+            Request::One(ask) => {
+                let answer = match &ask.webhook {
+                    Some(hook) => self.gate(hook, &gate_body(namespace, name, revision, &ask)).await,
+                    None => match self.query(url, auth, &ask.query, at).await {
+                        Ok((status, body)) => answer_of(status, &body),
+                        Err(why) => Answer::Unanswered(why),
+                    },
+                };
+                vec![(ask, answer)]
+            }
+            Request::Batch { by, query, asks } => match self.query(url, auth, &query, at).await {
+                Ok((status, body)) => batch::split(asks, &by, status, &body),
+                Err(why) => asks.into_iter().map(|a| (a, Answer::Unanswered(why.clone()))).collect(),
+            },
+        }
     }
 
     /// A webhook gate asked: a 2xx lets it go (its status as the value),
@@ -116,28 +139,41 @@ impl Asker {
         Answer::Unanswered(format!("HTTP {}: {head}", status.as_u16()))
     }
 
-    async fn query(&self, url: &str, auth: Option<&Auth>, query: &str, at: Timestamp) -> Answer {
+    /// Asks `query` at `at`: the answer's status and body, or why there is
+    /// none. A long query (a batch's many pools) goes as a form POST, which
+    /// every Prometheus-compatible query API reads as it reads the GET.
+    async fn query(
+        &self,
+        url: &str,
+        auth: Option<&Auth>,
+        query: &str,
+        at: Timestamp,
+    ) -> Result<(u16, bytes::Bytes), String> {
         let time = format!("{:.3}", at.as_millisecond() as f64 / 1000.0);
-        let mut parsed = match reqwest::Url::parse(url) {
-            Ok(parsed) => parsed,
-            Err(e) => return Answer::Unanswered(format!("{url} is not a URL: {e}")),
-        };
+        let mut parsed = reqwest::Url::parse(url).map_err(|e| format!("{url} is not a URL: {e}"))?;
         parsed.query_pairs_mut().append_pair("query", query).append_pair("time", &time);
-        let request = self.http.get(parsed);
+        let request = match parsed.query().filter(|q| q.len() > MAX_GET_QUERY).map(String::from) {
+            None => self.http.get(parsed),
+            Some(form) => {
+                parsed.set_query(None);
+                self.http
+                    .post(parsed)
+                    .header("content-type", "application/x-www-form-urlencoded")
+                    .body(form)
+            }
+        };
         let request = match auth {
             Some(Auth::Bearer(token)) => request.bearer_auth(token),
             Some(Auth::Basic(user, password)) => request.basic_auth(user, Some(password)),
             None => request,
         };
-        let response = match request.send().await {
-            Ok(response) => response,
-            Err(e) => return Answer::Unanswered(format!("asking {url}: {}", with_causes(&e))),
-        };
-        let status = response.status();
-        match response.bytes().await {
-            Ok(body) => answer_of(status.as_u16(), &body),
-            Err(e) => Answer::Unanswered(format!("reading the answer of {url}: {}", with_causes(&e))),
-        }
+        let response = request.send().await.map_err(|e| format!("asking {url}: {}", with_causes(&e)))?;
+        let status = response.status().as_u16();
+        let body = response
+            .bytes()
+            .await
+            .map_err(|e| format!("reading the answer of {url}: {}", with_causes(&e)))?;
+        Ok((status, body))
     }
 }
 
@@ -240,6 +276,7 @@ mod tests {
             check: "change-freeze".into(),
             query: String::new(),
             webhook: Some(url.clone()),
+            by: None,
             pools: vec!["east".into()],
             ready_since: Timestamp::UNIX_EPOCH,
         };

@@ -33,7 +33,7 @@ mod read;
 mod render;
 pub use analysing::Analysing;
 use read::{read_checks, read_gate};
-pub use render::{render, render_wave};
+pub use render::{render, render_batched, render_pools, render_wave};
 
 /// A check's interval when the spec gives none.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(30);
@@ -77,6 +77,9 @@ pub struct Check {
     /// A webhook gate: the URL it POSTs to. A 2xx answer lets it go,
     /// anything else holds; it never fails.
     pub webhook: Option<String>,
+    /// Asked once for the pools due together: the label that names each
+    /// pool's series in the answer (`by`).
+    pub by: Option<String>,
 }
 
 /// The default interval of a webhook gate.
@@ -91,6 +94,11 @@ pub struct Ask {
     pub query: String,
     /// A webhook gate's URL: POSTed to rather than queried.
     pub webhook: Option<String>,
+    /// A check asked once for the pools due together: the label that
+    /// names each pool's series. `query` is then the check's query with
+    /// the revision put in and `{{pools}}` left for the asker, which puts
+    /// in the pools it asks for at once.
+    pub by: Option<String>,
     /// The pools it is about: the pool, or the wave's.
     pub pools: Vec<String>,
     /// When the pool's release turned Ready on the revision: the answers
@@ -197,8 +205,12 @@ impl Checks {
             .map(|c| Ask {
                 pool: pool.name.clone(),
                 check: c.name.clone(),
-                query: render(&c.query, pool, revision),
+                query: match &c.by {
+                    None => render(&c.query, pool, revision),
+                    Some(_) => render_batched(&c.query, revision),
+                },
                 webhook: c.webhook.clone(),
+                by: c.by.clone(),
                 pools: vec![pool.name.clone()],
                 ready_since,
             })
@@ -247,6 +259,7 @@ impl Checks {
                 check: c.name.clone(),
                 query: render_wave(&c.query, wave, revision),
                 webhook: c.webhook.clone(),
+                by: None,
                 pools: wave.pools.iter().map(|p| p.to_string()).collect(),
                 ready_since: done,
             })

@@ -24,16 +24,9 @@ pub struct PoolMetrics {
     server: tokio::task::JoinHandle<()>,
 }
 
-/// The local plane's Prometheus: its base URL, written by `cluster.sh up`.
+/// The local plane's Prometheus: its base URL.
 pub fn prometheus_url() -> String {
-    let file = state_dir().join("prometheus-url");
-    let url = std::fs::read_to_string(&file)
-        .unwrap_or_else(|e| panic!("the local plane's Prometheus is not up ({}: {e})", file.display()));
-    url.trim().to_string()
-}
-
-fn state_dir() -> PathBuf {
-    support::kubeconfig().parent().expect("the kubeconfig's directory").to_path_buf()
+    support::prometheus::url()
 }
 
 impl PoolMetrics {
@@ -56,8 +49,7 @@ impl PoolMetrics {
                 })
             })
             .collect();
-        let dir = state_dir().join("prometheus/targets");
-        std::fs::create_dir_all(&dir).expect("the targets directory");
+        let dir = support::prometheus::targets_dir();
         let file = dir.join(format!("{name}.json"));
         // Written whole, then renamed: Prometheus reads the directory as it changes.
         let partial = dir.join(format!(".{name}.partial"));

@@ -33,6 +33,7 @@ pub(super) fn read_gate(i: usize, gate: &WebhookGate) -> Result<Check, FieldErro
         failure_limit: u32::MAX,
         pass_on_empty: false,
         webhook: Some(gate.url.clone()),
+        by: None,
     })
 }
 
@@ -58,6 +59,16 @@ pub(super) fn read_checks(list: &str, checks: &[MetricCheck]) -> Result<Vec<Chec
                 field: field("query"),
                 message: format!("check {}: {message}", c.name),
             })?;
+            if c.by.is_some() && !c.query.contains("{{pools}}") {
+                return Err(FieldError {
+                    field: field("query"),
+                    message: format!(
+                        "check {}: with by, the query is asked once for many pools and must name them with \
+                         {{{{pools}}}}, e.g. site=~\"{{{{pools}}}}\"",
+                        c.name
+                    ),
+                });
+            }
             Ok(Check {
                 name: c.name.clone(),
                 query: c.query.clone(),
@@ -67,6 +78,7 @@ pub(super) fn read_checks(list: &str, checks: &[MetricCheck]) -> Result<Vec<Chec
                 failure_limit: c.failure_limit.unwrap_or(0),
                 pass_on_empty: c.on_empty.unwrap_or_default() == OnEmpty::Pass,
                 webhook: None,
+                by: c.by.clone(),
             })
         })
         .collect()

@@ -16,20 +16,53 @@ use crate::pools::Pool;
 fn engine() -> &'static Handlebars<'static> {
     static ENGINE: std::sync::LazyLock<Handlebars<'static>> = std::sync::LazyLock::new(|| {
         let mut engine = Handlebars::new();
-        engine.register_escape_fn(|s| s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n"));
+        engine.register_escape_fn(promql_escape);
         engine
     });
     &ENGINE
 }
 
+/// `text` as it may stand in a PromQL string literal.
+fn promql_escape(text: &str) -> String {
+    text.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+/// An engine that escapes nothing, for a query whose values were escaped
+/// already and whose `{{pools}}` is kept for later.
+fn plain() -> &'static Handlebars<'static> {
+    static PLAIN: std::sync::LazyLock<Handlebars<'static>> = std::sync::LazyLock::new(|| {
+        let mut engine = Handlebars::new();
+        engine.register_escape_fn(handlebars::no_escape);
+        engine
+    });
+    &PLAIN
+}
+
 /// `query` for `pool` at `revision`. A placeholder that names nothing
 /// (a label the pool lacks) reads as empty, as Prometheus reads a label
-/// that is not there.
+/// that is not there. `{{pools}}` is the pool's own name as a regular
+/// expression.
 pub fn render(query: &str, pool: &Pool, revision: &str) -> String {
     let data = json!({
         "pool": { "name": pool.name, "labels": pool.labels },
+        "pools": regex::escape(&pool.name),
         "revision": revision,
     });
+    engine().render_template(query, &data).unwrap_or_else(|_| query.to_string())
+}
+
+/// The query of a check asked once for many pools (`by`), at `revision`,
+/// with `{{pools}}` left as it is for [`render_pools`].
+pub fn render_batched(query: &str, revision: &str) -> String {
+    let data = json!({ "pools": "{{pools}}", "revision": promql_escape(revision) });
+    plain().render_template(query, &data).unwrap_or_else(|_| query.to_string())
+}
+
+/// A batched query (see [`render_batched`]) for `pools`: `{{pools}}` is a
+/// regular expression that matches each of their names and nothing else.
+pub fn render_pools(query: &str, pools: &[&str]) -> String {
+    let pools: Vec<String> = pools.iter().map(|p| regex::escape(p)).collect();
+    let data = json!({ "pools": pools.join("|") });
     engine().render_template(query, &data).unwrap_or_else(|_| query.to_string())
 }
 
@@ -49,6 +82,7 @@ pub(super) fn parse_query(query: &str) -> Result<(), String> {
     let data = json!({
         "pool": { "name": "pool", "labels": {} },
         "wave": { "name": "wave", "pools": "pool" },
+        "pools": "pool",
         "revision": "revision",
     });
     let rendered = engine()

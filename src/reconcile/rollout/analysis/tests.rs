@@ -14,6 +14,7 @@ fn check(name: &str, query: &str, max: Option<f64>) -> MetricCheck {
         interval: Some("10s".into()),
         failure_limit: None,
         on_empty: None,
+        by: None,
     }
 }
 
@@ -211,6 +212,27 @@ fn a_query_is_rendered_for_its_pool_with_labels_escaped() {
     let asks = checks.due(&pool("east"), REVISION, None, t(0), t(30), t(0));
     assert_eq!(asks[0].query, r#"up{site="east",region="eu \"west\"",rev="abc123"}"#);
     promql_parser::parser::parse(&asks[0].query).expect("the rendered query parses");
+}
+
+#[test]
+fn a_check_by_a_label_keeps_its_pools_for_the_asker_and_names_them_as_a_regex() {
+    let mut spec =
+        check("errors", r#"sum by (site) (errors{site=~"{{pools}}",rev="{{revision}}"})"#, Some(1.0));
+    spec.by = Some("site".into());
+    let checks = Checks::new(&analysis(vec![spec.clone()])).expect("reads");
+    let asks = checks.due(&pool("east.1"), REVISION, None, t(0), t(30), t(0));
+    assert_eq!(asks[0].by.as_deref(), Some("site"));
+    assert_eq!(asks[0].query, r#"sum by (site) (errors{site=~"{{pools}}",rev="abc123"})"#);
+    let rendered = render_pools(&asks[0].query, &["east.1", "west"]);
+    assert_eq!(rendered, r#"sum by (site) (errors{site=~"east\\.1|west",rev="abc123"})"#);
+    promql_parser::parser::parse(&rendered).expect("the rendered query parses");
+
+    // A check by a label whose query names no pools would ask the same
+    // of every pool: refused, naming the field.
+    spec.query = r#"sum by (site) (errors{site="{{pool.name}}"})"#.into();
+    let e = Checks::new(&analysis(vec![spec])).expect_err("refused");
+    assert_eq!(e.field, "rollout.analysis.checks[0].query");
+    assert!(e.message.contains("{{pools}}"), "{}", e.message);
 }
 
 #[test]
