@@ -72,7 +72,7 @@ bench-scale: ## The controller alone at POOLS (10000) pools: write time vs raw, 
 
 # 10,000 pools unless POOLS is given on the command line.
 .PHONY: bench-rollout-scale
-bench-rollout-scale: ## The controller alone rolling a change out over POOLS (10000) pools, AllAtOnce vs Progressive 10% in 3 waves: time, CPU, writes, reconciles, RSS (helm-controller stood in for; starts the local control plane)
+bench-rollout-scale: ## The controller alone rolling a change out over POOLS (10000) pools, AllAtOnce vs Progressive 10% in 3 waves, then judged by a metric check per pool and by site: time, CPU, writes, reconciles, RSS, queries (helm-controller stood in for; starts the local control plane)
 	hack/cluster.sh up >/dev/null
 	POOLS=$(if $(filter command line,$(origin POOLS)),$(POOLS),10000) KUBECONFIG=$(KUBECONFIG_LOCAL) \
 	  cargo bench --locked --bench rollout_scale

@@ -17,10 +17,15 @@
 //! release carries a one-time field ownership fold), then its values change
 //! once under `AllAtOnce` and once more under `Progressive`; a change to `spec.rollout` alone is no new
 //! revision, so both rows measure one change of the same application over
-//! the same releases. For each it prints the time from the change to
+//! the same releases. Two more progressive changes are judged by a metric
+//! check (`rollout.analysis`) asked of the plane's real Prometheus, every
+//! 10 s while a pool soaks: once per pool, and once `by` site for every
+//! pool due together. For each it prints the time from the change to
 //! `Complete N/N` with every pool Ready, and over that interval the
 //! controller's CPU seconds, its write requests, its reconciles, its peak
-//! RSS, the most pools seen updating at once, and the stand-in's patches.
+//! RSS, the most pools seen updating at once, the mean time from a pool's
+//! write to its being done, the queries Prometheus answered, and the
+//! stand-in's patches.
 #[path = "../tests/support/mod.rs"]
 #[allow(dead_code, unused_imports)] // this bench uses a part of the shared helpers
 mod support;
@@ -42,6 +47,10 @@ use support::{ensure_crd, helmrelease_resource, nodepool_resource, RunningContro
 #[path = "rollout_scale/stand_in.rs"]
 mod stand_in;
 use stand_in::StandIn;
+
+#[path = "rollout_scale/checks.rs"]
+mod checks;
+use checks::{queries_answered, Exporter};
 
 /// The name `suspended_fleet` gives the application.
 const APP: &str = "fleet";
@@ -70,6 +79,11 @@ struct Figures {
     reconciles: u64,
     peak_rss_kib: u64,
     most_updating: i32,
+    /// The mean time from a pool's write to its being done, by Little's
+    /// law: the pools under way, summed over the samples, over the pools.
+    mean_under_way: Duration,
+    /// The instant queries the plane's Prometheus answered meanwhile.
+    queries: u64,
     stand_in_patches: u64,
 }
 
@@ -128,10 +142,19 @@ async fn main() {
         first.writes
     );
 
+    // The checks' rows ask the plane's real Prometheus of one endpoint
+    // that answers every pool's error ratio.
+    let exporter = Exporter::start(&env.namespace, &names).await;
+    let mut judged = progressive();
+    judged["analysis"] = checks::analysis(false);
+    let mut batched = progressive();
+    batched["analysis"] = checks::analysis(true);
     let mut rows = Vec::new();
     let changes = [
         ("AllAtOnce", json!({ "strategy": "AllAtOnce" }), "debug"),
         ("Progressive", progressive(), "warn"),
+        ("+check/pool", judged, "error"),
+        ("+check by site", batched, "info"),
     ];
     for (label, rollout, level) in changes {
         // The strategy first, on its own: no new revision, nothing written.
@@ -151,6 +174,7 @@ async fn main() {
     print_table(pools, &rows);
 
     // Not measured: the cluster as it was, for the next run.
+    exporter.stop();
     stand_in.stop();
     let _ = apps.delete_collection(&DeleteParams::background(), &ListParams::default()).await;
     drop(controller);
@@ -220,12 +244,15 @@ async fn measure(
     let (_, cpu_before) = process_figures(controller.pid());
     reset_peak(controller.pid());
     let patches_before = stand_in.patches();
+    let queries_before = queries_answered().await;
     let revision_before = apps.get(APP).await.ok().and_then(|a| a.status?.rollout).map(|r| r.revision);
 
     let start = Instant::now();
     let applied = apply_app(env, manifest).await.expect("apply the application");
     let generation = applied.metadata.generation;
     let mut most_updating = 0;
+    let mut under_way_seconds = 0.0;
+    let mut sampled = Instant::now();
     let mut last_moved = (Instant::now(), None);
     loop {
         if let Some(error) = stand_in.error() {
@@ -236,7 +263,10 @@ async fn measure(
         let rollout = status.as_ref().and_then(|s| s.rollout.as_ref());
         let rollout = rollout.filter(|r| Some(&r.revision) != revision_before.as_ref());
         if let (Some(status), Some(r)) = (&status, rollout) {
-            most_updating = most_updating.max(r.updated - r.done - r.failed);
+            let under_way = r.updated - r.done - r.failed;
+            most_updating = most_updating.max(under_way);
+            under_way_seconds += f64::from(under_way) * sampled.elapsed().as_secs_f64();
+            sampled = Instant::now();
             if complete(status, pools) {
                 break;
             }
@@ -271,6 +301,8 @@ async fn measure(
         reconciles: controller.reconciles().await - reconciles_before,
         peak_rss_kib,
         most_updating,
+        mean_under_way: Duration::from_secs_f64(under_way_seconds / pools as f64),
+        queries: queries_answered().await - queries_before,
         stand_in_patches: stand_in.patches() - patches_before,
     }
 }
@@ -321,11 +353,24 @@ fn print_table(pools: usize, rows: &[(&str, Figures)]) {
     row("controller reconciles", cell(&|f| f.reconciles.to_string()));
     row("controller peak RSS", cell(&|f| format!("{:.1} MiB", f.peak_rss_kib as f64 / 1024.0)));
     row("most pools updating at once", cell(&|f| f.most_updating.to_string()));
+    row("mean time from a pool's write to done", cell(&|f| secs(f.mean_under_way)));
+    row("queries Prometheus answered", cell(&|f| f.queries.to_string()));
+    row("queries per second", cell(&|f| format!("{:.1}", f.queries as f64 / f.wall.as_secs_f64())));
     row("stand-in status patches", cell(&|f| f.stand_in_patches.to_string()));
-    if let [(_, all), (_, progressive)] = rows {
+    if let [(_, all), (_, progressive), (_, per_pool), (_, by_site)] = rows {
         println!(
             "controller CPU, Progressive / AllAtOnce: {:.2}x (goal: at most 2x)",
             progressive.cpu / all.cpu
+        );
+        let added = |f: &Figures| f.mean_under_way.as_secs_f64() - progressive.mean_under_way.as_secs_f64();
+        println!(
+            "a check adds to each pool's time under way: {:.1} s asked per pool, {:.1} s asked by site; \
+             queries: {} per pool, {} by site ({:.0}x fewer)",
+            added(per_pool),
+            added(by_site),
+            per_pool.queries,
+            by_site.queries,
+            per_pool.queries as f64 / by_site.queries.max(1) as f64
         );
     }
     for (label, figures) in rows {
