@@ -7,8 +7,8 @@
 # What does not share a resource runs side by side, so the run takes the
 # time of its longest path rather than the sum of its parts:
 # - the control plane starts while clippy runs;
-# - the `private_plane` tests (each on a control plane of its own) run
-#   beside the unit and end-to-end tests on the shared plane;
+# - the unit tests, and the `private_plane` tests (each on a control plane
+#   of its own), run beside the end-to-end tests on the shared plane;
 # - the soak, which stops and starts parts of the shared plane, runs alone
 #   on it once the end-to-end tests are done.
 set -euo pipefail
@@ -31,7 +31,7 @@ fi
 private=
 # shellcheck disable=SC2317 # called by the trap
 stop() {
-  # The private_plane tests run in a process group of their own: a failure
+  # The tests run beside run in a process group of their own: a failure
   # here stops them and the planes they started.
   if [[ -n $private ]]; then kill -- "-$private" 2>/dev/null || true; fi
   if $started; then hack/cluster.sh down; fi
@@ -59,7 +59,7 @@ hack/browser-deps.sh
 # tail of a long run must show: backtraces are off, whatever the shell
 # exports, unless asked for here (`TEST_BACKTRACE=1 make test`).
 export RUST_BACKTRACE=${TEST_BACKTRACE:-0}
-threads=${E2E_PARALLELISM:-4}
+threads=${E2E_PARALLELISM:-5}
 cargo test --lib --bins --tests --locked --no-run
 
 # Every test target but the two that run apart: a target added later is
@@ -77,22 +77,35 @@ for target in tests/*/main.rs tests/*.rs; do
   esac
 done
 
-setsid cargo test --locked --test private_plane -- --test-threads="$threads" >"$logs/private_plane.log" 2>&1 &
+# Beside the shared plane's tests, in a process group of their own: the
+# unit tests, then the private_plane tests.
+# shellcheck disable=SC2317 # run by the bash below
+beside() {
+  local status=0
+  cargo test --lib --bins --locked >"$logs/unit.log" 2>&1 || status=1
+  cargo test --locked --test private_plane -- --test-threads="$threads" >"$logs/private_plane.log" 2>&1 || status=1
+  return "$status"
+}
+export -f beside
+export logs threads
+setsid bash -c beside &
 private=$!
 
 status=0
-cargo test --lib --bins "${shared[@]}" --locked -- --test-threads="$threads" || status=$?
+cargo test "${shared[@]}" --locked -- --test-threads="$threads" || status=$?
 if [[ $status -eq 0 ]]; then
   cargo test --locked --test soak || status=$?
 fi
 
-private_status=0
-wait "$private" || private_status=$?
+beside_status=0
+wait "$private" || beside_status=$?
 private=
-echo "---- the private_plane tests (run beside the others; log: target/test-logs/private_plane.log)"
-cat "$logs/private_plane.log"
-if [[ $private_status -ne 0 ]]; then
-  echo "make test: the private_plane tests failed (above)" >&2
+for part in unit private_plane; do
+  echo "---- the $part tests (run beside the others; log: target/test-logs/$part.log)"
+  cat "$logs/$part.log"
+done
+if [[ $beside_status -ne 0 ]]; then
+  echo "make test: the unit or private_plane tests failed (above)" >&2
   status=1
 fi
 exit "$status"
