@@ -12,7 +12,7 @@ use kube::runtime::controller::Config as ControllerConfig;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, reflector, ObjectRef};
 use kube::runtime::{watcher, Controller};
-use kube::Api;
+use kube::{Api, ResourceExt};
 use tracing::{info, warn};
 
 use crate::api::PoolKind;
@@ -33,6 +33,7 @@ use super::leader::Leadership;
 use super::pool_apis::PoolApis;
 use super::reconciler::*;
 use super::watches::*;
+use super::woken::Cause;
 
 pub async fn run(args: RunArgs) -> Result<(), StartError> {
     let events_addr = events_url(&args)?;
@@ -59,7 +60,12 @@ pub async fn run(args: RunArgs) -> Result<(), StartError> {
     let app_events =
         reflector(writer, watcher(apps, app_watch(&args)).map_ok(|e| map_event(e, |app| app.object)))
             .inspect_ok(move |event| index.watched(event));
-    let controller = Controller::for_stream(changed_apps(app_events), served.clone())
+    let index = context.index.clone();
+    let app_changes = changed_apps(app_events).inspect_ok(move |app| {
+        let cause = Cause::new("NodePoolApplication", app.metadata.namespace.as_deref(), &app.name_any());
+        index.woken(&ObjectRef::from_obj(app), cause);
+    });
+    let controller = Controller::for_stream(app_changes, served.clone())
         .with_config(ControllerConfig::default().concurrency(args.concurrent));
     let wakes = watches.wakes(&client, &served, &context);
     let index = context.index.clone();

@@ -28,6 +28,7 @@ use crate::reconcile::rollout::analysis::Records;
 use crate::runtime::metrics::{Metrics, PoolCounts, ResourceInfoLabels};
 
 use super::context::{wake_window, AppMeta};
+use super::woken::{Cause, Timer, Woken};
 
 /// What of an application decides which pool and node events concern it.
 #[derive(Debug, Clone)]
@@ -92,6 +93,8 @@ struct Known {
     /// from its last writes: when one of those goes, it may write at once
     /// rather than at the end of its failure backoff.
     names_taken: Vec<String>,
+    /// What has woken it since its last reconcile began.
+    woken: Woken,
 }
 
 /// Every application this instance serves and has something of, by
@@ -164,6 +167,21 @@ impl AppIndex {
             }
             watcher::Event::Apply(_) | watcher::Event::InitApply(_) | watcher::Event::Init => {}
         }
+    }
+
+    /// A watch event woke `app`.
+    pub(super) fn woken(&self, app: &ObjectRef<AppMeta>, cause: Cause) {
+        self.keep(app, |k| k.woken.event(cause));
+    }
+
+    /// The timer `app`'s reconcile set for the next one.
+    pub(super) fn timer(&self, app: &ObjectRef<AppMeta>, timer: Timer) {
+        self.keep(app, |k| k.woken.timer(timer));
+    }
+
+    /// What woke the reconcile of `app` that begins now.
+    pub(super) fn take_woken(&self, app: &ObjectRef<AppMeta>) -> Woken {
+        self.update(app, |k| k.woken.taken()).unwrap_or_default()
     }
 
     /// The application is gone, or finalized: nothing of it is kept, its

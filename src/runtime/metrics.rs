@@ -76,6 +76,15 @@ pub struct ResourceInfoLabels {
 }
 
 /// What became of one notification (see [`crate::runtime::notify::Outcome`]).
+/// What woke a reconcile (see [`crate::runtime::woken`]).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WakeLabels {
+    /// The kind of a watched object (`HelmRelease`, `Node`, ...), or a
+    /// timer: `resync`, `timer`, `chart wait`, `retry`, `uninstall wait`;
+    /// or `start`.
+    pub cause: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct NotificationLabels {
     /// `delivered`, `duplicate`, `refused`, `failed` or `dropped`.
@@ -170,6 +179,8 @@ pub struct Metrics {
     pub leader: Family<LeaderLabels, Gauge>,
     /// Events sent to notification-controller (`--events-addr`), by result.
     pub notifications: Family<NotificationLabels, Counter>,
+    /// Reconciles by what woke them, a reconcile counted once per cause.
+    pub wakes: Family<WakeLabels, Counter>,
     /// Answers to the metric checks of `rollout.analysis`.
     pub answers: Family<AnswerLabels, Counter>,
     /// The series of `answers` each application has, to forget with it.
@@ -236,6 +247,12 @@ impl Default for Metrics {
             "Kubernetes API requests sent, by verb and resource: what the controller costs the API server",
             api_requests.clone(),
         );
+        let wakes = Family::<WakeLabels, Counter>::default();
+        registry.register(
+            "reconcile_wakes",
+            "Reconciles by what woke them: the kind of the watched object whose event did, or the timer the last reconcile set; a reconcile woken by several kinds counts once for each",
+            wakes.clone(),
+        );
         let notifications = Family::<NotificationLabels, Counter>::default();
         registry.register(
             "notifications",
@@ -263,6 +280,7 @@ impl Default for Metrics {
             resource_info,
             leader,
             notifications,
+            wakes,
         }
     }
 }
@@ -275,6 +293,17 @@ impl Metrics {
             })
             .inc();
         self.reconcile_duration.observe(took.as_secs_f64());
+    }
+
+    /// A reconcile began, woken by `causes`.
+    pub fn observe_wakes(&self, causes: &[&'static str]) {
+        for cause in causes {
+            self.wakes
+                .get_or_create(&WakeLabels {
+                    cause: cause.to_string(),
+                })
+                .inc();
+        }
     }
 
     pub fn observe_api_error(&self, verb: &str, resource: &str, code: &str) {

@@ -31,3 +31,4 @@ pub mod server;
 pub mod throttle;
 mod triggers;
 mod watches;
+pub mod woken;

@@ -27,6 +27,7 @@ use crate::runtime::metrics::PoolCounts;
 
 use super::context::*;
 use super::index::Interest;
+use super::woken::Timer;
 
 pub(super) async fn reconcile(meta: Arc<AppMeta>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     use tracing::Instrument;
@@ -42,6 +43,9 @@ async fn reconcile_logged(meta: Arc<AppMeta>, ctx: Arc<Context>) -> Result<Actio
         Ok(Readiness::Listing) | Err(_) => return Err(ObserveError::CacheStopped("the caches").into()),
     }
     let start = std::time::Instant::now();
+    let woken = ctx.index.take_woken(&ObjectRef::from_obj(meta.as_ref()));
+    tracing::debug!(woken_by = %woken, "reconciling");
+    ctx.metrics.observe_wakes(&woken.causes());
     let name = meta.name_any();
     let namespace = meta.namespace().unwrap_or_default();
     let apps: Api<NodePoolApplication> = Api::namespaced(ctx.client.clone(), &namespace);
@@ -85,6 +89,8 @@ pub(super) async fn reconcile_app(
     let apps: Api<NodePoolApplication> = Api::namespaced(ctx.client.clone(), &namespace);
     if app.meta().deletion_timestamp.is_some() {
         if let Some(wait) = delete_site_releases(ctx, &app).await? {
+            let app_ref = ObjectRef::<AppMeta>::new(&app.name_any()).within(&namespace);
+            ctx.index.timer(&app_ref, Timer::Uninstall);
             return Ok(Action::requeue(wait));
         }
         return finalize(ctx, &apps, app.as_ref()).await;
@@ -230,10 +236,16 @@ fn next_reconcile(ctx: &Context, app: &NodePoolApplication, reconciled: &reconci
     if let Some(hold) = &reconciled.chart_waits {
         let wait = ctx.chart_backoff.wait(ctx.index.chart_waited(&app_ref));
         tracing::debug!(app = %app.name_any(), reason = %hold.reason, retry_in = ?wait, "waiting for the chart");
+        ctx.index.timer(&app_ref, Timer::ChartWait);
         return Action::requeue(wait);
     }
     ctx.index.chart_ready(&app_ref);
-    Action::requeue(reconciled.requeue_after.map_or(ctx.resync, |after| after.min(ctx.resync)))
+    let (after, timer) = match reconciled.requeue_after.filter(|after| *after < ctx.resync) {
+        Some(after) => (after, Timer::Plan),
+        None => (ctx.resync, Timer::Resync),
+    };
+    ctx.index.timer(&app_ref, timer);
+    Action::requeue(after)
 }
 
 /// An application being deleted. The garbage collector removes the
@@ -347,7 +359,9 @@ fn with_resource_version(reference: &ObjectReference, version: Option<String>) -
 /// A write the plan counted on failed: the pool's status says so.
 /// Exponential backoff with jitter, from 1 s up to 5 min, per application.
 pub(super) fn error_policy(app: Arc<AppMeta>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
-    let base = ctx.backoff.wait(ctx.index.failed(&ObjectRef::from_obj(app.as_ref())));
+    let app_ref = ObjectRef::from_obj(app.as_ref());
+    let base = ctx.backoff.wait(ctx.index.failed(&app_ref));
+    ctx.index.timer(&app_ref, Timer::Retry);
     let jitter = Duration::from_millis(fastrand::u64(0..1000));
     warn!(app = %app.name_any(), category = error.category(), error = %error, retry_in = ?base + jitter, "reconcile failed");
     Action::requeue(base + jitter)

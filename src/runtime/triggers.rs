@@ -26,6 +26,7 @@ use super::context::AppMeta;
 use super::index::{AppIndex, Interest};
 use super::throttle::Wake;
 use super::watches::{release_fingerprint, retrying, FirstList};
+use super::woken::Cause;
 
 /// The applications to wake, one reference per wake.
 pub(super) type Wakes = BoxStream<'static, ObjectRef<AppMeta>>;
@@ -85,18 +86,20 @@ where
             if !changed || quiet {
                 return std::future::ready(None);
             }
+            let namespace = release.metadata.namespace.clone().unwrap_or_default();
+            let name = release.metadata.name.clone().unwrap_or_default();
+            let cause = || Cause::new("HelmRelease", Some(&namespace), &name);
             let Some(owner) = observe::owner_of::<AppMeta>(&release) else {
                 // Someone else's release going gives its name back to the
                 // application whose release it kept out.
-                let namespace = release.metadata.namespace.clone().unwrap_or_default();
-                let name = release.metadata.name.clone().unwrap_or_default();
                 let freed = (gone.then(|| index.waiting_for_name(&namespace, &name)))
                     .flatten()
-                    .filter(|app| served.get(app).is_some())
-                    .map(Wake::urgent);
-                return std::future::ready(freed);
+                    .filter(|app| served.get(app).is_some());
+                freed.iter().for_each(|app| index.woken(app, cause()));
+                return std::future::ready(freed.map(Wake::urgent));
             };
             let wake = Some(owner).filter(|app| served.get(app).is_some()).map(|app| {
+                index.woken(&app, cause());
                 match verdict && index.verdict(&app) {
                     true => Wake::urgent(app),
                     false => Wake::folded(app),
@@ -125,6 +128,12 @@ where
     retrying(what, events)
         .flat_map(move |event| {
             let quiet = first_list.holds(&event);
+            let cause = match &event {
+                watcher::Event::Apply(p) | watcher::Event::InitApply(p) | watcher::Event::Delete(p) => {
+                    Some(Cause::new(what, p.metadata.namespace.as_deref(), &p.pool.name))
+                }
+                watcher::Event::Init | watcher::Event::InitDone => None,
+            };
             let changed = changes.observe(event);
             let apps = match quiet {
                 true => Vec::new(),
@@ -133,6 +142,7 @@ where
                         && changed.iter().any(|c| c.within(&i.namespace) && c.concerns(&i.selection))
                 }),
             };
+            woke(&index, &apps, cause);
             futures::stream::iter(apps)
         })
         .boxed()
@@ -143,23 +153,35 @@ where
 /// watched in every namespace, whatever their shard label (see
 /// [`crate::runtime::controller`]): only applications this instance serves
 /// are woken.
-pub(super) fn shared_charts<S>(what: &'static str, events: S, served: Store<AppMeta>) -> Wakes
+pub(super) fn shared_charts<S>(
+    (what, kind): (&'static str, &'static str),
+    events: S,
+    served: Store<AppMeta>,
+    index: Arc<AppIndex>,
+) -> Wakes
 where
     S: Stream<Item = Result<watcher::Event<DynamicObject>, watcher::Error>> + Send + 'static,
 {
     let mut first_list = FirstList::Quiet;
     retrying(what, events)
         .filter_map(move |event| {
-            let app = match first_list.holds(&event) {
+            let woken = match first_list.holds(&event) {
                 true => None,
                 false => match event {
                     watcher::Event::Apply(chart)
                     | watcher::Event::InitApply(chart)
-                    | watcher::Event::Delete(chart) => shared_chart::owner_of::<AppMeta>(&chart),
+                    | watcher::Event::Delete(chart) => shared_chart::owner_of::<AppMeta>(&chart).map(|app| {
+                        let name = chart.metadata.name.as_deref().unwrap_or_default();
+                        (app, Cause::new(kind, chart.metadata.namespace.as_deref(), name))
+                    }),
                     watcher::Event::Init | watcher::Event::InitDone => None,
                 },
             };
-            std::future::ready(app.filter(|app| served.get(app).is_some()))
+            let app = woken.filter(|(app, _)| served.get(app).is_some()).map(|(app, cause)| {
+                index.woken(&app, cause);
+                app
+            });
+            std::future::ready(app)
         })
         .boxed()
 }
@@ -183,10 +205,12 @@ where
                 }
                 _ => None,
             };
-            let apps = match source {
+            let apps = match &source {
                 None => Vec::new(),
-                Some(source) => index.known_concerned(&served, |i| i.chart_source.as_ref() == Some(&source)),
+                Some(source) => index.known_concerned(&served, |i| i.chart_source.as_ref() == Some(source)),
             };
+            let cause = source.map(|(namespace, name)| Cause::new("OCIRepository", Some(&namespace), &name));
+            woke(&index, &apps, cause);
             futures::stream::iter(apps)
         })
         .boxed()
@@ -211,6 +235,12 @@ where
     retrying("Nodes", events)
         .flat_map(move |event| {
             let quiet = first_list.holds(&event);
+            let cause = match &event {
+                watcher::Event::Apply(n) | watcher::Event::InitApply(n) | watcher::Event::Delete(n) => {
+                    n.metadata.name.as_deref().map(|name| Cause::new("Node", None, name))
+                }
+                watcher::Event::Init | watcher::Event::InitDone => None,
+            };
             let changed = changes.observe(event);
             let apps = match quiet || changed.is_empty() {
                 true => Vec::new(),
@@ -218,9 +248,17 @@ where
                     index.concerned(&served, |interest| node_change_concerns(interest, &changed, &pools))
                 }
             };
+            woke(&index, &apps, cause);
             futures::stream::iter(apps)
         })
         .boxed()
+}
+
+/// `apps` are woken by the event `cause` names.
+fn woke(index: &AppIndex, apps: &[ObjectRef<AppMeta>], cause: Option<Cause>) {
+    if let Some(cause) = cause {
+        apps.iter().for_each(|app| index.woken(app, cause.clone()));
+    }
 }
 
 /// Whether nodes changing as `changed` says concern an application.
@@ -325,6 +363,9 @@ mod tests {
         assert_eq!(send(watcher::Event::InitDone), None);
         // AllAtOnce, or nothing held back: folded.
         assert_eq!(send(watcher::Event::Apply(release(1, "True"))), folded, "Ready, no rollout waiting");
+        let woken = index.take_woken(&app_ref);
+        assert_eq!(woken.causes(), vec!["HelmRelease"], "the wake names its cause");
+        assert_eq!(woken.to_string(), "HelmRelease edge/gw-hz");
         index.planned(&app_ref, Some(1));
         assert_eq!(send(watcher::Event::Apply(release(1, "True"))), None, "nothing changed");
         assert_eq!(send(watcher::Event::Apply(release(2, "Unknown"))), folded, "our write: no verdict");

@@ -330,9 +330,9 @@ impl Watches {
         // for that one, and only this instance, which serves it now, can
         // prune them (or release them when it is deleted).
         let managed_by = format!("{}={}", naming::LABEL_MANAGED_BY, naming::MANAGER);
-        let chart_wakes = |what, (api, writer): (Api<DynamicObject>, _)| {
+        let chart_wakes = |what, kind, (api, writer): (Api<DynamicObject>, _)| {
             let events = reflector(writer, watcher(api, watcher::Config::default().labels(&managed_by)));
-            triggers::shared_charts(what, events, served.clone())
+            triggers::shared_charts((what, kind), events, served.clone(), context.index.clone())
         };
         // Users' OCIRepositories, by their metadata alone: every status
         // write changes the resource version.
@@ -350,8 +350,8 @@ impl Watches {
         let mut urgent = Vec::new();
         let wakes = vec![
             records,
-            chart_wakes("HelmCharts", self.helmcharts),
-            chart_wakes("OCIRepositories", self.pinned),
+            chart_wakes("HelmCharts", "HelmChart", self.helmcharts),
+            chart_wakes("OCIRepositories", "OCIRepository", self.pinned),
             triggers::chart_sources(watcher(sources, paged()), served.clone(), context.index.clone()),
             triggers::nodes(
                 node_events,

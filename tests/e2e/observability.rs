@@ -2,7 +2,8 @@
 //! lines with the keys Flux's controllers log (`controller`, `name`,
 //! `namespace`, `reconcileID` at the top level), and, beside our metrics,
 //! the ones Flux's dashboards query: `gotk_reconcile_duration_seconds` and
-//! `gotk_resource_info` for each application, leadership, and the process.
+//! `gotk_resource_info` for each application, leadership, and the process;
+//! and its reconciles counted by what woke them.
 use crate::support;
 
 use serde_json::{json, Value};
@@ -45,6 +46,12 @@ async fn logs_and_metrics_read_as_flux_operators_expect() -> TestResult {
             has(&format!(r#"nodepool_fanout_offline_pools{{namespace="{}",application="ingress"}} 0"#, env.namespace)),
             "{scrape}"
         );
+        // Each reconcile is counted by what woke it: the application's own
+        // change first, then its release turning Ready.
+        let wakes = controller.wakes().await;
+        for cause in ["NodePoolApplication", "HelmRelease"] {
+            assert!(wakes.get(cause).is_some_and(|n| *n > 0), "a reconcile woken by {cause}: {wakes:?}");
+        }
         for process in ["process_cpu_seconds_total ", "process_resident_memory_bytes ", "process_open_fds "] {
             assert!(has(process), "{process} in\n{scrape}");
         }

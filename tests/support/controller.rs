@@ -131,6 +131,20 @@ impl RunningController {
             .sum()
     }
 
+    /// The controller's reconciles so far by what woke them
+    /// (`nodepool_fanout_reconcile_wakes_total`).
+    pub async fn wakes(&self) -> std::collections::BTreeMap<String, u64> {
+        self.scrape()
+            .await
+            .lines()
+            .filter_map(|l| l.strip_prefix("nodepool_fanout_reconcile_wakes_total{cause=\""))
+            .filter_map(|l| {
+                let (cause, rest) = l.split_once('"')?;
+                Some((cause.to_string(), rest.rsplit(' ').next()?.parse().ok()?))
+            })
+            .collect()
+    }
+
     /// The controller's reconciles so far.
     pub async fn reconciles(&self) -> u64 {
         self.counter("nodepool_fanout_reconciles_total", |_| true).await
