@@ -61,20 +61,24 @@ pub fn render_batched(query: &str, revision: &str) -> String {
 /// A batched query (see [`render_batched`]) for `pools`: `{{pools}}` is a
 /// regular expression that matches each of their names and nothing else.
 pub fn render_pools(query: &str, pools: &[&str]) -> String {
-    let pools: Vec<String> = pools.iter().map(|p| regex::escape(p)).collect();
-    let data = json!({ "pools": pools.join("|") });
+    let data = json!({ "pools": names_regex(pools) });
     engine().render_template(query, &data).unwrap_or_else(|_| query.to_string())
 }
 
 /// `query` for the pools of `wave` at `revision`: `{{wave.pools}}` is a
 /// regular expression that matches each of their names and nothing else.
 pub fn render_wave(query: &str, wave: Wave, revision: &str) -> String {
-    let pools: Vec<String> = wave.pools.iter().map(|p| regex::escape(p)).collect();
     let data = json!({
-        "wave": { "name": wave.name, "pools": pools.join("|") },
+        "wave": { "name": wave.name, "pools": names_regex(wave.pools) },
         "revision": revision,
     });
     engine().render_template(query, &data).unwrap_or_else(|_| query.to_string())
+}
+
+/// A regular expression that matches each of `names` and nothing else.
+fn names_regex(names: &[&str]) -> String {
+    let escaped: Vec<String> = names.iter().map(|n| regex::escape(n)).collect();
+    escaped.join("|")
 }
 
 /// Whether `query` is PromQL, with its placeholders filled in.
