@@ -19,7 +19,9 @@
 //! until a version of the application newer than it is seen. A window
 //! must be closed both when the write was seen and `TOLERANCE` before: a
 //! decision takes a moment, and a window that closed during it is no
-//! violation.
+//! violation. A write to another revision than that version's status rolls
+//! out was decided on a spec the watch missed (it re-listed across an API
+//! server restart), and is not judged.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -55,6 +57,8 @@ struct Version {
     /// Its windows; `None` when one of them cannot be judged here (chosen
     /// by selector, or unreadable).
     windows: Option<Vec<Applies>>,
+    /// The revision its status rolls out (`status.rollout.revision`).
+    revision: Option<String>,
 }
 
 /// A write that waits for a newer version of its application.
@@ -63,6 +67,8 @@ struct Pending {
     written_at: u64,
     seen: Timestamp,
     pool: String,
+    /// The revision the write moved the pool to.
+    revision: String,
     violation: Violation,
 }
 
@@ -91,6 +97,7 @@ impl Windows {
             observed: app.pointer("/metadata/generation").is_some()
                 && app.pointer("/status/observedGeneration") == app.pointer("/metadata/generation"),
             windows: windows(app),
+            revision: app.pointer("/status/rollout/revision").and_then(Value::as_str).map(str::to_string),
         };
         let newest = version.resource_version;
         state.versions.push_back(version);
@@ -152,6 +159,7 @@ impl Windows {
             written_at: resource_version(release).unwrap_or_default(),
             seen: record.seen,
             pool: pool.to_string(),
+            revision: revision.to_string(),
             violation,
         };
         // Judged at once when a newer version of the application is in hand.
@@ -177,6 +185,13 @@ fn closed_at_write(versions: &VecDeque<Version>, write: &Pending) -> bool {
     let Some(windows) = last.windows.as_ref().filter(|_| last.observed) else {
         return false;
     };
+    // The controller moves a pool only to the revision of the spec it read
+    // (a rollback, the other way, is not judged here). A write to another
+    // revision was decided on a newer spec than this version's, one the
+    // checker's watch missed while it re-listed: its windows are not known.
+    if last.revision.as_deref().is_some_and(|r| r != write.revision) {
+        return false;
+    }
     let applying: Vec<&Window> = windows
         .iter()
         .filter(|w| w.pools.as_ref().is_none_or(|names| names.contains(&write.pool)))

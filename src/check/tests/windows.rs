@@ -74,3 +74,29 @@ fn a_window_closed_by_an_edit_the_controller_has_not_read_or_chosen_by_selector_
     assert!(checker.summary().checks.get(&Invariant::Windows).copied().unwrap_or_default() > 0);
     assert_eq!(checker.summary().violations.get(&Invariant::Windows), None);
 }
+
+/// Soak seed 236826834: the checker's watch re-listed across a restart of
+/// the API server and never saw the version of the application that
+/// dropped its windows; the controller, which read it, moved the pool to
+/// that spec's revision. The last version the checker knows before the
+/// write rolls out another revision: what the write was decided on is not
+/// known, and it is not judged. A write to that version's own revision is.
+#[test]
+fn a_write_to_a_revision_of_a_spec_the_watch_missed_is_not_judged_against_an_older_one() {
+    let mut checker = Checker::new();
+    seen(&mut checker, 0, Kind::Application, windowed(10, 2, &["a", "b"]));
+    for (rv, pool) in [(11, "a"), (12, "b")] {
+        seen(&mut checker, 0, Kind::HelmRelease, release("win", pool, rv, 1, "r1", "h1", true));
+    }
+    // r3 is the revision of generation 3, whose first versions were missed.
+    seen(&mut checker, 1, Kind::HelmRelease, release("win", "a", 20, 2, "r3", "h3", true));
+    let mut healed = application("win", 30, json!({ "strategy": "Progressive" }), "r3", "Progressing", 3);
+    healed["metadata"]["generation"] = json!(3);
+    healed["status"]["observedGeneration"] = json!(3);
+    let found = seen(&mut checker, 2, Kind::Application, healed);
+    assert_eq!(of(&found, Invariant::Windows), 0, "{found:?}");
+    // b, moved to r2 while generation 2 (which rolls out r2) held it
+    // closed, is still caught, at once: a newer version is in hand.
+    let found = seen(&mut checker, 3, Kind::HelmRelease, release("win", "b", 21, 2, "r2", "h2", true));
+    assert_eq!(of(&found, Invariant::Windows), 1, "{found:?}");
+}
