@@ -41,6 +41,8 @@ const APPS: [(&str, &str); 4] = [
 const BROKEN: &str = "soak-broken";
 /// The application whose second step needs approval.
 const GATE: usize = 3;
+/// Helm's wait for each install and upgrade (see `SETTLE_WITHIN`).
+pub const HELM_TIMEOUT: &str = "60s";
 /// Pools at the start; faults add and remove some.
 const POOLS: usize = 4;
 /// Pools that stay selected and reachable, whatever the faults.
@@ -277,6 +279,11 @@ impl World {
             let rollout: Value = serde_json::from_str(rollout).expect("a rollout in JSON");
             let mut manifest = ingress_app(&self.env, json!({ "rollout": rollout }));
             manifest["metadata"]["name"] = json!(name);
+            // Helm's own wait is bounded below the settle bound: an install
+            // that a restart left waiting on a watch that never answers
+            // fails within it and is requested again, as a person would
+            // (Helm's default, 5 minutes, is longer than `SETTLE_WITHIN`).
+            manifest["spec"]["helmRelease"] = json!({ "timeout": HELM_TIMEOUT });
             // One IngressClass per application and pool: the applications
             // share the pools, and must not share an object.
             manifest["spec"]["values"]["controller"]["ingressClass"]["name"] =

@@ -47,6 +47,9 @@ const FIXED_SEED: u64 = 41;
 const DEFAULT_DURATION: Duration = Duration::from_secs(90);
 /// After the faults stop (and a good revision is written), how long every
 /// application has to settle: Complete, Ready, every pool at its revision.
+/// Above three of Helm's waits (`faults::HELM_TIMEOUT`): an install the
+/// faults left hanging times out, its revision halts, the halt is
+/// requested again and the next install runs, with room to spare.
 const SETTLE_WITHIN: Duration = Duration::from_secs(240);
 /// The controller's memory limit in the chart (`resources.limits.memory`).
 const MEMORY_LIMIT: u64 = 256 * 1024 * 1024;
