@@ -331,6 +331,30 @@ impl Checker {
         violations
     }
 
+    /// What a re-list of `kind` delivered, judged as one: each object's
+    /// latest version in the order the API server wrote them (by resource
+    /// version), then those it no longer holds as deleted; the violations.
+    ///
+    /// A re-list comes after a gap (the watch was away: an API server
+    /// restart), and in the order it lists, a release written after the
+    /// gap could be judged beside the stale, pre-gap version of another
+    /// that had changed before that write (soak seed 4811231: a pool
+    /// written once another was Ready again, judged while the other still
+    /// read as updating). In the order of writes, every version the
+    /// controller could have read before its write is in hand.
+    pub fn relisted(&mut self, kind: Kind, mut listed: Vec<Record>, seen: Timestamp) -> Vec<Violation> {
+        listed.sort_by_key(|r| halt::resource_version(&r.object).unwrap_or_default());
+        let keys: BTreeSet<Key> = listed.iter().map(Record::key).collect();
+        let mut found = Vec::new();
+        for record in listed {
+            found.extend(self.observe(record));
+        }
+        for record in self.gone_since_relist(kind, &keys, seen) {
+            found.extend(self.observe(record));
+        }
+        found
+    }
+
     /// The objects of `kind` a re-list no longer delivered: deleted while
     /// the watch was away, as records of their deletion.
     pub fn gone_since_relist(&self, kind: Kind, listed: &BTreeSet<Key>, seen: Timestamp) -> Vec<Record> {

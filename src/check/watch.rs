@@ -2,7 +2,7 @@
 //! NodePoolApplication watched (in one namespace, or all), each version
 //! judged as it comes, each violation printed at once.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use futures::{StreamExt, TryStreamExt};
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
@@ -10,7 +10,7 @@ use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Client};
 
-use super::{Checker, Key, Kind, Record, Summary};
+use super::{Checker, Kind, Record, Summary};
 
 #[derive(Debug, thiserror::Error)]
 pub enum WatchError {
@@ -62,9 +62,9 @@ pub async fn run(
     )
     .boxed();
     let mut checker = Checker::new();
-    // The objects each re-list delivers, to find those deleted while the
-    // watch was away: a re-list names only what exists.
-    let mut relisted: BTreeMap<Kind, BTreeSet<Key>> = BTreeMap::new();
+    // What each re-list delivers, judged as one once it is done (see
+    // `Checker::relisted`): a re-list names only what exists.
+    let mut relisted: BTreeMap<Kind, Vec<Record>> = BTreeMap::new();
     let mut stop = std::pin::pin!(stop);
     loop {
         let next = tokio::select! {
@@ -83,29 +83,23 @@ pub async fn run(
         let (object, deleted) = match event {
             Event::Apply(object) => (object, false),
             Event::InitApply(object) => {
-                let object = serde_json::to_value(&object)?;
-                relisted.entry(kind).or_default().insert(Record::key_of(kind, &object));
-                for violation in checker.observe(Record {
+                relisted.entry(kind).or_default().push(Record {
                     seen,
                     kind,
-                    object,
+                    object: serde_json::to_value(&object)?,
                     deleted: false,
-                }) {
-                    out(&violation.to_string());
-                }
+                });
                 continue;
             }
             Event::Delete(object) => (object, true),
             Event::Init => {
-                relisted.insert(kind, BTreeSet::new());
+                relisted.insert(kind, Vec::new());
                 continue;
             }
             Event::InitDone => {
                 let listed = relisted.remove(&kind).unwrap_or_default();
-                for record in checker.gone_since_relist(kind, &listed, seen) {
-                    for violation in checker.observe(record) {
-                        out(&violation.to_string());
-                    }
+                for violation in checker.relisted(kind, listed, seen) {
+                    out(&violation.to_string());
                 }
                 continue;
             }

@@ -251,3 +251,48 @@ fn a_completed_revision_halted_or_taken_back_is_caught_and_a_rollback_of_an_unfi
     assert_eq!(of(&found, Invariant::CompletedStays), 0, "{found:?}");
     assert_eq!(checker.summary().violations.get(&Invariant::CompletedStays), Some(&2));
 }
+
+/// Soak seed 4811231: the checker's watch was away (an API server
+/// restart) while b came back Ready and the controller then took a down.
+/// The re-list delivered a's write before b's return; judged in that
+/// order, two pools read as down at once under `maxUnavailable: 1`. A
+/// re-list is judged in the order of the writes, b's return first.
+#[test]
+fn a_relist_is_judged_in_the_order_of_its_writes_not_the_order_it_lists() {
+    let relist = || {
+        let progressive = json!({ "strategy": "Progressive", "maxUnavailable": 1 });
+        let mut checker = Checker::new();
+        seen(
+            &mut checker,
+            0,
+            Kind::Application,
+            application("gw", 10, progressive, "r3", "Progressing", 2),
+        );
+        seen(&mut checker, 1, Kind::HelmRelease, release("gw", "a", 20, 1, "r1", "h1", true));
+        seen(&mut checker, 1, Kind::HelmRelease, release("gw", "b", 21, 1, "r1", "h1", true));
+        // b taken down; then the watch is away.
+        let found = seen(&mut checker, 2, Kind::HelmRelease, release("gw", "b", 22, 2, "r2", "h2", false));
+        assert_eq!(of(&found, Invariant::MaxUnavailable), 0, "{found:?}");
+        let listed = vec![
+            release("gw", "a", 40, 3, "r3", "h3", false),
+            release("gw", "b", 30, 2, "r2", "h2", true),
+        ];
+        let records = listed
+            .into_iter()
+            .map(|object| Record {
+                seen: at(5),
+                kind: Kind::HelmRelease,
+                object,
+                deleted: false,
+            })
+            .collect::<Vec<_>>();
+        (checker, records)
+    };
+    let (mut checker, records) = relist();
+    let found = checker.relisted(Kind::HelmRelease, records, at(5));
+    assert_eq!(of(&found, Invariant::MaxUnavailable), 0, "{found:?}");
+    // In the order listed, the stale b is judged beside a's write.
+    let (mut checker, records) = relist();
+    let found: Vec<Violation> = records.into_iter().flat_map(|r| checker.observe(r)).collect();
+    assert_eq!(of(&found, Invariant::MaxUnavailable), 1, "{found:?}");
+}
