@@ -351,7 +351,10 @@ fn print_table(pools: usize, rows: &[(&str, Figures)]) {
     row("controller CPU", cell(&|f| format!("{:.1} s", f.cpu)));
     row("controller writes", cell(&|f| f.writes.to_string()));
     row("controller reconciles", cell(&|f| f.reconciles.to_string()));
-    row("controller peak RSS", cell(&|f| format!("{:.1} MiB", f.peak_rss_kib as f64 / 1024.0)));
+    row(
+        "controller peak RSS (goal: at most 100 MiB)",
+        cell(&|f| format!("{:.1} MiB", f.peak_rss_kib as f64 / 1024.0)),
+    );
     row("most pools updating at once", cell(&|f| f.most_updating.to_string()));
     row("mean time from a pool's write to done", cell(&|f| secs(f.mean_under_way)));
     row("queries Prometheus answered", cell(&|f| f.queries.to_string()));

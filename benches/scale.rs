@@ -176,7 +176,12 @@ async fn main() {
         secs(raw_apply),
     );
     let ratio = |d: Duration| format!("{:.2}x", controller_write.as_secs_f64() / d.as_secs_f64());
-    row3("controller / raw", String::new(), ratio(raw), ratio(raw_apply));
+    row3(
+        "controller / raw (goal: at most 1.05x a raw create)",
+        String::new(),
+        ratio(raw),
+        ratio(raw_apply),
+    );
     let row = |label: &str, value: String| println!("{label:<52} {value:>12}");
     let mib = |kib: u64| format!("{:.1} MiB", kib as f64 / 1024.0);
     row("peak RSS (fan-out and 60 s at rest)", mib(peak_rss));

@@ -171,6 +171,7 @@ pub fn at_scale(pools: usize) {
         "(each release read as it entered the cache: {:.1} µs, once per watch event)",
         entered.as_secs_f64() * 1e6 / pools as f64
     );
+    println!("(goal: a resync at rest, observe and plan with the memo, within 50 ms in every run)");
     drop((cluster, resync, rest));
     println!();
     println!("the resync with maintenance windows: two of the application's, one by selector,");

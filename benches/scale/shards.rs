@@ -116,7 +116,10 @@ pub async fn two_shards(pools_each: usize) {
     row(&format!("its {pools_each} releases written (both at once)"), both(|f| secs(f.written_in)));
     row("HelmReleases it created", both(|f| f.created.to_string()));
     row("HelmReleases it wrote again or deleted", both(|f| f.rewritten.to_string()));
-    row("peak RSS", both(|f| format!("{:.1} MiB", f.rss as f64 / 1024.0)));
+    row(
+        "peak RSS (goal: at most 100 MiB a shard)",
+        both(|f| format!("{:.1} MiB", f.rss as f64 / 1024.0)),
+    );
     row("CPU time", both(|f| format!("{:.1} s", f.cpu)));
     row("reconciles", both(|f| f.reconciles.to_string()));
     println!(
