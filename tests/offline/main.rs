@@ -20,3 +20,4 @@ mod file_size;
 mod fuzz_template;
 mod fuzz_values;
 mod kstatus;
+mod mutants;
