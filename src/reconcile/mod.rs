@@ -58,6 +58,11 @@ pub use steps::{Controller, Memory};
 /// How soon answers to the metric checks are judged after they come in.
 const ANSWERS_JUDGED_AFTER: Duration = Duration::from_millis(200);
 
+/// How soon a plan is made again when a release changed between observe
+/// and its write: the change's own watch event comes sooner, unless the
+/// runtime sees nothing in it worth a reconcile.
+const CHANGED_MEANWHILE_AGAIN_AFTER: Duration = Duration::from_secs(1);
+
 /// What one reconcile did, for the controller to publish and to say when
 /// to look again.
 #[derive(Debug)]
@@ -102,10 +107,11 @@ pub async fn reconcile(c: &Controller<'_>, app: &NodePoolApplication) -> Result<
     let published = steps::report(&apis, app, &mut planned, &applied, failed.as_ref()).await?;
     // Answers come in after the report: the next plan judges them.
     let answers = steps::ask_checks(c, app, &planned).await;
-    let requeue_after = match answers.is_empty() {
-        false => Some(ANSWERS_JUDGED_AFTER.min(planned.requeue_after.unwrap_or(ANSWERS_JUDGED_AFTER))),
-        true => planned.requeue_after,
-    };
+    let soon = [
+        (!answers.is_empty()).then_some(ANSWERS_JUDGED_AFTER),
+        (!applied.changed_meanwhile.is_empty()).then_some(CHANGED_MEANWHILE_AGAIN_AFTER),
+    ];
+    let requeue_after = soon.into_iter().flatten().chain(planned.requeue_after).min();
     Ok(Reconciled {
         published,
         chart_waits: chart.and_then(Result::err).filter(|hold| hold.transient),

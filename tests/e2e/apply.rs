@@ -339,3 +339,42 @@ async fn a_release_leaving_is_deleted_before_the_release_that_takes_its_place_is
     );
     env.cleanup().await;
 }
+
+#[tokio::test]
+async fn a_release_that_changed_after_it_was_read_is_not_moved_until_a_plan_reads_it_again() {
+    use kube::api::{Patch, PatchParams};
+
+    let env = TestEnv::new("apply-changed").await;
+    let app = application(&env).await;
+    let mut planned = plan_over(&app, &pools(&["east"]), Vec::new());
+    assert_eq!(written(&carry_out(&env, &app, &mut planned, &[]).await).len(), 1);
+    let owned = observed(&env, &app).await;
+    let before = owned[0].spec_hash.clone();
+
+    // A new revision moves east's release, decided on the version read.
+    let mut changed = app.clone();
+    changed.spec.values = Some(json!({ "site": "{{pool.name}}", "replicas": 2 }));
+    let mut next = plan_over(&changed, &pools(&["east"]), owned.clone());
+    assert_eq!(next.apply[0].decided_on, owned[0].resource_version);
+    // Before the write, someone else changes the release (as helm-controller
+    // does when an install ends): the decision was made on what it no longer is.
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), &env.namespace, &helmrelease_resource());
+    let label = json!({ "metadata": { "labels": { "touched": "yes" } } });
+    api.patch(&owned[0].name, &PatchParams::default(), &Patch::Merge(&label))
+        .await
+        .unwrap();
+    let applied = carry_out(&env, &app, &mut next, &owned).await;
+    assert_eq!(applied.changed_meanwhile, ["east"]);
+    assert!(applied.first_error.is_none() && applied.refused.is_empty(), "not a failure: {applied:?}");
+    assert!(written(&applied).is_empty(), "{:?}", applied.done);
+    let now = observed(&env, &app).await;
+    assert_eq!(now[0].spec_hash, before, "the release was left as it was");
+
+    // A plan on what it holds now moves it.
+    let mut again = plan_over(&changed, &pools(&["east"]), now.clone());
+    let applied = carry_out(&env, &app, &mut again, &now).await;
+    assert_eq!(written(&applied), [("east".to_string(), true)]);
+    assert_ne!(observed(&env, &app).await[0].spec_hash, before);
+    env.cleanup().await;
+}

@@ -16,7 +16,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::DynamicObject;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, ResourceExt};
-use tracing::warn;
+use tracing::{debug, warn};
 
 use crate::api::NodePoolApplication;
 use crate::reconcile::apply::claim::{self, Claim, ClaimApis};
@@ -64,6 +64,9 @@ pub struct Applied {
     pub first_error: Option<ApplyError>,
     /// How many writes and deletes failed.
     pub failures: usize,
+    /// The pools whose release changed between observe and its write, which
+    /// was therefore not made (see [`ApplyError::ChangedMeanwhile`]).
+    pub changed_meanwhile: Vec<String>,
 }
 
 impl Applied {
@@ -227,6 +230,12 @@ async fn write_all(
                 existed,
                 drift,
             }),
+            // Not a failure: the change that stopped it wakes the next
+            // reconcile, which decides again.
+            Err(ApplyError::ChangedMeanwhile { .. }) => {
+                debug!(pool = %pool, release = %release, "not written: the release changed since it was read");
+                applied.changed_meanwhile.push(pool);
+            }
             Err(e) => {
                 // One pool's failure does not stop the others.
                 warn!(pool = %pool, error = %e, "apply failed");
@@ -289,7 +298,8 @@ async fn write_claimed(
         }
     }
     let object = desired.object();
-    write_release(claims.releases, &desired.name, object, exists, owned_by_update).await?;
+    let decided_on = desired.decided_on.as_deref();
+    write_release(claims.releases, &desired.name, object, exists, owned_by_update, decided_on).await?;
     if desired.lift_inert {
         set_inert(claims.releases, &desired.name, uid, None).await?;
     }

@@ -60,6 +60,12 @@ pub enum ApplyError {
         #[source]
         source: kube::Error,
     },
+    /// The write's precondition failed ([`crate::reconcile::plan::DesiredRelease::decided_on`]).
+    #[error(
+        "{object} changed after this reconcile read it, so the rollout's decision to move it was not \
+         written; the next reconcile decides again on what it holds now"
+    )]
+    ChangedMeanwhile { object: String },
     #[error("cannot delete {object}: {source}")]
     Delete {
         object: String,
@@ -95,7 +101,7 @@ impl ApplyError {
     pub fn retriable(&self) -> bool {
         let source = match self {
             Self::NameClash { .. } | Self::HelmReleaseClaimed { .. } => return false,
-            Self::ChartWatchStopped => return true,
+            Self::ChartWatchStopped | Self::ChangedMeanwhile { .. } => return true,
             Self::Claim { source, .. }
             | Self::Apply { source, .. }
             | Self::Delete { source, .. }
@@ -116,6 +122,7 @@ impl ApplyError {
             Self::NameClash { .. } => "NameClash",
             Self::HelmReleaseClaimed { .. } => "ReleaseNameConflict",
             Self::Claim { .. } | Self::Apply { .. } => "ApplyFailed",
+            Self::ChangedMeanwhile { .. } => "ChangedMeanwhile",
             Self::Delete { .. } | Self::ChartWatchStopped => "PruneFailed",
             Self::Status { .. } => "StatusFailed",
             Self::Finalizer { .. } => "FinalizerFailed",

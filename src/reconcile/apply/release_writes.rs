@@ -23,12 +23,15 @@ use super::{ApplyError, FIELD_MANAGER};
 /// over. An owned release is applied with force, reclaiming fields that
 /// someone edited by hand; `owned_by_update` says our fields on it are
 /// still recorded as a create's, to be made ours by apply first.
+/// `decided_on`, when set, is the `resourceVersion` the write was decided
+/// on: a release changed since is not written ([`ApplyError::ChangedMeanwhile`]).
 pub async fn write_release(
     api: &Api<DynamicObject>,
     name: &str,
-    object: serde_json::Value,
+    mut object: serde_json::Value,
     exists: bool,
     owned_by_update: bool,
+    decided_on: Option<&str>,
 ) -> Result<(), ApplyError> {
     let failed = |source| ApplyError::Apply {
         object: format!("HelmRelease {name}"),
@@ -62,25 +65,49 @@ pub async fn write_release(
             Err(source) => return Err(failed(source)),
         }
     }
+    let changed = || ApplyError::ChangedMeanwhile {
+        object: format!("HelmRelease {name}"),
+    };
+    let mut precondition = decided_on.map(str::to_string);
     // Ours, whether the cache knew it or the create just found it.
     if owned_by_update || found.is_some() {
         let live = match found {
             Some(live) => live,
             None => api.get(name).await.map_err(failed)?,
         };
-        own_by_apply(api, name, &live).await.map_err(failed)?;
+        if precondition.is_some() && live.metadata.resource_version != precondition {
+            return Err(changed());
+        }
+        // Folding our fields makes a version of its own, which the apply then expects.
+        let folded = own_by_apply(api, name, &live).await.map_err(failed)?;
+        if precondition.is_some() && folded.is_some() {
+            precondition = folded;
+        }
+    }
+    if let Some(version) = precondition {
+        // Server-side apply takes a resourceVersion in the object as a precondition.
+        object["metadata"]["resourceVersion"] = serde_json::Value::String(version);
     }
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    api.patch(name, &params, &Patch::Apply(&object)).await.map(drop).map_err(failed)
+    match api.patch(name, &params, &Patch::Apply(&object)).await {
+        Ok(_) => Ok(()),
+        // A forced apply meets no field conflict: a 409 is the precondition's.
+        Err(kube::Error::Api(status)) if status.code == 409 && decided_on.is_some() => Err(changed()),
+        Err(source) => Err(failed(source)),
+    }
 }
 
 /// Folds our `Update` entry of `name`'s managed fields, as `live` holds
 /// them, into our `Apply` entry, as client-go's `csaupgrade` does, with
 /// the resource version read as a precondition: a release changed meanwhile fails this write, and the
-/// next reconcile reads it afresh.
-async fn own_by_apply(api: &Api<DynamicObject>, name: &str, live: &DynamicObject) -> Result<(), kube::Error> {
+/// next reconcile reads it afresh. Returns the version it made, if it made one.
+async fn own_by_apply(
+    api: &Api<DynamicObject>,
+    name: &str,
+    live: &DynamicObject,
+) -> Result<Option<String>, kube::Error> {
     let Some(entries) = live.metadata.managed_fields.as_deref().and_then(managed_fields::upgraded) else {
-        return Ok(());
+        return Ok(None);
     };
     let patch = json!({ "metadata": {
         "resourceVersion": live.metadata.resource_version,
@@ -90,7 +117,8 @@ async fn own_by_apply(api: &Api<DynamicObject>, name: &str, live: &DynamicObject
         field_manager: Some(FIELD_MANAGER.into()),
         ..PatchParams::default()
     };
-    api.patch(name, &params, &Patch::Merge(&patch)).await.map(drop)
+    let folded = api.patch(name, &params, &Patch::Merge(&patch)).await?;
+    Ok(folded.metadata.resource_version)
 }
 
 /// Deletes an object this application owns (a release or a shared chart);

@@ -52,6 +52,8 @@ pub(super) struct Change {
     lift_inert: bool,
     /// See [`DesiredRelease::moves`].
     moves: bool,
+    /// See [`DesiredRelease::decided_on`].
+    decided_on: Option<String>,
     /// What is written is suspended (`spec.suspend: true`, the template's
     /// or an override's): Helm does nothing with it.
     suspends: bool,
@@ -100,6 +102,7 @@ impl Change {
             drove: self.drove,
             lift_inert: self.lift_inert,
             moves: self.moves,
+            decided_on: self.decided_on,
         }
     }
 }
@@ -232,6 +235,8 @@ pub(super) struct Built {
     pub(super) resumed: bool,
     /// Carries another spec hash, or there is no release yet.
     pub(super) moves: bool,
+    /// The observed release's `resourceVersion`, when it `moves`.
+    pub(super) decided_on: Option<String>,
     /// What was built is suspended (see [`Change::suspends`]).
     pub(super) suspends: bool,
 }
@@ -254,6 +259,7 @@ impl Built {
                     drove: self.drove,
                     lift_inert: self.inert,
                     moves: self.moves,
+                    decided_on: self.decided_on,
                     suspends: self.suspends,
                 }),
             ),
@@ -283,6 +289,8 @@ impl Built {
         Self {
             resumed,
             moves,
+            // Cloned only for a release that moves: at rest, none does.
+            decided_on: observed.filter(|_| moves).and_then(|o| o.resource_version.clone()),
             suspends,
             claims: observed.is_none() || drove.is_some() || inert,
             drove,
@@ -311,6 +319,7 @@ impl Built {
         Self {
             resumed: false,
             moves: false,
+            decided_on: None,
             suspends: false,
             claims: drove.is_some(),
             drove,

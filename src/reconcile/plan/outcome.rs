@@ -48,6 +48,16 @@ pub struct DesiredRelease {
     /// (its spec hash differs): a step of the rollout, even when it also
     /// wakes an inert release.
     pub moves: bool,
+    /// The `resourceVersion` of the release the rollout decided to move,
+    /// written as the apply's precondition. Its decision read that
+    /// release's health (one Flux finds unavailable starts at once, taking
+    /// no slot of `maxUnavailable`), so a release that changed since it
+    /// was observed is not written; the next reconcile decides on what it
+    /// holds then. Without it, a release that turned Ready while the
+    /// reconcile ran was taken down as if it were down already (found by
+    /// the fault soak, seed 170355536). None for a new release and for a
+    /// write that puts back what the release holds.
+    pub decided_on: Option<String>,
 }
 
 impl DesiredRelease {

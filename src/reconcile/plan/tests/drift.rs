@@ -41,6 +41,8 @@ fn a_hand_edit_is_written_back_naming_the_field_whatever_the_rollout() {
         let plan = Scenario::of(&a).over(&fleet()).owning(owned).plan();
         assert_eq!(applied_pools(&plan), ["p3"]);
         assert_eq!(plan.apply[0].drift.as_deref(), Some("spec.values.controller.replicas"));
+        // What it holds is put back whatever it is now: no precondition.
+        assert_eq!(plan.apply[0].decided_on, None);
         assert_eq!(
             plan.apply[0].object()["metadata"]["annotations"]["apps.fanout.dev/written-at"],
             "2029-01-01T00:00:00Z",

@@ -233,3 +233,22 @@ fn a_refused_write_reaches_the_conditions_and_the_counts() {
     assert!(status.conditions.iter().all(|c| c.type_ != "Stalled"));
     assert_eq!(plan.report.after_writes(&[]).status(), plan.status(), "nothing refused, nothing changes");
 }
+
+#[test]
+fn a_release_moved_is_written_on_the_version_its_move_was_decided_on() {
+    let a = progressive(json!({}));
+    let mut owned = releases_of(&a, &fleet(), &["p1", "p2", "p3", "p4"]);
+    for (i, o) in owned.iter_mut().enumerate() {
+        o.resource_version = Some((100 + i).to_string());
+    }
+    // p4 is down on the revision before, as Flux judged it: it starts at
+    // once, taking no slot. Had it turned Ready since, its write must fail.
+    let p4 = owned.iter_mut().find(|o| o.pool.as_deref() == Some("p4")).unwrap();
+    std::sync::Arc::make_mut(&mut p4.status).state = ReleaseState::Failed;
+    // p5 has no release yet.
+    owned.retain(|o| o.pool.as_deref() != Some("p5"));
+    let plan = Scenario::of(&a).over(&fleet()).owning(owned).plan();
+    assert_eq!(applied_pools(&plan), ["p4", "p5"]);
+    let decided_on: Vec<Option<&str>> = plan.apply.iter().map(|d| d.decided_on.as_deref()).collect();
+    assert_eq!(decided_on, [Some("103"), None], "a new release has no version to be decided on");
+}
