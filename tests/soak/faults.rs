@@ -53,10 +53,12 @@ const IN_PLAY: usize = 3;
 pub enum Fault {
     /// SIGKILL, then a new process at once.
     KillController,
-    /// A new revision every pool can take.
+    /// A new revision every pool can take; with `window`, made in the
+    /// same write that closes that pool's window (see `World::draw`).
     GoodChange {
         app: usize,
         level: u32,
+        window: Option<usize>,
     },
     /// A new revision Helm refuses (a Service port out of range).
     BadChange {
@@ -124,7 +126,8 @@ impl Fault {
     pub fn kind(&self) -> &'static str {
         match self {
             Self::KillController => "controller killed",
-            Self::GoodChange { .. } => "good change",
+            Self::GoodChange { window: None, .. } => "good change",
+            Self::GoodChange { window: Some(_), .. } => "good change, a window closed",
             Self::BadChange { .. } => "bad change",
             Self::Suspend { .. } => "suspend/resume",
             Self::Pause { .. } => "pause/resume",
@@ -161,7 +164,20 @@ impl std::fmt::Display for Fault {
         let app = |i: &usize| APPS[*i % APPS.len()].0;
         match self {
             Self::KillController => write!(f, "controller SIGKILLed and restarted"),
-            Self::GoodChange { app: a, level } => write!(f, "{}: a good change (log level v{level})", app(a)),
+            Self::GoodChange {
+                app: a,
+                level,
+                window: None,
+            } => write!(f, "{}: a good change (log level v{level})", app(a)),
+            Self::GoodChange {
+                app: a,
+                level,
+                window: Some(pool),
+            } => write!(
+                f,
+                "{}: a good change (log level v{level}), with pool #{pool}'s window closed in the same write",
+                app(a)
+            ),
             Self::BadChange { app: a } => write!(f, "{}: a change Helm refuses (port 70000)", app(a)),
             Self::Suspend { app: a, suspended } => write!(f, "{}: suspend: {suspended}", app(a)),
             Self::Pause { app: a, paused } => write!(f, "{}: rollout.paused: {paused}", app(a)),
@@ -234,6 +250,8 @@ pub struct World {
     claimants_touched: Vec<String>,
     /// Pools added that are not broken, so far.
     added_whole: usize,
+    /// Good changes drawn, so far.
+    good_changes: usize,
     injected: usize,
     /// Faults injected, by kind.
     by_kind: std::collections::BTreeMap<&'static str, u64>,
@@ -266,6 +284,7 @@ impl World {
             claimants: Vec::new(),
             claimants_touched: Vec::new(),
             added_whole: 0,
+            good_changes: 0,
             broken: BTreeSet::new(),
             requested: BTreeSet::new(),
             injected: 0,

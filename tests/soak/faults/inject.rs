@@ -13,7 +13,14 @@ impl World {
                 drop(self.controller.take());
                 self.controller = Some(RunningController::start(&env.namespace));
             }
-            Fault::GoodChange { app, level } => {
+            Fault::GoodChange { app, level, window } => {
+                if let Some(pool) = window {
+                    let name = self.pools[*pool].clone();
+                    self.opened[*app].remove(&name);
+                    self.closed[*app].insert(name);
+                    self.manifests[*app]["spec"]["rollout"]["windows"] =
+                        windows(&self.closed[*app], &self.opened[*app]);
+                }
                 let manifest = &mut self.manifests[*app];
                 manifest["spec"]["values"]["controller"]["config"]["log-level"] = json!(format!("v{level}"));
                 if let Some(controller) = manifest["spec"]["values"]["controller"].as_object_mut() {
