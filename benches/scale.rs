@@ -9,7 +9,7 @@
 //! 100 further applications present, the reconciles one NodePool status
 //! change and one NodePool label change cause, and the time from a new
 //! NodePool's create to its release ([`reaction`]). Then two shards over
-//! 2 × N pools, one controller each ([`shards`]).
+//! 2 × N pools and four over 4 × N/2, one controller each ([`shards`]).
 #[path = "../tests/support/mod.rs"]
 #[allow(dead_code, unused_imports)] // this bench uses a part of the shared helpers
 mod support;
@@ -42,6 +42,10 @@ async fn main() {
     let pools: usize = std::env::var("POOLS").ok().and_then(|p| p.parse().ok()).unwrap_or(10_000);
     assert!(pools >= SMALL_APPS, "POOLS must be at least {SMALL_APPS}");
     println!("scale benchmark: {pools} pools, suspended HelmReleases, {PARALLEL} writes in flight");
+    if std::env::var_os("SHARDS_ONLY").is_some() {
+        println!("(SHARDS_ONLY: the shards alone)");
+        return scale_out(pools).await;
+    }
     let env = TestEnv::new("scale").await;
     ensure_crd(&env.client).await;
     let pool_api: Api<DynamicObject> = Api::all_with(env.client.clone(), &nodepool_resource());
@@ -211,8 +215,13 @@ async fn main() {
     drop(controller);
     clean_up(env).await;
 
-    // Scale out: two shards over twice the pools.
-    shards::two_shards(pools).await;
+    scale_out(pools).await;
+}
+
+/// Scale out: two shards over twice the pools, and four over as many.
+async fn scale_out(pools: usize) {
+    shards::shards(&["a", "b"], pools).await;
+    shards::shards(&["a", "b", "c", "d"], pools / 2).await;
 }
 
 /// The controller's releases, written again by plain parallel requests in

@@ -1,9 +1,11 @@
-//! Two shards side by side: two controller instances, each with
+//! Shards side by side: one controller instance a shard, each with
 //! `--watch-label-selector sharding.fluxcd.io/key=<its shard>`, each
-//! serving one application over half of the pools. Prints each shard's
-//! figures, and proves that no release was written by both: each shard's
-//! creates are exactly its own releases, the two together are every
-//! release there is, and neither wrote a release again once written.
+//! serving one application over its share of the pools. Prints each
+//! shard's figures, and proves that no release was written by two: each
+//! shard's creates are exactly its own releases, together they are every
+//! release there is, and none wrote a release again once written. Run at
+//! two shards over 2 × N pools and four over 4 × N/2: a shard's memory
+//! follows its own fleet, since it keeps the others' releases cut down.
 
 use std::time::{Duration, Instant};
 
@@ -22,15 +24,21 @@ struct Shard {
     written_in: Duration,
 }
 
-pub async fn two_shards(pools_each: usize) {
+/// `keys.len()` shards of `pools_each` pools each.
+pub async fn shards(keys: &[&'static str], pools_each: usize) {
     println!();
-    println!("two shards: {} pools in all, {pools_each} a shard, one controller each", pools_each * 2);
+    let count = keys.len();
+    println!(
+        "{count} shards: {} pools in all, {pools_each} a shard, one controller each",
+        pools_each * count
+    );
     let env = TestEnv::new("shards").await;
+    crate::support::ensure_crd(&env.client).await;
     let pool_api: Api<DynamicObject> = Api::all_with(env.client.clone(), &nodepool_resource());
     let releases: Api<DynamicObject> =
         Api::namespaced_with(env.client.clone(), &env.namespace, &helmrelease_resource());
     let mut shards = Vec::new();
-    for key in ["a", "b"] {
+    for &key in keys {
         let names: Vec<String> = (0..pools_each).map(|i| env.pool_name(&format!("{key}{i}"))).collect();
         // The shard is the pools' region: one tag for every pool of the
         // bench, which `clean_up` removes.
@@ -45,7 +53,7 @@ pub async fn two_shards(pools_each: usize) {
             written_in: Duration::ZERO,
         });
     }
-    println!("created {} NodePools", pools_each * 2);
+    println!("created {} NodePools", pools_each * count);
     let start = Instant::now();
     for shard in &shards {
         let mut app = app_named(
@@ -75,7 +83,7 @@ pub async fn two_shards(pools_each: usize) {
 
     // Every release, by its shard label and its owner.
     let all = releases.list_metadata(&ListParams::default()).await.expect("list the releases");
-    let mut owned = [0usize; 2];
+    let mut owned = vec![0usize; count];
     for release in &all.items {
         let key = release.metadata.labels.as_ref().and_then(|l| l.get(naming::LABEL_SHARD));
         let owner = release
@@ -84,18 +92,20 @@ pub async fn two_shards(pools_each: usize) {
             .iter()
             .flatten()
             .find(|o| o.controller == Some(true))
-            .map(|o| o.name.as_str());
-        let i = match (key.map(String::as_str), owner) {
-            (Some("a"), Some("fleet-a")) => 0,
-            (Some("b"), Some("fleet-b")) => 1,
-            other => panic!("release {:?} is of no one shard: {other:?}", release.metadata.name),
-        };
-        owned[i] += 1;
+            .map(|o| o.name.clone());
+        let i = keys.iter().position(|k| key.map(String::as_str) == Some(*k));
+        match i.filter(|&i| owner.as_deref() == Some(format!("fleet-{}", keys[i]).as_str())) {
+            Some(i) => owned[i] += 1,
+            None => panic!("release {:?} is of no one shard: {key:?} {owner:?}", release.metadata.name),
+        }
     }
-    assert_eq!(owned, [pools_each, pools_each], "each shard's releases");
+    assert_eq!(owned, vec![pools_each; count], "each shard's releases");
     println!();
-    let row = |label: &str, (a, b): (String, String)| println!("{label:<52} {a:>12} {b:>12}");
-    row("", ("shard a".into(), "shard b".into()));
+    let row = |label: &str, cells: Vec<String>| {
+        let cells: String = cells.iter().map(|c| format!(" {c:>12}")).collect();
+        println!("{label:<52}{cells}");
+    };
+    row("", keys.iter().map(|k| format!("shard {k}")).collect());
     let mut figures = Vec::new();
     for (i, shard) in shards.iter().enumerate() {
         let created = release_requests(&shard.controller, &["create"]).await;
@@ -112,8 +122,8 @@ pub async fn two_shards(pools_each: usize) {
             reconciles: shard.controller.reconciles().await,
         });
     }
-    let both = |f: fn(&Figures) -> String| row_of(&figures, f);
-    row(&format!("its {pools_each} releases written (both at once)"), both(|f| secs(f.written_in)));
+    let both = |f: fn(&Figures) -> String| figures.iter().map(f).collect::<Vec<_>>();
+    row(&format!("its {pools_each} releases written (all at once)"), both(|f| secs(f.written_in)));
     row("HelmReleases it created", both(|f| f.created.to_string()));
     row("HelmReleases it wrote again or deleted", both(|f| f.rewritten.to_string()));
     row(
@@ -143,11 +153,6 @@ struct Figures {
     rss: u64,
     cpu: f64,
     reconciles: u64,
-}
-
-/// One figure of both shards.
-fn row_of(figures: &[Figures], figure: fn(&Figures) -> String) -> (String, String) {
-    (figure(&figures[0]), figure(&figures[1]))
 }
 
 /// The controller's requests on HelmReleases of these verbs.

@@ -135,6 +135,17 @@ impl Caches {
             .map_err(|_| ObserveError::CacheStopped("ControllerRevisions"))
     }
 
+    /// How many of `app`'s releases the cache holds cut down, as another
+    /// shard's ([`CachedRelease::cut_down`]): an application that moved
+    /// to this instance from another. Planning over them would take its
+    /// own releases for someone else's.
+    pub fn cut_down_of(&self, app: &NodePoolApplication) -> usize {
+        let (namespace, uid) = (app.namespace(), app.meta().uid.as_deref());
+        (self.releases.state().iter())
+            .filter(|r| r.cut_down && r.metadata.namespace == namespace && owned_by(r.as_ref(), uid))
+            .count()
+    }
+
     /// The revision records of `app`: those in its namespace it is the
     /// controller owner of.
     pub fn history_of(&self, app: &NodePoolApplication) -> crate::reconcile::history::History {
@@ -387,9 +398,7 @@ fn same_cluster_drivers(
     };
     let meta = &release.metadata;
     // A release of this cluster has no site to be known by.
-    let on_site = release.observed.as_ref().filter(|o| o.cluster.is_some());
-    let pool = on_site.and_then(|o| o.pool.as_deref());
-    let (Some(pool), Some(namespace)) = (pool, meta.namespace.as_deref()) else {
+    let (Some(pool), Some(namespace)) = (release.site_pool.as_deref(), meta.namespace.as_deref()) else {
         return Vec::new();
     };
     let Some(profile) = profiles

@@ -138,6 +138,9 @@ pub(super) struct Context {
     pub(super) index: Arc<AppIndex>,
     /// Asks the metric checks' queries of each application's Prometheus.
     pub(super) asker: crate::reconcile::apply::asks::Asker,
+    /// Asks the release watch to list again, for an application that moved
+    /// here from another shard (see [`super::shards`]).
+    pub(super) relist: Arc<super::shards::Relist>,
 }
 
 /// Where the caches stand.

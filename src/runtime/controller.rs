@@ -57,9 +57,17 @@ pub async fn run(args: RunArgs) -> Result<(), StartError> {
     // An application that leaves the store is forgotten there and then:
     // kube's controller runs no reconcile for it (see `AppIndex`).
     let index = context.index.clone();
+    // Said here rather than waited for on the store: kube's controller
+    // waits on it already, and its wait wakes only one task.
+    let (listed, served_listed) = tokio::sync::watch::channel(false);
     let app_events =
         reflector(writer, watcher(apps, app_watch(&args)).map_ok(|e| map_event(e, |app| app.object)))
-            .inspect_ok(move |event| index.watched(event));
+            .inspect_ok(move |event| {
+                index.watched(event);
+                if matches!(event, watcher::Event::InitDone) {
+                    listed.send_replace(true);
+                }
+            });
     let index = context.index.clone();
     let app_changes = changed_apps(app_events).inspect_ok(move |app| {
         let cause = Cause::new("NodePoolApplication", app.metadata.namespace.as_deref(), &app.name_any());
@@ -67,7 +75,7 @@ pub async fn run(args: RunArgs) -> Result<(), StartError> {
     });
     let controller = Controller::for_stream(app_changes, served.clone())
         .with_config(ControllerConfig::default().concurrency(args.concurrent));
-    let wakes = watches.wakes(&client, &served, &context);
+    let wakes = watches.wakes(&client, (&served, served_listed), &context);
     let index = context.index.clone();
     let window = move |app: &ObjectRef<AppMeta>| index.wake_window(app);
 
@@ -200,6 +208,7 @@ fn context(
         leading_since: std::sync::OnceLock::new(),
         index,
         asker: crate::reconcile::apply::asks::Asker::new(),
+        relist: Arc::default(),
     }
 }
 

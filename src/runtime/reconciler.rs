@@ -11,7 +11,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
-use tracing::warn;
+use tracing::{info, warn};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -96,6 +96,16 @@ pub(super) async fn reconcile_app(
         return finalize(ctx, &apps, app.as_ref()).await;
     }
     let app_ref = ObjectRef::<AppMeta>::new(&app.name_any()).within(&namespace);
+    // Moved here from another shard: its releases are cut down in the
+    // cache until the release watch lists them again, now that this
+    // instance serves it. Planning before would take them for another's.
+    let cut_down = ctx.caches.cut_down_of(&app);
+    if cut_down > 0 {
+        let asked = ctx.relist.request();
+        info!(app = %app.name_any(), %namespace, releases = cut_down, asked,
+            "served here now, moved from another shard: reading its releases again before planning");
+        return Ok(Action::requeue(RELISTED_AGAIN_AFTER));
+    }
     let memory = Remembered {
         index: &ctx.index,
         app: &app_ref,
@@ -178,6 +188,11 @@ async fn publish_report(ctx: &Context, app: &NodePoolApplication, published: &Pu
 /// How often an application being deleted looks at its site releases'
 /// uninstalls when nothing else wakes it.
 const UNINSTALL_RECHECK: Duration = Duration::from_secs(30);
+
+/// How soon an application moved here from another shard is looked at
+/// again while the release watch lists its releases anew (its releases'
+/// own events wake it sooner, once they are in whole).
+const RELISTED_AGAIN_AFTER: Duration = Duration::from_secs(5);
 
 /// Before an application being deleted goes, its releases into site
 /// clusters go, rather than by the garbage collector once it is gone: a

@@ -3,6 +3,7 @@
 //! would do passed on as triggers.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::stream::BoxStream;
@@ -28,6 +29,7 @@ use crate::reconcile::observe::{self, CachedPool, Caches, ObserveError, Shallow}
 use crate::runtime::options::RunArgs;
 
 use super::context::*;
+use super::shards;
 use super::throttle::Wake;
 use super::triggers;
 
@@ -252,7 +254,8 @@ impl Watches {
     ) -> Self {
         // Every release in the namespaces served, not only ours: planning
         // must know the names and Helm releases others hold, to never take
-        // them.
+        // them (those of other shards' applications are cut down, see
+        // `shards`).
         let releases = match &args.watch_namespace {
             Some(ns) => Api::namespaced(client.clone(), ns),
             None => Api::all(client.clone()),
@@ -319,10 +322,11 @@ impl Watches {
     /// releases reaching a verdict while its rollout waits on them (see
     /// [`triggers::releases`]); every other event is folded into its wake
     /// window (see [`throttle`]).
+    /// `served_listed` turns true once the applications served have listed.
     pub(super) fn wakes(
         self,
         client: &Client,
-        served: &reflector::Store<AppMeta>,
+        (served, served_listed): (&reflector::Store<AppMeta>, tokio::sync::watch::Receiver<bool>),
         context: &Context,
     ) -> BoxStream<'static, Wake<ObjectRef<AppMeta>>> {
         // Shared charts are watched whatever their shard label: an
@@ -340,7 +344,9 @@ impl Watches {
             Api::all_with(client.clone(), &ocirepository_resource());
         let nodes: Api<Node> = Api::all(client.clone());
         let node_events = watcher(nodes, paged()).modify(|node| *node = nodes::strip(std::mem::take(node)));
-        let release_events = reflector(self.release_writer, watcher(self.releases, paged_releases()));
+        let served_releases = (served.clone(), served_listed);
+        let releases = shards::releases(self.releases, served_releases, Arc::clone(&context.relist));
+        let release_events = reflector(self.release_writer, releases);
         // Records wake nothing: the reconcile that writes one reads it back.
         let (history, history_writer) = self.history;
         let records = watcher(history, watcher::Config::default().labels(history::LABEL_REVISION));

@@ -68,12 +68,33 @@ async fn shard_labels(env: &TestEnv, app: &str) -> Vec<(String, Option<String>)>
     found
 }
 
+/// What the application's status says of each pool now.
+async fn pool_messages(env: &TestEnv, name: &str) -> Vec<String> {
+    let api: Api<NodePoolApplication> = Api::namespaced(env.client.clone(), &env.namespace);
+    let status = api.get(name).await.ok().and_then(|app| app.status);
+    status.map(|s| s.pools.into_iter().map(|p| p.message).collect()).unwrap_or_default()
+}
+
+/// How many of the application's pools its status says are up to date
+/// with its latest spec (none until it has read that spec).
+async fn up_to_date(env: &TestEnv, name: &str) -> usize {
+    let api: Api<NodePoolApplication> = Api::namespaced(env.client.clone(), &env.namespace);
+    let Ok(app) = api.get(name).await else { return 0 };
+    let status = app.status.unwrap_or_default();
+    match status.observed_generation == app.metadata.generation {
+        true => status.pools.iter().filter(|p| p.up_to_date).count(),
+        false => 0,
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn two_shards_serve_only_their_own_applications() -> TestResult {
     let mut env = TestEnv::new("shards").await;
     ensure_crd(&env.client).await;
     let tag = env.prefix.clone();
-    env.create_pool("a", &[("e2e", &tag)], 1).await;
+    for pool in ["a", "b", "c"] {
+        env.create_pool(pool, &[("e2e", &tag)], 1).await;
+    }
     let (one, two) = (format!("{tag}-one"), format!("{tag}-two"));
     apply_app(&env, &sharded_app(&env, "app-one", &one)).await?;
     apply_app(&env, &sharded_app(&env, "app-two", &two)).await?;
@@ -90,11 +111,11 @@ async fn two_shards_serve_only_their_own_applications() -> TestResult {
         served(&env, "app-one").await.map(|_| ()).ok_or_else(|| first.log_tail())
     })
     .await;
+    // One shared chart, and a release a pool.
     let expect = |shard: &str| {
-        vec![
-            ("HelmChart".to_string(), Some(shard.to_string())),
-            ("HelmRelease".to_string(), Some(shard.to_string())),
-        ]
+        let mut objects = vec![("HelmChart".to_string(), Some(shard.to_string()))];
+        objects.extend(std::iter::repeat_n(("HelmRelease".to_string(), Some(shard.to_string())), 3));
+        objects
     };
     support::wait_for("app-one's objects labelled", CHANGE_TIMEOUT, || async {
         match shard_labels(&env, "app-one").await {
@@ -134,16 +155,35 @@ async fn two_shards_serve_only_their_own_applications() -> TestResult {
 
     // app-one moves to shard two with a new chart version: shard two,
     // which serves it now, prunes the chart shard one made for 1.0.0.
+    // Shard two held app-one's releases cut down, as another shard's: it
+    // reads them again in full before it plans, so it never takes its
+    // own releases for someone else's.
     let mut moved = sharded_app(&env, "app-one", &two);
     moved["spec"]["chart"]["spec"]["version"] = json!("1.1.0");
     apply_app(&env, &moved).await?;
-    support::wait_for("app-one's charts all of shard two", CHANGE_TIMEOUT, || async {
-        match shard_labels(&env, "app-one").await {
-            found if found == expect(&two) => Ok(()),
-            found => Err(format!("{found:?}\n{}", second.log_tail())),
-        }
-    })
+    let said = std::sync::Mutex::new(Vec::new());
+    support::wait_for(
+        "app-one's releases and charts all of shard two, and up to date",
+        CHANGE_TIMEOUT,
+        || {
+            let (env, second, said, two) = (&env, &second, &said, &two);
+            async move {
+                let messages = pool_messages(env, "app-one").await;
+                said.lock().unwrap().extend(messages);
+                let updated = up_to_date(env, "app-one").await;
+                match shard_labels(env, "app-one").await {
+                    found if found == expect(two) && updated == 3 => Ok(()),
+                    found => Err(format!("{found:?}, {updated} pools up to date\n{}", second.log_tail())),
+                }
+            }
+        },
+    )
     .await;
+    let said = said.into_inner().unwrap();
+    let taken: Vec<&String> = said.iter().filter(|m| m.contains("not owned by this application")).collect();
+    assert!(taken.is_empty(), "shard two took app-one's own releases for another's: {taken:?}");
+    let log = std::fs::read_to_string(&second.log)?;
+    assert!(log.contains("reading its releases again"), "{}", second.log_tail());
     drop((first, second));
     env.cleanup().await;
     Ok(())

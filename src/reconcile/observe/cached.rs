@@ -103,8 +103,16 @@ pub struct CachedRelease {
     /// as it enters the cache rather than unpacked and read again at every
     /// reconcile (at ten thousand pools that was most of a resync's work).
     /// `None` for a release of no application, or one without our pool
-    /// mark (edited by hand), which is left alone.
+    /// mark (edited by hand), which is left alone, and for one cut down
+    /// ([`CachedRelease::cut_down`]).
     pub observed: Option<Arc<ObservedRelease>>,
+    /// Its pool, when it installs into a site cluster: which other
+    /// applications' releases drive a Helm release there
+    /// (`same_cluster_drivers`) is read from it, of any application's.
+    pub site_pool: Option<String>,
+    /// Cut down to what other applications read of it: its application is
+    /// served by another instance ([`CachedRelease::cut_down`]).
+    pub cut_down: bool,
 }
 
 impl CachedRelease {
@@ -134,19 +142,12 @@ impl CachedRelease {
         }
         if let Some(map) = release.data.as_object_mut() {
             map.retain(|key, _| key == "spec" || (anyones && key == "status"));
+            if !anyones {
+                keep_what_others_read(map);
+            }
             // The one part of a release with no bound but the API server's.
             if let Some(values) = map.get_mut("spec").and_then(|s| s.get_mut("values")) {
                 *values = drift::kept_values(values.take());
-            }
-            if let Some(spec) = map.get_mut("spec").and_then(Value::as_object_mut).filter(|_| !anyones) {
-                // With the cluster it installs into (`kubeConfig`): a release
-                // of one name in a site cluster is another than on this one.
-                spec.retain(|key, _| {
-                    matches!(
-                        key.as_str(),
-                        "releaseName" | "targetNamespace" | "storageNamespace" | "kubeConfig"
-                    )
-                });
             }
             if let Some(status) = map.get_mut("status").and_then(Value::as_object_mut) {
                 // The latest Helm release: its chart version and its
@@ -220,13 +221,55 @@ impl CachedRelease {
                 ..observed
             })
         });
+        let site_pool = (observed.as_deref()).filter(|o| o.cluster.is_some()).and_then(|o| o.pool.clone());
         Self {
             metadata,
             drives: naming::helm_release_of(&view).filter(|_| !inert),
             planned,
             owned_by_update,
             observed,
+            site_pool,
+            cut_down: false,
         }
+    }
+
+    /// Cuts an application's release down to what the releases of no
+    /// application keep: its name, owner and age, and the Helm release it
+    /// drives, in which cluster. That is all other applications read of
+    /// it (never to take its name or its Helm release), and all this
+    /// instance needs of a release whose application another shard
+    /// serves: the whole release, with Flux's status, is several times
+    /// the room, for every release of every other shard.
+    pub fn cut_down(&mut self) {
+        if self.cut_down {
+            return;
+        }
+        if let Some(mut view) = self.planned.value() {
+            if let Some(map) = view.as_object_mut() {
+                keep_what_others_read(map);
+                if let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) {
+                    meta.remove("labels");
+                    meta.remove("annotations");
+                }
+            }
+            self.planned = PackedJson::from_value(&view);
+        }
+        self.observed = None;
+        self.owned_by_update = false;
+        self.cut_down = true;
+    }
+}
+
+/// What is kept of a release as others read it: its spec's fields that
+/// say which Helm release it drives, with the cluster it installs into
+/// (`kubeConfig`): a release of one name in a site cluster is another
+/// than on this one. Not its status, nor the rest of its spec.
+fn keep_what_others_read(map: &mut serde_json::Map<String, Value>) {
+    map.retain(|key, _| key == "spec" || key == "metadata");
+    if let Some(spec) = map.get_mut("spec").and_then(Value::as_object_mut) {
+        spec.retain(|key, _| {
+            matches!(key.as_str(), "releaseName" | "targetNamespace" | "storageNamespace" | "kubeConfig")
+        });
     }
 }
 

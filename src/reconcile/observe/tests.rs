@@ -363,11 +363,24 @@ fn a_release_into_the_same_site_cluster_from_another_namespace_is_found_by_the_c
         nodes: store(Vec::new()),
         unserved: BTreeMap::new(),
         history: store(Vec::new()),
-        releases: store(vec![CachedRelease::from_object(theirs)]),
+        releases: store(vec![CachedRelease::from_object(theirs.clone())]),
     };
     let mut sites = app("u1");
     sites.spec.pools.kind = PoolKind::ClusterProfile;
     sites.spec.pools.names = vec!["store-1".into()];
+    // Cut down, as another shard's application's release is, it is found the same.
+    let mut cut = CachedRelease::from_object(theirs);
+    cut.cut_down();
+    let of_another_shard = Caches {
+        releases: store(vec![cut]),
+        ..caches.clone()
+    };
+    let observed = observe(&of_another_shard, &sites);
+    let same = naming::same_helm_release_on(
+        &naming::helm_release_on("Secret edge/store-1-kubeconfig", "ingress", "gateway"),
+        &observed.pools[0].pool.cluster_ids[0],
+    );
+    assert_eq!(observed.others.driving(&same.unwrap()).map(|by| by.name), Some("b-store-1".into()));
     let observed = observe(&caches, &sites);
     let ours = &observed.pools[0].pool;
     let cluster = &ours.cluster_ids[0];
@@ -380,4 +393,36 @@ fn a_release_into_the_same_site_cluster_from_another_namespace_is_found_by_the_c
         ("b-store-1", Some("tenant-b"), Some("gw"))
     );
     assert!(!observed.others.named("b-store-1"), "names are of the application's namespace only");
+}
+
+#[test]
+fn a_release_of_another_shards_application_is_cut_down_to_what_others_read_of_it() {
+    let mut whole = release("gw-hz", "edge", Some("u9"));
+    whole.data["spec"]["releaseName"] = json!("gateway");
+    let kept = CachedRelease::from_object(whole.clone());
+    let mut cut = CachedRelease::from_object(whole);
+    cut.cut_down();
+    assert!(cut.cut_down && cut.observed.is_none() && kept.observed.is_some());
+    assert_eq!((&cut.drives, &cut.metadata), (&kept.drives, &kept.metadata));
+    let view = cut.planned.value().unwrap();
+    assert_eq!(view["spec"], json!({ "releaseName": "gateway" }));
+    assert!(view.get("status").is_none() && view["metadata"].get("labels").is_none(), "{view:#}");
+    assert!(cut.planned.packed_len() < kept.planned.packed_len());
+
+    let caches = Caches {
+        pools: BTreeMap::from([(PoolKind::OpenYurt, nodepools(Vec::new()))]),
+        nodes: store(Vec::new()),
+        unserved: BTreeMap::new(),
+        history: store(Vec::new()),
+        releases: store(vec![cut]),
+    };
+    // Another application of the namespace finds its name and its Helm
+    // release taken, as it would the whole release.
+    let observed = observe(&caches, &app("u1"));
+    assert!(observed.owned.is_empty() && observed.others.named("gw-hz"));
+    let by = observed.others.driving(&("edge".into(), "gateway".into())).expect("taken");
+    assert_eq!((by.name.as_str(), by.application.as_deref()), ("gw-hz", Some("gw")));
+    // Its own application, moved to this instance, finds it cut down.
+    assert_eq!(caches.cut_down_of(&app("u9")), 1);
+    assert_eq!(caches.cut_down_of(&app("u1")), 0);
 }

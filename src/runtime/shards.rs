@@ -1,0 +1,106 @@
+//! What one instance keeps of the releases other shards serve. Every
+//! release of the namespaces watched is cached, since planning must know
+//! the names and Helm releases others hold to never take them; but only
+//! the releases of the applications this instance serves are kept whole.
+//! The others are cut down as they enter the cache
+//! ([`CachedRelease::cut_down`]), so a shard's memory follows its own
+//! fleet, not the sum of every shard's.
+//!
+//! An application that moves here from another shard (its shard label
+//! changed) finds its releases cut down: its reconcile asks for the
+//! release watch to list again ([`Relist::request`]), which brings them
+//! in whole now that it is served, and waits for that.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use futures::{Stream, StreamExt, TryStreamExt};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::Api;
+use tokio::sync::{watch, Notify};
+
+use super::context::AppMeta;
+use super::watches::paged_releases;
+use crate::api::NodePoolApplication;
+use crate::reconcile::observe::{owner_of, CachedRelease};
+
+/// A request that the release watch list again, at most one under way.
+#[derive(Debug, Default)]
+pub(super) struct Relist {
+    notify: Notify,
+    under_way: AtomicBool,
+}
+
+impl Relist {
+    /// Asks for a new list of every release, unless one is under way;
+    /// says whether this call asked.
+    pub(super) fn request(&self) -> bool {
+        let asked = !self.under_way.swap(true, Ordering::SeqCst);
+        if asked {
+            self.notify.notify_one();
+        }
+        asked
+    }
+}
+
+/// Every HelmRelease of `api`, each cut down unless `served` holds the
+/// application that owns it. The watch starts once `served` has listed
+/// (`listed` turns true; before, every release would be cut down), and
+/// starts over, listing again, when `relist` is requested: the reflector
+/// takes a new list as it takes the first, swapping the whole cache when
+/// it ends.
+pub(super) fn releases(
+    api: Api<CachedRelease>,
+    (served, mut listed): (Store<AppMeta>, watch::Receiver<bool>),
+    relist: Arc<Relist>,
+) -> impl Stream<Item = watcher::Result<watcher::Event<CachedRelease>>> + Send + 'static {
+    let listings = futures::stream::repeat(()).flat_map(move |()| {
+        let (restart, done) = (Arc::clone(&relist), Arc::clone(&relist));
+        watcher(api.clone(), paged_releases())
+            .take_until(async move { restart.notify.notified().await })
+            .inspect_ok(move |event| {
+                if matches!(event, watcher::Event::InitDone) {
+                    done.under_way.store(false, Ordering::SeqCst);
+                }
+            })
+    });
+    let served_listed = futures::stream::once(async move {
+        // An error is the sender gone: the controller is stopping.
+        let _ = listed.wait_for(|listed| *listed).await;
+    })
+    .filter_map(|()| std::future::ready(None));
+    served_listed.chain(listings).modify(move |release| {
+        if !serves_owner(&served, release) {
+            release.cut_down();
+        }
+    })
+}
+
+/// Whether `served` holds the application that owns `release` (by name
+/// and uid), or no application owns it: a release of no application is
+/// cached as such already.
+fn serves_owner(served: &Store<AppMeta>, release: &CachedRelease) -> bool {
+    let Some(owner) = owner_of::<NodePoolApplication>(release) else {
+        return true;
+    };
+    let uid = (release.metadata.owner_references.iter().flatten())
+        .find(|r| r.controller == Some(true))
+        .map(|r| r.uid.as_str());
+    let app = served.get(&ObjectRef::new(&owner.name).within(owner.namespace.as_deref().unwrap_or_default()));
+    app.is_some_and(|app| app.metadata.uid.as_deref() == uid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_request_while_one_is_under_way_asks_nothing() {
+        let relist = Relist::default();
+        assert!(relist.request());
+        assert!(!relist.request(), "one list at a time");
+        relist.under_way.store(false, Ordering::SeqCst);
+        assert!(relist.request(), "asked again once the list ended");
+    }
+}
