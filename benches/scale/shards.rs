@@ -4,8 +4,9 @@
 //! shard's figures, and proves that no release was written by two: each
 //! shard's creates are exactly its own releases, together they are every
 //! release there is, and none wrote a release again once written. Run at
-//! two shards over 2 × N pools and four over 4 × N/2: a shard's memory
-//! follows its own fleet, since it keeps the others' releases cut down.
+//! two shards over 2 × N pools and four over 4 × N/2, to show whether a
+//! shard's memory follows its own fleet (it keeps the others' releases
+//! cut down).
 
 use std::time::{Duration, Instant};
 
