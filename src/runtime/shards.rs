@@ -3,8 +3,8 @@
 //! the names and Helm releases others hold to never take them; but only
 //! the releases of the applications this instance serves are kept whole.
 //! The others are cut down as they enter the cache
-//! ([`CachedRelease::cut_down`]), so a shard's memory follows its own
-//! fleet, not the sum of every shard's.
+//! ([`CachedRelease::cut_down`]), so that a shard's memory follows its
+//! own fleet rather than the sum of every shard's.
 //!
 //! An application that moves here from another shard (its shard label
 //! changed) finds its releases cut down: its reconcile asks for the
