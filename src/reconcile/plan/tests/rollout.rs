@@ -252,3 +252,50 @@ fn a_release_moved_is_written_on_the_version_its_move_was_decided_on() {
     let decided_on: Vec<Option<&str>> = plan.apply.iter().map(|d| d.decided_on.as_deref()).collect();
     assert_eq!(decided_on, [Some("103"), None], "a new release has no version to be decided on");
 }
+
+/// Found by the hour-long fault soak (seed 379907332): the status read
+/// `Halted` at the application's generation, but the next plan read no
+/// record of the halt in the history (not yet read back after an API
+/// server restart), the failed pools' verdicts were stale, and new and
+/// behind pools were written at the halted revision. The halt the status
+/// reads holds; an edit since (another generation) lifts it.
+#[test]
+fn a_halt_the_status_reads_holds_though_the_history_has_not_recorded_it() {
+    let mut a = progressive(json!({}));
+    a.metadata.generation = Some(43);
+    // p1 took the revision and is Ready now; p2 to p4 are behind; p5 is new.
+    let mut owned = releases_of(&a, &fleet(), &["p2", "p3", "p4"]);
+    owned.retain(|o| o.pool.as_deref() != Some("p5"));
+    let unheld = Scenario::of(&a).over(&fleet()).owning(owned.clone()).plan();
+    assert_eq!(applied_pools(&unheld), ["p2", "p5"], "without a halt, the rollout goes on");
+    let revision = unheld.status().rollout.unwrap().revision;
+    let reads = |phase: RolloutPhase, generation: i64| crate::api::NodePoolApplicationStatus {
+        observed_generation: Some(generation),
+        rollout: Some(crate::api::RolloutStatus {
+            revision: revision.clone(),
+            phase,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    for phase in [
+        RolloutPhase::Halted,
+        RolloutPhase::RollingBack,
+        RolloutPhase::RolledBack,
+    ] {
+        a.status = Some(reads(phase, 43));
+        let held = Scenario::of(&a).over(&fleet()).owning(owned.clone()).plan();
+        assert!(applied_pools(&held).is_empty(), "{phase:?}: {:?}", applied_pools(&held));
+        assert_eq!(held.status().rollout.unwrap().phase, RolloutPhase::Halted, "{phase:?}");
+    }
+    // Read at the generation before: a person's edit since lifts it.
+    a.status = Some(reads(RolloutPhase::Halted, 42));
+    let edited = Scenario::of(&a).over(&fleet()).owning(owned.clone()).plan();
+    assert_eq!(applied_pools(&edited), ["p2", "p5"]);
+    // Another revision's halt holds nothing of this one.
+    let mut other = reads(RolloutPhase::Halted, 43);
+    other.rollout.as_mut().unwrap().revision = "another".into();
+    a.status = Some(other);
+    let changed = Scenario::of(&a).over(&fleet()).owning(owned).plan();
+    assert_eq!(applied_pools(&changed), ["p2", "p5"]);
+}
