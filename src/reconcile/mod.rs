@@ -63,6 +63,17 @@ const ANSWERS_JUDGED_AFTER: Duration = Duration::from_millis(200);
 /// runtime sees nothing in it worth a reconcile.
 const CHANGED_MEANWHILE_AGAIN_AFTER: Duration = Duration::from_secs(1);
 
+/// How one reconcile ended.
+#[derive(Debug)]
+pub enum Ended {
+    /// Planned, carried out and reported.
+    Reconciled(Box<Reconciled>),
+    /// Not planned: this many of the application's releases are cut down
+    /// in the cache, as another shard's (see [`observe::Observed::cut_down`]).
+    /// The caller has them read again.
+    ReleasesCutDown(usize),
+}
+
 /// What one reconcile did, for the controller to publish and to say when
 /// to look again.
 #[derive(Debug)]
@@ -87,11 +98,14 @@ pub struct Reconciled {
 /// One reconcile of an application that is there and not being deleted.
 /// Every write comes before the status, so that the status says what
 /// failed, whichever step it was.
-pub async fn reconcile(c: &Controller<'_>, app: &NodePoolApplication) -> Result<Reconciled, ReconcileError> {
+pub async fn reconcile(c: &Controller<'_>, app: &NodePoolApplication) -> Result<Ended, ReconcileError> {
     let apis = steps::Apis::of(c.client, app);
     steps::set_finalizers(c, &apis, app).await?;
     let chart = resolve::resolve(&c.charts, app).await;
     let observed = observe::observe(c.caches, app);
+    if observed.cut_down > 0 {
+        return Ok(Ended::ReleasesCutDown(observed.cut_down));
+    }
     let history = c.caches.history_of(app);
     let (mut planned, owned) = steps::plan(c, app, observed, chart.as_ref(), &history);
     c.memory.planned(planned.waits_on_releases);
@@ -112,12 +126,12 @@ pub async fn reconcile(c: &Controller<'_>, app: &NodePoolApplication) -> Result<
         (!applied.changed_meanwhile.is_empty()).then_some(CHANGED_MEANWHILE_AGAIN_AFTER),
     ];
     let requeue_after = soon.into_iter().flatten().chain(planned.requeue_after).min();
-    Ok(Reconciled {
+    Ok(Ended::Reconciled(Box::new(Reconciled {
         published,
         chart_waits: chart.and_then(Result::err).filter(|hold| hold.transient),
         requeue_after,
         names_taken: applied.names_taken(),
         failed,
         answers,
-    })
+    })))
 }

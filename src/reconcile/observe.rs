@@ -30,7 +30,7 @@ mod cached;
 mod others;
 pub mod shallow;
 pub use cached::{CachedPool, CachedRelease};
-pub use others::{owned_by, owner_of, Others};
+pub use others::{application_owner, owned_by, owner_of, Others};
 pub use shallow::Shallow;
 
 #[derive(Debug, thiserror::Error)]
@@ -92,6 +92,11 @@ pub struct Observed {
     /// ClusterProfile says it. Counted here, once, for the controller,
     /// `get` and the console alike.
     pub nodes: BTreeMap<String, NodeCount>,
+    /// How many of its releases the cache holds cut down, as another
+    /// shard's ([`CachedRelease::cut_down`]): the application moved to
+    /// this instance from another. Planning over them would take its own
+    /// releases for someone else's, so it waits for them to be read again.
+    pub cut_down: usize,
 }
 
 /// The watch caches a reconcile reads instead of listing: the pool objects
@@ -133,17 +138,6 @@ impl Caches {
             .wait_until_ready()
             .await
             .map_err(|_| ObserveError::CacheStopped("ControllerRevisions"))
-    }
-
-    /// How many of `app`'s releases the cache holds cut down, as another
-    /// shard's ([`CachedRelease::cut_down`]): an application that moved
-    /// to this instance from another. Planning over them would take its
-    /// own releases for someone else's.
-    pub fn cut_down_of(&self, app: &NodePoolApplication) -> usize {
-        let (namespace, uid) = (app.namespace(), app.meta().uid.as_deref());
-        (self.releases.state().iter())
-            .filter(|r| r.cut_down && r.metadata.namespace == namespace && owned_by(r.as_ref(), uid))
-            .count()
     }
 
     /// The revision records of `app`: those in its namespace it is the
@@ -286,6 +280,7 @@ pub fn observe(caches: &Caches, app: &NodePoolApplication) -> Observed {
     let mut owned = Vec::new();
     let mut others = Vec::new();
     let mut on_sites = Vec::new();
+    let mut cut_down = 0;
     let profiles = caches
         .pools
         .get(&PoolKind::ClusterProfile)
@@ -299,12 +294,15 @@ pub fn observe(caches: &Caches, app: &NodePoolApplication) -> Observed {
         }
         // Its own releases as the cache read them, shared rather than
         // copied or parsed again.
-        let observed = release.observed.as_ref().filter(|_| owned_by(release.as_ref(), uid));
-        match observed {
+        let ours = owned_by(release.as_ref(), uid);
+        match release.observed.as_ref().filter(|_| ours) {
             Some(observed) => owned.push(Arc::clone(observed)),
             // Another's, or ours by owner reference but without our pool
             // label (edited by hand): left alone rather than guess its pool.
-            None => others.push(release),
+            None => {
+                cut_down += usize::from(ours && release.cut_down);
+                others.push(release)
+            }
         }
     }
     owned.sort_by(|a, b| a.name.cmp(&b.name));
@@ -315,6 +313,7 @@ pub fn observe(caches: &Caches, app: &NodePoolApplication) -> Observed {
         owned,
         others: Others::new(others, on_sites, &namespace),
         nodes,
+        cut_down,
     }
 }
 

@@ -96,16 +96,6 @@ pub(super) async fn reconcile_app(
         return finalize(ctx, &apps, app.as_ref()).await;
     }
     let app_ref = ObjectRef::<AppMeta>::new(&app.name_any()).within(&namespace);
-    // Moved here from another shard: its releases are cut down in the
-    // cache until the release watch lists them again, now that this
-    // instance serves it. Planning before would take them for another's.
-    let cut_down = ctx.caches.cut_down_of(&app);
-    if cut_down > 0 {
-        let asked = ctx.relist.request();
-        info!(app = %app.name_any(), %namespace, releases = cut_down, asked,
-            "served here now, moved from another shard: reading its releases again before planning");
-        return Ok(Action::requeue(RELISTED_AGAIN_AFTER));
-    }
     let memory = Remembered {
         index: &ctx.index,
         app: &app_ref,
@@ -120,7 +110,18 @@ pub(super) async fn reconcile_app(
         memory: &memory,
         asker: &ctx.asker,
     };
-    let mut reconciled = reconcile::reconcile(&controller, &app).await?;
+    let mut reconciled = match reconcile::reconcile(&controller, &app).await? {
+        reconcile::Ended::Reconciled(reconciled) => *reconciled,
+        // Moved here from another shard: its releases are cut down in the
+        // cache until the release watch lists them again, now that this
+        // instance serves it.
+        reconcile::Ended::ReleasesCutDown(releases) => {
+            let asked = ctx.relist.request();
+            info!(app = %app.name_any(), %namespace, releases, asked,
+                "served here now, moved from another shard: reading its releases again before planning");
+            return Ok(Action::requeue(RELISTED_AGAIN_AFTER));
+        }
+    };
     ctx.index.names_taken(&app_ref, std::mem::take(&mut reconciled.names_taken));
     publish_report(ctx, &app, &reconciled.published).await;
     ctx.metrics.observe_answers(&namespace, &app.name_any(), &reconciled.answers);

@@ -22,8 +22,7 @@ use tokio::sync::{watch, Notify};
 
 use super::context::AppMeta;
 use super::watches::paged_releases;
-use crate::api::NodePoolApplication;
-use crate::reconcile::observe::{owner_of, CachedRelease};
+use crate::reconcile::observe::{application_owner, CachedRelease};
 
 /// A request that the release watch list again, at most one under way.
 #[derive(Debug, Default)]
@@ -81,14 +80,12 @@ pub(super) fn releases(
 /// and uid), or no application owns it: a release of no application is
 /// cached as such already.
 fn serves_owner(served: &Store<AppMeta>, release: &CachedRelease) -> bool {
-    let Some(owner) = owner_of::<NodePoolApplication>(release) else {
+    let (Some(owner), Some(namespace)) = (application_owner(release), release.metadata.namespace.as_deref())
+    else {
         return true;
     };
-    let uid = (release.metadata.owner_references.iter().flatten())
-        .find(|r| r.controller == Some(true))
-        .map(|r| r.uid.as_str());
-    let app = served.get(&ObjectRef::new(&owner.name).within(owner.namespace.as_deref().unwrap_or_default()));
-    app.is_some_and(|app| app.metadata.uid.as_deref() == uid)
+    let app = served.get(&ObjectRef::new(&owner.name).within(namespace));
+    app.is_some_and(|app| app.metadata.uid.as_deref() == Some(owner.uid.as_str()))
 }
 
 #[cfg(test)]

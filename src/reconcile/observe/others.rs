@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
@@ -92,22 +93,21 @@ impl OtherReleases for Others {
     }
 }
 
+/// A release's controller owner reference to an application, if it has
+/// one: what [`owner_of`], [`owned_by`] and the shards read.
+pub fn application_owner(release: &impl Resource) -> Option<&OwnerReference> {
+    (release.owner_references().iter())
+        .find(|r| r.controller == Some(true) && r.kind == "NodePoolApplication")
+}
+
 /// The application a release's controller owner reference names, if any.
 pub fn owner_of<K: Resource<DynamicType = ()>>(release: &impl Resource) -> Option<ObjectRef<K>> {
     let namespace = release.meta().namespace.as_deref()?;
-    release
-        .owner_references()
-        .iter()
-        .find(|r| r.controller == Some(true) && r.kind == "NodePoolApplication")
-        .map(|r| ObjectRef::new(&r.name).within(namespace))
+    application_owner(release).map(|r| ObjectRef::new(&r.name).within(namespace))
 }
 
 /// Ownership is the controller owner reference to this very application
 /// (its uid, so a re-created application of the same name owns nothing yet).
 pub fn owned_by(release: &impl Resource, uid: Option<&str>) -> bool {
-    let Some(uid) = uid else { return false };
-    release
-        .owner_references()
-        .iter()
-        .any(|r| r.controller == Some(true) && r.uid == uid && r.kind == "NodePoolApplication")
+    uid.is_some_and(|uid| application_owner(release).is_some_and(|r| r.uid == uid))
 }

@@ -423,6 +423,6 @@ fn a_release_of_another_shards_application_is_cut_down_to_what_others_read_of_it
     let by = observed.others.driving(&("edge".into(), "gateway".into())).expect("taken");
     assert_eq!((by.name.as_str(), by.application.as_deref()), ("gw-hz", Some("gw")));
     // Its own application, moved to this instance, finds it cut down.
-    assert_eq!(caches.cut_down_of(&app("u9")), 1);
-    assert_eq!(caches.cut_down_of(&app("u1")), 0);
+    assert_eq!(observe(&caches, &app("u9")).cut_down, 1);
+    assert_eq!(observed.cut_down, 0);
 }
