@@ -15,9 +15,10 @@ test: ## Lint, then every unit and end-to-end test on the local control plane (s
 .PHONY: soak
 SEED ?=
 DURATION ?= 10m
-soak: ## Random faults drawn from SEED (random when empty) for DURATION, judged by the invariant checker (starts the local control plane)
+SHARDS ?=
+soak: ## Random faults drawn from SEED (random when empty) for DURATION, judged by the invariant checker; SHARDS=2 runs two shards (starts the local control plane)
 	hack/cluster.sh up >/dev/null
-	SEED=$(SEED) DURATION=$(DURATION) KUBECONFIG=$(KUBECONFIG_LOCAL) cargo test --locked --test soak
+	SEED=$(SEED) DURATION=$(DURATION) SHARDS=$(SHARDS) KUBECONFIG=$(KUBECONFIG_LOCAL) cargo test --locked --test soak
 
 .PHONY: mutation-check
 mutation-check: ## Break each guard in hack/mutants/ on purpose and show the soak (SEED, default 41; DURATION, default 5m) catches it

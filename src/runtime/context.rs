@@ -141,6 +141,8 @@ pub(super) struct Context {
     /// Asks the release watch to list again, for an application that moved
     /// here from another shard (see [`super::shards`]).
     pub(super) relist: Arc<super::shards::Relist>,
+    /// This instance's shard (`--watch-label-selector`), when it is one.
+    pub(super) shard: Option<String>,
 }
 
 /// Where the caches stand.

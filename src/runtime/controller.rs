@@ -209,6 +209,7 @@ fn context(
         index,
         asker: crate::reconcile::apply::asks::Asker::new(),
         relist: Arc::default(),
+        shard: args.watch_label_selector.clone(),
     }
 }
 

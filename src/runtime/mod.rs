@@ -28,7 +28,7 @@ mod pool_apis;
 pub(crate) use pool_apis::pool_resource;
 mod reconciler;
 pub mod server;
-mod shards;
+pub mod shards;
 pub mod throttle;
 mod triggers;
 mod watches;

@@ -49,7 +49,7 @@ async fn reconcile_logged(meta: Arc<AppMeta>, ctx: Arc<Context>) -> Result<Actio
     let name = meta.name_any();
     let namespace = meta.namespace().unwrap_or_default();
     let apps: Api<NodePoolApplication> = Api::namespaced(ctx.client.clone(), &namespace);
-    let result = match apps.get_opt(&name).await {
+    let result = match super::shards::read_if_served(&apps, &name, ctx.shard.as_deref()).await {
         Ok(Some(app)) => {
             ctx.index.read(ObjectRef::from_obj(meta.as_ref()), Interest::of(&app, &namespace));
             reconcile_app(Arc::new(app), &ctx).await

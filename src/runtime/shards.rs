@@ -9,12 +9,14 @@
 //! An application that moves here from another shard (its shard label
 //! changed) finds its releases cut down: its reconcile asks for the
 //! release watch to list again ([`Relist::request`]), which brings them
-//! in whole now that it is served, and waits for that.
+//! in whole now that it is served, and waits for that. One that moves
+//! away is no longer read here ([`read_if_served`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use futures::{Stream, StreamExt, TryStreamExt};
+use kube::api::ListParams;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::Api;
@@ -22,6 +24,7 @@ use tokio::sync::{watch, Notify};
 
 use super::context::AppMeta;
 use super::watches::paged_releases;
+use crate::api::NodePoolApplication;
 use crate::reconcile::observe::{application_owner, CachedRelease};
 
 /// A request that the release watch list again, at most one under way.
@@ -74,6 +77,27 @@ pub(super) fn releases(
             release.cut_down();
         }
     })
+}
+
+/// The application, read afresh; `None` when it is gone or, for a shard,
+/// no longer of it. An application moved to another shard while its
+/// reconcile waited here (the watch had not yet said so, or a requeue
+/// was due) is the other shard's to reconcile from then on: two instances
+/// planning one application at once could each start a pool the other
+/// does not know of. One request either way: for a shard, a list of
+/// that one name under the shard's selector, which the API server
+/// matches as it matched the watch.
+pub async fn read_if_served(
+    apps: &Api<NodePoolApplication>,
+    name: &str,
+    shard: Option<&str>,
+) -> Result<Option<NodePoolApplication>, kube::Error> {
+    let Some(selector) = shard else {
+        return apps.get_opt(name).await;
+    };
+    let named = format!("metadata.name={name}");
+    let listed = apps.list(&ListParams::default().labels(selector).fields(&named)).await?;
+    Ok(listed.items.into_iter().next())
 }
 
 /// Whether `served` holds the application that owns `release` (by name

@@ -214,3 +214,35 @@ async fn a_selector_the_api_server_refuses_stops_the_controller_naming_the_flag(
     env.cleanup().await;
     Ok(())
 }
+
+/// A shard reads an application afresh at each reconcile only while it is
+/// still of the shard: one that moved away since the watch brought it is
+/// the other shard's, and two instances never plan it at once. The API
+/// server matches the shard's selector, as it does for the watch.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_shard_no_longer_reads_an_application_moved_to_another() -> TestResult {
+    use nodepool_fanout::runtime::shards::read_if_served;
+    let env = TestEnv::new("moved").await;
+    ensure_crd(&env.client).await;
+    let apps: Api<NodePoolApplication> = Api::namespaced(env.client.clone(), &env.namespace);
+    apply_app(&env, &sharded_app(&env, "app", "one")).await?;
+    apply_app(&env, &sharded_app(&env, "beside", "one")).await?;
+    let one = format!("{}=one", naming::LABEL_SHARD);
+    let unsharded = format!("!{}", naming::LABEL_SHARD);
+    let name_of = |app: Option<NodePoolApplication>| app.and_then(|a| a.metadata.name);
+    assert_eq!(name_of(read_if_served(&apps, "app", Some(&one)).await?).as_deref(), Some("app"));
+    assert_eq!(name_of(read_if_served(&apps, "app", Some(&unsharded)).await?), None);
+    // Moved to the main shard (its label taken off).
+    let mut moved = sharded_app(&env, "app", "one");
+    moved["metadata"]["labels"] = json!({});
+    apply_app(&env, &moved).await?;
+    assert_eq!(name_of(read_if_served(&apps, "app", Some(&one)).await?), None, "shard one still reads it");
+    assert_eq!(name_of(read_if_served(&apps, "app", Some(&unsharded)).await?).as_deref(), Some("app"));
+    // Its neighbour, still of shard one, is read by its own name alone.
+    assert_eq!(name_of(read_if_served(&apps, "beside", Some(&one)).await?).as_deref(), Some("beside"));
+    // An instance that serves every shard reads it as a plain get; gone, it is none.
+    assert_eq!(name_of(read_if_served(&apps, "app", None).await?).as_deref(), Some("app"));
+    assert_eq!(name_of(read_if_served(&apps, "gone", Some(&one)).await?), None);
+    env.cleanup().await;
+    Ok(())
+}

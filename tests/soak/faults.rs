@@ -51,8 +51,17 @@ const IN_PLAY: usize = 3;
 /// One fault.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fault {
-    /// SIGKILL, then a new process at once.
-    KillController,
+    /// SIGKILL, then a new process at once: of the one instance, or of
+    /// the one serving `shard` (`SHARDS=2`).
+    KillController {
+        shard: Option<usize>,
+    },
+    /// The application moved to the other shard, by its
+    /// `sharding.fluxcd.io/key` label (`SHARDS=2`).
+    MoveShard {
+        app: usize,
+        to: usize,
+    },
     /// A new revision every pool can take; with `window`, made in the
     /// same write that closes that pool's window (see `World::draw`).
     GoodChange {
@@ -125,7 +134,8 @@ impl Fault {
     /// Its kind, as the summary counts faults.
     pub fn kind(&self) -> &'static str {
         match self {
-            Self::KillController => "controller killed",
+            Self::KillController { .. } => "controller killed",
+            Self::MoveShard { .. } => "application moved to another shard",
             Self::GoodChange { window: None, .. } => "good change",
             Self::GoodChange { window: Some(_), .. } => "good change, a window closed",
             Self::BadChange { .. } => "bad change",
@@ -155,6 +165,10 @@ impl Fault {
 /// API server itself (every watch, ours and the checker's, starts over).
 const COMPONENTS: [&str; 3] = ["helm-controller", "source-controller", "kube-apiserver"];
 
+/// The shards of `SHARDS=2`, by index: the instance serving applications
+/// with no `sharding.fluxcd.io/key`, and the one serving `one`.
+pub const SHARD_NAMES: [&str; 2] = ["main", "one"];
+
 /// Two soaks share the control plane (`make test` runs two seeds): one
 /// restart at a time, so neither starts what the other just stopped.
 static RESTARTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -163,7 +177,11 @@ impl std::fmt::Display for Fault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let app = |i: &usize| APPS[*i % APPS.len()].0;
         match self {
-            Self::KillController => write!(f, "controller SIGKILLed and restarted"),
+            Self::KillController { shard: None } => write!(f, "controller SIGKILLed and restarted"),
+            Self::KillController { shard: Some(s) } => {
+                write!(f, "controller of shard {} SIGKILLed and restarted", SHARD_NAMES[*s])
+            }
+            Self::MoveShard { app: a, to } => write!(f, "{}: moved to shard {}", app(a), SHARD_NAMES[*to]),
             Self::GoodChange {
                 app: a,
                 level,
@@ -222,7 +240,13 @@ impl std::fmt::Display for Fault {
 pub struct World {
     pub env: TestEnv,
     rng: XorShiftRng,
-    controller: Option<RunningController>,
+    /// The controller instances, one per shard (one in all unless
+    /// `SHARDS=2`); `None` while one is down.
+    controllers: Vec<Option<RunningController>>,
+    /// How many times each instance was started, for its log's name.
+    started: Vec<usize>,
+    /// The shard that serves each application.
+    shard_of: Vec<usize>,
     /// Each application's manifest as last applied.
     manifests: Vec<Value>,
     /// The pools made, in order; deleted ones stay, so that indices drawn
@@ -258,8 +282,9 @@ pub struct World {
 }
 
 impl World {
-    /// A namespace, `POOLS` pools of one kwok node each, the controller.
-    pub async fn new(seed: u64, rng: XorShiftRng) -> Self {
+    /// A namespace, `POOLS` pools of one kwok node each, the controller
+    /// (`shards` instances of it, each serving its shard).
+    pub async fn new(seed: u64, rng: XorShiftRng, shards: usize) -> Self {
         let mut env = TestEnv::new(&format!("soak{}", seed % 1000)).await;
         ensure_crd(&env.client).await;
         let tag = env.prefix.clone();
@@ -268,11 +293,13 @@ impl World {
             pools.push(env.create_pool(&format!("p{i}"), &[("e2e", &tag), ("region", "east")], 1).await);
         }
         create_foreign(&env).await;
-        let controller = Some(RunningController::start(&env.namespace));
-        Self {
+        let shards = shards.clamp(1, SHARD_NAMES.len());
+        let mut world = Self {
             env,
             rng,
-            controller,
+            controllers: (0..shards).map(|_| None).collect(),
+            started: vec![0; shards],
+            shard_of: (0..APPS.len()).map(|app| app % shards).collect(),
             manifests: Vec::new(),
             pools,
             deleted: BTreeSet::new(),
@@ -289,7 +316,35 @@ impl World {
             requested: BTreeSet::new(),
             injected: 0,
             by_kind: Default::default(),
+        };
+        for shard in 0..shards {
+            world.start_controller(shard);
         }
+        world
+    }
+
+    /// Starts the instance serving `shard`. Each incarnation logs to a
+    /// file of its own (`target/e2e-logs/<namespace>-<shard>-<n>.log`), so
+    /// a finding can be read in the log of the process that made it.
+    pub fn start_controller(&mut self, shard: usize) {
+        let selector = match (self.controllers.len(), shard) {
+            (1, _) => None,
+            (_, 0) => Some(format!("!{}", naming::LABEL_SHARD)),
+            (_, s) => Some(format!("{}={}", naming::LABEL_SHARD, SHARD_NAMES[s])),
+        };
+        let flags: Vec<&str> = match &selector {
+            Some(selector) => vec!["--watch-label-selector", selector],
+            None => Vec::new(),
+        };
+        let name = format!("{}-{}", SHARD_NAMES[shard], self.started[shard]);
+        self.started[shard] += 1;
+        let started = RunningController::start_env(&self.env.namespace, &flags, &[("POD_NAME", &name)]);
+        self.controllers[shard] = Some(started);
+    }
+
+    /// Whether the soak runs shards (`SHARDS=2`).
+    pub fn sharded(&self) -> bool {
+        self.controllers.len() > 1
     }
 
     /// The applications, applied.
@@ -316,6 +371,8 @@ impl World {
             if name == APPS[GATE].0 {
                 manifest["spec"]["rollout"]["steps"] = gate_steps(&self.pools);
             }
+            let app = self.manifests.len();
+            set_shard(&mut manifest, self.shard_of[app]);
             apply_app(&self.env, &manifest).await.expect("the application is accepted");
             self.manifests.push(manifest);
         }
@@ -340,14 +397,20 @@ impl World {
         lines
     }
 
-    /// The controller's resident memory now, as its metrics say; `None`
-    /// while it does not answer (just restarted).
+    /// The controller's resident memory now, as its metrics say (the
+    /// most any instance holds); `None` while none answers (just restarted).
     pub async fn controller_memory(&self) -> Option<u64> {
-        let controller = self.controller.as_ref()?;
-        let url = format!("http://{}/metrics", controller.metrics_addr);
-        let text = reqwest::get(&url).await.ok()?.text().await.ok()?;
-        let line = text.lines().find(|l| l.starts_with("process_resident_memory_bytes "))?;
-        line.rsplit(' ').next()?.parse::<f64>().ok().map(|b| b as u64)
+        let mut most = None;
+        for controller in self.controllers.iter().flatten() {
+            let url = format!("http://{}/metrics", controller.metrics_addr);
+            let Some(text) = async { reqwest::get(&url).await.ok()?.text().await.ok() }.await else {
+                continue;
+            };
+            let line = text.lines().find(|l| l.starts_with("process_resident_memory_bytes "));
+            let bytes = line.and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok());
+            most = most.max(bytes.map(|b| b as u64));
+        }
+        most
     }
 
     /// Every application and its releases as the API server serves them now.
@@ -382,6 +445,19 @@ async fn apply(env: &TestEnv, manifest: &Value) {
     // of the weather: the next fault writes again.
     if let Err(e) = apply_app(env, manifest).await {
         println!("  (not applied: {e})");
+    }
+}
+
+/// Puts the application in `shard` (see [`SHARD_NAMES`]): the
+/// `sharding.fluxcd.io/key` label, or none for the main shard.
+fn set_shard(manifest: &mut Value, shard: usize) {
+    match shard {
+        0 => {
+            if let Some(labels) = manifest["metadata"]["labels"].as_object_mut() {
+                labels.remove(naming::LABEL_SHARD);
+            }
+        }
+        s => manifest["metadata"]["labels"][naming::LABEL_SHARD] = json!(SHARD_NAMES[s]),
     }
 }
 

@@ -23,6 +23,11 @@
 //! Under `make test` (no `SEED` at all), a fixed seed and a random one
 //! run side by side, each for `DURATION` (90 s unless given); `make soak`
 //! with `SEED` empty runs one random seed.
+//!
+//! With `SHARDS=2` the controller runs as two instances, each serving its
+//! shard by `--watch-label-selector` on `sharding.fluxcd.io/key`, and
+//! half of the controller kills become an application moved to the other
+//! shard: the invariants are judged across both, as one fleet.
 
 #[path = "../support/mod.rs"]
 #[allow(dead_code, unused_imports)] // the soak uses a part of the shared helpers
@@ -79,12 +84,20 @@ fn main() -> ExitCode {
         },
         Err(_) => vec![FIXED_SEED, random_seed()],
     };
+    let shards = match std::env::var("SHARDS").as_deref() {
+        Err(_) | Ok("" | "1") => 1,
+        Ok("2") => 2,
+        Ok(text) => {
+            eprintln!("soak: SHARDS={text}: say 1 (one instance) or 2 (two shards)");
+            return ExitCode::from(2);
+        }
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("a tokio runtime");
     let broken: u64 = runtime.block_on(async {
-        let runs = seeds.iter().map(|seed| soak(*seed, duration));
+        let runs = seeds.iter().map(|seed| soak(*seed, duration, shards));
         futures::future::join_all(runs).await.into_iter().sum()
     });
     match broken {
@@ -106,10 +119,14 @@ fn random_seed() -> u64 {
 
 /// One soak: the world built, faults for `duration`, the fleet left to
 /// settle, then the checker's verdict; how many violations it found.
-async fn soak(seed: u64, duration: Duration) -> u64 {
-    println!("soak: seed {seed}, faults for {}", humantime::format_duration(duration));
+async fn soak(seed: u64, duration: Duration, shards: usize) -> u64 {
+    let over = match shards {
+        1 => String::new(),
+        n => format!(", over {n} shards"),
+    };
+    println!("soak: seed {seed}, faults for {}{over}", humantime::format_duration(duration));
     let rng = XorShiftRng::seed_from_u64(seed);
-    let mut world = World::new(seed, rng).await;
+    let mut world = World::new(seed, rng, shards).await;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let client = world.env.client.clone();
     let namespace = world.env.namespace.clone();

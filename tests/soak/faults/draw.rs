@@ -25,7 +25,15 @@ impl World {
             return self.add_pool(false);
         }
         match self.rng.random_range(0..100) {
-            0..8 => Fault::KillController,
+            // Sharded, half of these move an application instead.
+            0..4 if self.sharded() => Fault::KillController {
+                shard: Some(self.shard_of[app]),
+            },
+            0..8 if self.sharded() => Fault::MoveShard {
+                app,
+                to: 1 - self.shard_of[app],
+            },
+            0..8 => Fault::KillController { shard: None },
             8..26 => {
                 let level = self.rng.random_range(0..1000);
                 let window = self.window_with_change(app, &live);

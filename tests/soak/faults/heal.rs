@@ -99,16 +99,18 @@ impl World {
             manifest["spec"]["values"]["controller"]["config"]["log-level"] = json!("healed");
             apply(&self.env, manifest).await;
         }
-        if self.controller.is_none() {
-            self.controller = Some(RunningController::start(&self.env.namespace));
+        for shard in 0..self.controllers.len() {
+            if self.controllers[shard].is_none() {
+                self.start_controller(shard);
+            }
         }
     }
 
-    /// The namespace and pools removed, with the controller still running
-    /// so that the applications' finalizers go.
+    /// The namespace and pools removed, with the controllers still
+    /// running so that the applications' finalizers go.
     pub async fn finish(self) {
-        let controller = self.controller;
+        let controllers = self.controllers;
         self.env.cleanup().await;
-        drop(controller);
+        drop(controllers);
     }
 }

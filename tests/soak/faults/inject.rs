@@ -9,9 +9,15 @@ impl World {
         *self.by_kind.entry(fault.kind()).or_default() += 1;
         let env = &self.env;
         match fault {
-            Fault::KillController => {
-                drop(self.controller.take());
-                self.controller = Some(RunningController::start(&env.namespace));
+            Fault::KillController { shard } => {
+                let shard = shard.unwrap_or_default();
+                drop(self.controllers[shard].take());
+                self.start_controller(shard);
+            }
+            Fault::MoveShard { app, to } => {
+                self.shard_of[*app] = *to;
+                set_shard(&mut self.manifests[*app], *to);
+                apply(&self.env, &self.manifests[*app]).await;
             }
             Fault::GoodChange { app, level, window } => {
                 if let Some(pool) = window {
