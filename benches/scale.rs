@@ -2,8 +2,10 @@
 //! scale. Its N HelmReleases are suspended, so only the controller and the
 //! API server work. Prints, side by side in one run on one control plane:
 //! the time the controller takes to write N HelmReleases against a raw
-//! parallel create, and a raw parallel server-side apply, of the very same
-//! objects (with the controller stopped); its peak RSS and CPU seconds;
+//! parallel create, a raw parallel server-side apply, and a raw create
+//! after each release's claim Lease (the two creates the controller makes
+//! for a new release), of the very same objects (with the controller
+//! stopped); its peak RSS and CPU seconds;
 //! the application's status size; its reconciles and writes during 60 s at
 //! rest (two resyncs); and, after a restart with the resync far away and
 //! 100 further applications present, the reconciles one NodePool status
@@ -17,9 +19,10 @@ mod support;
 use std::time::{Duration, Instant};
 
 use futures::{stream, StreamExt};
-use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::Api;
-use nodepool_fanout::api::NodePoolApplication;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{DeleteParams, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::{Api, ResourceExt};
+use nodepool_fanout::api::{naming, NodePoolApplication};
 use serde_json::json;
 use support::apps::{app_named, apply_app};
 use support::bench::{
@@ -127,11 +130,14 @@ async fn main() {
 
     // With the controller stopped: it would otherwise cache the raw
     // clients' releases too, and its figures above would not be its own.
-    let (raw, raw_apply) = raw_writes(&releases, pools).await;
+    let leases: Api<Lease> = Api::namespaced(env.client.clone(), &env.namespace);
+    let [raw, raw_apply, raw_claimed] = raw_writes(&releases, &leases, pools).await;
     println!(
-        "raw parallel writes of the same {pools} objects: create {}, server-side apply {}",
+        "raw parallel writes of the same {pools} objects: create {}, server-side apply {}, \
+         create after its claim Lease {}",
         secs(raw),
-        secs(raw_apply)
+        secs(raw_apply),
+        secs(raw_claimed)
     );
 
     // Events, with the resync far away so that every reconcile counted has
@@ -171,20 +177,18 @@ async fn main() {
     let (events_peak_rss, _) = process_figures(controller.pid());
 
     println!();
-    let row3 = |label: &str, a: String, b: String, c: String| println!("{label:<52} {a:>12} {b:>12} {c:>12}");
-    row3("", "controller".into(), "raw create".into(), "raw apply".into());
-    row3(
+    let row4 =
+        |label: &str, [a, b, c, d]: [String; 4]| println!("{label:<52} {a:>12} {b:>12} {c:>12} {d:>14}");
+    let heads = ["controller", "raw create", "raw apply", "claim+create"].map(String::from);
+    row4("", heads);
+    row4(
         &format!("write {pools} HelmReleases ({PARALLEL} in flight)"),
-        secs(controller_write),
-        secs(raw),
-        secs(raw_apply),
+        [controller_write, raw, raw_apply, raw_claimed].map(secs),
     );
     let ratio = |d: Duration| format!("{:.2}x", controller_write.as_secs_f64() / d.as_secs_f64());
-    row3(
+    row4(
         "controller / raw (goal: at most 1.05x a raw create)",
-        String::new(),
-        ratio(raw),
-        ratio(raw_apply),
+        [String::new(), ratio(raw), ratio(raw_apply), ratio(raw_claimed)],
     );
     let row = |label: &str, value: String| println!("{label:<52} {value:>12}");
     let mib = |kib: u64| format!("{:.1} MiB", kib as f64 / 1024.0);
@@ -224,19 +228,45 @@ async fn scale_out(pools: usize) {
     shards::shards(&["a", "b", "c", "d"], pools / 2).await;
 }
 
+/// How a raw client writes the controller's releases again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Raw {
+    /// One POST a release.
+    Create,
+    /// One server-side apply a release, as the controller changes them.
+    Apply,
+    /// The release's claim Lease created first, then the release: the two
+    /// creates the controller makes for a release that drives a Helm
+    /// release for the first time (see `reconcile::apply::claim`).
+    ClaimThenCreate,
+}
+
 /// The controller's releases, written again by plain parallel requests in
-/// namespaces of their own: once created (POST), once server-side applied
-/// as the controller writes them. The floor for writing exactly what the
+/// namespaces of their own: created (POST), server-side applied as the
+/// controller writes them, and created after the claim Lease the
+/// controller made for each. The floors for writing exactly what the
 /// controller writes.
-async fn raw_writes(releases: &Api<DynamicObject>, pools: usize) -> (Duration, Duration) {
+async fn raw_writes(releases: &Api<DynamicObject>, leases: &Api<Lease>, pools: usize) -> [Duration; 3] {
     let listed = releases.list(&ListParams::default()).await.expect("list the controller's releases");
     assert_eq!(listed.items.len(), pools, "the controller's releases");
+    let claims = leases.list(&ListParams::default()).await.expect("list the controller's claims");
+    let claim_of = |release: &str| {
+        (claims.items.iter())
+            .find(|l| l.labels().get(naming::LABEL_CLAIM_RELEASE).map(String::as_str) == Some(release))
+            .unwrap_or_else(|| panic!("the controller made no claim for {release}"))
+    };
     let mut took = Vec::new();
-    for apply in [false, true] {
-        let raw = TestEnv::new(if apply { "scale-apply" } else { "scale-create" }).await;
+    for raw_mode in [Raw::Create, Raw::Apply, Raw::ClaimThenCreate] {
+        let prefix = match raw_mode {
+            Raw::Create => "scale-create",
+            Raw::Apply => "scale-apply",
+            Raw::ClaimThenCreate => "scale-claimed",
+        };
+        let raw = TestEnv::new(prefix).await;
         let api: Api<DynamicObject> =
             Api::namespaced_with(raw.client.clone(), &raw.namespace, &helmrelease_resource());
-        let objects: Vec<DynamicObject> = listed
+        let raw_leases: Api<Lease> = Api::namespaced(raw.client.clone(), &raw.namespace);
+        let objects: Vec<(DynamicObject, Lease)> = listed
             .items
             .iter()
             .map(|r| {
@@ -248,20 +278,36 @@ async fn raw_writes(releases: &Api<DynamicObject>, pools: usize) -> (Duration, D
                     },
                     "spec": r.data["spec"]
                 });
-                serde_json::from_value(value).expect("HelmRelease manifest")
+                let claim = claim_of(&r.name_any());
+                // Its owner is not in the raw namespace.
+                let lease = Lease {
+                    metadata: ObjectMeta {
+                        name: claim.metadata.name.clone(),
+                        namespace: Some(raw.namespace.clone()),
+                        labels: claim.metadata.labels.clone(),
+                        annotations: claim.metadata.annotations.clone(),
+                        ..ObjectMeta::default()
+                    },
+                    spec: claim.spec.clone(),
+                };
+                (serde_json::from_value(value).expect("HelmRelease manifest"), lease)
             })
             .collect();
         let (post, patch) = (PostParams::default(), PatchParams::apply("raw-client"));
         let start = Instant::now();
         let results: Vec<Result<(), kube::Error>> = stream::iter(objects.iter())
-            .map(|o| {
-                let (api, post, patch) = (&api, &post, &patch);
+            .map(|(o, lease)| {
+                let (api, raw_leases, post, patch) = (&api, &raw_leases, &post, &patch);
                 async move {
-                    match apply {
-                        false => api.create(post, o).await.map(drop),
-                        true => {
+                    match raw_mode {
+                        Raw::Create => api.create(post, o).await.map(drop),
+                        Raw::Apply => {
                             let name = o.metadata.name.as_deref().unwrap_or_default();
                             api.patch(name, patch, &Patch::Apply(o)).await.map(drop)
+                        }
+                        Raw::ClaimThenCreate => {
+                            raw_leases.create(post, lease).await?;
+                            api.create(post, o).await.map(drop)
                         }
                     }
                 }
@@ -276,5 +322,5 @@ async fn raw_writes(releases: &Api<DynamicObject>, pools: usize) -> (Duration, D
         let_go(&raw.client, &raw.namespace).await;
         raw.cleanup().await;
     }
-    (took[0], took[1])
+    [took[0], took[1], took[2]]
 }
