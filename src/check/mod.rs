@@ -12,7 +12,8 @@
 //!
 //! What is judged so far:
 //! - [`max_unavailable`]: a Progressive rollout never has more pools
-//!   updating than `maxUnavailable` (docs/rollouts.md).
+//!   updating than `maxUnavailable` (docs/rollouts.md); a pool offline
+//!   by its nodes ([`nodes`]) counts for nothing, as docs/rollouts.md says.
 //! - [`halt`]: after a revision reads halted or rolled back, no pool that
 //!   had not taken it is written at it (docs/rollouts.md).
 //! - [`isolation`]: no two HelmReleases drive one Helm release of one
@@ -45,6 +46,7 @@ mod halt;
 mod isolation;
 pub mod liveness;
 mod max_unavailable;
+pub mod nodes;
 mod ownership;
 #[cfg(test)]
 mod tests;
@@ -242,6 +244,8 @@ pub struct Checker {
     approvals: approval::Approvals,
     windows: window::Windows,
     updating: max_unavailable::Updating,
+    /// The nodes, for whether a pool is offline.
+    nodes: nodes::Nodes,
     /// Each violation is reported once, the first time a record shows it;
     /// later records that show it again are counted as checks only.
     reported: BTreeSet<(Invariant, String)>,
@@ -286,7 +290,7 @@ impl Checker {
             judge(Invariant::Windows, self.windows.read_application(&record));
         }
         if record.deleted && record.kind == Kind::HelmRelease {
-            self.updating.check_release(&self.objects, &record, previous.as_ref());
+            self.updating.check_release(&self.objects, &self.nodes, &record, previous.as_ref());
         }
         if !record.deleted {
             match record.kind {
@@ -303,7 +307,7 @@ impl Checker {
                     judge(Invariant::Windows, self.windows.check_release(&record, previous.as_ref()));
                     judge(
                         Invariant::MaxUnavailable,
-                        self.updating.check_release(&self.objects, &record, previous.as_ref()),
+                        self.updating.check_release(&self.objects, &self.nodes, &record, previous.as_ref()),
                     );
                 }
                 // Judged at each release's write, not when the application
@@ -368,6 +372,17 @@ impl Checker {
                 deleted: true,
             })
             .collect()
+    }
+
+    /// Reads one version of a node, or its deletion: judged by nothing
+    /// itself, it says which pools are offline (see [`nodes`]).
+    pub fn read_node(&mut self, node: &Value, deleted: bool) {
+        self.nodes.read(node, deleted);
+    }
+
+    /// What a re-list of the nodes delivered.
+    pub fn nodes_relisted(&mut self, nodes: &[Value]) {
+        self.nodes.relisted(nodes);
     }
 
     pub fn summary(&self) -> &Summary {

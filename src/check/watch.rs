@@ -47,24 +47,31 @@ pub async fn run(
         GroupVersionKind::gvk("apps.fanout.dev", "v1alpha1", "NodePoolApplication"),
         "nodepoolapplications",
     );
+    // Nodes are of no namespace: whether a pool is offline (see
+    // `super::nodes`).
+    let nodes = Api::<DynamicObject>::all_with(
+        client.clone(),
+        &ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", "Node"), "nodes"),
+    );
     let config = watcher::Config::default();
     // Backed off and retried: a kube-apiserver restart is one of the
     // faults the checker judges through, never the end of its watch.
-    let tagged = |kind: Kind, what: &'static str, api: Api<DynamicObject>| {
+    let tagged = |kind: Option<Kind>, what: &'static str, api: Api<DynamicObject>| {
         watcher::watcher(api, config.clone())
             .default_backoff()
             .map_err(move |source| WatchError::Watch { what, source })
             .map_ok(move |event| (kind, event))
     };
-    let mut events = futures::stream::select(
-        tagged(Kind::HelmRelease, "HelmReleases", releases),
-        tagged(Kind::Application, "NodePoolApplications", apps),
-    )
-    .boxed();
+    let mut events = futures::stream::select_all([
+        tagged(Some(Kind::HelmRelease), "HelmReleases", releases).boxed(),
+        tagged(Some(Kind::Application), "NodePoolApplications", apps).boxed(),
+        tagged(None, "Nodes", nodes).boxed(),
+    ]);
     let mut checker = Checker::new();
     // What each re-list delivers, judged as one once it is done (see
     // `Checker::relisted`): a re-list names only what exists.
     let mut relisted: BTreeMap<Kind, Vec<Record>> = BTreeMap::new();
+    let mut nodes_listed: Vec<serde_json::Value> = Vec::new();
     let mut stop = std::pin::pin!(stop);
     loop {
         let next = tokio::select! {
@@ -78,6 +85,16 @@ pub async fn run(
                 out(&format!("checker: {e}; retrying"));
                 continue;
             }
+        };
+        let Some(kind) = kind else {
+            match event {
+                Event::Apply(node) => checker.read_node(&serde_json::to_value(&node)?, false),
+                Event::Delete(node) => checker.read_node(&serde_json::to_value(&node)?, true),
+                Event::Init => nodes_listed.clear(),
+                Event::InitApply(node) => nodes_listed.push(serde_json::to_value(&node)?),
+                Event::InitDone => checker.nodes_relisted(&std::mem::take(&mut nodes_listed)),
+            }
+            continue;
         };
         let seen = k8s_openapi::jiff::Timestamp::now();
         let (object, deleted) = match event {
