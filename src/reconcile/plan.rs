@@ -101,6 +101,7 @@ mod guards;
 pub mod memo;
 mod observed;
 mod outcome;
+mod recorded;
 mod report;
 mod rollback;
 mod schedule;
@@ -114,6 +115,7 @@ pub use observed::{
     TakenRelease, WrittenAt,
 };
 pub use outcome::{DesiredRelease, Outcome, Plan, PoolOutcome, UninstallSkipped, Writes};
+use recorded::{completed, halted_before};
 use report::roll_up;
 pub use rollback::stamps::Stamps;
 
@@ -392,44 +394,6 @@ pub fn uninstalls<'a>(
         }
     }
     (skipped, wait)
-}
-
-/// Whether this rollout of `revision` completed: its history record says
-/// so, or, before the record is marked, the status the last reconcile
-/// wrote for the application's current spec.
-fn completed(input: &PlanInput, revision: &str) -> bool {
-    let recorded = input.history.is_some_and(|h| h.completed(revision));
-    let generation = input.app.metadata.generation;
-    let reported = input
-        .app
-        .status
-        .as_ref()
-        .filter(|s| s.observed_generation == generation)
-        .and_then(|s| s.rollout.as_ref())
-        .is_some_and(|r| r.revision == revision && r.phase == crate::api::RolloutPhase::Complete);
-    recorded || reported
-}
-
-/// Whether `revision` halted (or went back) at the application's current
-/// generation, as the history records it or as the application's own
-/// status reads it. The status is a record as binding as the history's,
-/// as it is for a completion: the history's may not be written (its
-/// write failed, or a release's write failed first) or not yet read back
-/// (its watch is behind the write, as after an API server restart), while
-/// the application is read afresh at every reconcile. Found by the
-/// hour-long fault soak (seed 379907332): the status read `Halted`, the
-/// next plan read no record of it, the failed pools' verdicts were stale
-/// (their releases had just been resumed), and four pools were written at
-/// the halted revision.
-fn halted_before(input: &PlanInput, revision: &str) -> bool {
-    use crate::api::RolloutPhase::{Halted, RolledBack, RollingBack};
-    let generation = input.app.metadata.generation;
-    let recorded = input.history.is_some_and(|h| h.halted(revision, generation));
-    let reported = (input.app.status.as_ref())
-        .filter(|s| generation.is_some() && s.observed_generation == generation)
-        .and_then(|s| s.rollout.as_ref())
-        .is_some_and(|r| r.revision == revision && matches!(r.phase, Halted | RollingBack | RolledBack));
-    recorded || reported
 }
 
 /// Whether each pool is reached: its nodes as observe counted them and,

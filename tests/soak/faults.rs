@@ -6,6 +6,7 @@ mod draw;
 mod foreign;
 mod heal;
 mod inject;
+mod shards;
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -25,6 +26,7 @@ use nodepool_fanout::api::naming::{self, LABEL_APPLICATION};
 use nodepool_fanout::api::{NodePoolApplication, RolloutPhase};
 
 use foreign::create_foreign;
+use shards::{set_shard, SHARD_NAMES};
 
 /// The applications, each with its rollout.
 const APPS: [(&str, &str); 4] = [
@@ -164,10 +166,6 @@ impl Fault {
 /// The parts of the control plane a fault restarts: Flux's two, and the
 /// API server itself (every watch, ours and the checker's, starts over).
 const COMPONENTS: [&str; 3] = ["helm-controller", "source-controller", "kube-apiserver"];
-
-/// The shards of `SHARDS=2`, by index: the instance serving applications
-/// with no `sharding.fluxcd.io/key`, and the one serving `one`.
-pub const SHARD_NAMES: [&str; 2] = ["main", "one"];
 
 /// Two soaks share the control plane (`make test` runs two seeds): one
 /// restart at a time, so neither starts what the other just stopped.
@@ -323,30 +321,6 @@ impl World {
         world
     }
 
-    /// Starts the instance serving `shard`. Each incarnation logs to a
-    /// file of its own (`target/e2e-logs/<namespace>-<shard>-<n>.log`), so
-    /// a finding can be read in the log of the process that made it.
-    pub fn start_controller(&mut self, shard: usize) {
-        let selector = match (self.controllers.len(), shard) {
-            (1, _) => None,
-            (_, 0) => Some(format!("!{}", naming::LABEL_SHARD)),
-            (_, s) => Some(format!("{}={}", naming::LABEL_SHARD, SHARD_NAMES[s])),
-        };
-        let flags: Vec<&str> = match &selector {
-            Some(selector) => vec!["--watch-label-selector", selector],
-            None => Vec::new(),
-        };
-        let name = format!("{}-{}", SHARD_NAMES[shard], self.started[shard]);
-        self.started[shard] += 1;
-        let started = RunningController::start_env(&self.env.namespace, &flags, &[("POD_NAME", &name)]);
-        self.controllers[shard] = Some(started);
-    }
-
-    /// Whether the soak runs shards (`SHARDS=2`).
-    pub fn sharded(&self) -> bool {
-        self.controllers.len() > 1
-    }
-
     /// The applications, applied.
     pub async fn install(&mut self) {
         for (name, rollout) in APPS {
@@ -445,19 +419,6 @@ async fn apply(env: &TestEnv, manifest: &Value) {
     // of the weather: the next fault writes again.
     if let Err(e) = apply_app(env, manifest).await {
         println!("  (not applied: {e})");
-    }
-}
-
-/// Puts the application in `shard` (see [`SHARD_NAMES`]): the
-/// `sharding.fluxcd.io/key` label, or none for the main shard.
-fn set_shard(manifest: &mut Value, shard: usize) {
-    match shard {
-        0 => {
-            if let Some(labels) = manifest["metadata"]["labels"].as_object_mut() {
-                labels.remove(naming::LABEL_SHARD);
-            }
-        }
-        s => manifest["metadata"]["labels"][naming::LABEL_SHARD] = json!(SHARD_NAMES[s]),
     }
 }
 
