@@ -62,14 +62,14 @@ impl Updating {
             return Vec::new();
         };
         // Its nodes as they stood when the write was seen.
+        let skipped_after = offline_after(application);
         let offline = |name: &&String| {
             let release = Key {
                 kind: Kind::HelmRelease,
                 namespace: namespace.clone(),
                 name: (*name).clone(),
             };
-            let skipped = offline_after(application);
-            (objects.get(&release).zip(skipped))
+            (objects.get(&release).zip(skipped_after))
                 .is_some_and(|(r, after)| nodes.offline(r, after, record.seen))
         };
         self.judge(application, &key, offline)

@@ -77,10 +77,8 @@ impl Nodes {
             .values()
             .filter(|n| selector.iter().all(|(k, v)| n.labels.get(k) == Some(v)))
             .peekable();
-        let since_long_enough = |since: Timestamp| {
-            let after = k8s_openapi::jiff::SignedDuration::try_from(after).unwrap_or_default();
-            since.checked_add(after).is_ok_and(|t| t <= at)
-        };
+        let after = k8s_openapi::jiff::SignedDuration::try_from(after).unwrap_or_default();
+        let since_long_enough = |since: Timestamp| since.checked_add(after).is_ok_and(|t| t <= at);
         pool.peek().is_some() && pool.all(|n| n.down_since.is_some_and(since_long_enough))
     }
 }
