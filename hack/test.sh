@@ -91,10 +91,12 @@ export logs threads
 setsid bash -c beside &
 private=$!
 
+# Each part's output is kept in a log as well, so the run can end with the
+# names of what failed: a long run is often read from its tail alone.
 status=0
-cargo test "${shared[@]}" --locked -- --test-threads="$threads" || status=$?
+cargo test "${shared[@]}" --locked -- --test-threads="$threads" 2>&1 | tee "$logs/shared.log" || status=$?
 if [[ $status -eq 0 ]]; then
-  cargo test --locked --test soak || status=$?
+  cargo test --locked --test soak 2>&1 | tee "$logs/soak.log" || status=$?
 fi
 
 beside_status=0
@@ -105,7 +107,20 @@ for part in unit private_plane; do
   cat "$logs/$part.log"
 done
 if [[ $beside_status -ne 0 ]]; then
-  echo "make test: the unit or private_plane tests failed (above)" >&2
   status=1
+fi
+
+# What failed, named last. A test's own lines ("test x ... FAILED") and the
+# soak's violations are what a reader of the tail needs to start from.
+if [[ $status -ne 0 ]]; then
+  echo "==== make test failed; what failed, by part (whole logs in target/test-logs/):"
+  for part in shared soak unit private_plane; do
+    [[ -e $logs/$part.log ]] || continue
+    failures=$(grep -E '^test .* FAILED$|^error: |panicked at|VIOLATION|violations; replay' "$logs/$part.log" | head -20 || true)
+    if [[ -n $failures ]]; then
+      echo "-- $part:"
+      echo "$failures"
+    fi
+  done
 fi
 exit "$status"
