@@ -81,46 +81,61 @@ done
 # unit tests, then the private_plane tests.
 # shellcheck disable=SC2317 # run by the bash below
 beside() {
-  local status=0
-  cargo test --lib --bins --locked >"$logs/unit.log" 2>&1 || status=1
-  cargo test --locked --test private_plane -- --test-threads="$threads" >"$logs/private_plane.log" 2>&1 || status=1
+  local status=0 part
+  for part in unit private_plane; do
+    case $part in
+      unit) cargo test --lib --bins --locked >"$logs/unit.log" 2>&1 ;;
+      private_plane) cargo test --locked --test private_plane -- --test-threads="$threads" >"$logs/private_plane.log" 2>&1 ;;
+    esac
+    echo "$?" >"$logs/$part.status"
+    [[ $(<"$logs/$part.status") -eq 0 ]] || status=1
+  done
   return "$status"
 }
 export -f beside
 export logs threads
+rm -f "$logs"/*.status
 setsid bash -c beside &
 private=$!
 
-# Each part's output is kept in a log as well, so the run can end with the
-# names of what failed: a long run is often read from its tail alone.
+# Each part's output is kept in a log, and its exit status beside it, so
+# that the run can end with what failed: a long run is often read from
+# its tail alone.
+part() {
+  local name=$1 code=0
+  shift
+  "$@" 2>&1 | tee "$logs/$name.log" || code=$?
+  echo "$code" >"$logs/$name.status"
+  return "$code"
+}
 status=0
-cargo test "${shared[@]}" --locked -- --test-threads="$threads" 2>&1 | tee "$logs/shared.log" || status=$?
+part shared cargo test "${shared[@]}" --locked -- --test-threads="$threads" || status=$?
 if [[ $status -eq 0 ]]; then
-  cargo test --locked --test soak 2>&1 | tee "$logs/soak.log" || status=$?
+  part soak cargo test --locked --test soak || status=$?
 fi
 
 beside_status=0
 wait "$private" || beside_status=$?
 private=
-for part in unit private_plane; do
-  echo "---- the $part tests (run beside the others; log: target/test-logs/$part.log)"
-  cat "$logs/$part.log"
+for name in unit private_plane; do
+  echo "---- the $name tests (run beside the others; log: target/test-logs/$name.log)"
+  cat "$logs/$name.log"
 done
 if [[ $beside_status -ne 0 ]]; then
   status=1
 fi
 
-# What failed, named last. A test's own lines ("test x ... FAILED") and the
-# soak's violations are what a reader of the tail needs to start from.
+# What failed, named last: each part's exit status, and a test's own
+# lines ("test x ... FAILED") or the soak's violations.
 if [[ $status -ne 0 ]]; then
-  echo "==== make test failed; what failed, by part (whole logs in target/test-logs/):"
-  for part in shared soak unit private_plane; do
-    [[ -e $logs/$part.log ]] || continue
-    failures=$(grep -E '^test .* FAILED$|^error: |panicked at|VIOLATION|violations; replay' "$logs/$part.log" | head -20 || true)
-    if [[ -n $failures ]]; then
-      echo "-- $part:"
-      echo "$failures"
+  echo "==== make test failed (the tests run beside: exit $beside_status); by part, whole logs in target/test-logs/:"
+  for name in shared soak unit private_plane; do
+    if [[ ! -e $logs/$name.status ]]; then
+      echo "-- $name: not run, or stopped before its end"
+      continue
     fi
+    echo "-- $name: exit $(<"$logs/$name.status")"
+    grep -E '^test .* FAILED$|^error: |panicked at|VIOLATION|violations; replay' "$logs/$name.log" | head -20 || true
   done
 fi
 exit "$status"
