@@ -21,7 +21,7 @@ use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher;
 use nodepool_fanout::api::{naming, NodePoolApplication, PoolKind};
 use nodepool_fanout::pools::kind;
-use nodepool_fanout::reconcile::observe::{self, CachedPool, CachedRelease, Caches, PoolCache};
+use nodepool_fanout::reconcile::observe::{self, CachedPool, CachedRelease, Caches, PoolApi, PoolCache};
 use nodepool_fanout::reconcile::plan::{self, Memo, Plan, PlanInput};
 use serde_json::{json, Value};
 
@@ -38,10 +38,10 @@ impl Cluster {
     /// `pools` pools, pool `i` with the maintenance window `own(i)`.
     fn new(pools: usize, own: impl Fn(usize) -> Option<String>) -> Self {
         let objects = kind::objects(PoolKind::OpenYurt).expect("OpenYurt's pool objects");
-        let api = ApiResource::from_gvk_with_plural(
+        let api = PoolApi::new(ApiResource::from_gvk_with_plural(
             &GroupVersionKind::gvk("apps.openyurt.io", "v1beta2", "NodePool"),
             "nodepools",
-        );
+        ));
         let pools: Vec<CachedPool> = (0..pools)
             .map(|i| {
                 let mut pool = json!({

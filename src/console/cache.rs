@@ -29,7 +29,9 @@ use super::{Source, SourceError};
 use crate::api::{naming, NodePoolApplication, PoolKind};
 use crate::pools::{kind, nodes, Pool};
 use crate::reconcile::fleet::observed;
-use crate::reconcile::observe::{helmrelease_resource, CachedPool, CachedRelease, Caches, PoolCache};
+use crate::reconcile::observe::{
+    helmrelease_resource, CachedPool, CachedRelease, Caches, PoolApi, PoolCache,
+};
 use crate::reconcile::plan::Memo;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 
@@ -117,8 +119,9 @@ impl CacheSource {
                     watcher::Event::InitDone => watcher::Event::InitDone,
                 });
                 let of_pool = move |o: &CachedPool| Concern::Pool(kind, o.pool.clone());
-                let store = watching.cache("pool objects", events, resource.clone(), of_pool);
-                pool_objects.insert(kind, PoolCache { api: resource, store });
+                let api = PoolApi::new(resource);
+                let store = watching.cache("pool objects", events, api.clone(), of_pool);
+                pool_objects.insert(kind, PoolCache { api, store });
             }
         }
         let history: Api<ControllerRevision> = match namespace.as_deref() {

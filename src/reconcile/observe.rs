@@ -29,7 +29,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 mod cached;
 mod others;
 pub mod shallow;
-pub use cached::{CachedPool, CachedRelease};
+pub use cached::{CachedPool, CachedRelease, PoolApi};
 pub use others::{application_owner, owned_by, owner_of, Others};
 pub use shallow::Shallow;
 
@@ -191,7 +191,7 @@ impl Caches {
 /// serves it in: the cache's keys name it.
 #[derive(Clone)]
 pub struct PoolCache {
-    pub api: ApiResource,
+    pub api: PoolApi,
     pub store: Store<CachedPool>,
 }
 
@@ -225,6 +225,7 @@ impl Caches {
             .filter_map(|(kind, (api, objects))| {
                 let of = pools::kind::objects(kind)?;
                 let cached = objects.into_iter().map(|o| CachedPool::from_object(of, o)).collect();
+                let api = PoolApi::new(api);
                 let store = listed(cached, api.clone()).as_reader();
                 Some((kind, PoolCache { api, store }))
             })

@@ -164,6 +164,11 @@ impl<V: Planned> Changes<V> {
         }
     }
 
+    /// What the objects' cache keys say they are.
+    pub fn api(&self) -> <V::Object as Resource>::DynamicType {
+        self.api.clone()
+    }
+
     /// The cache this tracker fills: what reconciles read.
     pub fn cache(&self) -> Store<V::Object> {
         self.cache.clone()
@@ -233,6 +238,7 @@ impl<V: Planned> Changes<V> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reconcile::observe::PoolApi;
     use serde_json::json;
 
     /// As the pool watch delivers it: a NodePool cut down as it enters.
@@ -271,7 +277,7 @@ mod tests {
 
     #[test]
     fn status_churn_is_no_change_and_a_label_is() {
-        let mut pools = PoolChanges::new(nodepools());
+        let mut pools = PoolChanges::new(PoolApi::new(nodepools()));
         assert_eq!(
             names(&pools.observe(watcher::Event::Apply(nodepool("hz", json!({ "r": "east" }), 1)))),
             ["hz"]
@@ -300,7 +306,7 @@ mod tests {
                 .unwrap(),
             )
         };
-        let mut pools = PoolChanges::new(profiles);
+        let mut pools = PoolChanges::new(PoolApi::new(profiles));
         // Two namespaces' profiles of one name are two objects.
         assert_eq!(names(&pools.observe(watcher::Event::Apply(profile("edge")))), ["store-1"]);
         let other = pools.observe(watcher::Event::Apply(profile("other")));
@@ -317,7 +323,7 @@ mod tests {
 
     #[test]
     fn a_deletion_is_a_change_even_unseen_before() {
-        let mut pools = PoolChanges::new(nodepools());
+        let mut pools = PoolChanges::new(PoolApi::new(nodepools()));
         let gone = pools.observe(watcher::Event::Delete(nodepool("hz", json!({ "r": "east" }), 1)));
         assert_eq!(
             gone,
@@ -330,7 +336,7 @@ mod tests {
 
     #[test]
     fn a_relist_reports_what_changed_and_what_vanished_meanwhile() {
-        let mut pools = PoolChanges::new(nodepools());
+        let mut pools = PoolChanges::new(PoolApi::new(nodepools()));
         for event in [
             watcher::Event::Init,
             watcher::Event::InitApply(nodepool("a", json!({}), 1)),
@@ -364,7 +370,7 @@ mod tests {
 
     #[test]
     fn a_change_concerns_the_applications_the_pool_enters_leaves_or_is_in() {
-        let mut pools = PoolChanges::new(nodepools());
+        let mut pools = PoolChanges::new(PoolApi::new(nodepools()));
         pools.observe(watcher::Event::Apply(nodepool("hz", json!({ "r": "east" }), 1)));
         let moved = pools
             .observe(watcher::Event::Apply(nodepool("hz", json!({ "r": "west" }), 1)))

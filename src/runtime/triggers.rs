@@ -63,7 +63,10 @@ where
                 watcher::Event::Delete(r) => (r, true),
                 watcher::Event::Init | watcher::Event::InitDone => return std::future::ready(None),
             };
-            let key = ObjectRef::from_obj(&release);
+            // By name alone: `from_obj` would keep a copy of the resource
+            // version and uid in each of ten thousand keys.
+            let key = ObjectRef::<CachedRelease>::new(release.metadata.name.as_deref().unwrap_or_default())
+                .within(release.metadata.namespace.as_deref().unwrap_or_default());
             let (changed, verdict) = match gone {
                 true => {
                     let was = seen.remove(&key);

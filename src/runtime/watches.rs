@@ -25,7 +25,7 @@ use crate::pools::kind::PoolObjects;
 use crate::pools::nodes;
 use crate::reconcile::apply::SharedCharts;
 use crate::reconcile::history;
-use crate::reconcile::observe::{self, CachedPool, Caches, ObserveError, Shallow};
+use crate::reconcile::observe::{self, CachedPool, Caches, ObserveError, PoolApi, Shallow};
 use crate::runtime::options::RunArgs;
 
 use super::context::*;
@@ -172,12 +172,17 @@ where
 }
 
 /// What planning reads of a release, as the cache holds it: Flux adding
-/// its finalizer or stamping a reconcile time changes nothing of it.
+/// its finalizer or stamping a reconcile time changes nothing of it. Of a
+/// release cut down ([`observe::CachedRelease::cut_down`]), which keeps
+/// no packed view, that is its owner and the Helm release it drives.
 pub(super) fn release_fingerprint(release: &observe::CachedRelease) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     release.metadata.uid.hash(&mut hasher);
     release.planned.hash(&mut hasher);
+    release.drives.hash(&mut hasher);
+    release.site_pool.hash(&mut hasher);
+    observe::application_owner(release).map(|owner| &owner.uid).hash(&mut hasher);
     hasher.finish()
 }
 
@@ -280,7 +285,7 @@ impl Watches {
             nodes: NodeChanges::default(),
             pools: pools
                 .map(|(kind, objects, resource)| {
-                    (kind, objects, resource.clone(), PoolChanges::new(resource))
+                    (kind, objects, resource.clone(), PoolChanges::new(PoolApi::new(resource)))
                 })
                 .collect(),
         }
@@ -293,9 +298,9 @@ impl Watches {
             pools: self
                 .pools
                 .iter()
-                .map(|(kind, _, api, changes)| {
+                .map(|(kind, _, _, changes)| {
                     let cache = observe::PoolCache {
-                        api: api.clone(),
+                        api: changes.api(),
                         store: changes.cache(),
                     };
                     (*kind, cache)

@@ -40,7 +40,7 @@ fn caches(apps: &[(&str, &str)], pools: &[(&str, &str)]) -> CacheSource {
         .unwrap();
         app_writer.apply_watcher_event(&watcher::Event::Apply(app));
     }
-    let mut pool_writer = reflector::store::Writer::<CachedPool>::new(objects_resource());
+    let mut pool_writer = reflector::store::Writer::<CachedPool>::new(PoolApi::new(objects_resource()));
     for (name, tag) in pools {
         let pool: DynamicObject = serde_json::from_value(serde_json::json!({
             "apiVersion": "apps.openyurt.io/v1beta1", "kind": "NodePool",
@@ -51,7 +51,7 @@ fn caches(apps: &[(&str, &str)], pools: &[(&str, &str)]) -> CacheSource {
         pool_writer.apply_watcher_event(&watcher::Event::Apply(pool));
     }
     let nodepools = PoolCache {
-        api: objects_resource(),
+        api: PoolApi::new(objects_resource()),
         store: pool_writer.as_reader(),
     };
     CacheSource {

@@ -49,27 +49,46 @@ impl CachedPool {
     }
 }
 
+/// The API of one kind of pool object, as its cache's keys carry it:
+/// shared rather than copied, since every key holds one (five names,
+/// about 250 bytes a pool when each key had its own).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PoolApi(Arc<ApiResource>);
+
+impl PoolApi {
+    pub fn new(api: ApiResource) -> Self {
+        Self(Arc::new(api))
+    }
+}
+
+impl std::ops::Deref for PoolApi {
+    type Target = ApiResource;
+    fn deref(&self) -> &ApiResource {
+        &self.0
+    }
+}
+
 /// A pool is of the API the cluster serves for its kind (the controller
 /// asks which version at its start): the cache of each kind is made with
 /// that API (the runtime's `changes::Changes::new`), and its keys
 /// say which it is.
 impl Resource for CachedPool {
-    type DynamicType = ApiResource;
+    type DynamicType = PoolApi;
     type Scope = k8s_openapi::ClusterResourceScope;
 
-    fn kind(api: &ApiResource) -> Cow<'_, str> {
+    fn kind(api: &PoolApi) -> Cow<'_, str> {
         api.kind.as_str().into()
     }
-    fn group(api: &ApiResource) -> Cow<'_, str> {
+    fn group(api: &PoolApi) -> Cow<'_, str> {
         api.group.as_str().into()
     }
-    fn version(api: &ApiResource) -> Cow<'_, str> {
+    fn version(api: &PoolApi) -> Cow<'_, str> {
         api.version.as_str().into()
     }
-    fn api_version(api: &ApiResource) -> Cow<'_, str> {
+    fn api_version(api: &PoolApi) -> Cow<'_, str> {
         api.api_version.as_str().into()
     }
-    fn plural(api: &ApiResource) -> Cow<'_, str> {
+    fn plural(api: &PoolApi) -> Cow<'_, str> {
         api.plural.as_str().into()
     }
     fn meta(&self) -> &ObjectMeta {
@@ -233,27 +252,20 @@ impl CachedRelease {
         }
     }
 
-    /// Cuts an application's release down to what the releases of no
-    /// application keep: its name, owner and age, and the Helm release it
-    /// drives, in which cluster. That is all other applications read of
-    /// it (never to take its name or its Helm release), and all this
-    /// instance needs of a release whose application another shard
-    /// serves: the whole release, with Flux's status, is several times
-    /// the room, for every release of every other shard.
+    /// Cuts an application's release down to what other applications
+    /// read of it: its name, owner and age, and the Helm release it
+    /// drives ([`CachedRelease::drives`], read as it entered the cache).
+    /// That is all they read (never to take its name or its Helm
+    /// release), and all this instance needs of a release whose
+    /// application another shard serves: the whole release, with Flux's
+    /// status, is several times the room, for every release of every
+    /// other shard. Its packed view goes too: nothing reads it, and its
+    /// fingerprint ([`crate::runtime`]'s) reads what `drives` says.
     pub fn cut_down(&mut self) {
         if self.cut_down {
             return;
         }
-        if let Some(mut view) = self.planned.value() {
-            if let Some(map) = view.as_object_mut() {
-                keep_what_others_read(map);
-                if let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) {
-                    meta.remove("labels");
-                    meta.remove("annotations");
-                }
-            }
-            self.planned = PackedJson::from_value(&view);
-        }
+        self.planned = PackedJson::empty();
         self.observed = None;
         self.owned_by_update = false;
         self.cut_down = true;
