@@ -138,7 +138,7 @@ fn worst_accepted() {
     let pools: Vec<Pool> = (0..pools)
         .map(|i| Pool {
             name: format!("site-{i:05}"),
-            labels: [("region".to_string(), "east".to_string())].into(),
+            labels: nodepool_fanout::pools::Labels::from_iter([("region".to_string(), "east".to_string())]),
             ..Pool::named(format!("site-{i:05}"))
         })
         .collect();
@@ -223,7 +223,7 @@ fn pools(annotation: usize) -> Vec<Pool> {
     (0..POOLS)
         .map(|i| Pool {
             name: format!("pool-{i}"),
-            labels: [("region".to_string(), "east".to_string())].into(),
+            labels: nodepool_fanout::pools::Labels::from_iter([("region".to_string(), "east".to_string())]),
             annotations: [("notes".to_string(), "n".repeat(annotation))].into(),
             ..Pool::named(format!("pool-{i}"))
         })

@@ -224,7 +224,7 @@ impl CacheSource {
             memos.insert(key, (uid, Arc::new(observation.memo.clone())));
         }
         let labels = (self.pool_objects_of(app).iter())
-            .map(|o| (o.pool.name.clone(), o.pool.labels.clone()))
+            .map(|o| (o.pool.name.clone(), o.pool.label_map()))
             .collect();
         AppView::of(app, &observation.report.status(), observation.rows(app), &labels)
     }
@@ -270,7 +270,7 @@ impl CacheSource {
             Member::Node(labels) => labels.iter().any(|labels| {
                 membership.pools(labels).any(|name| match kind::objects(kind) {
                     // A pool that is a node label's value has no labels of its own.
-                    None => picks(name, &BTreeMap::new()),
+                    None => picks(name, &crate::pools::Labels::new()),
                     Some(_) => {
                         let pools = by_name.get_or_insert_with(|| {
                             (self.pool_objects_of(app).iter())

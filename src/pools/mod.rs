@@ -25,6 +25,10 @@ use serde_json::Value;
 use crate::api::PoolSelection;
 use kind::PoolObjects;
 
+/// A pool's labels, sorted by key: a vector, since every shard caches
+/// every pool of the cluster, and a map's first node has room for eleven.
+pub type Labels = litemap::LiteMap<String, String>;
+
 /// What the planner needs to know about a node pool.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Pool {
@@ -32,7 +36,7 @@ pub struct Pool {
     /// The namespace of a pool of a namespaced kind (a ClusterProfile):
     /// an application selects only those of its own.
     pub namespace: Option<String>,
-    pub labels: BTreeMap<String, String>,
+    pub labels: Labels,
     pub annotations: BTreeMap<String, String>,
     /// How its kind marks the pool's nodes: with its name, what every
     /// node of the pool carries ([`Pool::node_selector`]). Kept rather than
@@ -84,6 +88,12 @@ impl Pool {
 
     /// The labels every node of the pool carries: the nodeSelector its
     /// release gets, and how its nodes are counted.
+    /// Its labels as a map of their own, for what keeps them apart from
+    /// the pool.
+    pub fn label_map(&self) -> BTreeMap<String, String> {
+        self.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    }
+
     pub fn node_selector(&self) -> BTreeMap<String, String> {
         self.marks.selector(&self.name)
     }
@@ -109,7 +119,7 @@ impl Pool {
             health: nodes::SiteHealth::of_profile(&object.data),
             cluster_ids: cluster_ids(kind, &name, &labels, &object.data),
             name,
-            labels,
+            labels: labels.into_iter().collect(),
             annotations,
         }
     }
@@ -131,7 +141,7 @@ impl Pool {
             health: nodes::SiteHealth::of_profile(object),
             cluster_ids: cluster_ids(kind, &name, &labels, object),
             name,
-            labels,
+            labels: labels.into_iter().collect(),
             annotations,
         })
     }
@@ -201,7 +211,7 @@ impl Selector {
         Ok(Self { requirements })
     }
 
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    pub fn matches(&self, labels: &Labels) -> bool {
         self.requirements.iter().all(|r| match r {
             Requirement::In(k, values) => labels.get(k).is_some_and(|v| values.contains(v)),
             Requirement::NotIn(k, values) => labels.get(k).is_none_or(|v| !values.contains(v)),
@@ -288,14 +298,12 @@ pub fn contains(selection: &PoolSelection, pool: &Pool) -> Result<bool, Selector
 /// Whether a pool of the given name and labels is one `selection` picks,
 /// as [`contains`] says, with the selector checked once for a whole cache
 /// of pools.
-pub fn picker(
-    selection: &PoolSelection,
-) -> Result<impl Fn(&str, &BTreeMap<String, String>) -> bool + '_, SelectorError> {
+pub fn picker(selection: &PoolSelection) -> Result<impl Fn(&str, &Labels) -> bool + '_, SelectorError> {
     let selector = selection.selector.as_ref().map(Selector::new).transpose()?;
     // Looked up once per cached pool: a list of a thousand names scanned
     // for each of ten thousand pools would be ten million comparisons.
     let names: BTreeSet<&str> = selection.names.iter().map(String::as_str).collect();
-    Ok(move |name: &str, labels: &BTreeMap<String, String>| {
+    Ok(move |name: &str, labels: &Labels| {
         names.contains(name) || selector.as_ref().is_some_and(|s| s.matches(labels))
     })
 }

@@ -35,7 +35,7 @@ pub fn pools<'a>(nodes: impl IntoIterator<Item = &'a Node>, key: &str) -> Vec<Po
             namespace: None,
             health: None,
             cluster_ids: Vec::new(),
-            labels,
+            labels: labels.into_iter().collect(),
             annotations: BTreeMap::new(),
             marks: Membership::Label(key.to_string()),
         })
@@ -70,14 +70,14 @@ mod tests {
         let pools = pools(&nodes, ZONE);
         assert_eq!(pools.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["a", "b"]);
         assert_eq!(
-            pools[0].labels,
+            pools[0].label_map(),
             BTreeMap::from([
                 (ZONE.to_string(), "a".to_string()),
                 ("region".to_string(), "east".to_string())
             ])
         );
         assert_eq!(pools[0].node_selector(), BTreeMap::from([(ZONE.to_string(), "a".to_string())]));
-        assert_eq!(pools[1].labels["region"], "west");
+        assert_eq!(pools[1].labels.get("region").unwrap(), "west");
         assert!(super::pools(&nodes, "absent").is_empty());
     }
 }

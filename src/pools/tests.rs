@@ -51,7 +51,7 @@ fn from_object_reads_name_labels_and_annotations() {
     });
     let p = Pool::from_value(&kind::OPENYURT, &object).unwrap();
     assert_eq!(p.name, "hz");
-    assert_eq!(p.labels, BTreeMap::from([("region".into(), "east".into())]));
+    assert_eq!(p.label_map(), BTreeMap::from([("region".into(), "east".into())]));
     assert_eq!(p.annotations, BTreeMap::from([("a".into(), "b".into())]));
     assert_eq!(p.node_selector(), BTreeMap::from([(kind::OPENYURT_NODE_LABEL.into(), "hz".into())]));
 }
@@ -91,7 +91,7 @@ fn from_object_reads_a_listed_node_pool() {
     }))
     .unwrap();
     let p = Pool::from_object(&kind::OPENYURT, &object);
-    assert_eq!((p.name.as_str(), p.labels["region"].as_str()), ("hz", "east"));
+    assert_eq!((p.name.as_str(), p.labels.get("region").unwrap().as_str()), ("hz", "east"));
     assert!(p.annotations.is_empty());
 }
 

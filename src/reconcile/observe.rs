@@ -161,7 +161,7 @@ impl Caches {
         kind: PoolKind,
         namespace: &str,
         node_label: Option<&str>,
-        picks: impl Fn(&str, &BTreeMap<String, String>) -> bool,
+        picks: impl Fn(&str, &pools::Labels) -> bool,
     ) -> Option<Vec<Arc<CachedPool>>> {
         if kind == PoolKind::NodeLabel {
             let nodes = self.nodes.state();

@@ -286,8 +286,8 @@ mod tests {
             .observe(watcher::Event::Apply(nodepool("hz", json!({ "r": "east" }), 0)))
             .is_empty());
         let changed = pools.observe(watcher::Event::Apply(nodepool("hz", json!({ "r": "west" }), 0)));
-        assert_eq!(changed[0].before.as_ref().unwrap().labels["r"], "east");
-        assert_eq!(changed[0].after.as_ref().unwrap().labels["r"], "west");
+        assert_eq!(changed[0].before.as_ref().unwrap().labels.get("r").unwrap(), "east");
+        assert_eq!(changed[0].after.as_ref().unwrap().labels.get("r").unwrap(), "west");
     }
 
     #[test]

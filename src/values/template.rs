@@ -66,7 +66,7 @@ impl TemplateContext {
             },
             pool: PoolContext {
                 name: pool.name.clone(),
-                labels: pool.labels.clone(),
+                labels: pool.label_map(),
                 annotations: pool.annotations.clone(),
             },
         }

@@ -46,7 +46,7 @@ fn pools(names: &[&str]) -> Vec<Pool> {
     names
         .iter()
         .map(|name| Pool {
-            labels: [("site".to_string(), "edge".to_string())].into(),
+            labels: nodepool_fanout::pools::Labels::from_iter([("site".to_string(), "edge".to_string())]),
             ..Pool::named(*name)
         })
         .collect()

@@ -47,7 +47,7 @@ fn config() -> ProptestConfig {
 fn fixed_context() -> TemplateContext {
     let pool = Pool {
         name: "hangzhou".into(),
-        labels: BTreeMap::from([
+        labels: nodepool_fanout::pools::Labels::from_iter([
             ("region".into(), "east".into()),
             ("topology.kubernetes.io/zone".into(), "cn-east-1a".into()),
         ]),

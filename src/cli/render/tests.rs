@@ -30,7 +30,7 @@ fn example_pools_parse() {
     let pools = parse_pools(POOLS, &Pools::default()).unwrap();
     let names: Vec<_> = pools.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(names, ["hangzhou", "shanghai", "beijing"]);
-    assert_eq!(pools[2].labels["region"], "north");
+    assert_eq!(pools[2].labels.get("region").unwrap(), "north");
 }
 
 /// Each pool's release, by pool, with its nodeSelector and region.

@@ -64,9 +64,9 @@ impl Versions {
                 Member::Node(was.into_iter().chain([labels]).collect())
             }
             Concern::Pool(kind, pool) => {
-                let was = self.labels.insert((Some(kind), pool.name.clone()), pool.labels.clone());
+                let was = self.labels.insert((Some(kind), pool.name.clone()), pool.label_map());
                 let before = was.map(|labels| Pool {
-                    labels,
+                    labels: labels.into_iter().collect(),
                     ..pool.clone()
                 });
                 Member::Pool(kind, before.into_iter().chain([pool]).collect())

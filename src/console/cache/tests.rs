@@ -84,7 +84,7 @@ fn a_node_or_pool_change_names_only_the_applications_that_select_its_pool() {
         Concern::Pool(
             PoolKind::OpenYurt,
             Pool {
-                labels: BTreeMap::from([("team".into(), tag.into())]),
+                labels: crate::pools::Labels::from_iter([("team".into(), tag.into())]),
                 ..Pool::named(name)
             },
         )

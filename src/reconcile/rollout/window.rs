@@ -18,7 +18,6 @@
 
 mod cron;
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use croner::Cron;
@@ -27,7 +26,7 @@ use jiff::{SignedDuration, Timestamp};
 use serde::Deserialize;
 
 use crate::api::naming::ANNOTATION_MAINTENANCE_WINDOW;
-use crate::pools::Pool;
+use crate::pools::{Labels, Pool};
 
 /// One window, read and checked.
 #[derive(Debug, Clone)]
@@ -208,7 +207,7 @@ fn either(gates: impl IntoIterator<Item = Gate>) -> Gate {
 }
 
 /// Whether a pool of this name and these labels is one a window selects.
-type Picks<'a> = Box<dyn Fn(&str, &BTreeMap<String, String>) -> bool + 'a>;
+type Picks<'a> = Box<dyn Fn(&str, &Labels) -> bool + 'a>;
 
 /// The windows of one plan read at its `now`, each once: the
 /// application's, and each distinct text of a pool's annotation (pools
@@ -236,7 +235,7 @@ impl<'a> Gates<'a> {
         let picks = |selection: &'a crate::api::PoolSelection| -> Picks<'a> {
             match crate::pools::picker(selection) {
                 Ok(picks) => Box::new(picks),
-                Err(_) => Box::new(|_: &str, _: &BTreeMap<String, String>| true),
+                Err(_) => Box::new(|_: &str, _: &Labels| true),
             }
         };
         let app = windows.iter().map(|w| (w, w.pools.map(picks), w.window.gate(now))).collect();

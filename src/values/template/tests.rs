@@ -6,7 +6,7 @@ use serde_json::json;
 fn ctx() -> TemplateContext {
     let pool = Pool {
         name: "hangzhou".into(),
-        labels: BTreeMap::from([
+        labels: crate::pools::Labels::from_iter([
             ("region".into(), "east".into()),
             ("topology.kubernetes.io/region".into(), "cn-east-1".into()),
         ]),

@@ -36,7 +36,7 @@ pub(super) fn context() -> impl Strategy<Value = TemplateContext> {
                 &namespace,
                 &Pool {
                     name,
-                    labels,
+                    labels: labels.into_iter().collect(),
                     annotations,
                     marks: nodepool_fanout::pools::nodes::Membership::OwnCluster,
                     namespace: None,

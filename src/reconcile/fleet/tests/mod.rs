@@ -29,7 +29,7 @@ fn pools() -> Vec<Pool> {
     ["ready", "failing", "offline", "new", "refused"]
         .into_iter()
         .map(|name| Pool {
-            labels: [("region".to_string(), "east".to_string())].into(),
+            labels: crate::pools::Labels::from_iter([("region".to_string(), "east".to_string())]),
             ..Pool::named(name)
         })
         .collect()

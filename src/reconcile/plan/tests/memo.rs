@@ -130,11 +130,10 @@ impl World {
         self.next_pool += 1;
         let tier = if gold { "gold" } else { "silver" };
         self.pools.push(Pool {
-            labels: [
+            labels: crate::pools::Labels::from_iter([
                 ("fleet".to_string(), "x".to_string()),
                 ("tier".to_string(), tier.to_string()),
-            ]
-            .into(),
+            ]),
             annotations: [("owner".to_string(), "team-a".to_string())].into(),
             ..Pool::named(name)
         });
@@ -169,7 +168,7 @@ impl World {
         match event {
             Event::Relabel(i) => {
                 if let Some(pool) = self.nth_pool(*i) {
-                    let flipped = if pool.labels["tier"] == "gold" {
+                    let flipped = if pool.labels.get("tier").unwrap() == "gold" {
                         "silver"
                     } else {
                         "gold"

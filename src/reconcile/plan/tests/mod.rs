@@ -42,7 +42,7 @@ fn app(spec: Value) -> NodePoolApplication {
 fn pool(name: &str, region: &str) -> Pool {
     Pool {
         name: name.into(),
-        labels: [("region".to_string(), region.to_string())].into(),
+        labels: crate::pools::Labels::from_iter([("region".to_string(), region.to_string())]),
         ..Pool::named(name)
     }
 }

@@ -46,7 +46,7 @@ fn t(seconds: i64) -> Timestamp {
 fn pool(name: &str) -> Pool {
     Pool {
         name: name.into(),
-        labels: [("region".to_string(), "eu \"west\"".to_string())].into(),
+        labels: crate::pools::Labels::from_iter([("region".to_string(), "eu \"west\"".to_string())]),
         ..Default::default()
     }
 }
