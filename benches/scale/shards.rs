@@ -54,7 +54,11 @@ pub async fn shards(keys: &[&'static str], pools_each: usize) {
             written_in: Duration::ZERO,
         });
     }
-    println!("created {} NodePools", pools_each * count);
+    // Every pool in the cluster is cached by every shard: a run's figures
+    // hold only if no pool of another run is left.
+    let in_cluster = crate::support::bench::count(&pool_api).await;
+    println!("created {} NodePools; {in_cluster} in the cluster", pools_each * count);
+    assert_eq!(in_cluster, pools_each * count, "NodePools of another run are still in the cluster");
     let start = Instant::now();
     for shard in &shards {
         let mut app = app_named(

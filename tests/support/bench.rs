@@ -121,12 +121,22 @@ pub async fn let_go(client: &kube::Client, namespace: &str) {
 /// namespace with its releases let go at once, and the rest of `env`.
 pub async fn clean_up(env: TestEnv) {
     let pools: Api<DynamicObject> = Api::all_with(env.client.clone(), &nodepool_resource());
-    let _ = pools
-        .delete_collection(
-            &DeleteParams::default(),
-            &ListParams::default().labels(&format!("e2e={}", env.prefix)),
-        )
-        .await;
+    let ours = ListParams::default().labels(&format!("e2e={}", env.prefix));
+    // One delete of 20,000 pools outlives the API server's request
+    // timeout and leaves the rest: the next run would then cache them as
+    // its own, and its memory read high. Deleted until none is left.
+    let start = Instant::now();
+    loop {
+        let _ = pools.delete_collection(&DeleteParams::default(), &ours).await;
+        let left = match pools.list_metadata(&ours.clone().limit(1)).await {
+            Ok(list) => list.items.len() + list.metadata.remaining_item_count.unwrap_or(0) as usize,
+            Err(e) => panic!("cannot count the bench's pools left: {e}"),
+        };
+        if left == 0 {
+            break;
+        }
+        assert!(start.elapsed() < TIMEOUT, "{left} of the bench's pools are still there after {TIMEOUT:?}");
+    }
     let_go(&env.client, &env.namespace).await;
     env.cleanup().await;
 }
