@@ -224,7 +224,7 @@ fn pools(annotation: usize) -> Vec<Pool> {
         .map(|i| Pool {
             name: format!("pool-{i}"),
             labels: nodepool_fanout::pools::Labels::from_iter([("region".to_string(), "east".to_string())]),
-            annotations: [("notes".to_string(), "n".repeat(annotation))].into(),
+            annotations: [("notes".to_string(), "n".repeat(annotation))].into_iter().collect(),
             ..Pool::named(format!("pool-{i}"))
         })
         .collect()

@@ -29,6 +29,9 @@ use kind::PoolObjects;
 /// every pool of the cluster, and a map's first node has room for eleven.
 pub type Labels = litemap::LiteMap<String, String>;
 
+/// A pool's annotations, kept as its labels are, and for the same reason.
+pub type Annotations = litemap::LiteMap<String, String>;
+
 /// What the planner needs to know about a node pool.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Pool {
@@ -37,7 +40,7 @@ pub struct Pool {
     /// an application selects only those of its own.
     pub namespace: Option<String>,
     pub labels: Labels,
-    pub annotations: BTreeMap<String, String>,
+    pub annotations: Annotations,
     /// How its kind marks the pool's nodes: with its name, what every
     /// node of the pool carries ([`Pool::node_selector`]). Kept rather than
     /// the selector itself, which at ten thousand pools was a map of its
@@ -86,14 +89,19 @@ impl Pool {
         }
     }
 
-    /// The labels every node of the pool carries: the nodeSelector its
-    /// release gets, and how its nodes are counted.
     /// Its labels as a map of their own, for what keeps them apart from
     /// the pool.
     pub fn label_map(&self) -> BTreeMap<String, String> {
         self.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
     }
 
+    /// Its annotations as a map of their own, as its labels.
+    pub fn annotation_map(&self) -> BTreeMap<String, String> {
+        self.annotations.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    }
+
+    /// The labels every node of the pool carries: the nodeSelector its
+    /// release gets, and how its nodes are counted.
     pub fn node_selector(&self) -> BTreeMap<String, String> {
         self.marks.selector(&self.name)
     }
@@ -120,7 +128,7 @@ impl Pool {
             cluster_ids: cluster_ids(kind, &name, &labels, &object.data),
             name,
             labels: labels.into_iter().collect(),
-            annotations,
+            annotations: annotations.into_iter().collect(),
         }
     }
 
@@ -142,7 +150,7 @@ impl Pool {
             cluster_ids: cluster_ids(kind, &name, &labels, object),
             name,
             labels: labels.into_iter().collect(),
-            annotations,
+            annotations: annotations.into_iter().collect(),
         })
     }
 }

@@ -36,7 +36,7 @@ pub fn pools<'a>(nodes: impl IntoIterator<Item = &'a Node>, key: &str) -> Vec<Po
             health: None,
             cluster_ids: Vec::new(),
             labels: labels.into_iter().collect(),
-            annotations: BTreeMap::new(),
+            annotations: Default::default(),
             marks: Membership::Label(key.to_string()),
         })
         .collect()

@@ -6,7 +6,7 @@ fn pool(name: &str, labels: &[(&str, &str)]) -> Pool {
     Pool {
         name: name.into(),
         labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-        annotations: BTreeMap::new(),
+        annotations: Default::default(),
         marks: nodes::Membership::OwnCluster,
         namespace: None,
         health: None,
@@ -52,7 +52,7 @@ fn from_object_reads_name_labels_and_annotations() {
     let p = Pool::from_value(&kind::OPENYURT, &object).unwrap();
     assert_eq!(p.name, "hz");
     assert_eq!(p.label_map(), BTreeMap::from([("region".into(), "east".into())]));
-    assert_eq!(p.annotations, BTreeMap::from([("a".into(), "b".into())]));
+    assert_eq!(p.annotation_map(), BTreeMap::from([("a".into(), "b".into())]));
     assert_eq!(p.node_selector(), BTreeMap::from([(kind::OPENYURT_NODE_LABEL.into(), "hz".into())]));
 }
 

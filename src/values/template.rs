@@ -67,7 +67,7 @@ impl TemplateContext {
             pool: PoolContext {
                 name: pool.name.clone(),
                 labels: pool.label_map(),
-                annotations: pool.annotations.clone(),
+                annotations: pool.annotation_map(),
             },
         }
     }

@@ -51,7 +51,7 @@ fn fixed_context() -> TemplateContext {
             ("region".into(), "east".into()),
             ("topology.kubernetes.io/zone".into(), "cn-east-1a".into()),
         ]),
-        annotations: BTreeMap::from([("owner".into(), "team-a".into())]),
+        annotations: [("owner".into(), "team-a".into())].into_iter().collect(),
         marks: nodepool_fanout::pools::nodes::Membership::OwnCluster,
         namespace: None,
         health: None,

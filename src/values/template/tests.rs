@@ -10,7 +10,7 @@ fn ctx() -> TemplateContext {
             ("region".into(), "east".into()),
             ("topology.kubernetes.io/region".into(), "cn-east-1".into()),
         ]),
-        annotations: BTreeMap::from([("owner".into(), "team-a".into())]),
+        annotations: [("owner".into(), "team-a".into())].into_iter().collect(),
         marks: crate::pools::nodes::Membership::OwnCluster,
         namespace: None,
         health: None,

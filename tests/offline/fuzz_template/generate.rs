@@ -37,7 +37,7 @@ pub(super) fn context() -> impl Strategy<Value = TemplateContext> {
                 &Pool {
                     name,
                     labels: labels.into_iter().collect(),
-                    annotations,
+                    annotations: annotations.into_iter().collect(),
                     marks: nodepool_fanout::pools::nodes::Membership::OwnCluster,
                     namespace: None,
                     health: None,

@@ -134,7 +134,7 @@ impl World {
                 ("fleet".to_string(), "x".to_string()),
                 ("tier".to_string(), tier.to_string()),
             ]),
-            annotations: [("owner".to_string(), "team-a".to_string())].into(),
+            annotations: [("owner".to_string(), "team-a".to_string())].into_iter().collect(),
             ..Pool::named(name)
         });
     }
