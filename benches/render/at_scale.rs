@@ -17,11 +17,12 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
-use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher;
 use nodepool_fanout::api::{naming, NodePoolApplication, PoolKind};
 use nodepool_fanout::pools::kind;
-use nodepool_fanout::reconcile::observe::{self, CachedPool, CachedRelease, Caches, PoolApi, PoolCache};
+use nodepool_fanout::reconcile::observe::{
+    self, CachedPool, CachedRelease, Caches, PoolApi, PoolCache, ReleaseWriter,
+};
 use nodepool_fanout::reconcile::plan::{self, Memo, Plan, PlanInput};
 use serde_json::{json, Value};
 
@@ -31,7 +32,7 @@ use super::{peak_rss_kib, reset_peak_rss};
 /// through which a release changes as a watch event would change it.
 struct Cluster {
     caches: Caches,
-    releases: Writer<CachedRelease>,
+    releases: ReleaseWriter,
 }
 
 impl Cluster {
@@ -57,7 +58,11 @@ impl Cluster {
                 CachedPool::from_object(objects, pool)
             })
             .collect();
-        let releases = observe::listed(Vec::new(), ());
+        // Its one writer keeps the index with the cache, as the
+        // controller's does.
+        let mut releases = ReleaseWriter::default();
+        releases.apply_watcher_event(&watcher::Event::Init);
+        releases.apply_watcher_event(&watcher::Event::InitDone);
         let caches = Caches {
             pools: BTreeMap::from([(
                 PoolKind::OpenYurt,
@@ -68,7 +73,8 @@ impl Cluster {
             )]),
             unserved: BTreeMap::new(),
             nodes: observe::listed(Vec::new(), ()).as_reader(),
-            releases: releases.as_reader(),
+            releases: releases.store(),
+            release_index: Some(releases.index()),
             history: observe::listed(Vec::new(), ()).as_reader(),
         };
         Self { caches, releases }
@@ -79,6 +85,34 @@ impl Cluster {
         let object: DynamicObject = serde_json::from_value(release).expect("a HelmRelease");
         let cached = CachedRelease::from_object(object);
         self.releases.apply_watcher_event(&watcher::Event::Apply(cached));
+    }
+}
+
+impl Cluster {
+    /// Releases of other shards' applications beside the application's,
+    /// `count` in all, each of its own application and Helm release, cut
+    /// down as they enter (`written`: a release of the application, their
+    /// model).
+    fn others_up_to(&mut self, written: &Value, count: usize) {
+        let had = self.caches.releases.state().len();
+        for i in had.saturating_sub(self.owned())..count {
+            let mut release = ready(written.clone(), 100_000 + i, 2_000_000 + i);
+            let name = format!("other-{}-site-{i:06}", i / 1000);
+            release["metadata"]["name"] = json!(name);
+            release["metadata"]["ownerReferences"][0]["name"] = json!(format!("other-{}", i / 1000));
+            release["metadata"]["ownerReferences"][0]["uid"] = json!(format!("other-uid-{}", i / 1000));
+            release["spec"]["releaseName"] = json!(name);
+            let object: DynamicObject = serde_json::from_value(release).expect("a HelmRelease");
+            let mut cached = CachedRelease::from_object(object);
+            cached.cut_down();
+            self.releases.apply_watcher_event(&watcher::Event::Apply(cached));
+        }
+    }
+
+    /// How many releases the application owns in the cache.
+    fn owned(&self) -> usize {
+        let state = self.caches.releases.state();
+        state.iter().filter(|r| !r.cut_down).count()
     }
 }
 
@@ -160,19 +194,28 @@ pub fn at_scale(pools: usize) {
     settle(&mut cluster, &first);
     let entered = start.elapsed();
     let changed = first.apply.first().map(|d| ready(d.object(), 0, 999_999));
+    let first_written = first.apply.first().map(|d| d.object()).expect("a release was written");
     drop(first);
     let resync = measure("resync, every release in place, from scratch", &cluster, &app, None);
     let rest = measure("resync, with the last plan's memo", &cluster, &app, Some(&resync.memo));
     // One release turns Ready again (a new resourceVersion): that pool
     // alone is read again.
     cluster.arrive(changed.expect("a release was written"));
-    measure("one release changed, with the memo", &cluster, &app, Some(&rest.memo));
+    let changed = measure("one release changed, with the memo", &cluster, &app, Some(&rest.memo));
+    // Other shards' releases in the same namespace, cut down as an
+    // instance keeps them: what a reconcile reads should not grow with them.
+    let mut memo = changed.memo;
+    for others in [pools, 9 * pools] {
+        cluster.others_up_to(&first_written, others);
+        let label = format!("the same, {others} others' releases beside");
+        memo = measure(&label, &cluster, &app, Some(&memo)).memo;
+    }
     println!(
         "(each release read as it entered the cache: {:.1} µs, once per watch event)",
         entered.as_secs_f64() * 1e6 / pools as f64
     );
     println!("(goal: a resync at rest, observe and plan with the memo, within 50 ms in every run)");
-    drop((cluster, resync, rest));
+    drop((cluster, resync, rest, memo));
     println!();
     println!("the resync with maintenance windows: two of the application's, one by selector,");
     println!("and a pool annotation on a tenth of the pools");

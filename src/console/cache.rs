@@ -203,6 +203,9 @@ impl CacheSource {
             unserved: BTreeMap::new(),
             nodes: self.nodes.clone(),
             releases: self.releases.clone(),
+            // Its releases are those of applications alone: each view
+            // indexes them as it observes.
+            release_index: None,
             history: self.history.clone(),
         }
     }

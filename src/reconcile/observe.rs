@@ -28,9 +28,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 mod cached;
 mod others;
+mod release_index;
 pub mod shallow;
 pub use cached::{CachedPool, CachedRelease, PoolApi};
 pub use others::{application_owner, owned_by, owner_of, Others};
+pub use release_index::{ReleaseIndex, ReleaseWriter};
 pub use shallow::Shallow;
 
 #[derive(Debug, thiserror::Error)]
@@ -112,6 +114,10 @@ pub struct Caches {
     pub unserved: BTreeMap<PoolKind, String>,
     pub nodes: Store<Node>,
     pub releases: Store<CachedRelease>,
+    /// The releases by application and by Helm release driven, kept by the
+    /// cache's writer ([`ReleaseWriter`]); `None` where no writer keeps
+    /// one (a cache filled from a list), and each observe makes its own.
+    pub release_index: Option<Arc<ReleaseIndex>>,
     /// The applications' revision records (see [`crate::reconcile::history`]).
     pub history: Store<ControllerRevision>,
 }
@@ -230,12 +236,14 @@ impl Caches {
                 Some((kind, PoolCache { api, store }))
             })
             .collect();
-        let releases = lists.releases.into_iter().map(CachedRelease::from_object).collect();
+        let releases: Store<CachedRelease> =
+            listed(lists.releases.into_iter().map(CachedRelease::from_object).collect(), ()).as_reader();
         Self {
             pools,
             unserved: lists.unserved,
             nodes: listed(lists.nodes, ()).as_reader(),
-            releases: listed(releases, ()).as_reader(),
+            release_index: Some(Arc::new(ReleaseIndex::of(releases.state()))),
+            releases,
             history: listed(lists.history, ()).as_reader(),
         }
     }
@@ -278,32 +286,34 @@ pub fn observe(caches: &Caches, app: &NodePoolApplication) -> Observed {
         },
         Err(_) => (Vec::new(), None),
     };
+    let index = match &caches.release_index {
+        Some(index) => Arc::clone(index),
+        None => Arc::new(ReleaseIndex::of(caches.releases.state())),
+    };
+    // Its own releases as the cache read them, shared rather than copied
+    // or parsed again; the others are looked up, not walked.
     let mut owned = Vec::new();
-    let mut others = Vec::new();
-    let mut on_sites = Vec::new();
     let mut cut_down = 0;
-    let profiles = caches
-        .pools
-        .get(&PoolKind::ClusterProfile)
-        .filter(|_| kind == PoolKind::ClusterProfile);
-    for release in caches.releases.state() {
-        if let Some(profiles) = profiles.filter(|_| !owned_by(release.as_ref(), uid)) {
-            on_sites.extend(same_cluster_drivers(profiles, &release));
-        }
+    for release in uid.map(|uid| index.owned_by(uid)).unwrap_or_default() {
         if release.metadata.namespace.as_deref() != Some(namespace.as_str()) {
             continue;
         }
-        // Its own releases as the cache read them, shared rather than
-        // copied or parsed again.
-        let ours = owned_by(release.as_ref(), uid);
-        match release.observed.as_ref().filter(|_| ours) {
+        match release.observed.as_ref() {
             Some(observed) => owned.push(Arc::clone(observed)),
-            // Another's, or ours by owner reference but without our pool
-            // label (edited by hand): left alone rather than guess its pool.
-            None => {
-                cut_down += usize::from(ours && release.cut_down);
-                others.push(release)
-            }
+            // Ours by owner reference but without our pool label (edited
+            // by hand): left alone, among the others, rather than guess
+            // its pool; or cut down, as another shard's.
+            None => cut_down += usize::from(release.cut_down),
+        }
+    }
+    let mut on_sites = Vec::new();
+    if let Some(profiles) = caches
+        .pools
+        .get(&PoolKind::ClusterProfile)
+        .filter(|_| kind == PoolKind::ClusterProfile)
+    {
+        for release in caches.releases.state().iter().filter(|r| !owned_by(r.as_ref(), uid)) {
+            on_sites.extend(same_cluster_drivers(profiles, release));
         }
     }
     owned.sort_by(|a, b| a.name.cmp(&b.name));
@@ -312,7 +322,7 @@ pub fn observe(caches: &Caches, app: &NodePoolApplication) -> Observed {
         pools,
         unserved,
         owned,
-        others: Others::new(others, on_sites, &namespace),
+        others: Others::new(caches.releases.clone(), index, app, on_sites),
         nodes,
         cut_down,
     }

@@ -238,8 +238,7 @@ pub(super) fn readiness(
 /// they fill, before the streams start.
 pub(super) struct Watches {
     releases: Api<observe::CachedRelease>,
-    release_writer: reflector::store::Writer<observe::CachedRelease>,
-    release_store: reflector::Store<observe::CachedRelease>,
+    release_writer: observe::ReleaseWriter,
     /// The applications' revision records, by our label.
     history: (Api<ControllerRevision>, reflector::store::Writer<ControllerRevision>),
     history_store: reflector::Store<ControllerRevision>,
@@ -265,7 +264,7 @@ impl Watches {
             Some(ns) => Api::namespaced(client.clone(), ns),
             None => Api::all(client.clone()),
         };
-        let (release_store, release_writer) = reflector::store();
+        let release_writer = observe::ReleaseWriter::default();
         let history_api = match &args.watch_namespace {
             Some(ns) => Api::namespaced(client.clone(), ns),
             None => Api::all(client.clone()),
@@ -277,7 +276,6 @@ impl Watches {
         Watches {
             releases,
             release_writer,
-            release_store,
             history: (history_api, history_writer),
             history_store,
             helmcharts: charts(helmchart_resource()),
@@ -308,7 +306,8 @@ impl Watches {
                 .collect(),
             nodes: self.nodes.cache(),
             unserved,
-            releases: self.release_store.clone(),
+            releases: self.release_writer.store(),
+            release_index: Some(self.release_writer.index()),
             history: self.history_store.clone(),
         }
     }
@@ -351,7 +350,10 @@ impl Watches {
         let node_events = watcher(nodes, paged()).modify(|node| *node = nodes::strip(std::mem::take(node)));
         let served_releases = (served.clone(), served_listed);
         let releases = shards::releases(self.releases, served_releases, Arc::clone(&context.relist));
-        let release_events = reflector(self.release_writer, releases);
+        // The cache's own writer keeps its index with it (kube's
+        // `reflector`, with that writer).
+        let mut release_writer = self.release_writer;
+        let release_events = releases.inspect_ok(move |event| release_writer.apply_watcher_event(event));
         // Records wake nothing: the reconcile that writes one reads it back.
         let (history, history_writer) = self.history;
         let records = watcher(history, watcher::Config::default().labels(history::LABEL_REVISION));

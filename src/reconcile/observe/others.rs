@@ -5,25 +5,26 @@
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 
-use super::CachedRelease;
+use super::{CachedRelease, ReleaseIndex};
 use crate::api::NodePoolApplication;
 use crate::reconcile::plan::{HelmReleaseKey, OtherReleases, TakenRelease};
 
-/// The releases of an application's namespace it does not own, as the
-/// cache holds them, sorted to be looked up by name and by the Helm release
-/// each drives: shared with the cache rather than copied out; and the
-/// Helm releases other applications drive on site clusters, by each name
-/// of their cluster.
+/// The releases of an application's namespace it does not own (another
+/// application's, nobody's, or its own edited past our pool mark), as the
+/// cache and its index hold them: looked up by name and by the Helm
+/// release each drives, one pool at a time, never walked; and the Helm
+/// releases other applications drive on site clusters, by each name of
+/// their cluster.
 #[derive(Debug, Clone, Default)]
 pub struct Others {
-    /// Sorted by name.
-    releases: Vec<Arc<CachedRelease>>,
-    /// Indices into `releases`, sorted by the Helm release each drives, then
-    /// oldest first.
-    by_helm_release: Vec<usize>,
+    /// The cache, for a look-up by name; none, for no releases at all.
+    releases: Option<Store<CachedRelease>>,
+    index: Arc<ReleaseIndex>,
+    /// The application whose own releases are not among them.
+    uid: Option<String>,
     /// By a name of the site cluster each installs into
     /// ([`same_cluster_drivers`]), sorted by it, then oldest first; in any
     /// namespace.
@@ -34,17 +35,11 @@ pub struct Others {
 
 impl Others {
     pub(super) fn new(
-        mut releases: Vec<Arc<CachedRelease>>,
+        releases: Store<CachedRelease>,
+        index: Arc<ReleaseIndex>,
+        app: &NodePoolApplication,
         mut on_sites: Vec<(HelmReleaseKey, Arc<CachedRelease>)>,
-        namespace: &str,
     ) -> Self {
-        releases.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-        let mut by_helm_release: Vec<usize> = (0..releases.len()).collect();
-        by_helm_release.sort_by_key(|&i| {
-            let release = &releases[i];
-            let meta = &release.metadata;
-            (release.drives.as_ref(), meta.creation_timestamp.as_ref(), meta.name.as_deref())
-        });
         on_sites.sort_by(|(a, x), (b, y)| {
             let (x, y) = (&x.metadata, &y.metadata);
             a.cmp(b)
@@ -52,11 +47,18 @@ impl Others {
                 .then_with(|| x.name.cmp(&y.name))
         });
         Self {
-            releases,
-            by_helm_release,
+            releases: Some(releases),
+            index,
+            uid: app.uid(),
             on_sites,
-            namespace: namespace.to_string(),
+            namespace: app.namespace().unwrap_or_default(),
         }
+    }
+
+    /// Whether `release` is not one the application plans: another's, or
+    /// its own without our pool mark (left alone rather than guess its pool).
+    fn not_its_own(&self, release: &CachedRelease) -> bool {
+        !(owned_by(release, self.uid.as_deref()) && release.observed.is_some())
     }
 
     fn taken(&self, release: &CachedRelease) -> TakenRelease {
@@ -71,20 +73,24 @@ impl Others {
 
 impl OtherReleases for Others {
     fn named(&self, name: &str) -> bool {
-        self.releases
-            .binary_search_by(|r| r.metadata.name.as_deref().unwrap_or_default().cmp(name))
-            .is_ok()
+        let Some(releases) = &self.releases else {
+            return false;
+        };
+        (releases.get(&ObjectRef::new(name).within(&self.namespace))).is_some_and(|r| self.not_its_own(&r))
     }
 
     fn driving(&self, key: &HelmReleaseKey) -> Option<TakenRelease> {
-        let drives = |i: usize| self.releases[i].drives.as_ref();
-        let first = self.by_helm_release.partition_point(|&i| drives(i) < Some(key));
-        let here = self.by_helm_release.get(first).map(|&i| &self.releases[i]);
-        let here = here.filter(|r| r.drives.as_ref() == Some(key));
+        let oldest = |r: &Arc<CachedRelease>| {
+            let meta = &r.metadata;
+            (meta.creation_timestamp.clone(), meta.name.clone())
+        };
+        let here = (self.index.driving(&self.namespace, key).into_iter())
+            .filter(|r| self.not_its_own(r))
+            .min_by_key(oldest);
         let first = self.on_sites.partition_point(|(k, _)| k < key);
         let on_site = self.on_sites.get(first).filter(|(k, _)| k == key).map(|(_, r)| r);
         let when = |r: &CachedRelease| (r.created(), r.metadata.name.clone());
-        let older = match (here, on_site) {
+        let older = match (here.as_ref(), on_site) {
             (Some(h), Some(s)) if when(s) < when(h) => Some(s),
             (Some(h), _) => Some(h),
             (None, s) => s,

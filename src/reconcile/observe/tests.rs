@@ -180,6 +180,7 @@ fn of_two_others_driving_one_helm_release_the_older_is_named() {
         CachedRelease::from_object(release)
     };
     let caches = Caches {
+        release_index: None,
         pools: BTreeMap::from([(PoolKind::OpenYurt, nodepools(Vec::new()))]),
         nodes: store(Vec::new()),
         unserved: BTreeMap::new(),
@@ -217,6 +218,7 @@ fn observes_from_the_caches_split_by_owner_and_namespace() {
         )
     };
     let caches = Caches {
+        release_index: None,
         pools: BTreeMap::from([(
             PoolKind::OpenYurt,
             nodepools(vec![
@@ -289,6 +291,7 @@ fn an_application_sees_only_the_cluster_profiles_of_its_own_namespace() {
         profile("other", "store-9"),
     ];
     let caches = Caches {
+        release_index: None,
         pools: BTreeMap::from([(
             PoolKind::ClusterProfile,
             PoolCache {
@@ -353,6 +356,7 @@ fn a_release_into_the_same_site_cluster_from_another_namespace_is_found_by_the_c
     theirs.data["spec"] = json!({ "releaseName": "gateway", "storageNamespace": "ingress",
         "kubeConfig": { "secretRef": { "name": "store-1-admin" } } });
     let caches = Caches {
+        release_index: None,
         pools: BTreeMap::from([(
             PoolKind::ClusterProfile,
             PoolCache {
@@ -372,6 +376,7 @@ fn a_release_into_the_same_site_cluster_from_another_namespace_is_found_by_the_c
     let mut cut = CachedRelease::from_object(theirs);
     cut.cut_down();
     let of_another_shard = Caches {
+        release_index: None,
         releases: store(vec![cut]),
         ..caches.clone()
     };
@@ -409,6 +414,7 @@ fn a_release_of_another_shards_application_is_cut_down_to_what_others_read_of_it
     assert!(kept.planned.value().is_some());
 
     let caches = Caches {
+        release_index: None,
         pools: BTreeMap::from([(PoolKind::OpenYurt, nodepools(Vec::new()))]),
         nodes: store(Vec::new()),
         unserved: BTreeMap::new(),
@@ -424,4 +430,50 @@ fn a_release_of_another_shards_application_is_cut_down_to_what_others_read_of_it
     // Its own application, moved to this instance, finds it cut down.
     assert_eq!(observe(&caches, &app("u9")).cut_down, 1);
     assert_eq!(observed.cut_down, 0);
+}
+
+#[test]
+fn observe_reads_a_kept_index_as_it_reads_the_cache() {
+    let mut hand_edited = release("gw-edited", "edge", Some("u1"));
+    hand_edited.metadata.labels = None;
+    let mut cut = CachedRelease::from_object(release("gw-cut", "edge", Some("u1")));
+    cut.cut_down();
+    let releases = vec![
+        CachedRelease::from_object(release("gw-hz", "edge", Some("u1"))),
+        CachedRelease::from_object(release("gw-sh", "edge", Some("old-uid"))),
+        CachedRelease::from_object(release("theirs", "edge", None)),
+        CachedRelease::from_object(release("gw-hz", "elsewhere", Some("u1"))),
+        CachedRelease::from_object(hand_edited),
+        cut,
+    ];
+    let mut writer = ReleaseWriter::default();
+    writer.apply_watcher_event(&kube::runtime::watcher::Event::Init);
+    for release in releases.clone() {
+        writer.apply_watcher_event(&kube::runtime::watcher::Event::InitApply(release));
+    }
+    writer.apply_watcher_event(&kube::runtime::watcher::Event::InitDone);
+    let caches = |release_index| Caches {
+        release_index,
+        pools: BTreeMap::from([(PoolKind::OpenYurt, nodepools(Vec::new()))]),
+        nodes: store(Vec::new()),
+        unserved: BTreeMap::new(),
+        history: store(Vec::new()),
+        releases: writer.store(),
+    };
+    let kept = observe(&caches(Some(writer.index())), &app("u1"));
+    let made = observe(&caches(None), &app("u1"));
+    for observed in [&kept, &made] {
+        assert_eq!(observed.owned.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), ["gw-hz"]);
+        assert_eq!(observed.cut_down, 1);
+        let others = &observed.others;
+        for name in ["gw-sh", "theirs", "gw-edited", "gw-cut"] {
+            assert!(others.named(name), "{name} is another's, or left alone");
+        }
+        assert!(!others.named("gw-hz"));
+        assert_eq!(others.driving(&("edge".into(), "gw-hz".into())), None, "gw-hz is its own");
+        let edited = others
+            .driving(&("edge".into(), "gw-edited".into()))
+            .expect("left alone, still a driver");
+        assert_eq!(edited.name, "gw-edited");
+    }
 }
