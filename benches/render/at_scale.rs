@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher;
 use nodepool_fanout::api::{naming, NodePoolApplication, PoolKind};
 use nodepool_fanout::pools::kind;
@@ -28,10 +29,12 @@ use serde_json::{json, Value};
 
 use super::{peak_rss_kib, reset_peak_rss};
 
-/// The caches a reconcile reads, and the writer of the releases' cache,
-/// through which a release changes as a watch event would change it.
+/// The caches a reconcile reads, and the writers of the pools' and the
+/// releases' caches, through which they change as watch events would
+/// change them.
 struct Cluster {
     caches: Caches,
+    pools: Writer<CachedPool>,
     releases: ReleaseWriter,
 }
 
@@ -63,11 +66,12 @@ impl Cluster {
         let mut releases = ReleaseWriter::default();
         releases.apply_watcher_event(&watcher::Event::Init);
         releases.apply_watcher_event(&watcher::Event::InitDone);
+        let pool_writer = observe::listed(pools, api.clone());
         let caches = Caches {
             pools: BTreeMap::from([(
                 PoolKind::OpenYurt,
                 PoolCache {
-                    store: observe::listed(pools, api.clone()).as_reader(),
+                    store: pool_writer.as_reader(),
                     api,
                 },
             )]),
@@ -77,7 +81,11 @@ impl Cluster {
             release_index: Some(releases.index()),
             history: observe::listed(Vec::new(), ()).as_reader(),
         };
-        Self { caches, releases }
+        Self {
+            caches,
+            pools: pool_writer,
+            releases,
+        }
     }
 
     /// A release as the watch brings it: into the cache, read as it enters.
@@ -89,15 +97,26 @@ impl Cluster {
 }
 
 impl Cluster {
-    /// Releases of other shards' applications beside the application's,
-    /// `count` in all, each of its own application and Helm release, cut
-    /// down as they enter (`written`: a release of the application, their
-    /// model).
+    /// Sites of other shards' applications beside the application's,
+    /// `count` in all, each a pool it does not select (another region)
+    /// with a release of its own application and Helm release, cut down
+    /// as an instance keeps it (`written`: a release of the application,
+    /// their model).
     fn others_up_to(&mut self, written: &Value, count: usize) {
+        let objects = kind::objects(PoolKind::OpenYurt).expect("OpenYurt's pool objects");
         let had = self.caches.releases.state().len();
         for i in had.saturating_sub(self.owned())..count {
+            let pool = json!({
+                "apiVersion": "apps.openyurt.io/v1beta2", "kind": "NodePool",
+                "metadata": { "name": format!("other-{i:06}"), "resourceVersion": "1",
+                              "labels": { "region": "west" } },
+                "spec": { "type": "Edge" }
+            });
+            let pool: DynamicObject = serde_json::from_value(pool).expect("a NodePool");
+            self.pools
+                .apply_watcher_event(&watcher::Event::Apply(CachedPool::from_object(objects, pool)));
             let mut release = ready(written.clone(), 100_000 + i, 2_000_000 + i);
-            let name = format!("other-{}-site-{i:06}", i / 1000);
+            let name = format!("other-{}-other-{i:06}", i / 1000);
             release["metadata"]["name"] = json!(name);
             release["metadata"]["ownerReferences"][0]["name"] = json!(format!("other-{}", i / 1000));
             release["metadata"]["ownerReferences"][0]["uid"] = json!(format!("other-uid-{}", i / 1000));
@@ -202,12 +221,13 @@ pub fn at_scale(pools: usize) {
     // alone is read again.
     cluster.arrive(changed.expect("a release was written"));
     let changed = measure("one release changed, with the memo", &cluster, &app, Some(&rest.memo));
-    // Other shards' releases in the same namespace, cut down as an
-    // instance keeps them: what a reconcile reads should not grow with them.
+    // Other shards' sites: their pools, and their releases in the same
+    // namespace, cut down as an instance keeps them. What a reconcile
+    // reads should not grow with them.
     let mut memo = changed.memo;
     for others in [pools, 9 * pools] {
         cluster.others_up_to(&first_written, others);
-        let label = format!("the same, {others} others' releases beside");
+        let label = format!("the same, {others} other shards' sites beside");
         memo = measure(&label, &cluster, &app, Some(&memo)).memo;
     }
     println!(
