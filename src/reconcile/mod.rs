@@ -111,9 +111,13 @@ pub async fn reconcile(c: &Controller<'_>, app: &NodePoolApplication) -> Result<
     c.memory.planned(planned.waits_on_releases);
     let mut applied = steps::carry_out(c, &apis, app, &mut planned, &owned).await;
     let mut failed = applied.failure();
-    if failed.is_none() {
-        failed = steps::write_history(&apis, app, &planned.history).await.err();
-    }
+    // What the plan decided of the revision (that it is rolled out, halted
+    // or complete) is recorded whatever became of one pool's write: a pool
+    // refused for good (a Helm release someone else holds) would otherwise
+    // keep every later revision out of the history, and with it the
+    // rollback's targets.
+    let recorded = steps::write_history(&apis, app, &planned.history).await.err();
+    failed = failed.or(recorded);
     if failed.is_none() {
         let rollback = std::mem::take(&mut planned.rollback_charts);
         failed = steps::prune_charts(c, app, chart.as_ref(), &owned, &applied, &rollback).await.err();

@@ -140,3 +140,99 @@ async fn two_applications_racing_for_one_helm_release_leave_one_driver_and_an_in
     env.cleanup().await;
     Ok(())
 }
+
+/// A pool refused at its write, for good (someone else's Lease holds the
+/// claim of its Helm release), keeps neither the other pools nor the
+/// revision's record back: `history` lists the revision the others took.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pool_refused_at_its_write_keeps_the_revision_out_of_no_history() -> TestResult {
+    let mut env = TestEnv::new("claims-history").await;
+    ensure_crd(&env.client).await;
+    let tag = env.prefix.clone();
+    let free = env.create_pool("a-free", &[("e2e", &tag)], 1).await;
+    let held = env.create_pool("b-held", &[("e2e", &tag)], 1).await;
+    // A claim nodepool-fanout did not make: it never takes it over.
+    let leases: Api<Lease> = Api::namespaced(env.client.clone(), &env.namespace);
+    let lease = Lease {
+        metadata: kube::api::ObjectMeta {
+            name: Some(naming::claim_name(&env.namespace, &format!("recorded-{held}"))),
+            ..Default::default()
+        },
+        spec: None,
+    };
+    leases.create(&kube::api::PostParams::default(), &lease).await?;
+    let controller = RunningController::start(&env.namespace);
+    let manifest = app_named(
+        "recorded",
+        &env.namespace,
+        "ingress-gateway",
+        "1.0.0",
+        json!({
+            "pools": { "selector": { "matchLabels": { "e2e": tag } } },
+            "releaseName": "recorded-{{pool.name}}",
+            "values": { "controller": {
+                "ingressClass": { "name": format!("{}-{{{{pool.name}}}}", env.namespace) }
+            }}
+        }),
+    );
+    support::apps::apply_app(&env, &manifest).await?;
+    let refused = |app: &Value| {
+        let entry = |pool: &str| support::apps::pool_status(app, pool).cloned().unwrap_or_default();
+        let (free, held) = (entry(&free), entry(&held));
+        match (free["ready"].as_str(), held.to_string().contains("did not create")) {
+            (Some("True"), true) => Ok(()),
+            _ => Err(format!("{free} / {held}")),
+        }
+    };
+    // The free pool is installed; the held one refused, naming the Lease.
+    let first = support::apps::wait_named(
+        &env,
+        &controller,
+        "recorded",
+        "the held pool refused",
+        READY_TIMEOUT,
+        refused,
+    )
+    .await;
+    let first = first["status"]["rollout"]["revision"].clone();
+
+    // A change: every reconcile of it meets the held pool's refusal.
+    let mut changed = manifest.clone();
+    changed["spec"]["values"]["controller"]["config"] = json!({ "log-level": "notice" });
+    support::apps::apply_app(&env, &changed).await?;
+    let app = support::apps::wait_named(
+        &env,
+        &controller,
+        "recorded",
+        "the change on the free pool, the held one still refused",
+        READY_TIMEOUT,
+        |app| {
+            let free = support::apps::pool_status(app, &free).cloned().unwrap_or_default();
+            match (app["status"]["rollout"]["revision"] != first, free["rollout"].as_str()) {
+                (true, Some("Done")) => refused(app),
+                _ => Err(format!("the change is not on the free pool yet: {free}")),
+            }
+        },
+    )
+    .await;
+    let revision = app["status"]["rollout"]["revision"].as_str().unwrap_or_default().to_string();
+    assert!(!revision.is_empty(), "{}", app["status"]);
+
+    let history = nodepool_fanout::cli::history::HistoryArgs {
+        name: "recorded".into(),
+        namespace: Some(env.namespace.clone()),
+    };
+    support::wait_for("the revision in the history", Duration::from_secs(30), || async {
+        let rows = nodepool_fanout::cli::history::fetch(&env.client, &history)
+            .await
+            .map_err(|e| e.to_string())?;
+        match rows.iter().any(|row| row.revision == revision) {
+            true => Ok(()),
+            false => Err(format!("{} recorded, not {revision}", rows.len())),
+        }
+    })
+    .await;
+    drop(controller);
+    env.cleanup().await;
+    Ok(())
+}
