@@ -61,6 +61,7 @@ async fn main() {
     let fleet = suspended_fleet(&env, json!({}));
     let releases: Api<DynamicObject> =
         Api::namespaced_with(env.client.clone(), &env.namespace, &helmrelease_resource());
+    support::bench::helm_controller_idle(&env.client).await;
     let start = Instant::now();
     apply_app(&env, &fleet).await.expect("apply the application");
     wait("the controller to write every HelmRelease", &controller, || async {
@@ -219,6 +220,9 @@ async fn main() {
     drop(controller);
     clean_up(env).await;
 
+    if std::env::var_os("SKIP_SHARDS").is_some() {
+        return println!("(SKIP_SHARDS: no shards)");
+    }
     scale_out(pools).await;
 }
 
@@ -294,6 +298,9 @@ async fn raw_writes(releases: &Api<DynamicObject>, leases: &Api<Lease>, pools: u
             })
             .collect();
         let (post, patch) = (PostParams::default(), PatchParams::apply("raw-client"));
+        // Each write starts as the controller's did: helm-controller idle.
+        let waited = support::bench::helm_controller_idle(&raw.client).await;
+        println!("({raw_mode:?}: helm-controller caught up {} before it)", secs(waited));
         let start = Instant::now();
         let results: Vec<Result<(), kube::Error>> = stream::iter(objects.iter())
             .map(|(o, lease)| {

@@ -211,3 +211,34 @@ pub fn reset_peak(pid: u32) {
     std::fs::write(format!("/proc/{pid}/clear_refs"), "5")
         .expect("reset the peak RSS in /proc/<pid>/clear_refs");
 }
+
+/// Waits until helm-controller has caught up with every HelmRelease of the
+/// cluster: each stamped with the generation it observed, none being
+/// deleted. A timed write that starts while it still works through an
+/// earlier phase's releases shares the API server with that backlog, and
+/// its figure is the backlog's as much as its own. Says how long it waited.
+pub async fn helm_controller_idle(client: &kube::Client) -> Duration {
+    let releases: Api<DynamicObject> = Api::all_with(client.clone(), &helmrelease_resource());
+    let start = Instant::now();
+    loop {
+        let list = releases.list(&ListParams::default()).await.expect("list every HelmRelease");
+        let busy = (list.items.iter())
+            .filter(|r| {
+                let generation = r.metadata.generation;
+                r.metadata.deletion_timestamp.is_some()
+                    || generation.is_none()
+                    || r.data["status"]["observedGeneration"].as_i64() != generation
+            })
+            .count();
+        if busy == 0 {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() < TIMEOUT,
+            "helm-controller still has {busy} HelmReleases to look at after {}",
+            secs(start.elapsed())
+        );
+        // A list of thousands is work for the API server too.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
