@@ -30,7 +30,7 @@ use crate::api::{naming, NodePoolApplication, PoolKind};
 use crate::pools::{kind, nodes, Pool};
 use crate::reconcile::fleet::observed;
 use crate::reconcile::observe::{
-    helmrelease_resource, CachedPool, CachedRelease, Caches, PoolApi, PoolCache,
+    helmrelease_resource, CachedPool, CachedRelease, Caches, PoolApi, PoolCache, ReleaseIndex,
 };
 use crate::reconcile::plan::Memo;
 use k8s_openapi::api::apps::v1::ControllerRevision;
@@ -203,9 +203,9 @@ impl CacheSource {
             unserved: BTreeMap::new(),
             nodes: self.nodes.clone(),
             releases: self.releases.clone(),
-            // Its releases are those of applications alone: each view
-            // indexes them as it observes.
-            release_index: None,
+            // Indexed once for every application these caches serve (a
+            // page of them), not once per application observed.
+            release_index: Some(Arc::new(ReleaseIndex::of(self.releases.state()))),
             history: self.history.clone(),
         }
     }
