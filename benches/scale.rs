@@ -88,30 +88,8 @@ async fn main() {
     // change planning reads, and at thousands of releases its queue takes
     // minutes to drain (the reconciles "at rest" measured before it did
     // were its stamps coming in, `woken_by` HelmRelease).
-    // Listed every 2 s, not 4 times a second: a list of thousands of
-    // releases is work for the API server and helm-controller shares it.
-    let observed = std::time::Instant::now();
-    loop {
-        let list = releases.list(&ListParams::default()).await.expect("list the releases");
-        let stamped = list
-            .items
-            .iter()
-            .filter(|r| {
-                let generation = r.metadata.generation;
-                generation.is_some() && r.data["status"]["observedGeneration"].as_i64() == generation
-            })
-            .count();
-        if stamped == pools {
-            break;
-        }
-        assert!(
-            observed.elapsed() < support::bench::TIMEOUT,
-            "helm-controller observed {stamped} of {pools} releases in {}",
-            secs(observed.elapsed())
-        );
-        tokio::time::sleep(Duration::from_secs(2)).await;
-    }
-    println!("helm-controller observed every release {} after the write", secs(observed.elapsed()));
+    let observed = support::bench::helm_controller_idle(&env.client).await;
+    println!("helm-controller observed every release {} after the write", secs(observed));
     let quiet_from = controller.quiet(QUIET).await;
     let writes_before = writes(&controller).await;
     let wakes_before = controller.wakes().await;

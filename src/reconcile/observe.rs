@@ -114,9 +114,9 @@ pub struct Caches {
     pub unserved: BTreeMap<PoolKind, String>,
     pub nodes: Store<Node>,
     pub releases: Store<CachedRelease>,
-    /// The releases by application and by Helm release driven, kept by the
-    /// cache's writer ([`ReleaseWriter`]); `None` where no writer keeps
-    /// one (a cache filled from a list), and each observe makes its own.
+    /// The releases by application and by Helm release driven: kept by
+    /// the cache's writer ([`ReleaseWriter`]), or made once from a cache
+    /// filled from a list; `None`, and each observe makes its own (tests).
     pub release_index: Option<Arc<ReleaseIndex>>,
     /// The applications' revision records (see [`crate::reconcile::history`]).
     pub history: Store<ControllerRevision>,

@@ -238,7 +238,8 @@ pub async fn helm_controller_idle(client: &kube::Client) -> Duration {
             "helm-controller still has {busy} HelmReleases to look at after {}",
             secs(start.elapsed())
         );
-        // A list of thousands is work for the API server too.
+        // Listed every 2 s: a list of thousands of releases is work for
+        // the API server, which helm-controller shares.
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
 }
