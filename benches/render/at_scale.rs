@@ -13,6 +13,7 @@
 //! without windows.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -22,7 +23,7 @@ use kube::runtime::watcher;
 use nodepool_fanout::api::{naming, NodePoolApplication, PoolKind};
 use nodepool_fanout::pools::kind;
 use nodepool_fanout::reconcile::observe::{
-    self, CachedPool, CachedRelease, Caches, PoolApi, PoolCache, ReleaseWriter,
+    self, CachedPool, CachedRelease, Caches, PoolApi, PoolCache, PoolIndex, ReleaseWriter,
 };
 use nodepool_fanout::reconcile::plan::{self, Memo, Plan, PlanInput};
 use serde_json::{json, Value};
@@ -35,6 +36,9 @@ use super::{peak_rss_kib, reset_peak_rss};
 struct Cluster {
     caches: Caches,
     pools: Writer<CachedPool>,
+    /// The pools' label index, kept as the controller's pool writer keeps
+    /// it (`runtime::changes`).
+    pool_index: Arc<PoolIndex>,
     releases: ReleaseWriter,
 }
 
@@ -67,12 +71,14 @@ impl Cluster {
         releases.apply_watcher_event(&watcher::Event::Init);
         releases.apply_watcher_event(&watcher::Event::InitDone);
         let pool_writer = observe::listed(pools, api.clone());
+        let pool_index = Arc::new(PoolIndex::of(pool_writer.as_reader().state()));
         let caches = Caches {
             pools: BTreeMap::from([(
                 PoolKind::OpenYurt,
                 PoolCache {
                     store: pool_writer.as_reader(),
                     api,
+                    index: Some(Arc::clone(&pool_index)),
                 },
             )]),
             unserved: BTreeMap::new(),
@@ -84,6 +90,7 @@ impl Cluster {
         Self {
             caches,
             pools: pool_writer,
+            pool_index,
             releases,
         }
     }
@@ -113,8 +120,15 @@ impl Cluster {
                 "spec": { "type": "Edge" }
             });
             let pool: DynamicObject = serde_json::from_value(pool).expect("a NodePool");
-            self.pools
-                .apply_watcher_event(&watcher::Event::Apply(CachedPool::from_object(objects, pool)));
+            let pool = CachedPool::from_object(objects, pool);
+            let store = self.pools.as_reader();
+            let at = kube::runtime::reflector::ObjectRef::from_obj_with(
+                &pool,
+                self.caches.pools[&PoolKind::OpenYurt].api.clone(),
+            );
+            let old = store.get(&at);
+            self.pools.apply_watcher_event(&watcher::Event::Apply(pool));
+            self.pool_index.replace(old.as_ref(), store.get(&at).as_ref());
             let mut release = ready(written.clone(), 100_000 + i, 2_000_000 + i);
             let name = format!("other-{}-other-{i:06}", i / 1000);
             release["metadata"]["name"] = json!(name);

@@ -121,7 +121,15 @@ impl CacheSource {
                 let of_pool = move |o: &CachedPool| Concern::Pool(kind, o.pool.clone());
                 let api = PoolApi::new(resource);
                 let store = watching.cache("pool objects", events, api.clone(), of_pool);
-                pool_objects.insert(kind, PoolCache { api, store });
+                // No index: the console reads a page of applications at a time.
+                pool_objects.insert(
+                    kind,
+                    PoolCache {
+                        api,
+                        store,
+                        index: None,
+                    },
+                );
             }
         }
         let history: Api<ControllerRevision> = match namespace.as_deref() {

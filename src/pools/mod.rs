@@ -219,6 +219,16 @@ impl Selector {
         Ok(Self { requirements })
     }
 
+    /// Each of its requirements that a label have one of some values
+    /// (`matchLabels`, `In`): every pool it matches carries one of them, so
+    /// an index of the pools by label finds them without reading the rest.
+    pub fn label_values(&self) -> impl Iterator<Item = (&str, &BTreeSet<String>)> {
+        self.requirements.iter().filter_map(|r| match r {
+            Requirement::In(key, values) => Some((key.as_str(), values)),
+            _ => None,
+        })
+    }
+
     pub fn matches(&self, labels: &Labels) -> bool {
         self.requirements.iter().all(|r| match r {
             Requirement::In(k, values) => labels.get(k).is_some_and(|v| values.contains(v)),

@@ -11,7 +11,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 
 use crate::api::naming;
-use crate::api::{NodePoolApplication, PoolKind};
+use crate::api::{NodePoolApplication, PoolKind, PoolSelection};
 use crate::chart::schema::Chart;
 use crate::chart::shared::ChartRef;
 use crate::pools::kind::PoolObjects;
@@ -28,10 +28,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 mod cached;
 mod others;
+mod pool_index;
 mod release_index;
 pub mod shallow;
 pub use cached::{CachedPool, CachedRelease, PoolApi};
 pub use others::{application_owner, owned_by, owner_of, Others};
+pub use pool_index::PoolIndex;
 pub use release_index::{ReleaseIndex, ReleaseWriter};
 pub use shallow::Shallow;
 
@@ -150,11 +152,9 @@ impl Caches {
     /// controller owner of.
     pub fn history_of(&self, app: &NodePoolApplication) -> crate::reconcile::history::History {
         let (namespace, uid) = (app.namespace().unwrap_or_default(), app.uid().unwrap_or_default());
-        let records = self.history.state();
-        let in_namespace = records
-            .iter()
-            .filter(|r| r.namespace().as_deref() == Some(namespace.as_str()))
-            .cloned();
+        let in_namespace = self
+            .history
+            .state_filter(|r| r.metadata.namespace.as_deref() == Some(namespace.as_str()));
         crate::reconcile::history::History::of(in_namespace, &uid, &namespace)
     }
 
@@ -167,6 +167,7 @@ impl Caches {
         kind: PoolKind,
         namespace: &str,
         node_label: Option<&str>,
+        selection: &PoolSelection,
         picks: impl Fn(&str, &pools::Labels) -> bool,
     ) -> Option<Vec<Arc<CachedPool>>> {
         if kind == PoolKind::NodeLabel {
@@ -182,14 +183,13 @@ impl Caches {
         }
         let cache = self.pools.get(&kind)?;
         let reachable = |p: &Pool| p.namespace.as_deref().is_none_or(|ns| ns == namespace);
-        Some(
-            cache
-                .store
-                .state()
-                .into_iter()
-                .filter(|p| reachable(&p.pool) && picks(&p.pool.name, &p.pool.labels))
-                .collect(),
-        )
+        let chosen = |p: &CachedPool| reachable(&p.pool) && picks(&p.pool.name, &p.pool.labels);
+        if let Some(found) = cache.narrowed(namespace, selection) {
+            return Some(found.into_iter().filter(|p| chosen(p)).collect());
+        }
+        // Only the pools chosen are taken out of the cache: copying every
+        // one out to drop most of them again cost as much as the walk.
+        Some(cache.store.state_filter(chosen))
     }
 }
 
@@ -199,12 +199,42 @@ impl Caches {
 pub struct PoolCache {
     pub api: PoolApi,
     pub store: Store<CachedPool>,
+    /// The cache by label, kept by its writer; `None` where nobody keeps
+    /// one (then a selection reads every pool).
+    pub index: Option<Arc<PoolIndex>>,
 }
 
 impl PoolCache {
     /// The pool of that name, if the cache holds one.
     pub fn get(&self, name: &str) -> Option<Arc<CachedPool>> {
         self.store.get(&ObjectRef::new_with(name, self.api.clone()))
+    }
+
+    /// The pools `selection` may choose, found without reading the others,
+    /// when its selector asks for a label's value and the cache is indexed
+    /// (a superset: the caller matches each against the whole selection);
+    /// `None` when every pool must be read. Of a namespaced kind, a name is
+    /// looked up in `namespace`.
+    fn narrowed(&self, namespace: &str, selection: &PoolSelection) -> Option<Vec<Arc<CachedPool>>> {
+        let index = self.index.as_ref()?;
+        let selector = selection.selector.as_ref().map(pools::Selector::new).transpose().ok()?;
+        let mut found = match &selector {
+            // The label whose values the fewest pools carry.
+            Some(selector) => selector
+                .label_values()
+                .min_by_key(|(key, values)| index.count(key, values))
+                .map(|(key, values)| index.labelled(key, values))?,
+            None => Vec::new(),
+        };
+        for name in &selection.names {
+            let at = ObjectRef::new_with(name, self.api.clone());
+            let pool = self.store.get(&at).or_else(|| self.store.get(&at.within(namespace)));
+            found.extend(pool);
+        }
+        // A pool both named and labelled is found twice.
+        found.sort_by_key(Arc::as_ptr);
+        found.dedup_by(|a, b| Arc::ptr_eq(a, b));
+        Some(found)
     }
 }
 
@@ -233,7 +263,8 @@ impl Caches {
                 let cached = objects.into_iter().map(|o| CachedPool::from_object(of, o)).collect();
                 let api = PoolApi::new(api);
                 let store = listed(cached, api.clone()).as_reader();
-                Some((kind, PoolCache { api, store }))
+                let index = Some(Arc::new(PoolIndex::of(store.state())));
+                Some((kind, PoolCache { api, store, index }))
             })
             .collect();
         let releases: Store<CachedRelease> =
@@ -277,13 +308,15 @@ pub fn observe(caches: &Caches, app: &NodePoolApplication) -> Observed {
     let selection = app.spec.pools.selection();
     let kind = app.spec.pools.kind;
     let (pools, unserved) = match pools::picker(&selection) {
-        Ok(picks) => match caches.pools(kind, &namespace, app.spec.pools.node_label.as_deref(), picks) {
-            Some(pools) => (pools, None),
-            None => {
-                let why = caches.unserved.get(&kind).cloned();
-                (Vec::new(), Some(why.unwrap_or_else(|| not_served_message(kind))))
+        Ok(picks) => {
+            match caches.pools(kind, &namespace, app.spec.pools.node_label.as_deref(), &selection, picks) {
+                Some(pools) => (pools, None),
+                None => {
+                    let why = caches.unserved.get(&kind).cloned();
+                    (Vec::new(), Some(why.unwrap_or_else(|| not_served_message(kind))))
+                }
             }
-        },
+        }
         Err(_) => (Vec::new(), None),
     };
     let index = match &caches.release_index {
@@ -312,8 +345,8 @@ pub fn observe(caches: &Caches, app: &NodePoolApplication) -> Observed {
         .get(&PoolKind::ClusterProfile)
         .filter(|_| kind == PoolKind::ClusterProfile)
     {
-        for release in caches.releases.state().iter().filter(|r| !owned_by(r.as_ref(), uid)) {
-            on_sites.extend(same_cluster_drivers(profiles, release));
+        for release in caches.releases.state_filter(|r| !owned_by(r, uid)) {
+            on_sites.extend(same_cluster_drivers(profiles, &release));
         }
     }
     owned.sort_by(|a, b| a.name.cmp(&b.name));

@@ -9,6 +9,7 @@
 //! touches, before or after.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::reflector::store::Writer;
@@ -19,17 +20,48 @@ use kube::{Resource, ResourceExt};
 use crate::api::PoolSelection;
 use crate::pools::nodes::{self, Membership};
 use crate::pools::{self, Pool};
-use crate::reconcile::observe::CachedPool;
+use crate::reconcile::observe::{CachedPool, PoolIndex};
 
 /// What planning reads of one kind of watched object, by object name.
 pub trait Planned: Clone + PartialEq {
     /// The object as its watch cache holds it.
     type Object: Resource<DynamicType: Clone + Eq + std::hash::Hash> + Clone + 'static;
+    /// What is kept beside the cache, by its writer.
+    type Index: KeptIndex<Self::Object> + Default;
     fn read(object: &Self::Object) -> (String, Self);
+}
+
+/// An index of a watch cache, kept by the cache's one writer: each event
+/// moves an object from the version the cache held to the one it holds.
+pub trait KeptIndex<K> {
+    /// Whether there is anything to keep (a kind with no index reads no
+    /// versions for it).
+    const KEPT: bool = true;
+    fn replace(&self, old: Option<&Arc<K>>, new: Option<&Arc<K>>);
+    /// Made again from what the cache holds after it listed.
+    fn rebuild(&self, all: Vec<Arc<K>>);
+}
+
+/// No index.
+impl<K> KeptIndex<K> for () {
+    const KEPT: bool = false;
+    fn replace(&self, _: Option<&Arc<K>>, _: Option<&Arc<K>>) {}
+    fn rebuild(&self, _: Vec<Arc<K>>) {}
+}
+
+impl KeptIndex<CachedPool> for PoolIndex {
+    fn replace(&self, old: Option<&Arc<CachedPool>>, new: Option<&Arc<CachedPool>>) {
+        PoolIndex::replace(self, old, new);
+    }
+    fn rebuild(&self, all: Vec<Arc<CachedPool>>) {
+        PoolIndex::rebuild(self, all);
+    }
 }
 
 impl Planned for Pool {
     type Object = CachedPool;
+    /// Selections by label are answered from it (see [`PoolIndex`]).
+    type Index = PoolIndex;
     /// Keyed `<namespace>/<name>` for a namespaced kind, where two
     /// namespaces may each have a pool of one name.
     fn read(object: &CachedPool) -> (String, Self) {
@@ -50,6 +82,7 @@ pub struct NodeView {
 
 impl Planned for NodeView {
     type Object = Node;
+    type Index = ();
     fn read(node: &Node) -> (String, Self) {
         let view = NodeView {
             labels: node.labels().clone(),
@@ -136,6 +169,7 @@ pub struct Changes<V: Planned> {
     api: <V::Object as Resource>::DynamicType,
     writer: Writer<V::Object>,
     cache: Store<V::Object>,
+    index: Arc<V::Index>,
     /// The objects seen since a re-list began, to find those deleted while
     /// the watch was down. (The cache keeps its old contents until the
     /// re-list is done.)
@@ -160,6 +194,7 @@ impl<V: Planned> Changes<V> {
             api,
             cache: writer.as_reader(),
             writer,
+            index: Arc::default(),
             relisting: None,
         }
     }
@@ -174,10 +209,33 @@ impl<V: Planned> Changes<V> {
         self.cache.clone()
     }
 
-    /// Applies `event` to the cache, and says what changed for planning.
+    /// The index it keeps beside the cache.
+    pub fn index(&self) -> Arc<V::Index> {
+        Arc::clone(&self.index)
+    }
+
+    /// Applies `event` to the cache and its index, and says what changed
+    /// for planning.
     pub fn observe(&mut self, event: watcher::Event<V::Object>) -> Vec<Change<V>> {
         let changes = self.changes(&event);
+        let key = match &event {
+            watcher::Event::Apply(o) | watcher::Event::Delete(o) if V::Index::KEPT => {
+                Some(ObjectRef::from_obj_with(o, self.api.clone()))
+            }
+            _ => None,
+        };
+        let old = key.as_ref().and_then(|key| self.cache.get(key));
         self.writer.apply_watcher_event(&event);
+        match &event {
+            watcher::Event::Apply(_) => {
+                let new = key.and_then(|key| self.cache.get(&key));
+                self.index.replace(old.as_ref(), new.as_ref());
+            }
+            watcher::Event::Delete(_) => self.index.replace(old.as_ref(), None),
+            // The cache swaps in what the list brought only now.
+            watcher::Event::InitDone if V::Index::KEPT => self.index.rebuild(self.cache.state()),
+            _ => {}
+        }
         changes
     }
 
@@ -451,5 +509,88 @@ mod tests {
         relabelled.metadata.labels.as_mut().unwrap().insert("disk".into(), "ssd".into());
         let change = nodes.observe(watcher::Event::Apply(relabelled)).remove(0);
         assert!(change.pools(&yurt()).is_empty(), "{change:?}");
+    }
+
+    /// One step of a pool watch: a pool `p<name>` applied with labels
+    /// `region=r<region>` (none for `None`) and `tier=t<tier>`, deleted, or
+    /// a re-list that keeps the pools `keep` says.
+    #[derive(Debug, Clone)]
+    enum Step {
+        Apply { name: u8, region: Option<u8>, tier: u8 },
+        Delete { name: u8 },
+        Relist { keep: Vec<bool> },
+    }
+
+    fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+        use proptest::prelude::*;
+        prop_oneof![
+            4 => (0..6u8, proptest::option::of(0..3u8), 0..2u8)
+                .prop_map(|(name, region, tier)| Step::Apply { name, region, tier }),
+            2 => (0..6u8).prop_map(|name| Step::Delete { name }),
+            1 => proptest::collection::vec(any::<bool>(), 6).prop_map(|keep| Step::Relist { keep }),
+        ]
+    }
+
+    fn labelled(name: u8, region: Option<u8>, tier: u8) -> CachedPool {
+        let mut labels = json!({ "tier": format!("t{tier}") });
+        if let Some(region) = region {
+            labels["region"] = json!(format!("r{region}"));
+        }
+        nodepool(&format!("p{name}"), labels, 1)
+    }
+
+    proptest::proptest! {
+        /// The label index the writer keeps answers as one made at once
+        /// from the cache, through applies, deletes and re-lists that drop
+        /// pools deleted while the watch was down.
+        #[test]
+        fn the_kept_pool_index_answers_as_one_made_from_the_cache(
+            steps in proptest::collection::vec(step(), 1..40)
+        ) {
+            let mut pools = PoolChanges::new(PoolApi::new(nodepools()));
+            pools.observe(watcher::Event::Init);
+            pools.observe(watcher::Event::InitDone);
+            for step in steps {
+                match step {
+                    Step::Apply { name, region, tier } => {
+                        pools.observe(watcher::Event::Apply(labelled(name, region, tier)));
+                    }
+                    Step::Delete { name } => {
+                        pools.observe(watcher::Event::Delete(labelled(name, None, 0)));
+                    }
+                    Step::Relist { keep } => {
+                        let kept: Vec<CachedPool> = (pools.cache().state().iter())
+                            .filter(|p| {
+                                let at = p.pool.name[1..].parse::<usize>().unwrap_or_default();
+                                keep.get(at).copied().unwrap_or(true)
+                            })
+                            .map(|p| p.as_ref().clone())
+                            .collect();
+                        pools.observe(watcher::Event::Init);
+                        for pool in kept {
+                            pools.observe(watcher::Event::InitApply(pool));
+                        }
+                        pools.observe(watcher::Event::InitDone);
+                    }
+                }
+                let fresh = PoolIndex::of(pools.cache().state());
+                let kept = pools.index();
+                let names = |found: Vec<Arc<CachedPool>>| {
+                    let mut names: Vec<String> = found.iter().map(|p| p.pool.name.clone()).collect();
+                    names.sort();
+                    names
+                };
+                for (key, values) in [("region", ["r0", "r1", "r2"].as_slice()), ("tier", &["t0", "t1"])] {
+                    for value in values {
+                        let one = BTreeSet::from([value.to_string()]);
+                        proptest::prop_assert_eq!(
+                            names(kept.labelled(key, &one)),
+                            names(fresh.labelled(key, &one)),
+                            "{}={}", key, value
+                        );
+                    }
+                }
+            }
+        }
     }
 }

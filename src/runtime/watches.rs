@@ -300,6 +300,7 @@ impl Watches {
                     let cache = observe::PoolCache {
                         api: changes.api(),
                         store: changes.cache(),
+                        index: Some(changes.index()),
                     };
                     (*kind, cache)
                 })

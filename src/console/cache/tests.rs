@@ -53,6 +53,7 @@ fn caches(apps: &[(&str, &str)], pools: &[(&str, &str)]) -> CacheSource {
     let nodepools = PoolCache {
         api: PoolApi::new(objects_resource()),
         store: pool_writer.as_reader(),
+        index: None,
     };
     CacheSource {
         apps: apps_store,

@@ -80,13 +80,7 @@ impl OtherReleases for Others {
     }
 
     fn driving(&self, key: &HelmReleaseKey) -> Option<TakenRelease> {
-        let oldest = |r: &Arc<CachedRelease>| {
-            let meta = &r.metadata;
-            (meta.creation_timestamp.clone(), meta.name.clone())
-        };
-        let here = (self.index.driving(&self.namespace, key).into_iter())
-            .filter(|r| self.not_its_own(r))
-            .min_by_key(oldest);
+        let here = self.index.first_driving(&self.namespace, key, |r| self.not_its_own(r));
         let first = self.on_sites.partition_point(|(k, _)| k < key);
         let on_site = self.on_sites.get(first).filter(|(k, _)| k == key).map(|(_, r)| r);
         let when = |r: &CachedRelease| (r.created(), r.metadata.name.clone());

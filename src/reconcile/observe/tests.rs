@@ -72,10 +72,13 @@ fn nodepools(pools: Vec<CachedPool>) -> PoolCache {
         &kube::api::GroupVersionKind::gvk("apps.openyurt.io", "v1beta2", "NodePool"),
         "nodepools",
     ));
-    PoolCache {
-        store: store_of(pools, api.clone()),
-        api,
-    }
+    indexed(store_of(pools, api.clone()), api)
+}
+
+/// A pool cache with its label index, as the controller's writer keeps it.
+fn indexed(store: Store<CachedPool>, api: PoolApi) -> PoolCache {
+    let index = Some(Arc::new(PoolIndex::of(store.state())));
+    PoolCache { store, api, index }
 }
 
 #[test]
@@ -292,13 +295,7 @@ fn an_application_sees_only_the_cluster_profiles_of_its_own_namespace() {
     ];
     let caches = Caches {
         release_index: None,
-        pools: BTreeMap::from([(
-            PoolKind::ClusterProfile,
-            PoolCache {
-                store: store_of(profiles, api.clone()),
-                api,
-            },
-        )]),
+        pools: BTreeMap::from([(PoolKind::ClusterProfile, indexed(store_of(profiles, api.clone()), api))]),
         nodes: store(Vec::new()),
         unserved: BTreeMap::new(),
         history: store(Vec::new()),
@@ -359,10 +356,7 @@ fn a_release_into_the_same_site_cluster_from_another_namespace_is_found_by_the_c
         release_index: None,
         pools: BTreeMap::from([(
             PoolKind::ClusterProfile,
-            PoolCache {
-                store: store_of(vec![profile("edge"), profile("tenant-b")], api.clone()),
-                api,
-            },
+            indexed(store_of(vec![profile("edge"), profile("tenant-b")], api.clone()), api),
         )]),
         nodes: store(Vec::new()),
         unserved: BTreeMap::new(),
@@ -476,4 +470,83 @@ fn observe_reads_a_kept_index_as_it_reads_the_cache() {
             .expect("left alone, still a driver");
         assert_eq!(edited.name, "gw-edited");
     }
+}
+
+/// A selection answered from the label index chooses what a walk of the
+/// whole cache chooses, whatever the selector asks: a label's values
+/// (from the rarest of two), a name beside them, a label absent, nothing
+/// the index can narrow by (then it walks), a value no pool has.
+#[test]
+fn pools_found_by_label_are_the_pools_a_walk_finds() {
+    let pool = |name: &str, labels: Value| {
+        CachedPool::from_object(
+            &OPENYURT,
+            object(json!({
+                "apiVersion": "apps.openyurt.io/v1beta2", "kind": "NodePool",
+                "metadata": { "name": name, "labels": labels }
+            })),
+        )
+    };
+    let pools = vec![
+        pool("hz", json!({ "region": "east", "tier": "edge" })),
+        pool("sh", json!({ "region": "east", "tier": "core" })),
+        pool("bj", json!({ "region": "north", "tier": "edge" })),
+        pool("wh", json!({ "region": "west" })),
+        pool("xa", json!({})),
+    ];
+    let walked = nodepools(pools.clone());
+    let walked = PoolCache {
+        index: None,
+        ..walked
+    };
+    let caches = |cache: PoolCache| Caches {
+        release_index: None,
+        pools: BTreeMap::from([(PoolKind::OpenYurt, cache)]),
+        nodes: store(Vec::new()),
+        unserved: BTreeMap::new(),
+        history: store(Vec::new()),
+        releases: store(Vec::new()),
+    };
+    let (indexed, walked) = (caches(nodepools(pools)), caches(walked));
+    let selections = [
+        json!({ "selector": { "matchLabels": { "region": "east" } } }),
+        json!({ "selector": { "matchLabels": { "region": "east", "tier": "edge" } } }),
+        json!({ "selector": { "matchExpressions": [
+            { "key": "region", "operator": "In", "values": ["east", "west"] },
+            { "key": "tier", "operator": "NotIn", "values": ["core"] } ] } }),
+        json!({ "names": ["xa", "hz", "atlantis"], "selector": { "matchLabels": { "tier": "edge" } } }),
+        json!({ "names": ["xa", "wh"] }),
+        json!({ "selector": { "matchExpressions": [{ "key": "tier", "operator": "DoesNotExist" }] } }),
+        json!({ "selector": {} }),
+        json!({ "selector": { "matchLabels": { "region": "south" } } }),
+    ];
+    let names = |caches: &Caches, selection: &PoolSelection| {
+        let picks = pools::picker(selection).unwrap();
+        let found = caches.pools(PoolKind::OpenYurt, "edge", None, selection, picks).unwrap();
+        let mut names: Vec<String> = found.iter().map(|p| p.pool.name.clone()).collect();
+        names.sort();
+        names
+    };
+    let mut chosen = Vec::new();
+    for selection in selections {
+        let selection: PoolSelection = serde_json::from_value(selection).unwrap();
+        let by_index = names(&indexed, &selection);
+        assert_eq!(by_index, names(&walked, &selection), "{selection:?}");
+        chosen.push(by_index.join(","));
+    }
+    // What each chose, so that a walk and an index that both found
+    // nothing would not pass.
+    assert_eq!(
+        chosen,
+        [
+            "hz,sh",
+            "hz",
+            "hz,wh",
+            "bj,hz,xa",
+            "wh,xa",
+            "wh,xa",
+            "bj,hz,sh,wh,xa",
+            ""
+        ]
+    );
 }

@@ -135,7 +135,10 @@ pub(super) fn candidates<'a>(
     for (count, pool) in selected.iter().copied().enumerate() {
         let known = input.memo.and_then(|m| m.name_of(app_inputs, pool));
         let name = known.map_or_else(|| naming::release_name(app.name, &pool.name), |k| k.name.clone());
-        if input.others.named(&name) {
+        let observed = owned.get(name.as_str()).copied();
+        // A name one of its own releases holds, no other release holds:
+        // only a pool with none is looked up among the others.
+        if observed.is_none() && input.others.named(&name) {
             let release = name.clone();
             conflicts.push((
                 count,
@@ -147,7 +150,6 @@ pub(super) fn candidates<'a>(
             ));
             continue;
         }
-        let observed = owned.get(name.as_str()).copied();
         let inputs = memo::pool_inputs(pool);
         let recalled = known.filter(|k| k.holds(inputs, observed));
         let result = match (recalled, observed) {
