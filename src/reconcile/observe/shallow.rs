@@ -11,6 +11,14 @@
 //! own, and leaves out any field nested deeper than [`MAX_KEPT_DEPTH`],
 //! naming it in `dropped`. The rest of the object, and every other object
 //! of the page, reads as before.
+//!
+//! Of the managed fields, each entry is read without its `fieldsV1`, which
+//! serde_json skips over as text: nothing watched reads which fields a
+//! manager holds (only who wrote how, `managed_fields::is_our_update`; the
+//! write that folds field ownership reads the object afresh), and the field
+//! sets mirror the whole object. Parsing them was most of a release's
+//! decode, and a release's watch event is decoded at every status write
+//! helm-controller makes to it.
 
 use std::collections::BTreeMap;
 
@@ -51,6 +59,12 @@ fn read_fields(
     let mut object = Map::new();
     let mut dropped = Vec::new();
     for (key, raw) in fields {
+        if key == "metadata" {
+            let (metadata, too_deep) = read_metadata(&raw)?;
+            object.insert(key, Value::Object(metadata));
+            dropped.extend(too_deep.into_iter().map(|field| format!("metadata.{field}")));
+            continue;
+        }
         if let Some(value) = parse_within(&raw, MAX_KEPT_DEPTH - 1) {
             object.insert(key, value);
             continue;
@@ -72,6 +86,48 @@ fn read_fields(
         object.insert(key, Value::Object(kept));
     }
     Ok((object, dropped))
+}
+
+/// The object's metadata (depth 1), its managed fields without the field
+/// sets, and the names of its fields left out for nesting too deep.
+fn read_metadata(raw: &RawValue) -> serde_json::Result<(Map<String, Value>, Vec<String>)> {
+    let fields = serde_json::from_str::<BTreeMap<String, Box<RawValue>>>(raw.get())?;
+    let mut metadata = Map::new();
+    let mut dropped = Vec::new();
+    for (key, raw) in fields {
+        let value = match key.as_str() {
+            "managedFields" => serde_json::from_str::<Vec<ManagerOf>>(raw.get())
+                .ok()
+                .and_then(|entries| serde_json::to_value(entries).ok()),
+            _ => parse_within(&raw, MAX_KEPT_DEPTH - 2),
+        };
+        match value {
+            Some(value) => {
+                metadata.insert(key, value);
+            }
+            None => dropped.push(key),
+        }
+    }
+    Ok((metadata, dropped))
+}
+
+/// A managed fields entry without its field set (`fieldsV1`), which is
+/// skipped over unread.
+#[derive(Debug, Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ManagerOf {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    manager: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    operation: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    subresource: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    api_version: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    time: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fields_type: Option<String>,
 }
 
 /// The value, if it parses and nests at most `max` levels.
@@ -140,7 +196,12 @@ mod tests {
         }
         let page: Page = serde_json::from_str(&page).unwrap();
         let deep = &page.items[0];
-        assert_eq!(deep.dropped, ["metadata.managedFields", "spec.values"]);
+        // The managed fields' field sets are not read, however deep.
+        assert_eq!(deep.dropped, ["spec.values"]);
+        let managers = deep.object.metadata.managed_fields.as_ref().unwrap();
+        assert_eq!(managers[0].manager.as_deref(), Some("kubectl"));
+        assert_eq!(managers[0].operation.as_deref(), Some("Update"));
+        assert!(managers[0].fields_v1.is_none());
         assert_eq!(deep.object.metadata.name.as_deref(), Some("deep"));
         assert_eq!(deep.object.data["spec"], json!({ "releaseName": "deep" }));
         assert_eq!(deep.object.data["status"], json!({ "observedGeneration": 1 }));
