@@ -31,7 +31,7 @@ mod others;
 mod pool_index;
 mod release_index;
 pub mod shallow;
-pub use cached::{CachedPool, CachedRelease, PoolApi};
+pub use cached::{CachedPool, CachedRelease, PoolApi, WatchedRelease};
 pub use others::{application_owner, owned_by, owner_of, Others};
 pub use pool_index::PoolIndex;
 pub use release_index::{ReleaseIndex, ReleaseWriter};

@@ -2,9 +2,10 @@
 //! release of the namespaces watched is cached, since planning must know
 //! the names and Helm releases others hold to never take them; but only
 //! the releases of the applications this instance serves are kept whole.
-//! The others are cut down as they enter the cache
-//! ([`CachedRelease::cut_down`]), so that a shard's memory follows its
-//! own fleet rather than the sum of every shard's.
+//! The others are cut down as they are read from the watch
+//! ([`CachedRelease::of_another_shard`]), so that a shard's memory, and
+//! the work each watch event costs it, follow its own fleet rather than
+//! the sum of every shard's.
 //!
 //! An application that moves here from another shard (its shard label
 //! changed) finds its releases cut down: its reconcile asks for the
@@ -18,14 +19,14 @@ use std::sync::Arc;
 use futures::{Stream, StreamExt, TryStreamExt};
 use kube::api::ListParams;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{watcher, WatchStreamExt};
+use kube::runtime::watcher;
 use kube::Api;
 use tokio::sync::{watch, Notify};
 
 use super::context::AppMeta;
-use super::watches::paged_releases;
+use super::watches::{map_event, paged_releases};
 use crate::api::NodePoolApplication;
-use crate::reconcile::observe::{application_owner, CachedRelease};
+use crate::reconcile::observe::{application_owner, CachedRelease, WatchedRelease};
 
 /// A request that the release watch list again, at most one under way.
 #[derive(Debug, Default)]
@@ -53,7 +54,7 @@ impl Relist {
 /// takes a new list as it takes the first, swapping the whole cache when
 /// it ends.
 pub(super) fn releases(
-    api: Api<CachedRelease>,
+    api: Api<WatchedRelease>,
     (served, mut listed): (Store<AppMeta>, watch::Receiver<bool>),
     relist: Arc<Relist>,
 ) -> impl Stream<Item = watcher::Result<watcher::Event<CachedRelease>>> + Send + 'static {
@@ -72,10 +73,13 @@ pub(super) fn releases(
         let _ = listed.wait_for(|listed| *listed).await;
     })
     .filter_map(|()| std::future::ready(None));
-    served_listed.chain(listings).modify(move |release| {
-        if !serves_owner(&served, release) {
-            release.cut_down();
-        }
+    // Cut down as it is read, not read whole to be cut down: the events
+    // of other shards' releases outnumber this shard's own.
+    served_listed.chain(listings).map_ok(move |event| {
+        map_event(event, |release| match serves_owner(&served, &release) {
+            true => CachedRelease::from_object(release.0),
+            false => CachedRelease::of_another_shard(release.0),
+        })
     })
 }
 
@@ -103,8 +107,8 @@ pub async fn read_if_served(
 /// Whether `served` holds the application that owns `release` (by name
 /// and uid), or no application owns it: a release of no application is
 /// cached as such already.
-fn serves_owner(served: &Store<AppMeta>, release: &CachedRelease) -> bool {
-    let (Some(owner), Some(namespace)) = (application_owner(release), release.metadata.namespace.as_deref())
+fn serves_owner(served: &Store<AppMeta>, release: &impl kube::Resource) -> bool {
+    let (Some(owner), Some(namespace)) = (application_owner(release), release.meta().namespace.as_deref())
     else {
         return true;
     };

@@ -237,7 +237,7 @@ pub(super) fn readiness(
 /// Every watch but the applications': the APIs to watch and the caches
 /// they fill, before the streams start.
 pub(super) struct Watches {
-    releases: Api<observe::CachedRelease>,
+    releases: Api<observe::WatchedRelease>,
     release_writer: observe::ReleaseWriter,
     /// The applications' revision records, by our label.
     history: (Api<ControllerRevision>, reflector::store::Writer<ControllerRevision>),

@@ -285,13 +285,20 @@ fn keep_what_others_read(map: &mut serde_json::Map<String, Value>) {
     }
 }
 
+/// A HelmRelease as its watch brings it, before the cache keeps what it
+/// needs of it: whole ([`CachedRelease::from_object`]) for an application
+/// this instance serves, cut down from the start
+/// ([`CachedRelease::of_another_shard`]) for one another shard serves.
+#[derive(Debug, Clone)]
+pub struct WatchedRelease(pub DynamicObject);
+
 /// Read field by field ([`Shallow`]): a HelmRelease nested past what
 /// serde_json reads (anyone who may create one in a watched namespace can
 /// make one) loses the fields too deep to keep, with a warning, instead of
 /// failing every list of HelmReleases and so every application. Of a
 /// release this controller owns, what is left out is put back by the next
 /// apply, as any hand edit is.
-impl<'de> Deserialize<'de> for CachedRelease {
+impl<'de> Deserialize<'de> for WatchedRelease {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let read = Shallow::<DynamicObject>::deserialize(deserializer)?;
         if !read.dropped.is_empty() {
@@ -303,7 +310,92 @@ impl<'de> Deserialize<'de> for CachedRelease {
                 shallow::MAX_KEPT_DEPTH
             );
         }
-        Ok(Self::from_object(read.object))
+        Ok(Self(read.object))
+    }
+}
+
+/// Whole, as [`WatchedRelease`] reads it.
+impl<'de> Deserialize<'de> for CachedRelease {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        WatchedRelease::deserialize(deserializer).map(|read| Self::from_object(read.0))
+    }
+}
+
+impl CachedRelease {
+    /// What [`CachedRelease::from_object`] then [`CachedRelease::cut_down`]
+    /// make of a release some application owns, without the rest: its
+    /// status classified, its values and view packed, all to be dropped.
+    /// With ten shards in one namespace, nine in ten of a watch's events
+    /// are other shards' releases (each of helm-controller's status writes
+    /// among them), so that work was most of what a shard did for the
+    /// others.
+    pub fn of_another_shard(mut release: DynamicObject) -> Self {
+        let inert = release.annotations().contains_key(naming::ANNOTATION_INERT);
+        let annotations = release.metadata.annotations.take().unwrap_or_default();
+        let labels = release.metadata.labels.take().unwrap_or_default();
+        let pool = (annotations.get(naming::ANNOTATION_POOL_NAME))
+            .or_else(|| labels.get(naming::LABEL_POOL))
+            .cloned();
+        if let Some(map) = release.data.as_object_mut() {
+            keep_what_others_read(map);
+        }
+        let mut view = release.data;
+        if let Value::Object(map) = &mut view {
+            let who = serde_json::json!({
+                "name": release.metadata.name,
+                "namespace": release.metadata.namespace,
+            });
+            map.insert("metadata".into(), who);
+        }
+        // Its pool, where it installs into a site cluster, as the whole
+        // release says it (`ObservedRelease::pool` of a release with a name).
+        let site_pool =
+            pool.filter(|_| release.metadata.name.is_some() && naming::cluster_of(&view).is_some());
+        let metadata = ObjectMeta {
+            name: release.metadata.name,
+            namespace: release.metadata.namespace,
+            uid: release.metadata.uid,
+            resource_version: release.metadata.resource_version,
+            creation_timestamp: release.metadata.creation_timestamp,
+            owner_references: release
+                .metadata
+                .owner_references
+                .map(|refs| refs.into_iter().filter(|r| r.controller == Some(true)).collect()),
+            ..ObjectMeta::default()
+        };
+        Self {
+            metadata,
+            drives: naming::helm_release_of(&view).filter(|_| !inert),
+            planned: PackedJson::empty(),
+            owned_by_update: false,
+            observed: None,
+            site_pool,
+            cut_down: true,
+        }
+    }
+}
+
+impl Resource for WatchedRelease {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        CachedRelease::kind(&())
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        CachedRelease::group(&())
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        CachedRelease::version(&())
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        CachedRelease::plural(&())
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.0.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.0.metadata
     }
 }
 

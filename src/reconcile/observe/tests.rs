@@ -426,6 +426,56 @@ fn a_release_of_another_shards_application_is_cut_down_to_what_others_read_of_it
     assert_eq!(observed.cut_down, 0);
 }
 
+/// A release of another shard's application, read cut down from the
+/// start, is what reading it whole then cutting it down makes of it, for
+/// releases of every shape others read: plain, renamed, installing into a
+/// site cluster (by its pool's label or annotation), inert, without a
+/// pool, without a controller owner among its owners.
+#[test]
+fn a_release_cut_down_as_it_arrives_is_the_release_read_whole_then_cut_down() {
+    let plain = release("gw-hz", "edge", Some("u1"));
+    let mut renamed = plain.clone();
+    renamed.data["spec"]["releaseName"] = json!("gateway");
+    renamed.data["spec"]["targetNamespace"] = json!("ingress");
+    renamed.data["spec"]["storageNamespace"] = json!("ingress");
+    let mut on_site = plain.clone();
+    on_site.data["spec"]["kubeConfig"] = json!({ "secretRef": { "name": "store-1-kubeconfig" } });
+    let mut by_annotation = on_site.clone();
+    by_annotation.metadata.labels = None;
+    by_annotation.metadata.annotations =
+        Some([(naming::ANNOTATION_POOL_NAME.to_string(), "store-1".to_string())].into());
+    let mut inert = on_site.clone();
+    inert.metadata.annotations = Some([(naming::ANNOTATION_INERT.to_string(), "taken".to_string())].into());
+    let mut no_pool = on_site.clone();
+    no_pool.metadata.labels = None;
+    let mut two_owners = plain.clone();
+    let controller = two_owners.metadata.owner_references.clone().unwrap_or_default();
+    let mut other = controller[0].clone();
+    (other.controller, other.uid) = (None, "u7".into());
+    two_owners.metadata.owner_references = Some(vec![other, controller[0].clone()]);
+    for (what, release) in [
+        ("plain", plain),
+        ("renamed", renamed),
+        ("on a site", on_site),
+        ("by annotation", by_annotation),
+        ("inert", inert),
+        ("no pool", no_pool),
+        ("two owners", two_owners),
+    ] {
+        let mut whole = CachedRelease::from_object(release.clone());
+        whole.cut_down();
+        let arrived = CachedRelease::of_another_shard(release);
+        assert_eq!(format!("{arrived:?}"), format!("{whole:?}"), "{what}");
+    }
+    // What the comparison reads differs between the shapes.
+    let site = |r: &CachedRelease| r.site_pool.clone();
+    let on_site = release("gw-hz", "edge", Some("u1"));
+    let mut on_site_too = on_site.clone();
+    on_site_too.data["spec"]["kubeConfig"] = json!({ "secretRef": { "name": "store-1-kubeconfig" } });
+    assert_eq!(site(&CachedRelease::of_another_shard(on_site)), None);
+    assert_eq!(site(&CachedRelease::of_another_shard(on_site_too)).as_deref(), Some("hz"));
+}
+
 #[test]
 fn observe_reads_a_kept_index_as_it_reads_the_cache() {
     let mut hand_edited = release("gw-edited", "edge", Some("u1"));
