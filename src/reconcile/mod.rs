@@ -34,6 +34,8 @@
 
 use std::time::Duration;
 
+use kube::runtime::reflector::ObjectRef;
+
 use crate::api::NodePoolApplication;
 
 pub mod apply;
@@ -72,6 +74,11 @@ pub enum Ended {
     /// in the cache, as another shard's (see [`observe::Observed::cut_down`]).
     /// The caller has them read again.
     ReleasesCutDown(usize),
+    /// Not planned: this many releases its last reconcile created are not
+    /// in the release cache yet. A plan now would find them missing and
+    /// create them again (each a claim, a create refused, a read and a
+    /// write of what is there already); the caller looks again soon.
+    CreatesUnseen(usize),
 }
 
 /// What one reconcile did, for the controller to publish and to say when
@@ -99,6 +106,11 @@ pub struct Reconciled {
 /// Every write comes before the status, so that the status says what
 /// failed, whichever step it was.
 pub async fn reconcile(c: &Controller<'_>, app: &NodePoolApplication) -> Result<Ended, ReconcileError> {
+    let namespace = app.metadata.namespace.as_deref().unwrap_or_default();
+    let in_cache = |name: &str| c.caches.releases.get(&ObjectRef::new(name).within(namespace)).is_some();
+    if let Some(unseen) = c.memory.creates_unseen(&in_cache) {
+        return Ok(Ended::CreatesUnseen(unseen));
+    }
     let apis = steps::Apis::of(c.client, app);
     steps::set_finalizers(c, &apis, app).await?;
     let chart = resolve::resolve(&c.charts, app).await;
@@ -110,6 +122,7 @@ pub async fn reconcile(c: &Controller<'_>, app: &NodePoolApplication) -> Result<
     let (mut planned, owned) = steps::plan(c, app, observed, chart.as_ref(), &history);
     c.memory.planned(planned.waits_on_releases);
     let mut applied = steps::carry_out(c, &apis, app, &mut planned, &owned).await;
+    c.memory.created(applied.created());
     let mut failed = applied.failure();
     // What the plan decided of the revision (that it is rolled out, halted
     // or complete) is recorded whatever became of one pool's write: a pool

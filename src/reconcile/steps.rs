@@ -51,6 +51,14 @@ pub trait Memory: Sync {
     /// What the metric checks of the revision under way answered so far.
     fn answers(&self) -> Option<Arc<Records>>;
     fn keep_answers(&self, records: Records);
+    /// The releases its last reconcile created.
+    fn created(&self, releases: Vec<String>);
+    /// How many of the releases its last reconcile created the release
+    /// cache does not show yet (`seen` says whether it shows one), while
+    /// that is worth waiting for; `None` once it shows them all, or after
+    /// a bound (a release created then deleted before the watch brought
+    /// it never shows).
+    fn creates_unseen(&self, seen: &dyn Fn(&str) -> bool) -> Option<usize>;
 }
 
 /// The APIs of the application's namespace the steps write through.

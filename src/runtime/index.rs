@@ -16,7 +16,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
@@ -95,7 +95,17 @@ struct Known {
     names_taken: Vec<String>,
     /// What has woken it since its last reconcile began.
     woken: Woken,
+    /// The releases its last reconcile created that the release cache has
+    /// not shown yet, and when it created them.
+    creates_unseen: Option<(Instant, Vec<String>)>,
 }
+
+/// How long a reconcile waits for the release cache to show the releases
+/// the last one created: a watch is seconds behind on a busy API server,
+/// and a create and delete before the watch brought the release leave it
+/// never shown. Past this, planning goes ahead (the create path takes an
+/// existing release of ours for ours).
+pub const CREATES_SEEN_WITHIN: Duration = Duration::from_secs(15);
 
 /// Every application this instance serves and has something of, by
 /// reference.
@@ -226,6 +236,34 @@ impl AppIndex {
             entry.waits_on_releases = waits_on_releases;
             entry.verdicts = 0;
         });
+    }
+
+    /// The releases `app`'s last reconcile created (see
+    /// [`crate::reconcile::Ended::CreatesUnseen`]).
+    pub(super) fn created(&self, app: &ObjectRef<AppMeta>, releases: Vec<String>) {
+        self.update(app, |entry| {
+            entry.creates_unseen = (!releases.is_empty()).then(|| (Instant::now(), releases));
+        });
+    }
+
+    /// How many releases `app`'s last reconcile created are not `seen` in
+    /// the cache yet, within [`CREATES_SEEN_WITHIN`] of their creation;
+    /// those seen are forgotten, so each is looked up until it shows.
+    pub(super) fn creates_unseen(
+        &self,
+        app: &ObjectRef<AppMeta>,
+        seen: &dyn Fn(&str) -> bool,
+    ) -> Option<usize> {
+        self.update(app, |entry| {
+            let (since, releases) = entry.creates_unseen.as_mut()?;
+            releases.retain(|name| !seen(name));
+            if releases.is_empty() || since.elapsed() > CREATES_SEEN_WITHIN {
+                entry.creates_unseen = None;
+                return None;
+            }
+            Some(releases.len())
+        })
+        .flatten()
     }
 
     /// A release of `app` reached a verdict (turned Ready, failed, or

@@ -121,6 +121,13 @@ pub(super) async fn reconcile_app(
                 "served here now, moved from another shard: reading its releases again before planning");
             return Ok(Action::requeue(RELISTED_AGAIN_AFTER));
         }
+        reconcile::Ended::CreatesUnseen(releases) => {
+            tracing::debug!(
+                releases,
+                "waiting for the release cache to show the releases the last reconcile created"
+            );
+            return Ok(Action::requeue(CREATES_LOOKED_FOR_AFTER));
+        }
     };
     ctx.index.names_taken(&app_ref, std::mem::take(&mut reconciled.names_taken));
     publish_report(ctx, &app, &reconciled.published).await;
@@ -153,6 +160,12 @@ impl reconcile::Memory for Remembered<'_> {
     }
     fn keep_answers(&self, records: crate::reconcile::rollout::analysis::Records) {
         self.index.keep_answers(self.app, &self.uid, records);
+    }
+    fn created(&self, releases: Vec<String>) {
+        self.index.created(self.app, releases);
+    }
+    fn creates_unseen(&self, seen: &dyn Fn(&str) -> bool) -> Option<usize> {
+        self.index.creates_unseen(self.app, seen)
     }
 }
 
@@ -194,6 +207,10 @@ const UNINSTALL_RECHECK: Duration = Duration::from_secs(30);
 /// again while the release watch lists its releases anew (its releases'
 /// own events wake it sooner, once they are in whole).
 const RELISTED_AGAIN_AFTER: Duration = Duration::from_secs(5);
+
+/// How soon an application whose last creates the cache does not show
+/// yet is looked at again (see [`reconcile::Ended::CreatesUnseen`]).
+const CREATES_LOOKED_FOR_AFTER: Duration = Duration::from_millis(500);
 
 /// Before an application being deleted goes, its releases into site
 /// clusters go, rather than by the garbage collector once it is gone: a

@@ -84,6 +84,20 @@ impl Applied {
         })
     }
 
+    /// The releases created (written where observe saw none).
+    pub fn created(&self) -> Vec<String> {
+        (self.done.iter())
+            .filter_map(|done| match done {
+                Done::Written {
+                    release,
+                    existed: false,
+                    ..
+                } => Some(release.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The releases not written because an object of their name is not
     /// ours (`NameClash`): they may be written once it goes.
     pub fn names_taken(&self) -> Vec<String> {
@@ -335,4 +349,42 @@ async fn prune(target: &Target<'_>, prune: &[String], owned: &ByName<'_>, applie
         }
     }
     applied.touched.extend(prune.iter().cloned());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The releases a reconcile created, for the next one to wait for in
+    /// the cache: those written where observe saw none, not those updated,
+    /// refused or pruned.
+    #[test]
+    fn created_are_the_releases_written_where_none_was_seen() {
+        let written = |release: &str, existed| Done::Written {
+            pool: format!("p-{release}"),
+            release: release.into(),
+            existed,
+            drift: None,
+        };
+        let applied = Applied {
+            done: vec![
+                written("new-1", false),
+                written("updated", true),
+                Done::WriteFailed {
+                    pool: "p".into(),
+                    release: "refused".into(),
+                    reason: "NameClash",
+                    message: String::new(),
+                },
+                Done::Pruned {
+                    pool: "p".into(),
+                    release: "gone".into(),
+                },
+                written("new-2", false),
+            ],
+            ..Applied::default()
+        };
+        assert_eq!(applied.created(), ["new-1", "new-2"]);
+        assert_eq!(applied.names_taken(), ["refused"]);
+    }
 }

@@ -183,3 +183,30 @@ fn any_reconcile_without_error_ends_the_failure_streak() {
     index.chart_ready(&app);
     assert_eq!(index.chart_waited(&app), 1);
 }
+
+#[test]
+fn creates_are_waited_for_until_the_cache_shows_them_and_no_longer() {
+    let (store, _writer) = served(&["a"]);
+    let index = AppIndex::new(Arc::default(), store);
+    let app = ObjectRef::<AppMeta>::new("a").within("ns");
+    index.read(app.clone(), interest(PoolKind::OpenYurt));
+    let nothing_seen = |_: &str| false;
+    assert_eq!(index.creates_unseen(&app, &nothing_seen), None, "nothing created yet");
+    index.created(&app, vec!["r1".into(), "r2".into()]);
+    assert_eq!(index.creates_unseen(&app, &nothing_seen), Some(2));
+    assert_eq!(index.creates_unseen(&app, &|name: &str| name == "r1"), Some(1));
+    // r1, seen once, is not looked up again.
+    assert_eq!(index.creates_unseen(&app, &|name: &str| name == "r2"), None, "all seen");
+    assert_eq!(index.creates_unseen(&app, &nothing_seen), None, "forgotten once seen");
+    index.created(&app, Vec::new());
+    assert_eq!(index.creates_unseen(&app, &nothing_seen), None, "a reconcile that created nothing");
+    // Past the bound, planning goes ahead whatever the cache shows.
+    index.created(&app, vec!["r3".into()]);
+    index.update(&app, |entry| {
+        if let Some((since, _)) = entry.creates_unseen.as_mut() {
+            *since -= CREATES_SEEN_WITHIN + Duration::from_secs(1);
+        }
+    });
+    assert_eq!(index.creates_unseen(&app, &nothing_seen), None, "waited long enough");
+    assert_eq!(index.creates_unseen(&app, &nothing_seen), None);
+}
