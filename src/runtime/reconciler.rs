@@ -126,6 +126,7 @@ pub(super) async fn reconcile_app(
                 releases,
                 "waiting for the release cache to show the releases the last reconcile created"
             );
+            ctx.index.timer(&app_ref, Timer::CreatesUnseen);
             return Ok(Action::requeue(CREATES_LOOKED_FOR_AFTER));
         }
     };

@@ -41,6 +41,9 @@ pub enum Timer {
     Retry,
     /// A deleted application's releases still uninstalling.
     Uninstall,
+    /// The releases the last reconcile created, not in the cache yet (see
+    /// [`crate::reconcile::Ended::CreatesUnseen`]).
+    CreatesUnseen,
 }
 
 impl Timer {
@@ -51,6 +54,7 @@ impl Timer {
             Self::ChartWait => "chart wait",
             Self::Retry => "retry",
             Self::Uninstall => "uninstall wait",
+            Self::CreatesUnseen => "creates unseen",
         }
     }
 }
