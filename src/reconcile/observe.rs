@@ -26,6 +26,7 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+mod by_name;
 mod cached;
 mod others;
 mod pool_index;

@@ -12,9 +12,10 @@
 //! holds what the cache does not.
 
 use std::collections::BTreeSet;
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::sync::{Arc, RwLock};
 
+use super::by_name::ByName;
 use super::CachedPool;
 
 /// The pools by each label they carry, shared by the writer that keeps it
@@ -24,38 +25,14 @@ pub struct PoolIndex {
     /// By a hash of a label's key and value: a few bytes a pool and label
     /// rather than both texts again. A look-up checks the labels of what
     /// it finds.
-    by_label: RwLock<foldhash::HashMap<u64, foldhash::HashSet<ByName>>>,
-}
-
-/// A pool in a set, known by its namespace and name.
-#[derive(Debug, Clone)]
-struct ByName(Arc<CachedPool>);
-
-impl ByName {
-    fn id(&self) -> (Option<&str>, &str) {
-        (self.0.pool.namespace.as_deref(), self.0.pool.name.as_str())
-    }
-}
-
-impl PartialEq for ByName {
-    fn eq(&self, other: &Self) -> bool {
-        self.id() == other.id()
-    }
-}
-
-impl Eq for ByName {}
-
-impl Hash for ByName {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.id().hash(state);
-    }
+    by_label: RwLock<ByLabel>,
 }
 
 fn label_hash(key: &str, value: &str) -> u64 {
     foldhash::fast::FixedState::with_seed(0).hash_one((key, value))
 }
 
-type ByLabel = foldhash::HashMap<u64, foldhash::HashSet<ByName>>;
+type ByLabel = foldhash::HashMap<u64, foldhash::HashSet<ByName<CachedPool>>>;
 
 fn add(by_label: &mut ByLabel, pool: &Arc<CachedPool>) {
     for (key, value) in pool.pool.labels.iter() {
@@ -86,7 +63,7 @@ impl PoolIndex {
     /// The pools that carry the label `key` with one of `values`.
     pub fn labelled(&self, key: &str, values: &BTreeSet<String>) -> Vec<Arc<CachedPool>> {
         let by_label = self.by_label.read().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let carries = |p: &&ByName| p.0.pool.labels.get(key).is_some_and(|v| values.contains(v));
+        let carries = |p: &&ByName<CachedPool>| p.0.pool.labels.get(key).is_some_and(|v| values.contains(v));
         (values.iter())
             .filter_map(|value| by_label.get(&label_hash(key, value)))
             .flat_map(|pools| pools.iter().filter(carries).map(|p| Arc::clone(&p.0)))

@@ -10,13 +10,14 @@
 //! writer of the cache, so it never holds what the cache does not.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::sync::{Arc, RwLock};
 
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 
+use super::by_name::ByName;
 use super::others::application_owner;
 use super::CachedRelease;
 use crate::reconcile::plan::HelmReleaseKey;
@@ -31,39 +32,14 @@ pub struct ReleaseIndex {
 #[derive(Debug, Default)]
 struct Indexed {
     /// By the uid of the application each one's controller owner
-    /// reference names; a release of no application is in none.
-    by_owner: foldhash::HashMap<String, foldhash::HashSet<ByName>>,
+    /// reference names; a release of no application is in none. Known by
+    /// namespace and name: a release of another namespace may name the
+    /// application as its owner too (by hand), and is not one of its own.
+    by_owner: foldhash::HashMap<String, foldhash::HashSet<ByName<CachedRelease>>>,
     /// By a hash of its namespace and the Helm release it drives: a few
     /// bytes a release rather than both names again. A look-up checks the
     /// names of what it finds.
     by_helm_release: foldhash::HashMap<u64, Vec<Arc<CachedRelease>>>,
-}
-
-/// A release in a set of one application's, known by its namespace and
-/// name: a release of another namespace may name the application as its
-/// owner too (by hand), and is not one of its own.
-#[derive(Debug, Clone)]
-struct ByName(Arc<CachedRelease>);
-
-impl ByName {
-    fn id(&self) -> (&str, &str) {
-        let meta = &self.0.metadata;
-        (meta.namespace.as_deref().unwrap_or_default(), meta.name.as_deref().unwrap_or_default())
-    }
-}
-
-impl PartialEq for ByName {
-    fn eq(&self, other: &Self) -> bool {
-        self.id() == other.id()
-    }
-}
-
-impl Eq for ByName {}
-
-impl Hash for ByName {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.id().hash(state);
-    }
 }
 
 /// The key a release's Helm release is indexed by.
