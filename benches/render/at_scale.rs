@@ -109,10 +109,14 @@ impl Cluster {
     /// with a release of its own application and Helm release, cut down
     /// as an instance keeps it (`written`: a release of the application,
     /// their model).
-    fn others_up_to(&mut self, written: &Value, count: usize) {
+    /// Says how much the process's resident memory grew (KiB) as their
+    /// pools entered the cache, then as their releases did.
+    fn others_up_to(&mut self, written: &Value, count: usize) -> (u64, u64) {
         let objects = kind::objects(PoolKind::OpenYurt).expect("OpenYurt's pool objects");
         let had = self.caches.releases.state().len();
-        for i in had.saturating_sub(self.owned())..count {
+        let added = had.saturating_sub(self.owned())..count;
+        let before = super::proc_status_kib("VmRSS:");
+        for i in added.clone() {
             let pool = json!({
                 "apiVersion": "apps.openyurt.io/v1beta2", "kind": "NodePool",
                 "metadata": { "name": format!("other-{i:06}"), "resourceVersion": "1",
@@ -129,6 +133,9 @@ impl Cluster {
             let old = store.get(&at);
             self.pools.apply_watcher_event(&watcher::Event::Apply(pool));
             self.pool_index.replace(old.as_ref(), store.get(&at).as_ref());
+        }
+        let pooled = super::proc_status_kib("VmRSS:");
+        for i in added {
             let mut release = ready(written.clone(), 100_000 + i, 2_000_000 + i);
             let name = format!("other-{}-other-{i:06}", i / 1000);
             release["metadata"]["name"] = json!(name);
@@ -139,6 +146,8 @@ impl Cluster {
             let cached = CachedRelease::of_another_shard(object);
             self.releases.apply_watcher_event(&watcher::Event::Apply(cached));
         }
+        let released = super::proc_status_kib("VmRSS:");
+        (pooled.saturating_sub(before), released.saturating_sub(pooled))
     }
 
     /// How many releases the application owns in the cache.
@@ -238,10 +247,25 @@ pub fn at_scale(pools: usize) {
     // namespace, cut down as an instance keeps them. What a reconcile
     // reads should not grow with them.
     let mut memo = changed.memo;
+    let mut held = Vec::new();
     for others in [pools, 9 * pools] {
-        cluster.others_up_to(&first_written, others);
+        held.push(cluster.others_up_to(&first_written, others));
         let label = format!("the same, {others} other shards' sites beside");
         memo = measure(&label, &cluster, &app, Some(&memo)).memo;
+    }
+    // Read from the second step, 8 × pools sites: the first can fill
+    // memory the fan-out's plans freed, which the process's size does not
+    // show.
+    if let Some((pools_kib, releases_kib)) = held.last() {
+        let each = |kib: u64| kib as f64 * 1024.0 / (8 * pools) as f64;
+        println!(
+            "(what a shard holds of another shard's site, as its resident memory grew from {} to {} of \
+             them: its pool {:.0} bytes, its release, cut down, {:.0} bytes)",
+            pools,
+            9 * pools,
+            each(*pools_kib),
+            each(*releases_kib)
+        );
     }
     println!(
         "(each release read as it entered the cache: {:.1} µs, once per watch event)",
