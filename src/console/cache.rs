@@ -21,7 +21,7 @@ use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, watcher};
 use kube::runtime::WatchStreamExt;
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Api, Client, ResourceExt};
 use tokio::sync::watch;
 
 use super::view::{AppView, EventView, PoolDetail};
@@ -304,7 +304,7 @@ impl CacheSource {
             .store
             .state()
             .into_iter()
-            .filter(|o| o.metadata.namespace.is_none() || o.metadata.namespace == namespace)
+            .filter(|o| o.pool.namespace.is_none() || o.pool.namespace == namespace)
             .collect()
     }
 }
@@ -415,7 +415,7 @@ impl Watching {
         concern: impl Fn(&K) -> Concern + Send + 'static,
     ) -> Store<K>
     where
-        K: Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
+        K: reflector::Lookup + Clone + std::fmt::Debug + Send + Sync + 'static,
         K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
     {
         let writer = reflector::store::Writer::new(dyntype);

@@ -286,7 +286,7 @@ impl Caches {
 /// later events as a watch would bring them.
 pub fn listed<K>(objects: Vec<K>, dyntype: K::DynamicType) -> kube::runtime::reflector::store::Writer<K>
 where
-    K: Resource<DynamicType: Clone + Eq + std::hash::Hash> + Clone + 'static,
+    K: kube::runtime::reflector::Lookup<DynamicType: Clone + Eq + std::hash::Hash> + Clone + 'static,
 {
     use kube::runtime::watcher::Event;
     let mut writer = kube::runtime::reflector::store::Writer::new(dyntype);

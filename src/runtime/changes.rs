@@ -13,9 +13,9 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::reflector::store::Writer;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::{Lookup, ObjectRef, Store};
 use kube::runtime::watcher;
-use kube::{Resource, ResourceExt};
+use kube::ResourceExt;
 
 use crate::api::PoolSelection;
 use crate::pools::nodes::{self, Membership};
@@ -25,7 +25,7 @@ use crate::reconcile::observe::{CachedPool, PoolIndex};
 /// What planning reads of one kind of watched object, by object name.
 pub trait Planned: Clone + PartialEq {
     /// The object as its watch cache holds it.
-    type Object: Resource<DynamicType: Clone + Eq + std::hash::Hash> + Clone + 'static;
+    type Object: Lookup<DynamicType: Clone + Eq + std::hash::Hash> + Clone + 'static;
     /// What is kept beside the cache, by its writer.
     type Index: KeptIndex<Self::Object> + Default;
     fn read(object: &Self::Object) -> (String, Self);
@@ -166,7 +166,7 @@ pub type NodeChanges = Changes<NodeView>;
 /// object is kept: at ten thousand pools that copy was megabytes.
 pub struct Changes<V: Planned> {
     /// What the objects' cache keys say they are.
-    api: <V::Object as Resource>::DynamicType,
+    api: <V::Object as Lookup>::DynamicType,
     writer: Writer<V::Object>,
     cache: Store<V::Object>,
     index: Arc<V::Index>,
@@ -178,7 +178,7 @@ pub struct Changes<V: Planned> {
 
 impl<V: Planned> Default for Changes<V>
 where
-    <V::Object as Resource>::DynamicType: Default,
+    <V::Object as Lookup>::DynamicType: Default,
 {
     fn default() -> Self {
         Self::new(Default::default())
@@ -188,7 +188,7 @@ where
 impl<V: Planned> Changes<V> {
     /// The changes of objects of one API (`api`: what their cache keys say
     /// they are).
-    pub fn new(api: <V::Object as Resource>::DynamicType) -> Self {
+    pub fn new(api: <V::Object as Lookup>::DynamicType) -> Self {
         let writer = Writer::new(api.clone());
         Self {
             api,
@@ -200,7 +200,7 @@ impl<V: Planned> Changes<V> {
     }
 
     /// What the objects' cache keys say they are.
-    pub fn api(&self) -> <V::Object as Resource>::DynamicType {
+    pub fn api(&self) -> <V::Object as Lookup>::DynamicType {
         self.api.clone()
     }
 

@@ -133,7 +133,7 @@ where
             let quiet = first_list.holds(&event);
             let cause = match &event {
                 watcher::Event::Apply(p) | watcher::Event::InitApply(p) | watcher::Event::Delete(p) => {
-                    Some(Cause::new(what, p.metadata.namespace.as_deref(), &p.pool.name))
+                    Some(Cause::new(what, p.pool.namespace.as_deref(), &p.pool.name))
                 }
                 watcher::Event::Init | watcher::Event::InitDone => None,
             };

@@ -76,7 +76,7 @@ pub(super) fn map_event<A, B>(event: watcher::Event<A>, convert: impl Fn(A) -> B
 /// shared backoff never fires.
 pub(super) fn retrying<K, S>(watch: &'static str, events: S) -> impl Stream<Item = watcher::Event<K>> + Send
 where
-    K: Resource + Clone + Send + 'static,
+    K: Clone + Send + 'static,
     S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
 {
     let schedule = backon::ExponentialBuilder::default()

@@ -5,6 +5,7 @@ use std::borrow::Cow;
 
 use k8s_openapi::NamespaceResourceScope;
 use kube::api::{ApiResource, DynamicObject, ObjectMeta};
+use kube::runtime::reflector::Lookup;
 use kube::Resource;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
@@ -14,38 +15,28 @@ use super::*;
 /// A pool object as the cache holds it: the [`Pool`] planning reads (name,
 /// labels, annotations and the labels of its nodes), which reconciles
 /// borrow rather than copy. The frameworks keep each pool's node list in
-/// its spec or status, which grows with the pool. Its own type rather than a cut-down `DynamicObject`, whose cache
-/// key would carry the API's five names for every pool.
+/// its spec or status, which grows with the pool. Its own type rather than
+/// a cut-down `DynamicObject`, whose cache key would carry the API's five
+/// names for every pool; and without an `ObjectMeta`, whose fifteen fields
+/// took 330 bytes a pool to hold a name the pool holds already: the cache
+/// knows it by [`Lookup`], not [`Resource`], and every instance caches
+/// every pool of the cluster, whichever shard selects it.
 #[derive(Debug, Clone, Default)]
 pub struct CachedPool {
-    /// Name, resource version and deletion: the cache key.
-    pub metadata: ObjectMeta,
     pub pool: Pool,
 }
 
 impl CachedPool {
     pub fn from_object(kind: &PoolObjects, mut pool: DynamicObject) -> Self {
         strip_last_applied(&mut pool.metadata);
-        let read = Pool::from_object(kind, &pool);
-        let metadata = ObjectMeta {
-            name: pool.metadata.name,
-            namespace: pool.metadata.namespace,
-            resource_version: pool.metadata.resource_version,
-            deletion_timestamp: pool.metadata.deletion_timestamp,
-            ..ObjectMeta::default()
-        };
-        Self { metadata, pool: read }
+        Self {
+            pool: Pool::from_object(kind, &pool),
+        }
     }
 
     /// A pool with no object of its own (a node label's value).
     pub fn from_pool(pool: Pool) -> Self {
-        Self {
-            metadata: ObjectMeta {
-                name: Some(pool.name.clone()),
-                ..ObjectMeta::default()
-            },
-            pool,
-        }
+        Self { pool }
     }
 }
 
@@ -71,10 +62,11 @@ impl std::ops::Deref for PoolApi {
 /// A pool is of the API the cluster serves for its kind (the controller
 /// asks which version at its start): the cache of each kind is made with
 /// that API (the runtime's `changes::Changes::new`), and its keys
-/// say which it is.
-impl Resource for CachedPool {
+/// say which it is. A key is the pool's name and, of a namespaced kind,
+/// namespace: no resource version or uid, which a key would copy and
+/// nothing reads.
+impl Lookup for CachedPool {
     type DynamicType = PoolApi;
-    type Scope = k8s_openapi::ClusterResourceScope;
 
     fn kind(api: &PoolApi) -> Cow<'_, str> {
         api.kind.as_str().into()
@@ -91,11 +83,17 @@ impl Resource for CachedPool {
     fn plural(api: &PoolApi) -> Cow<'_, str> {
         api.plural.as_str().into()
     }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
+    fn name(&self) -> Option<Cow<'_, str>> {
+        Some(self.pool.name.as_str().into())
     }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
+    fn namespace(&self) -> Option<Cow<'_, str>> {
+        self.pool.namespace.as_deref().map(Cow::Borrowed)
+    }
+    fn resource_version(&self) -> Option<Cow<'_, str>> {
+        None
+    }
+    fn uid(&self) -> Option<Cow<'_, str>> {
+        None
     }
 }
 
@@ -380,16 +378,16 @@ impl Resource for WatchedRelease {
     type Scope = NamespaceResourceScope;
 
     fn kind(_: &()) -> Cow<'_, str> {
-        CachedRelease::kind(&())
+        <CachedRelease as Resource>::kind(&())
     }
     fn group(_: &()) -> Cow<'_, str> {
-        CachedRelease::group(&())
+        <CachedRelease as Resource>::group(&())
     }
     fn version(_: &()) -> Cow<'_, str> {
-        CachedRelease::version(&())
+        <CachedRelease as Resource>::version(&())
     }
     fn plural(_: &()) -> Cow<'_, str> {
-        CachedRelease::plural(&())
+        <CachedRelease as Resource>::plural(&())
     }
     fn meta(&self) -> &ObjectMeta {
         &self.0.metadata

@@ -61,7 +61,7 @@ fn store<K: Resource<DynamicType = ()> + Clone + 'static>(objects: Vec<K>) -> St
 
 fn store_of<K>(objects: Vec<K>, api: K::DynamicType) -> Store<K>
 where
-    K: Resource<DynamicType: Clone + Eq + std::hash::Hash> + Clone + 'static,
+    K: kube::runtime::reflector::Lookup<DynamicType: Clone + Eq + std::hash::Hash> + Clone + 'static,
 {
     listed(objects, api).as_reader()
 }
@@ -182,7 +182,11 @@ fn a_cached_pool_keeps_its_name_labels_and_annotations() {
     }));
     let cached = CachedPool::from_object(&OPENYURT, pool.clone());
     assert_eq!(cached.pool, Pool::from_object(&OPENYURT, &pool));
-    assert!(cached.metadata.uid.is_none() && cached.metadata.labels.is_none());
+    // Its cache key is its name: nothing of the object's metadata is
+    // copied into it but that.
+    let key = ObjectRef::from_obj_with(&cached, PoolApi::new(ApiResource::erase::<Node>(&())));
+    assert_eq!((key.name.as_str(), key.namespace.as_deref()), ("hz", None));
+    assert_eq!((key.extra.resource_version, key.extra.uid), (None, None));
 }
 
 #[test]
