@@ -340,7 +340,7 @@ fn describe(p: &PoolReport) -> String {
 
 /// `text` in at most `max` bytes: its head and its tail around a `…`,
 /// since an error's cause often comes last (`…: field is immutable`).
-fn cut(text: &str, max: usize) -> String {
+pub(crate) fn cut(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_string();
     }

@@ -11,6 +11,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
 use super::*;
+use crate::reconcile::fleet;
 
 /// A pool object as the cache holds it: the [`Pool`] planning reads (name,
 /// labels, annotations and the labels of its nodes), which reconciles
@@ -189,6 +190,9 @@ impl CachedRelease {
                 status.retain(|key, _| {
                     matches!(key.as_str(), "conditions" | "observedGeneration" | "lastAttemptedRevision")
                 });
+                if let Some(conditions) = status.get_mut("conditions").and_then(Value::as_array_mut) {
+                    keep_conditions_read(conditions);
+                }
                 if let Some(latest) = latest.filter(|l| !l.is_empty()) {
                     status.insert("history".into(), Value::Array(vec![Value::Object(latest)]));
                 }
@@ -267,6 +271,31 @@ impl CachedRelease {
         self.observed = None;
         self.owned_by_update = false;
         self.cut_down = true;
+    }
+}
+
+/// The conditions planning reads of a release
+/// ([`crate::reconcile::release::state::classify`]), as it reads them: of
+/// Ready, Stalled and Reconciling, the status, reason, generation,
+/// transition time and the message, cut to the head and tail the
+/// application's status shows of it. Not Released, TestSuccess or
+/// Remediated, whose messages repeat Ready's: Helm's errors run to
+/// kilobytes, and the cache holds one for every pool.
+fn keep_conditions_read(conditions: &mut Vec<Value>) {
+    const READ: [&str; 3] = ["Ready", "Stalled", "Reconciling"];
+    conditions.retain(|c| c.get("type").and_then(Value::as_str).is_some_and(|t| READ.contains(&t)));
+    for condition in conditions.iter_mut().filter_map(Value::as_object_mut) {
+        condition.retain(|key, _| {
+            matches!(
+                key.as_str(),
+                "type" | "status" | "reason" | "message" | "observedGeneration" | "lastTransitionTime"
+            )
+        });
+        if let Some(Value::String(message)) = condition.get_mut("message") {
+            if message.len() > fleet::status::MAX_LISTED_MESSAGE {
+                *message = fleet::status::cut(message, fleet::status::MAX_LISTED_MESSAGE);
+            }
+        }
     }
 }
 

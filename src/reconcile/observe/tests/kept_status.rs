@@ -1,0 +1,127 @@
+//! What the release cache keeps of Flux's status: what planning reads of
+//! it, and nothing planning would read otherwise.
+
+use super::*;
+use crate::reconcile::fleet;
+use crate::reconcile::release::state::{classify, ReleaseStatus};
+
+/// A release's status as the application's status and Events show it:
+/// its message cut to the head and tail they show.
+fn shown(status: &ReleaseStatus) -> ReleaseStatus {
+    let cut = fleet::status::cut(&status.message, fleet::status::MAX_LISTED_MESSAGE);
+    ReleaseStatus {
+        message: cut,
+        ..status.clone()
+    }
+}
+
+/// `release("gw-hz", …)` of the application `u1` with these conditions.
+fn with_conditions(conditions: Value) -> DynamicObject {
+    let mut release = release("gw-hz", "edge", Some("u1"));
+    release.data["status"]["conditions"] = conditions;
+    release
+}
+
+fn condition(type_: &str, status: &str, reason: &str, message: &str) -> Value {
+    json!({ "type": type_, "status": status, "reason": reason, "message": message,
+            "observedGeneration": 2, "lastTransitionTime": "2026-11-28T10:00:00Z" })
+}
+
+/// A Helm error of `len` bytes, its cause at the end as Go writes it.
+fn long_error(len: usize, cause: &str) -> String {
+    let head = "Could not determine release state: failed to retrieve last release from storage: ";
+    format!("{head}{}{cause}", "x".repeat(len - head.len() - cause.len()))
+}
+
+/// Planning classifies the release the cache keeps as it classifies the
+/// whole release, for every verdict Flux's conditions can give: Ready,
+/// failed, waiting, stalled with its cause, retrying, and a site that
+/// does not answer behind a message of kilobytes. The message is the
+/// same as far as anyone is shown it.
+#[test]
+fn the_release_kept_is_classified_as_the_whole_release() {
+    let released = condition("Released", "True", "InstallSucceeded", &"Helm install succeeded ".repeat(20));
+    let tested = condition("TestSuccess", "True", "TestSucceeded", "Helm test succeeded");
+    let shapes = [
+        json!([
+            condition("Ready", "True", "UpgradeSucceeded", "ok"),
+            released.clone(),
+            tested
+        ]),
+        json!([condition(
+            "Ready",
+            "False",
+            "UpgradeFailed",
+            &long_error(6_000, ": field is immutable")
+        )]),
+        json!([
+            condition("Ready", "False", "ArtifactFailed", "no chart"),
+            released.clone()
+        ]),
+        json!([
+            condition("Ready", "False", "InstallFailed", "timed out waiting for the condition"),
+            condition("Stalled", "True", "RetriesExceeded", "Failed to install after 1 attempt(s)"),
+            condition("Remediated", "True", "UninstallSucceeded", "uninstalled"),
+        ]),
+        json!([
+            condition("Ready", "Unknown", "Progressing", "upgrading"),
+            condition("Reconciling", "True", "Progressing", "upgrading"),
+        ]),
+        json!([condition(
+            "Ready",
+            "False",
+            "StateError",
+            &long_error(4_000, ": dial tcp 10.0.0.1:6443: connect: connection refused")
+        )]),
+    ];
+    for conditions in shapes {
+        let whole = with_conditions(conditions.clone());
+        let value = serde_json::to_value(&whole).unwrap();
+        let cached = CachedRelease::from_object(whole);
+        let kept = cached.planned.value().expect("the view, packed");
+        assert_eq!(shown(&classify(&kept)), shown(&classify(&value)), "{conditions}");
+        let observed = cached.observed.expect("a release of an application is observed");
+        assert_eq!(shown(&observed.status), shown(&classify(&value)), "{conditions}");
+        assert_eq!(
+            crate::reconcile::release::state::unreachable_since(&kept),
+            crate::reconcile::release::state::unreachable_since(&value)
+        );
+    }
+}
+
+/// Of Flux's conditions the cache keeps Ready, Stalled and Reconciling,
+/// each with what planning reads of it, and a message of kilobytes as
+/// its head and its tail, which holds the cause.
+#[test]
+fn the_cache_keeps_the_conditions_read_and_the_head_and_tail_of_a_long_message() {
+    let mut ready = condition("Ready", "False", "UpgradeFailed", &long_error(6_000, ": field is immutable"));
+    ready["unknownField"] = json!("dropped");
+    let whole = with_conditions(json!([
+        ready,
+        condition("Released", "False", "UpgradeFailed", &long_error(6_000, ": field is immutable")),
+        condition("Stalled", "True", "RetriesExceeded", "Failed to upgrade after 1 attempt(s)"),
+        condition("TestSuccess", "True", "TestSucceeded", "ok"),
+    ]));
+    let kept = CachedRelease::from_object(whole).planned.value().expect("the view, packed");
+    let conditions = kept["status"]["conditions"].as_array().expect("conditions kept");
+    let types: Vec<&str> = conditions.iter().filter_map(|c| c["type"].as_str()).collect();
+    assert_eq!(types, ["Ready", "Stalled"]);
+    let ready = &conditions[0];
+    let keys: Vec<&String> = ready.as_object().unwrap().keys().collect();
+    assert_eq!(
+        keys,
+        [
+            "lastTransitionTime",
+            "message",
+            "observedGeneration",
+            "reason",
+            "status",
+            "type"
+        ]
+    );
+    let message = ready["message"].as_str().unwrap();
+    assert!(message.len() <= fleet::status::MAX_LISTED_MESSAGE, "{} bytes", message.len());
+    assert!(message.starts_with("Could not determine release state"), "{message}");
+    assert!(message.ends_with(": field is immutable"), "{message}");
+    assert_eq!(conditions[1]["message"], "Failed to upgrade after 1 attempt(s)");
+}
