@@ -119,6 +119,7 @@ pub(super) async fn reconcile_app(
             let asked = ctx.relist.request();
             info!(app = %app.name_any(), %namespace, releases, asked,
                 "served here now, moved from another shard: reading its releases again before planning");
+            ctx.index.timer(&app_ref, Timer::Relist);
             return Ok(Action::requeue(RELISTED_AGAIN_AFTER));
         }
         reconcile::Ended::CreatesUnseen(releases) => {

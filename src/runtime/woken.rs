@@ -44,6 +44,10 @@ pub enum Timer {
     /// The releases the last reconcile created, not in the cache yet (see
     /// [`crate::reconcile::Ended::CreatesUnseen`]).
     CreatesUnseen,
+    /// Moved here from another shard: waiting for the release watch to
+    /// list its releases again, whole (see
+    /// [`crate::reconcile::Ended::ReleasesCutDown`]).
+    Relist,
 }
 
 impl Timer {
@@ -55,6 +59,7 @@ impl Timer {
             Self::Retry => "retry",
             Self::Uninstall => "uninstall wait",
             Self::CreatesUnseen => "creates unseen",
+            Self::Relist => "relist",
         }
     }
 }
