@@ -30,7 +30,8 @@ use crate::api::{naming, NodePoolApplication, PoolKind};
 use crate::pools::{kind, nodes, Pool};
 use crate::reconcile::fleet::observed;
 use crate::reconcile::observe::{
-    helmrelease_resource, CachedPool, CachedRelease, Caches, PoolApi, PoolCache, ReleaseIndex,
+    helmrelease_resource, map_event, CachedPool, CachedRelease, Caches, PoolApi, PoolCache, ReleaseIndex,
+    WatchedRelease,
 };
 use crate::reconcile::plan::Memo;
 use k8s_openapi::api::apps::v1::ControllerRevision;
@@ -96,7 +97,7 @@ impl CacheSource {
             versions: versions.clone(),
             errors: errors.clone(),
         };
-        let (apps, releases): (Api<NodePoolApplication>, Api<CachedRelease>) = match namespace.as_deref() {
+        let (apps, releases): (Api<NodePoolApplication>, Api<WatchedRelease>) = match namespace.as_deref() {
             Some(ns) => (Api::namespaced(client.clone(), ns), Api::namespaced(client.clone(), ns)),
             None => (Api::all(client.clone()), Api::all(client.clone())),
         };
@@ -109,15 +110,8 @@ impl CacheSource {
                     continue;
                 };
                 // Cut down as the controller's cache cuts them down.
-                let events = watcher(api, watcher::Config::default()).map_ok(move |event| match event {
-                    watcher::Event::Apply(o) => watcher::Event::Apply(CachedPool::from_object(objects, o)),
-                    watcher::Event::Delete(o) => watcher::Event::Delete(CachedPool::from_object(objects, o)),
-                    watcher::Event::InitApply(o) => {
-                        watcher::Event::InitApply(CachedPool::from_object(objects, o))
-                    }
-                    watcher::Event::Init => watcher::Event::Init,
-                    watcher::Event::InitDone => watcher::Event::InitDone,
-                });
+                let events = watcher(api, watcher::Config::default())
+                    .map_ok(move |event| map_event(event, |o| CachedPool::from_object(objects, o)));
                 let of_pool = move |o: &CachedPool| Concern::Pool(kind, o.pool.clone());
                 let api = PoolApi::new(resource);
                 let store = watching.cache("pool objects", events, api.clone(), of_pool);
@@ -148,7 +142,13 @@ impl CacheSource {
                 (),
                 of_application,
             ),
-            releases: watching.cache("HelmReleases", watcher(releases, managed.clone()), (), of_owned),
+            releases: watching.cache(
+                "HelmReleases",
+                watcher(releases, managed.clone())
+                    .map_ok(|event| map_event(event, |release| CachedRelease::from_object(release.0))),
+                (),
+                of_owned,
+            ),
             history: watching.cache("ControllerRevisions", watcher(history, managed), (), of_owned),
             nodes: watching.cache(
                 "Nodes",

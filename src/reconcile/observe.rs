@@ -31,11 +31,13 @@ mod cached;
 mod others;
 mod pool_index;
 mod release_index;
+mod release_meta;
 pub mod shallow;
-pub use cached::{CachedPool, CachedRelease, PoolApi, WatchedRelease};
-pub use others::{application_owner, owned_by, owner_of, Others};
+pub use cached::{map_event, CachedPool, CachedRelease, PoolApi, WatchedRelease};
+pub use others::{application_owner, owned_by, owner_of, Others, Owners};
 pub use pool_index::PoolIndex;
 pub use release_index::{ReleaseIndex, ReleaseWriter};
+pub use release_meta::ReleaseMeta;
 pub use shallow::Shallow;
 
 #[derive(Debug, thiserror::Error)]

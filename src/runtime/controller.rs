@@ -17,7 +17,7 @@ use tracing::{info, warn};
 
 use crate::api::PoolKind;
 use crate::chart::source::Sources;
-use crate::reconcile::observe::Shallow;
+use crate::reconcile::observe::{map_event, Shallow};
 use crate::runtime::api_client;
 use crate::runtime::backoff::Backoff;
 use crate::runtime::metrics::Metrics;

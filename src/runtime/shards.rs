@@ -24,9 +24,9 @@ use kube::Api;
 use tokio::sync::{watch, Notify};
 
 use super::context::AppMeta;
-use super::watches::{map_event, paged_releases};
+use super::watches::paged_releases;
 use crate::api::NodePoolApplication;
-use crate::reconcile::observe::{application_owner, CachedRelease, WatchedRelease};
+use crate::reconcile::observe::{application_owner, map_event, CachedRelease, WatchedRelease};
 
 /// A request that the release watch list again, at most one under way.
 #[derive(Debug, Default)]

@@ -53,17 +53,6 @@ pub(super) fn paged_releases() -> watcher::Config {
     watcher::Config::default().page_size(50)
 }
 
-/// A watch event with its object converted, as it enters a cache.
-pub(super) fn map_event<A, B>(event: watcher::Event<A>, convert: impl Fn(A) -> B) -> watcher::Event<B> {
-    match event {
-        watcher::Event::Apply(object) => watcher::Event::Apply(convert(object)),
-        watcher::Event::Delete(object) => watcher::Event::Delete(convert(object)),
-        watcher::Event::Init => watcher::Event::Init,
-        watcher::Event::InitApply(object) => watcher::Event::InitApply(convert(object)),
-        watcher::Event::InitDone => watcher::Event::InitDone,
-    }
-}
-
 /// A watch's events, each watch retrying on its own schedule, errors
 /// logged and dropped.
 ///
@@ -377,8 +366,9 @@ impl Watches {
         ];
         for (kind, objects, resource, changes) in self.pools {
             let api: Api<Shallow<DynamicObject>> = Api::all_with(client.clone(), &resource);
-            let events = watcher(api, paged())
-                .map_ok(move |event| map_event(event, |read| CachedPool::from_object(objects, read.object)));
+            let events = watcher(api, paged()).map_ok(move |event| {
+                observe::map_event(event, |read| CachedPool::from_object(objects, read.object))
+            });
             let index = context.index.clone();
             urgent.push(triggers::pools(kind, objects.kind(), events, changes, served.clone(), index));
         }

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use k8s_openapi::api::core::v1::Node;
-use kube::{Resource, ResourceExt};
+use kube::ResourceExt;
 
 use crate::api::{NodePoolApplication, PoolKind};
 use crate::pools::Pool;
@@ -116,7 +116,7 @@ pub(super) fn of_application(app: &NodePoolApplication) -> Concern {
 
 /// A release, or a revision record, concerns the application that is its
 /// controller owner.
-pub(super) fn of_owned(object: &impl Resource) -> Concern {
+pub(super) fn of_owned(object: &impl observe::Owners) -> Concern {
     match observe::owner_of::<NodePoolApplication>(object) {
         Some(app) => Concern::App(app_key(app.namespace.as_deref().unwrap_or_default(), &app.name)),
         None => Concern::Everything,

@@ -6,6 +6,7 @@ use std::borrow::Cow;
 use k8s_openapi::NamespaceResourceScope;
 use kube::api::{ApiResource, DynamicObject, ObjectMeta};
 use kube::runtime::reflector::Lookup;
+use kube::runtime::watcher;
 use kube::Resource;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
@@ -108,7 +109,7 @@ impl Lookup for CachedPool {
 pub struct CachedRelease {
     /// Name, namespace, uid, resource version and the controller owner
     /// reference: what the cache and the triggers need.
-    pub metadata: ObjectMeta,
+    pub metadata: ReleaseMeta,
     pub planned: PackedJson,
     /// Our fields on it are recorded as an `Update` (it was created by
     /// POST): they are made ours by apply before the next apply (see
@@ -201,7 +202,7 @@ impl CachedRelease {
                 }
             }
         }
-        let metadata = ObjectMeta {
+        let metadata = ReleaseMeta {
             name: release.metadata.name.clone(),
             namespace: release.metadata.namespace.clone(),
             uid: release.metadata.uid.clone(),
@@ -212,7 +213,6 @@ impl CachedRelease {
                 .owner_references
                 .as_ref()
                 .map(|refs| refs.iter().filter(|r| r.controller == Some(true)).cloned().collect()),
-            ..ObjectMeta::default()
         };
         // What planning reads of the metadata, and nothing that changes
         // without it mattering (the resource version, Flux's finalizer).
@@ -378,7 +378,7 @@ impl CachedRelease {
         // release says it (`ObservedRelease::pool` of a release with a name).
         let site_pool =
             pool.filter(|_| release.metadata.name.is_some() && naming::cluster_of(&view).is_some());
-        let metadata = ObjectMeta {
+        let metadata = ReleaseMeta {
             name: release.metadata.name,
             namespace: release.metadata.namespace,
             uid: release.metadata.uid,
@@ -388,7 +388,6 @@ impl CachedRelease {
                 .metadata
                 .owner_references
                 .map(|refs| refs.into_iter().filter(|r| r.controller == Some(true)).collect()),
-            ..ObjectMeta::default()
         };
         Self {
             metadata,
@@ -407,16 +406,16 @@ impl Resource for WatchedRelease {
     type Scope = NamespaceResourceScope;
 
     fn kind(_: &()) -> Cow<'_, str> {
-        <CachedRelease as Resource>::kind(&())
+        <CachedRelease as Lookup>::kind(&())
     }
     fn group(_: &()) -> Cow<'_, str> {
-        <CachedRelease as Resource>::group(&())
+        <CachedRelease as Lookup>::group(&())
     }
     fn version(_: &()) -> Cow<'_, str> {
-        <CachedRelease as Resource>::version(&())
+        <CachedRelease as Lookup>::version(&())
     }
     fn plural(_: &()) -> Cow<'_, str> {
-        <CachedRelease as Resource>::plural(&())
+        <CachedRelease as Lookup>::plural(&())
     }
     fn meta(&self) -> &ObjectMeta {
         &self.0.metadata
@@ -426,27 +425,14 @@ impl Resource for WatchedRelease {
     }
 }
 
-impl Resource for CachedRelease {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        "HelmRelease".into()
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        "helm.toolkit.fluxcd.io".into()
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        "v2".into()
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        "helmreleases".into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
+/// A watch event with its object converted, as it enters a cache.
+pub fn map_event<A, B>(event: watcher::Event<A>, convert: impl Fn(A) -> B) -> watcher::Event<B> {
+    match event {
+        watcher::Event::Apply(object) => watcher::Event::Apply(convert(object)),
+        watcher::Event::Delete(object) => watcher::Event::Delete(convert(object)),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitApply(object) => watcher::Event::InitApply(convert(object)),
+        watcher::Event::InitDone => watcher::Event::InitDone,
     }
 }
 

@@ -93,21 +93,45 @@ impl OtherReleases for Others {
     }
 }
 
+/// What carries owner references: an object as the API serves it, or a
+/// release as the cache holds it ([`super::ReleaseMeta`]).
+pub trait Owners {
+    fn owners(&self) -> &[OwnerReference];
+    fn namespace_of(&self) -> Option<&str>;
+}
+
+impl<K: Resource> Owners for K {
+    fn owners(&self) -> &[OwnerReference] {
+        self.owner_references()
+    }
+    fn namespace_of(&self) -> Option<&str> {
+        self.meta().namespace.as_deref()
+    }
+}
+
+impl Owners for CachedRelease {
+    fn owners(&self) -> &[OwnerReference] {
+        self.metadata.owner_references.as_deref().unwrap_or_default()
+    }
+    fn namespace_of(&self) -> Option<&str> {
+        self.metadata.namespace.as_deref()
+    }
+}
+
 /// A release's controller owner reference to an application, if it has
 /// one: what [`owner_of`], [`owned_by`] and the shards read.
-pub fn application_owner(release: &impl Resource) -> Option<&OwnerReference> {
-    (release.owner_references().iter())
-        .find(|r| r.controller == Some(true) && r.kind == "NodePoolApplication")
+pub fn application_owner(release: &impl Owners) -> Option<&OwnerReference> {
+    (release.owners().iter()).find(|r| r.controller == Some(true) && r.kind == "NodePoolApplication")
 }
 
 /// The application a release's controller owner reference names, if any.
-pub fn owner_of<K: Resource<DynamicType = ()>>(release: &impl Resource) -> Option<ObjectRef<K>> {
-    let namespace = release.meta().namespace.as_deref()?;
+pub fn owner_of<K: Resource<DynamicType = ()>>(release: &impl Owners) -> Option<ObjectRef<K>> {
+    let namespace = release.namespace_of()?;
     application_owner(release).map(|r| ObjectRef::new(&r.name).within(namespace))
 }
 
 /// Ownership is the controller owner reference to this very application
 /// (its uid, so a re-created application of the same name owns nothing yet).
-pub fn owned_by(release: &impl Resource, uid: Option<&str>) -> bool {
+pub fn owned_by(release: &impl Owners, uid: Option<&str>) -> bool {
     uid.is_some_and(|uid| application_owner(release).is_some_and(|r| r.uid == uid))
 }

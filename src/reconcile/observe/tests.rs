@@ -55,7 +55,9 @@ fn release(name: &str, namespace: &str, owner_uid: Option<&str>) -> DynamicObjec
     }))
 }
 
-fn store<K: Resource<DynamicType = ()> + Clone + 'static>(objects: Vec<K>) -> Store<K> {
+fn store<K: kube::runtime::reflector::Lookup<DynamicType = ()> + Clone + 'static>(
+    objects: Vec<K>,
+) -> Store<K> {
     store_of(objects, ())
 }
 
@@ -117,8 +119,11 @@ fn a_cached_release_keeps_what_planning_reads() {
     let full = release("gw-hz", "edge", Some("u1"));
     // As the watch decodes it from the API server's answer.
     let cached: CachedRelease = serde_json::from_value(serde_json::to_value(&full).unwrap()).unwrap();
-    assert!(cached.metadata.managed_fields.is_none());
     assert_eq!(cached.metadata.owner_references.as_ref().map(Vec::len), Some(1));
+    // Its cache key is its name and namespace, with no copy of the rest.
+    let key = ObjectRef::from_obj(&cached);
+    assert_eq!((key.name.as_str(), key.namespace.as_deref()), ("gw-hz", Some("edge")));
+    assert_eq!((key.extra.resource_version, key.extra.uid), (None, None));
     let text: Value = cached.planned.value().unwrap();
     assert_eq!(text["spec"], full.data["spec"]);
     assert!(text.pointer("/metadata/managedFields").is_none());
