@@ -39,8 +39,8 @@ use nodepool_fanout::api::{NodePoolApplication, NodePoolApplicationStatus, Rollo
 use serde_json::{json, Value};
 use support::apps::apply_app;
 use support::bench::{
-    clean_up, controller_flags, create_pools, process_figures, reset_peak, secs, suspended_fleet, wait,
-    writes,
+    clean_up, controller_flags, create_pools, process_figures, reset_peak, resident_kib, secs,
+    suspended_fleet, wait, writes,
 };
 use support::{ensure_crd, helmrelease_resource, nodepool_resource, RunningController, TestEnv};
 
@@ -77,6 +77,9 @@ struct Figures {
     /// Write requests by verb and resource.
     writes_by_series: BTreeMap<String, u64>,
     reconciles: u64,
+    /// Its resident size as the change began: the floor of the peak
+    /// after it (its peak is reset to it then).
+    resident_at_start_kib: u64,
     peak_rss_kib: u64,
     most_updating: i32,
     /// The mean time from a pool's write to its being done, by Little's
@@ -242,6 +245,7 @@ async fn measure(
     let writes_before = writes(controller).await;
     let series_before = write_series(controller).await;
     let (_, cpu_before) = process_figures(controller.pid());
+    let resident_at_start_kib = resident_kib(controller.pid());
     reset_peak(controller.pid());
     let patches_before = stand_in.patches();
     let queries_before = queries_answered().await;
@@ -299,6 +303,7 @@ async fn measure(
             .filter(|(_, v)| *v > 0)
             .collect(),
         reconciles: controller.reconciles().await - reconciles_before,
+        resident_at_start_kib,
         peak_rss_kib,
         most_updating,
         mean_under_way: Duration::from_secs_f64(under_way_seconds / pools as f64),
@@ -351,6 +356,10 @@ fn print_table(pools: usize, rows: &[(&str, Figures)]) {
     row("controller CPU", cell(&|f| format!("{:.1} s", f.cpu)));
     row("controller writes", cell(&|f| f.writes.to_string()));
     row("controller reconciles", cell(&|f| f.reconciles.to_string()));
+    row(
+        "controller resident as the change began",
+        cell(&|f| format!("{:.1} MiB", f.resident_at_start_kib as f64 / 1024.0)),
+    );
     row(
         "controller peak RSS (goal: at most 100 MiB)",
         cell(&|f| format!("{:.1} MiB", f.peak_rss_kib as f64 / 1024.0)),

@@ -177,14 +177,24 @@ pub async fn writes(controller: &RunningController) -> u64 {
         .await
 }
 
+/// A size (KiB) from the process's /proc status: `VmHWM`, `VmRSS`…
+fn status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read /proc/<pid>/status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("{field} in /proc/<pid>/status"))
+}
+
+/// The process's resident set now (KiB), from /proc.
+pub fn resident_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS")
+}
+
 /// The process's peak resident set (KiB) and its CPU seconds, from /proc.
 pub fn process_figures(pid: u32) -> (u64, f64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read /proc/<pid>/status");
-    let peak = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM in /proc/<pid>/status");
+    let peak = status_kib(pid, "VmHWM");
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("read /proc/<pid>/stat");
     // Fields after the command name, which ends at the last ')'.
     let fields: Vec<&str> = stat
