@@ -202,18 +202,7 @@ impl CachedRelease {
                 }
             }
         }
-        let metadata = ReleaseMeta {
-            name: release.metadata.name.clone(),
-            namespace: release.metadata.namespace.clone(),
-            uid: release.metadata.uid.clone(),
-            resource_version: release.metadata.resource_version.clone(),
-            creation_timestamp: release.metadata.creation_timestamp.clone(),
-            owner_references: release
-                .metadata
-                .owner_references
-                .as_ref()
-                .map(|refs| refs.iter().filter(|r| r.controller == Some(true)).cloned().collect()),
-        };
+        let metadata = ReleaseMeta::from(&release.metadata);
         // What planning reads of the metadata, and nothing that changes
         // without it mattering (the resource version, Flux's finalizer).
         let read = ObjectMeta {
@@ -378,17 +367,7 @@ impl CachedRelease {
         // release says it (`ObservedRelease::pool` of a release with a name).
         let site_pool =
             pool.filter(|_| release.metadata.name.is_some() && naming::cluster_of(&view).is_some());
-        let metadata = ReleaseMeta {
-            name: release.metadata.name,
-            namespace: release.metadata.namespace,
-            uid: release.metadata.uid,
-            resource_version: release.metadata.resource_version,
-            creation_timestamp: release.metadata.creation_timestamp,
-            owner_references: release
-                .metadata
-                .owner_references
-                .map(|refs| refs.into_iter().filter(|r| r.controller == Some(true)).collect()),
-        };
+        let metadata = ReleaseMeta::from(&release.metadata);
         Self {
             metadata,
             drives: naming::helm_release_of(&view).filter(|_| !inert),

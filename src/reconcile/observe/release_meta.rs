@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kube::runtime::reflector::Lookup;
 
 use super::CachedRelease;
@@ -23,6 +23,22 @@ pub struct ReleaseMeta {
     pub creation_timestamp: Option<Time>,
     /// Its controller owner reference alone, if it has one.
     pub owner_references: Option<Vec<OwnerReference>>,
+}
+
+/// What is kept of a release's metadata as it enters the cache, whether
+/// whole or cut down: its controller owner reference alone of its owners.
+impl From<&ObjectMeta> for ReleaseMeta {
+    fn from(meta: &ObjectMeta) -> Self {
+        Self {
+            name: meta.name.clone(),
+            namespace: meta.namespace.clone(),
+            uid: meta.uid.clone(),
+            resource_version: meta.resource_version.clone(),
+            creation_timestamp: meta.creation_timestamp.clone(),
+            owner_references: (meta.owner_references.as_ref())
+                .map(|refs| refs.iter().filter(|r| r.controller == Some(true)).cloned().collect()),
+        }
+    }
 }
 
 /// A release is known to its cache by its name and namespace: its cache
