@@ -21,33 +21,60 @@ pub struct Driver {
 }
 
 impl Driver {
+    /// Starts chromedriver, trying again twice when it neither says its port
+    /// nor stays up: on a loaded two-core machine a first start has been seen
+    /// to go quiet. After the third try it fails, with all it printed.
     pub async fn start() -> Self {
+        let mut said = Vec::new();
+        for attempt in 1..=3 {
+            match Self::start_once().await {
+                Ok(driver) => return driver,
+                Err(failure) => said.push(format!("try {attempt}: {failure}")),
+            }
+        }
+        panic!("chromedriver did not start; run hack/browser-deps.sh\n{}", said.join("\n"))
+    }
+
+    async fn start_once() -> Result<Self, String> {
         let mut child = Command::new(CHROMEDRIVER)
             .arg("--port=0")
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {CHROMEDRIVER}: {e}; run hack/browser-deps.sh"));
         let mut lines = BufReader::new(child.stdout.take().expect("chromedriver's stdout")).lines();
-        let port = tokio::time::timeout(Duration::from_secs(20), async {
+        let mut errors = BufReader::new(child.stderr.take().expect("chromedriver's stderr")).lines();
+        let mut printed = Vec::new();
+        let port = tokio::time::timeout(Duration::from_secs(45), async {
             while let Ok(Some(line)) = lines.next_line().await {
                 if let Some(rest) = line.split("started successfully on port ").nth(1) {
                     return rest.trim_end_matches('.').parse::<u16>().ok();
                 }
+                printed.push(line);
             }
             None
         })
         .await
         .ok()
-        .flatten()
-        .expect("chromedriver did not say its port within 20 s");
-        // Keep its stdout drained, so that it never blocks on a full pipe.
+        .flatten();
+        let Some(port) = port else {
+            let _ = child.start_kill();
+            let status = child.wait().await.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string());
+            while let Ok(Ok(Some(line))) =
+                tokio::time::timeout(Duration::from_millis(200), errors.next_line()).await
+            {
+                printed.push(line);
+            }
+            return Err(format!("no port within 45 s ({status}); it printed: {printed:?}"));
+        };
+        // Keep its output drained, so that it never blocks on a full pipe.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        Driver {
+        tokio::spawn(async move { while let Ok(Some(_)) = errors.next_line().await {} });
+        Ok(Driver {
             _child: child,
             url: format!("http://127.0.0.1:{port}"),
-        }
+        })
     }
 
     /// A headless Chromium session. Root needs `--no-sandbox`.
