@@ -182,12 +182,7 @@ fn worst_accepted() {
             }]});
             whole += PackedJson::from_value(&live).packed_len();
             let cached = CachedRelease::from_object(serde_json::from_value(live).expect("a HelmRelease"));
-            let view = cached.planned.value().expect("packed JSON");
-            let observed = ObservedRelease::from_value(&view).expect("a release of ours");
-            ObservedRelease {
-                live: Some(cached.planned.clone()),
-                ..observed
-            }
+            ObservedRelease::clone(&cached.observed.expect("a release of ours"))
         })
         .collect();
     drop(first);

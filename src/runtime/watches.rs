@@ -163,12 +163,12 @@ where
 /// What planning reads of a release, as the cache holds it: Flux adding
 /// its finalizer or stamping a reconcile time changes nothing of it. Of a
 /// release cut down ([`observe::CachedRelease::cut_down`]), which keeps
-/// no packed view, that is its owner and the Helm release it drives.
+/// no digest of it, that is its owner and the Helm release it drives.
 pub(super) fn release_fingerprint(release: &observe::CachedRelease) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     release.metadata.uid.hash(&mut hasher);
-    release.planned.hash(&mut hasher);
+    release.print.hash(&mut hasher);
     release.drives.hash(&mut hasher);
     release.site_pool.hash(&mut hasher);
     observe::application_owner(release).map(|owner| &owner.uid).hash(&mut hasher);

@@ -99,18 +99,22 @@ impl Lookup for CachedPool {
     }
 }
 
-/// A HelmRelease as the cache holds it: who it is, and what planning reads
-/// of it as packed JSON text (`metadata`, `spec`, and of the `status` only
-/// the conditions, generations and chart version). Packed text, because
-/// parsed JSON takes several times the room, and at ten thousand pools the
-/// cache would be most of the controller's memory; a reconcile parses one
-/// release at a time.
+/// A HelmRelease as the cache holds it: who it is, what planning reads of
+/// it, read once as it enters the cache ([`ObservedRelease`]), and of a
+/// release planning compares with what it would write, the fields it
+/// compares as packed JSON text ([`crate::reconcile::drift::compared_part`]).
+/// Packed text, because parsed JSON takes several times the room, and at
+/// ten thousand pools the cache would be most of the controller's memory.
 #[derive(Debug, Clone)]
 pub struct CachedRelease {
     /// Name, namespace, uid, resource version and the controller owner
     /// reference: what the cache and the triggers need.
     pub metadata: ReleaseMeta,
-    pub planned: PackedJson,
+    /// A digest of all planning reads of it (its metadata, spec and the
+    /// status kept), for the watch to pass on only the events that change
+    /// it; 0 for a release cut down, of which only what is kept beside
+    /// is read.
+    pub print: u64,
     /// Our fields on it are recorded as an `Update` (it was created by
     /// POST): they are made ours by apply before the next apply (see
     /// [`crate::reconcile::managed_fields`]).
@@ -142,91 +146,36 @@ impl CachedRelease {
     }
 }
 
+/// A release as planning reads it ([`kept_view`]), with what is read of
+/// it beside.
+struct Kept {
+    metadata: ReleaseMeta,
+    /// Its metadata, spec and the status planning reads, as JSON.
+    view: Value,
+    owned_by_update: bool,
+    /// Some application owns it.
+    anyones: bool,
+    inert: bool,
+}
+
 impl CachedRelease {
-    pub fn from_object(mut release: DynamicObject) -> Self {
-        let owned_by_update =
-            release.metadata.managed_fields.iter().flatten().any(managed_fields::is_our_update);
-        release.metadata.managed_fields = None;
-        strip_last_applied(&mut release.metadata);
-        // No application owns it, so planning reads of it only which Helm
-        // release it drives (to never drive the same one), not its spec
-        // or status. A cluster may hold thousands of such releases.
-        let anyones = owner_of::<NodePoolApplication>(&release).is_some();
-        // An inert release (see `naming::ANNOTATION_INERT`) drives nothing:
-        // the application that holds its Helm release is not refused for it.
-        let inert = release.annotations().contains_key(naming::ANNOTATION_INERT);
-        if !anyones {
-            release.metadata.labels = None;
-            release.metadata.annotations = None;
-        }
-        if let Some(map) = release.data.as_object_mut() {
-            map.retain(|key, _| key == "spec" || (anyones && key == "status"));
-            if !anyones {
-                keep_what_others_read(map);
-            }
-            // The one part of a release with no bound but the API server's.
-            if let Some(values) = map.get_mut("spec").and_then(|s| s.get_mut("values")) {
-                *values = drift::kept_values(values.take());
-            }
-            if let Some(status) = map.get_mut("status").and_then(Value::as_object_mut) {
-                // The latest Helm release: its chart version and its
-                // revision, not the rest of the history.
-                let latest = status.get("history").and_then(|h| h.get(0)).map(|latest| {
-                    let mut kept = serde_json::Map::new();
-                    for key in ["chartVersion", "version"] {
-                        if let Some(value) = latest.get(key) {
-                            kept.insert(key.into(), value.clone());
-                        }
-                    }
-                    kept
-                });
-                // What the release applied, by id alone: two pools holding
-                // one object is how sharing shows (`reconcile::isolation`).
-                let inventory: Vec<Value> = status
-                    .get("inventory")
-                    .and_then(|i| i.get("entries"))
-                    .and_then(Value::as_array)
-                    .map(|entries| entries.iter().filter_map(|e| e.get("id")).cloned().collect())
-                    .unwrap_or_default();
-                status.retain(|key, _| {
-                    matches!(key.as_str(), "conditions" | "observedGeneration" | "lastAttemptedRevision")
-                });
-                if let Some(conditions) = status.get_mut("conditions").and_then(Value::as_array_mut) {
-                    keep_conditions_read(conditions);
-                }
-                if let Some(latest) = latest.filter(|l| !l.is_empty()) {
-                    status.insert("history".into(), Value::Array(vec![Value::Object(latest)]));
-                }
-                if !inventory.is_empty() {
-                    status.insert("inventory".into(), Value::Array(inventory));
-                }
-            }
-        }
-        let metadata = ReleaseMeta::from(&release.metadata);
-        // What planning reads of the metadata, and nothing that changes
-        // without it mattering (the resource version, Flux's finalizer).
-        let read = ObjectMeta {
-            name: release.metadata.name,
-            namespace: release.metadata.namespace,
-            uid: release.metadata.uid,
-            generation: release.metadata.generation,
-            creation_timestamp: release.metadata.creation_timestamp,
-            // Set once: a release being deleted is let go when its site
-            // does not answer (`release::state::uninstall_blocked_since`).
-            deletion_timestamp: release.metadata.deletion_timestamp,
-            labels: release.metadata.labels,
-            annotations: release.metadata.annotations,
-            owner_references: release.metadata.owner_references,
-            ..ObjectMeta::default()
+    pub fn from_object(release: DynamicObject) -> Self {
+        let Kept {
+            metadata,
+            view,
+            owned_by_update,
+            anyones,
+            inert,
+        } = kept(release);
+        let print = {
+            use std::hash::{Hash, Hasher};
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            view.to_string().hash(&mut hasher);
+            hasher.finish()
         };
-        let mut view = release.data;
-        if let Value::Object(map) = &mut view {
-            map.insert("metadata".into(), serde_json::to_value(&read).unwrap_or(Value::Null));
-        }
-        let planned = PackedJson::from_value(&view);
         let observed = ObservedRelease::from_value(&view).filter(|_| anyones).map(|observed| {
             Arc::new(ObservedRelease {
-                live: Some(planned.clone()),
+                live: Some(PackedJson::from_value(&drift::compared_part(&view))),
                 resource_version: metadata.resource_version.clone(),
                 ..observed
             })
@@ -235,14 +184,114 @@ impl CachedRelease {
         Self {
             metadata,
             drives: naming::helm_release_of(&view).filter(|_| !inert),
-            planned,
+            print,
             owned_by_update,
             observed,
             site_pool,
             cut_down: false,
         }
     }
+}
 
+/// What planning reads of a release, as JSON: its metadata but for what
+/// changes without mattering (the resource version, Flux's finalizer),
+/// its spec, and of its status the conditions read, the latest Helm
+/// release and the inventory's ids. Of a release no application owns,
+/// only which Helm release it drives.
+#[cfg(test)]
+pub(crate) fn kept_view(release: DynamicObject) -> Value {
+    kept(release).view
+}
+
+fn kept(mut release: DynamicObject) -> Kept {
+    let owned_by_update = release.metadata.managed_fields.iter().flatten().any(managed_fields::is_our_update);
+    release.metadata.managed_fields = None;
+    strip_last_applied(&mut release.metadata);
+    // No application owns it, so planning reads of it only which Helm
+    // release it drives (to never drive the same one), not its spec
+    // or status. A cluster may hold thousands of such releases.
+    let anyones = owner_of::<NodePoolApplication>(&release).is_some();
+    // An inert release (see `naming::ANNOTATION_INERT`) drives nothing:
+    // the application that holds its Helm release is not refused for it.
+    let inert = release.annotations().contains_key(naming::ANNOTATION_INERT);
+    if !anyones {
+        release.metadata.labels = None;
+        release.metadata.annotations = None;
+    }
+    if let Some(map) = release.data.as_object_mut() {
+        map.retain(|key, _| key == "spec" || (anyones && key == "status"));
+        if !anyones {
+            keep_what_others_read(map);
+        }
+        // The one part of a release with no bound but the API server's.
+        if let Some(values) = map.get_mut("spec").and_then(|s| s.get_mut("values")) {
+            *values = drift::kept_values(values.take());
+        }
+        if let Some(status) = map.get_mut("status").and_then(Value::as_object_mut) {
+            // The latest Helm release: its chart version and its
+            // revision, not the rest of the history.
+            let latest = status.get("history").and_then(|h| h.get(0)).map(|latest| {
+                let mut kept = serde_json::Map::new();
+                for key in ["chartVersion", "version"] {
+                    if let Some(value) = latest.get(key) {
+                        kept.insert(key.into(), value.clone());
+                    }
+                }
+                kept
+            });
+            // What the release applied, by id alone: two pools holding
+            // one object is how sharing shows (`reconcile::isolation`).
+            let inventory: Vec<Value> = status
+                .get("inventory")
+                .and_then(|i| i.get("entries"))
+                .and_then(Value::as_array)
+                .map(|entries| entries.iter().filter_map(|e| e.get("id")).cloned().collect())
+                .unwrap_or_default();
+            status.retain(|key, _| {
+                matches!(key.as_str(), "conditions" | "observedGeneration" | "lastAttemptedRevision")
+            });
+            if let Some(conditions) = status.get_mut("conditions").and_then(Value::as_array_mut) {
+                keep_conditions_read(conditions);
+            }
+            if let Some(latest) = latest.filter(|l| !l.is_empty()) {
+                status.insert("history".into(), Value::Array(vec![Value::Object(latest)]));
+            }
+            if !inventory.is_empty() {
+                status.insert("inventory".into(), Value::Array(inventory));
+            }
+        }
+    }
+    let metadata = ReleaseMeta::from(&release.metadata);
+    // What planning reads of the metadata, and nothing that changes
+    // without it mattering (the resource version, Flux's finalizer).
+    let read = ObjectMeta {
+        name: release.metadata.name,
+        namespace: release.metadata.namespace,
+        uid: release.metadata.uid,
+        generation: release.metadata.generation,
+        creation_timestamp: release.metadata.creation_timestamp,
+        // Set once: a release being deleted is let go when its site
+        // does not answer (`release::state::uninstall_blocked_since`).
+        deletion_timestamp: release.metadata.deletion_timestamp,
+        labels: release.metadata.labels,
+        annotations: release.metadata.annotations,
+        owner_references: release.metadata.owner_references,
+        ..ObjectMeta::default()
+    };
+    let mut view = release.data;
+    if let Value::Object(map) = &mut view {
+        map.insert("metadata".into(), serde_json::to_value(&read).unwrap_or(Value::Null));
+    }
+    Kept {
+        metadata,
+        view,
+        owned_by_update,
+        anyones,
+        inert,
+    }
+}
+
+impl CachedRelease {
     /// Cuts an application's release down to what other applications
     /// read of it: its name, owner and age, and the Helm release it
     /// drives ([`CachedRelease::drives`], read as it entered the cache).
@@ -250,13 +299,13 @@ impl CachedRelease {
     /// release), and all this instance needs of a release whose
     /// application another shard serves: the whole release, with Flux's
     /// status, is several times the room, for every release of every
-    /// other shard. Its packed view goes too: nothing reads it, and its
-    /// fingerprint ([`crate::runtime`]'s) reads what `drives` says.
+    /// other shard. Its digest goes too: its fingerprint
+    /// ([`crate::runtime`]'s) reads what `drives` says.
     pub fn cut_down(&mut self) {
         if self.cut_down {
             return;
         }
-        self.planned = PackedJson::empty();
+        self.print = 0;
         self.observed = None;
         self.owned_by_update = false;
         self.cut_down = true;
@@ -371,7 +420,7 @@ impl CachedRelease {
         Self {
             metadata,
             drives: naming::helm_release_of(&view).filter(|_| !inert),
-            planned: PackedJson::empty(),
+            print: 0,
             owned_by_update: false,
             observed: None,
             site_pool,

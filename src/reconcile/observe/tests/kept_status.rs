@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::reconcile::fleet;
+use crate::reconcile::observe::cached::kept_view;
 use crate::reconcile::release::state::{classify, ReleaseStatus};
 
 /// A release's status as the application's status and Events show it:
@@ -77,8 +78,8 @@ fn the_release_kept_is_classified_as_the_whole_release() {
     for conditions in shapes {
         let whole = with_conditions(conditions.clone());
         let value = serde_json::to_value(&whole).unwrap();
+        let kept = kept_view(whole.clone());
         let cached = CachedRelease::from_object(whole);
-        let kept = cached.planned.value().expect("the view, packed");
         assert_eq!(shown(&classify(&kept)), shown(&classify(&value)), "{conditions}");
         let observed = cached.observed.expect("a release of an application is observed");
         assert_eq!(shown(&observed.status), shown(&classify(&value)), "{conditions}");
@@ -102,7 +103,7 @@ fn the_cache_keeps_the_conditions_read_and_the_head_and_tail_of_a_long_message()
         condition("Stalled", "True", "RetriesExceeded", "Failed to upgrade after 1 attempt(s)"),
         condition("TestSuccess", "True", "TestSucceeded", "ok"),
     ]));
-    let kept = CachedRelease::from_object(whole).planned.value().expect("the view, packed");
+    let kept = kept_view(whole);
     let conditions = kept["status"]["conditions"].as_array().expect("conditions kept");
     let types: Vec<&str> = conditions.iter().filter_map(|c| c["type"].as_str()).collect();
     assert_eq!(types, ["Ready", "Stalled"]);
