@@ -51,6 +51,9 @@ pub trait Memory: Sync {
     /// What the metric checks of the revision under way answered so far.
     fn answers(&self) -> Option<Arc<Records>>;
     fn keep_answers(&self, records: Records);
+    /// The answers, no longer kept: to fold new ones into without a copy
+    /// ([`Memory::keep_answers`] keeps the result).
+    fn take_answers(&self) -> Option<Arc<Records>>;
     /// The releases its last reconcile created.
     fn created(&self, releases: Vec<String>);
     /// How many of the releases its last reconcile created the release
@@ -153,8 +156,10 @@ pub(super) async fn ask_checks(
     let at = k8s_openapi::jiff::Timestamp::now();
     let answered = c.asker.ask(c.client, (&namespace, &name), analysing, at).await;
     let results = analysing.results(&answered);
-    let records = c.memory.answers().unwrap_or_default();
-    c.memory.keep_answers(analysing.fold(&records, answered, at));
+    // Taken and kept back with nothing awaited between: no other step of
+    // this application runs meanwhile, and none reads them but the next.
+    let records = c.memory.take_answers().map(Arc::unwrap_or_clone).unwrap_or_default();
+    c.memory.keep_answers(analysing.fold(records, answered, at));
     results
 }
 

@@ -321,6 +321,13 @@ impl AppIndex {
         (made_for == uid).then(|| Arc::clone(answers))
     }
 
+    /// What `app`'s metric checks answered, if asked for the object `uid`,
+    /// no longer kept.
+    pub(super) fn take_answers(&self, app: &ObjectRef<AppMeta>, uid: &str) -> Option<Arc<Records>> {
+        let (made_for, answers) = self.update(app, |entry| entry.answers.take())??;
+        (made_for == uid).then_some(answers)
+    }
+
     /// Keeps what `app`'s metric checks answered, asked for the object
     /// `uid`; none is nothing.
     pub(super) fn keep_answers(&self, app: &ObjectRef<AppMeta>, uid: &str, answers: Records) {

@@ -163,6 +163,9 @@ impl reconcile::Memory for Remembered<'_> {
     fn keep_answers(&self, records: crate::reconcile::rollout::analysis::Records) {
         self.index.keep_answers(self.app, &self.uid, records);
     }
+    fn take_answers(&self) -> Option<Arc<crate::reconcile::rollout::analysis::Records>> {
+        self.index.take_answers(self.app, &self.uid)
+    }
     fn created(&self, releases: Vec<String>) {
         self.index.created(self.app, releases);
     }

@@ -371,6 +371,19 @@ impl Deciding<'_> {
         // One outcome a candidate: sized once, not doubled as it fills (a
         // doubling holds the old and the new buffer at once).
         plan.pools.reserve_exact(candidates.len());
+        // So are the writes, counted first: at ten thousand pools changing
+        // at once, their doubling was 5 MB of the controller's peak heap,
+        // and sized by the candidates, a wave of a tenth would hold room
+        // for all.
+        let (held, mut ahead) = (self.input.hold.is_some(), self.decision.in_order());
+        let writes = (candidates.iter())
+            .filter(|c| {
+                let state = ahead.get(&c.pool.name).map(|d| d.state);
+                state == Some(PoolRollout::RollBack)
+                    || outcome(&c.kind, state, held, suspended) == Outcome::Planned
+            })
+            .count();
+        plan.apply.reserve_exact(writes);
         for Candidate { pool, release, kind } in candidates {
             let state = decisions.get(&pool.name).map(|d| d.state);
             let observed = self.owned.get(release.as_str()).copied();

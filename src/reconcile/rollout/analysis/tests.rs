@@ -323,7 +323,7 @@ fn answers_are_counted_by_check_and_what_they_came_to_and_folded_per_soak() {
         },
     )]
     .into();
-    let folded = analysing.fold(&stale, answered, t(1));
+    let folded = analysing.fold(stale.clone(), answered, t(1));
     assert!(!folded.contains_key("west"), "records of another revision are let go");
     let east = &folded["east"].checks["error-rate"];
     assert_eq!((east.asked, east.failures), (3, 1));
