@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
+use litemap::LiteMap;
 
 use crate::api::{Analysis, GateType, PrometheusSource};
 use crate::pools::Pool;
@@ -130,12 +131,15 @@ pub struct CheckRecord {
     pub unanswered_since: Option<Timestamp>,
 }
 
-/// One pool's records for one soak on one revision, by check name.
+/// One pool's records for one soak on one revision, by check name: in a
+/// sorted vector, since a pool has one check or a few, and the first node
+/// of a `BTreeMap` has room for eleven (about 1.6 KB a pool, 16 MB at
+/// 10,000 pools under a check).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PoolRecords {
     pub revision: String,
     pub ready_since: Option<Timestamp>,
-    pub checks: BTreeMap<String, CheckRecord>,
+    pub checks: LiteMap<String, CheckRecord>,
 }
 
 /// The records of one application's pools, by pool name.

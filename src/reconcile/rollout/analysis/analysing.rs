@@ -2,9 +2,8 @@
 //! their answers: each answer folded into its pool's (or wave's) records
 //! for the revision under way, and counted for the controller's metrics.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::jiff::Timestamp;
+use litemap::LiteMap;
 
 use super::{within, Answer, Ask, Check, PoolRecords, Records};
 use crate::api::PrometheusSource;
@@ -66,7 +65,7 @@ impl Analysing {
                 *pool = PoolRecords {
                     revision: self.revision.clone(),
                     ready_since: Some(ask.ready_since),
-                    checks: BTreeMap::new(),
+                    checks: LiteMap::new(),
                 };
             }
             pool.checks.entry(ask.check).or_default().record(check, at, answer);
