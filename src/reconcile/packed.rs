@@ -31,12 +31,6 @@ impl PackedJson {
         Self::new(&value.to_string())
     }
 
-    /// No JSON at all (`value` is `None`): one allocation shared by all.
-    pub fn empty() -> Self {
-        static EMPTY: std::sync::LazyLock<PackedJson> = std::sync::LazyLock::new(|| PackedJson::new(""));
-        EMPTY.clone()
-    }
-
     /// The JSON text. Only bytes made by [`PackedJson::new`] are ever
     /// read, so it decompresses to what was given.
     pub fn text(&self) -> String {
