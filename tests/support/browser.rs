@@ -44,7 +44,16 @@ impl Driver {
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {CHROMEDRIVER}: {e}; run hack/browser-deps.sh"));
         let mut lines = BufReader::new(child.stdout.take().expect("chromedriver's stdout")).lines();
+        // Drained from the start, so that it never blocks on a full pipe
+        // while its port is awaited, and kept for a failure's message.
         let mut errors = BufReader::new(child.stderr.take().expect("chromedriver's stderr")).lines();
+        let errors = tokio::spawn(async move {
+            let mut said = Vec::new();
+            while let Ok(Some(line)) = errors.next_line().await {
+                said.push(line);
+            }
+            said
+        });
         let mut printed = Vec::new();
         let port = tokio::time::timeout(Duration::from_secs(45), async {
             while let Ok(Some(line)) = lines.next_line().await {
@@ -61,16 +70,14 @@ impl Driver {
         let Some(port) = port else {
             let _ = child.start_kill();
             let status = child.wait().await.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string());
-            while let Ok(Ok(Some(line))) =
-                tokio::time::timeout(Duration::from_millis(200), errors.next_line()).await
-            {
-                printed.push(line);
+            // Its stderr closes with it.
+            if let Ok(Ok(said)) = tokio::time::timeout(Duration::from_secs(2), errors).await {
+                printed.extend(said);
             }
             return Err(format!("no port within 45 s ({status}); it printed: {printed:?}"));
         };
-        // Keep its output drained, so that it never blocks on a full pipe.
+        // Keep its stdout drained too.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        tokio::spawn(async move { while let Ok(Some(_)) = errors.next_line().await {} });
         Ok(Driver {
             _child: child,
             url: format!("http://127.0.0.1:{port}"),

@@ -46,11 +46,14 @@ pub(super) fn text() -> Vec<u8> {
     text.into_bytes()
 }
 
+/// The node label a sample `NodeLabel` application's pools are the values of.
+const SAMPLE_NODE_LABEL: &str = "topology.kubernetes.io/zone";
+
 /// A release of an application with no values for a pool with an empty
-/// name, of `kind` (a node label's pools by `topology.kubernetes.io/zone`).
+/// name, of `kind` (a node label's pools by [`SAMPLE_NODE_LABEL`]).
 fn sample(kind: PoolKind) -> Option<Value> {
     let pools = match kind {
-        PoolKind::NodeLabel => json!({ "kind": "NodeLabel", "nodeLabel": "topology.kubernetes.io/zone" }),
+        PoolKind::NodeLabel => json!({ "kind": "NodeLabel", "nodeLabel": SAMPLE_NODE_LABEL }),
         other => json!({ "kind": other }),
     };
     let spec: NodePoolApplicationSpec = serde_json::from_value(json!({
@@ -62,7 +65,7 @@ fn sample(kind: PoolKind) -> Option<Value> {
     .ok()?;
     let marks = match kind::objects(kind) {
         Some(objects) => objects.membership(),
-        None => crate::pools::nodes::Membership::Label("topology.kubernetes.io/zone".into()),
+        None => crate::pools::nodes::Membership::Label(SAMPLE_NODE_LABEL.into()),
     };
     let pool = Pool {
         marks,
@@ -95,7 +98,7 @@ mod tests {
         for needle in [
             "apps.openyurt.io/nodepool",
             "apps.kubeedge.io/belonging-to",
-            "topology.kubernetes.io/zone",
+            SAMPLE_NODE_LABEL,
             naming::LABEL_MANAGED_BY,
             naming::ANNOTATION_SPEC_HASH,
             "pool-placement",
