@@ -30,7 +30,7 @@ pub const ANNOTATION_APPLICATION: &str = "apps.fanout.dev/application";
 
 /// Where the shared chart of one resolved version lives: a HelmChart, or,
 /// for a `spec.chartRef`, an OCIRepository pinned to one digest.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ChartRef {
     pub kind: ChartKind,
     pub name: String,
@@ -38,7 +38,7 @@ pub struct ChartRef {
 }
 
 /// The kinds of shared chart a release's `chartRef` may name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ChartKind {
     HelmChart,
     OciRepository,

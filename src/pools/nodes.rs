@@ -14,7 +14,7 @@ use crate::api::Pools;
 use crate::pools::kind;
 
 /// A pool's nodes; for a site that is a cluster, its control plane.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct NodeCount {
     pub ready: u32,
     pub total: u32,
@@ -26,7 +26,7 @@ pub struct NodeCount {
 }
 
 /// What a [`NodeCount`] counts.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum Counted {
     /// The pool's nodes in this cluster.
     #[default]

@@ -50,7 +50,7 @@ pub const HALTED: &str = "Halted";
 pub const ROLLED_BACK: &str = "RolledBack";
 
 /// One recorded revision of an application.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Recorded {
     /// The ControllerRevision's name.
     pub name: String,

@@ -79,6 +79,10 @@ pub enum Ended {
     /// create them again (each a claim, a create refused, a read and a
     /// write of what is there already); the caller looks again soon.
     CreatesUnseen(usize),
+    /// Not planned: the input is what the last plan was made from, and
+    /// that plan wrote nothing and left the status as it was (see
+    /// [`plan::rest`]).
+    AtRest(plan::AtRest),
 }
 
 /// What one reconcile did, for the controller to publish and to say when
@@ -119,7 +123,14 @@ pub async fn reconcile(c: &Controller<'_>, app: &NodePoolApplication) -> Result<
         return Ok(Ended::ReleasesCutDown(observed.cut_down));
     }
     let history = c.caches.history_of(app);
-    let (mut planned, owned) = steps::plan(c, app, observed, chart.as_ref(), &history);
+    let steps::Planned {
+        mut planned,
+        owned,
+        rest,
+    } = match steps::plan(c, app, observed, chart.as_ref(), &history) {
+        Ok(planned) => planned,
+        Err(at_rest) => return Ok(Ended::AtRest(at_rest)),
+    };
     c.memory.planned(planned.waits_on_releases);
     let mut applied = steps::carry_out(c, &apis, app, &mut planned, &owned).await;
     c.memory.created(applied.created());
@@ -135,9 +146,19 @@ pub async fn reconcile(c: &Controller<'_>, app: &NodePoolApplication) -> Result<
         let rollback = std::mem::take(&mut planned.rollback_charts);
         failed = steps::prune_charts(c, app, chart.as_ref(), &owned, &applied, &rollback).await.err();
     }
-    let published = steps::report(&apis, app, &mut planned, &applied, failed.as_ref()).await?;
+    let (published, written) = steps::report(&apis, app, &mut planned, &applied, failed.as_ref()).await?;
     // Answers come in after the report: the next plan judges them.
     let answers = steps::ask_checks(c, app, &planned).await;
+    // Nothing failed and nothing was written: the next reconcile over the
+    // same input would find the same, and need not plan.
+    let quiet = failed.is_none()
+        && !written
+        && applied.done.is_empty()
+        && applied.refused.is_empty()
+        && applied.changed_meanwhile.is_empty()
+        && published.events.is_empty()
+        && answers.is_empty();
+    c.memory.keep_rest(rest.filter(|_| quiet));
     let soon = [
         (!answers.is_empty()).then_some(ANSWERS_JUDGED_AFTER),
         (!applied.changed_meanwhile.is_empty()).then_some(CHANGED_MEANWHILE_AGAIN_AFTER),

@@ -322,9 +322,9 @@ pub fn observe(caches: &Caches, app: &NodePoolApplication) -> Observed {
         }
         Err(_) => (Vec::new(), None),
     };
-    let index = match &caches.release_index {
-        Some(index) => Arc::clone(index),
-        None => Arc::new(ReleaseIndex::of(caches.releases.state())),
+    let (index, kept) = match &caches.release_index {
+        Some(index) => (Arc::clone(index), true),
+        None => (Arc::new(ReleaseIndex::of(caches.releases.state())), false),
     };
     // Its own releases as the cache read them, shared rather than copied
     // or parsed again; the others are looked up, not walked.
@@ -358,7 +358,7 @@ pub fn observe(caches: &Caches, app: &NodePoolApplication) -> Observed {
         pools,
         unserved,
         owned,
-        others: Others::new(caches.releases.clone(), index, app, on_sites),
+        others: Others::new(caches.releases.clone(), index, app, on_sites, kept),
         nodes,
         cut_down,
     }
@@ -389,6 +389,37 @@ impl Observed {
         history: &History,
         beyond: Beyond<'_>,
     ) -> (Plan, Vec<Arc<ObservedRelease>>) {
+        self.planned_with(app, history, beyond, plan::plan)
+    }
+
+    /// The plan, as [`Observed::plan`] makes it; or, when the input is
+    /// what the plan that left `rest` was made from, none
+    /// ([`plan::at_rest`]).
+    pub fn plan_unless_at_rest(
+        self,
+        app: &NodePoolApplication,
+        history: &History,
+        beyond: Beyond<'_>,
+        rest: Option<&plan::Rest>,
+    ) -> Result<(Plan, Vec<Arc<ObservedRelease>>), plan::AtRest> {
+        let (planned, owned) = self.planned_with(app, history, beyond, |input| {
+            match rest.and_then(|rest| plan::at_rest(input, rest)) {
+                Some(at_rest) => Err(at_rest),
+                None => Ok(plan::plan(input)),
+            }
+        });
+        planned.map(|planned| (planned, owned))
+    }
+
+    /// `f` of the plan's input made of what was observed, and the owned
+    /// releases back from it.
+    fn planned_with<T>(
+        self,
+        app: &NodePoolApplication,
+        history: &History,
+        beyond: Beyond<'_>,
+        f: impl FnOnce(&PlanInput) -> T,
+    ) -> (T, Vec<Arc<ObservedRelease>>) {
         let pools: Vec<&Pool> = self.pools.iter().map(|p| &p.pool).collect();
         let input = PlanInput {
             app,
@@ -407,9 +438,9 @@ impl Observed {
             first_install_alone: true,
             analysis: beyond.analysis,
         };
-        let planned = plan::plan(&input);
+        let out = f(&input);
         let PlanInput { owned, .. } = input;
-        (planned, owned)
+        (out, owned)
     }
 }
 

@@ -89,7 +89,7 @@ pub(super) type Owned<'a> = foldhash::HashMap<&'a str, &'a ObservedRelease>;
 /// A chart problem that holds every write back: an unresolvable version, a
 /// missing source (`transient: false`, the user must act), or an artifact
 /// source-controller has not produced yet (`transient: true`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Hold {
     pub reason: String,
     pub message: String,
@@ -103,6 +103,7 @@ mod observed;
 mod outcome;
 mod recorded;
 mod report;
+pub mod rest;
 mod rollback;
 mod schedule;
 
@@ -117,6 +118,7 @@ pub use observed::{
 pub use outcome::{DesiredRelease, Outcome, Plan, PoolOutcome, UninstallSkipped, Writes};
 use recorded::{completed, halted_before};
 use report::roll_up;
+pub use rest::{at_rest, AtRest, Rest};
 pub use rollback::stamps::Stamps;
 
 /// Flux's request annotations the application carries, in a fixed order.
@@ -138,6 +140,8 @@ pub fn plan(input: &PlanInput) -> Plan {
         true => plan.suspend = input.owned.iter().filter(|o| !marked(o)).map(|o| o.name.clone()).collect(),
         false => plan.resume = input.owned.iter().filter(marked).map(|o| o.name.clone()).collect(),
     }
+    let rest = rest::of(input, &plan);
+    plan.memo.set_rest(rest);
     plan
 }
 
@@ -197,6 +201,7 @@ fn plan_releases(input: &PlanInput) -> Plan {
         // A revision that completed is judged no more (see `Settings::completed`).
         checks: checks.as_ref().filter(|_| settings.progressive && !settings.completed),
     };
+    let judged = scheduled.checks.is_some();
     let (decision, asks) = schedule::decide(input, &owned, &scheduled, &candidates.pools);
     let suspended = input.app.spec.suspend == Some(true);
     let mut plan = Plan::new(selected.missing.clone());
@@ -219,6 +224,7 @@ fn plan_releases(input: &PlanInput) -> Plan {
         wave_checks: checks.wave_checks,
         revision: revision.clone(),
         asks,
+        judged,
     });
     // Nothing is pruned while the chart holds the writes or the
     // application is suspended (see `Outcome::Suspended`).

@@ -462,7 +462,8 @@ struct Requeue(Option<Duration>);
 
 impl Requeue {
     fn at(&mut self, after: Duration) {
-        // A second's margin, so the next look finds the moment passed.
+        // A second's margin, so the next look finds the moment passed (a
+        // plan at rest holds until the moment, see `plan::rest`).
         let after = after + Duration::from_secs(1);
         self.0 = Some(self.0.map_or(after, |d| d.min(after)));
     }

@@ -15,7 +15,7 @@ use crate::reconcile::apply::{self, Applied, SharedCharts};
 use crate::reconcile::fleet::{events, Published};
 use crate::reconcile::history::{History, HistoryWrites};
 use crate::reconcile::observe::{self, helmrelease_resource, Caches};
-use crate::reconcile::plan::{Hold, Memo, ObservedRelease, Plan};
+use crate::reconcile::plan::{AtRest, Hold, Memo, ObservedRelease, Plan, Rest};
 use crate::reconcile::resolve::{self, SharedChart};
 use crate::reconcile::rollout::analysis::{Answers, Records};
 use crate::reconcile::ReconcileError;
@@ -44,6 +44,11 @@ pub trait Memory: Sync {
     /// What the last plan of the application found (see [`Memo`]).
     fn memo(&self) -> Option<Arc<Memo>>;
     fn keep_memo(&self, memo: Memo);
+    /// What the last plan left at rest, once its reconcile ended with
+    /// nothing failed and nothing written (see [`crate::reconcile::plan::rest`]).
+    fn rest(&self) -> Option<Rest>;
+    /// Kept after [`Memory::keep_memo`], which lets the last one go.
+    fn keep_rest(&self, rest: Option<Rest>);
     /// Said before the writes, since a release written now may turn Ready
     /// before they end, and that event must find the rollout waiting on
     /// it: how many verdicts wait on releases.
@@ -111,14 +116,15 @@ pub(super) async fn set_finalizers(
 }
 
 /// The plan over what observe saw, with the chart the resolve step found
-/// (or its hold), the controller's clock and the last plan's memo.
+/// (or its hold), the controller's clock and the last plan's memo; none
+/// when the input is what the last plan, at rest, was made from.
 pub(super) fn plan(
     c: &Controller<'_>,
     app: &NodePoolApplication,
     observed: observe::Observed,
     chart: Option<&Result<SharedChart, Hold>>,
     history: &History,
-) -> (Plan, Vec<Arc<ObservedRelease>>) {
+) -> Result<Planned, AtRest> {
     let (chart_ref, chart, hold) = match chart {
         Some(Ok(shared)) => (Some(&shared.chart_ref), Some(shared.chart.as_ref()), None),
         Some(Err(hold)) => (None, None, Some(hold.clone())),
@@ -136,9 +142,20 @@ pub(super) fn plan(
         memo: memo.as_deref(),
         analysis: Some(Answers::Asked(answers)),
     };
-    let (mut planned, owned) = observed.plan(app, history, beyond);
+    let rest = c.memory.rest();
+    let (mut planned, owned) = observed.plan_unless_at_rest(app, history, beyond, rest.as_ref())?;
+    let rest = planned.memo.take_rest();
     c.memory.keep_memo(std::mem::take(&mut planned.memo));
-    (planned, owned)
+    Ok(Planned { planned, owned, rest })
+}
+
+/// A plan made, with what it leaves for the next reconcile.
+pub(super) struct Planned {
+    pub planned: Plan,
+    pub owned: Vec<Arc<ObservedRelease>>,
+    /// What the plan left at rest, kept only if the reconcile ends with
+    /// nothing failed and nothing written.
+    pub rest: Option<Rest>,
 }
 
 /// The metric checks the plan says are due, asked, and their answers
@@ -227,23 +244,25 @@ pub(super) async fn prune_charts(
 
 /// How the fleet stands once every write of the reconcile is done: the
 /// refused writes and a failed step reach the conditions and the counts;
-/// the status is written when it changed but for timestamps.
+/// the status is written when it changed but for timestamps (and then
+/// `true` comes with it).
 pub(super) async fn report(
     apis: &Apis,
     app: &NodePoolApplication,
     planned: &mut Plan,
     applied: &Applied,
     failed: Option<&ReconcileError>,
-) -> Result<Published, ReconcileError> {
+) -> Result<(Published, bool), ReconcileError> {
     let report = &mut planned.report;
     report.writes_refused(&applied.refused);
     report.failed_step = failed.map(|e| (e.step_reason().to_string(), e.to_string()));
     let before = app.status.clone().unwrap_or_default();
     let published = report.publish(&before, &applied.done);
-    if !events::same_ignoring_timestamps(&before, &published.status) {
+    let written = !events::same_ignoring_timestamps(&before, &published.status);
+    if written {
         apply::apply_status(&apis.applications, &app.name_any(), &published.status)
             .await
             .map_err(ReconcileError::Status)?;
     }
-    Ok(published)
+    Ok((published, written))
 }

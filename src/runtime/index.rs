@@ -23,7 +23,7 @@ use kube::runtime::watcher;
 
 use crate::api::{NodePoolApplication, PoolKind, PoolSelection};
 use crate::pools::nodes::Membership;
-use crate::reconcile::plan::Memo;
+use crate::reconcile::plan::{Memo, Rest};
 use crate::reconcile::rollout::analysis::Records;
 use crate::runtime::metrics::{Metrics, PoolCounts, ResourceInfoLabels};
 
@@ -77,6 +77,11 @@ struct Known {
     /// an application deleted and made again under the same name is
     /// another object, planned afresh.
     memo: Option<(String, Arc<Memo>)>,
+    /// What its last plan left when it was at rest, once that reconcile
+    /// ended with nothing failed and nothing written: the next reconcile
+    /// over the same input ends without planning. Made for the object of
+    /// the memo's uid; let go when a new memo is kept.
+    rest: Option<Rest>,
     /// What its metric checks answered for the revision under way, with
     /// the uid of the object they were asked for.
     answers: Option<(String, Arc<Records>)>,
@@ -311,7 +316,25 @@ impl AppIndex {
     /// plan; an empty one is none.
     pub(super) fn keep_memo(&self, app: &ObjectRef<AppMeta>, uid: &str, memo: Memo) {
         let memo = (!memo.is_empty()).then(|| (uid.to_string(), Arc::new(memo)));
-        self.update(app, |entry| entry.memo = memo);
+        self.update(app, |entry| {
+            entry.memo = memo;
+            entry.rest = None;
+        });
+    }
+
+    /// What `app`'s last plan left at rest, if it was made for the object
+    /// `uid` (see [`Known::rest`]).
+    pub(super) fn rest(&self, app: &ObjectRef<AppMeta>, uid: &str) -> Option<Rest> {
+        let known = self.read_lock();
+        let entry = known.get(app)?;
+        let (made_for, _) = entry.memo.as_ref()?;
+        (made_for == uid).then(|| entry.rest.clone()).flatten()
+    }
+
+    /// Keeps what `app`'s last plan left at rest, beside its memo (kept
+    /// first, by the same reconcile).
+    pub(super) fn keep_rest(&self, app: &ObjectRef<AppMeta>, rest: Option<Rest>) {
+        self.update(app, |entry| entry.rest = rest.filter(|_| entry.memo.is_some()));
     }
 
     /// What `app`'s metric checks answered, if asked for the object `uid`.

@@ -122,6 +122,19 @@ pub(super) async fn reconcile_app(
             ctx.index.timer(&app_ref, Timer::Relist);
             return Ok(Action::requeue(RELISTED_AGAIN_AFTER));
         }
+        reconcile::Ended::AtRest(at_rest) => {
+            tracing::debug!(
+                requeue_after = ?at_rest.requeue_after,
+                "at rest: the input is what the last plan, which wrote nothing, was made from; not planned again"
+            );
+            ctx.index.chart_ready(&app_ref);
+            let (after, timer) = match at_rest.requeue_after.filter(|after| *after < ctx.resync) {
+                Some(after) => (after, Timer::Plan),
+                None => (ctx.resync, Timer::Resync),
+            };
+            ctx.index.timer(&app_ref, timer);
+            return Ok(Action::requeue(after));
+        }
         reconcile::Ended::CreatesUnseen(releases) => {
             tracing::debug!(
                 releases,
@@ -153,6 +166,12 @@ impl reconcile::Memory for Remembered<'_> {
     }
     fn keep_memo(&self, memo: crate::reconcile::plan::Memo) {
         self.index.keep_memo(self.app, &self.uid, memo);
+    }
+    fn rest(&self) -> Option<crate::reconcile::plan::Rest> {
+        self.index.rest(self.app, &self.uid)
+    }
+    fn keep_rest(&self, rest: Option<crate::reconcile::plan::Rest>) {
+        self.index.keep_rest(self.app, rest);
     }
     fn planned(&self, waits_on_releases: Option<usize>) {
         self.index.planned(self.app, waits_on_releases);

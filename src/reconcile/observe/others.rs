@@ -31,14 +31,21 @@ pub struct Others {
     on_sites: Vec<(HelmReleaseKey, Arc<CachedRelease>)>,
     /// The application's namespace: a driver elsewhere is named with its own.
     namespace: String,
+    /// The index's version of the namespace when it was read (see
+    /// [`OtherReleases::version`]); none for sites that are clusters, whose
+    /// drivers in other namespaces it does not follow.
+    version: Option<u64>,
 }
 
 impl Others {
+    /// `kept`: the index is kept by the cache's writer, event by event
+    /// (not made once from a list), so its version means something.
     pub(super) fn new(
         releases: Store<CachedRelease>,
         index: Arc<ReleaseIndex>,
         app: &NodePoolApplication,
         mut on_sites: Vec<(HelmReleaseKey, Arc<CachedRelease>)>,
+        kept: bool,
     ) -> Self {
         on_sites.sort_by(|(a, x), (b, y)| {
             let (x, y) = (&x.metadata, &y.metadata);
@@ -46,12 +53,15 @@ impl Others {
                 .then_with(|| x.creation_timestamp.as_ref().cmp(&y.creation_timestamp.as_ref()))
                 .then_with(|| x.name.cmp(&y.name))
         });
+        let namespace = app.namespace().unwrap_or_default();
+        let sites = app.spec.pools.kind == crate::api::PoolKind::ClusterProfile;
         Self {
             releases: Some(releases),
+            version: (kept && !sites).then(|| index.version(&namespace)),
             index,
             uid: app.uid(),
             on_sites,
-            namespace: app.namespace().unwrap_or_default(),
+            namespace,
         }
     }
 
@@ -90,6 +100,10 @@ impl OtherReleases for Others {
             (None, s) => s,
         };
         older.map(|r| self.taken(r))
+    }
+
+    fn version(&self) -> Option<u64> {
+        self.version
     }
 }
 

@@ -40,6 +40,27 @@ struct Indexed {
     /// bytes a release rather than both names again. A look-up checks the
     /// names of what it finds.
     by_helm_release: foldhash::HashMap<u64, Vec<Arc<CachedRelease>>>,
+    /// By namespace, how many times a release there came, went, or changed
+    /// in what another application's plan reads of it ([`as_another`]):
+    /// a plan that found nothing to do reads this to know whether what
+    /// it looked up of the others may have changed since.
+    changes: foldhash::HashMap<String, u64>,
+    /// How many times the index was made again from a list: counts of
+    /// changes start again from nothing then, so they are told apart by it.
+    lists: u64,
+}
+
+/// What another application's plan reads of a release: whether it exists
+/// under its name, whose it is, the Helm release it drives and since when.
+fn as_another(release: &CachedRelease) -> impl Eq + '_ {
+    let meta = &release.metadata;
+    (
+        (meta.name.as_deref(), meta.namespace.as_deref(), meta.creation_timestamp.as_ref()),
+        application_owner(release).map(|owner| (owner.uid.as_str(), owner.name.as_str())),
+        release.observed.is_some(),
+        release.drives.as_ref(),
+        release.site_pool.as_deref(),
+    )
 }
 
 /// The key a release's Helm release is indexed by.
@@ -151,6 +172,11 @@ impl ReleaseIndex {
     /// or the other, never neither.
     fn replace(&self, old: Option<&Arc<CachedRelease>>, new: Option<&Arc<CachedRelease>>) {
         let mut indexed = self.indexed.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if old.map(|r| as_another(r)) != new.map(|r| as_another(r)) {
+            if let Some(namespace) = new.or(old).and_then(|r| r.metadata.namespace.as_deref()) {
+                *indexed.changes.entry(namespace.to_string()).or_default() += 1;
+            }
+        }
         if let Some(old) = old {
             indexed.remove(old);
         }
@@ -162,8 +188,20 @@ impl ReleaseIndex {
     /// Made again from what the cache holds after it listed.
     fn rebuild(&self, releases: Vec<Arc<CachedRelease>>) {
         let Self { indexed: fresh } = Self::of(releases);
-        let fresh = fresh.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
-        *self.indexed.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = fresh;
+        let mut fresh = fresh.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut indexed = self.indexed.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        fresh.lists = indexed.lists + 1;
+        *indexed = fresh;
+    }
+
+    /// A number that changes whenever a release of `namespace` comes, goes
+    /// or changes in what another application's plan reads of it (see
+    /// [`crate::reconcile::plan::OtherReleases::version`]); a release's
+    /// status, which helm-controller writes all day, does not change it.
+    pub fn version(&self, namespace: &str) -> u64 {
+        let indexed = self.indexed.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let changes = indexed.changes.get(namespace).copied().unwrap_or_default();
+        foldhash::quality::FixedState::with_seed(0).hash_one((indexed.lists, changes))
     }
 }
 

@@ -23,6 +23,7 @@ use crate::chart::shared::ChartRef;
 use crate::pools::Pool;
 use crate::reconcile::release::build::AppInfo;
 
+use super::rest::Rest;
 use super::{HelmReleaseKey, ObservedRelease};
 
 /// What one plan found, for the next.
@@ -34,6 +35,9 @@ pub struct Memo {
     /// next memo when the pool is as it was: 10,000 pools at rest are not
     /// copied field by field at every plan.
     pools: foldhash::HashMap<String, Arc<Remembered>>,
+    /// When the plan was at rest: what the next reconcile compares its
+    /// input with, to end without planning (see [`super::rest`]).
+    rest: Option<Rest>,
 }
 
 /// A pool whose release held what was built for it.
@@ -69,7 +73,24 @@ impl Memo {
         Self {
             app,
             pools: foldhash::HashMap::with_capacity_and_hasher(pools, Default::default()),
+            rest: None,
         }
+    }
+
+    /// What the plan that made it left when it was at rest.
+    pub fn rest(&self) -> Option<&Rest> {
+        self.rest.as_ref()
+    }
+
+    /// What the plan left when it was at rest, no longer kept: the runtime
+    /// keeps it apart, and only once the reconcile ended with nothing
+    /// failed and nothing written.
+    pub fn take_rest(&mut self) -> Option<Rest> {
+        self.rest.take()
+    }
+
+    pub(super) fn set_rest(&mut self, rest: Option<Rest>) {
+        self.rest = rest;
     }
 
     /// How many pools it remembers.

@@ -22,6 +22,11 @@ pub trait OtherReleases: std::fmt::Debug + Sync {
     /// The one that drives this Helm release, if any; of several, the one
     /// that came first.
     fn driving(&self, key: &HelmReleaseKey) -> Option<TakenRelease>;
+    /// A number that changes whenever either answer could: so that a plan
+    /// that found nothing to do can be known to find the same again (see
+    /// [`super::rest`]). `None` when no such number is kept: every plan is
+    /// then made whole.
+    fn version(&self) -> Option<u64>;
 }
 
 /// Other HelmReleases listed out: where no cache holds them (`render`,
@@ -39,10 +44,15 @@ impl OtherReleases for ListedReleases {
     fn driving(&self, key: &HelmReleaseKey) -> Option<TakenRelease> {
         self.taken.get(key).cloned()
     }
+    /// Of the list itself: small, and read whole.
+    fn version(&self) -> Option<u64> {
+        let hasher = foldhash::quality::FixedState::with_seed(0);
+        Some(std::hash::BuildHasher::hash_one(&hasher, (&self.names, &self.taken)))
+    }
 }
 
 /// A HelmRelease this application does not own, as a driver of a Helm release.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TakenRelease {
     /// The HelmRelease's name.
     pub name: String,

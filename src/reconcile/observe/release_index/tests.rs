@@ -161,3 +161,38 @@ proptest! {
         }
     }
 }
+
+/// What another application reads of a namespace's releases changes its
+/// version: a release that comes, goes, or drives another Helm release;
+/// a new status does not, nor does another namespace, and a list made
+/// again never gives back a version read before it.
+#[test]
+fn the_version_of_a_namespace_follows_what_others_read_of_it() {
+    let (mut writer, index) = two_of_u1();
+    let mut seen = vec![index.version("edge")];
+    let mut changed = |writer: &mut ReleaseWriter, what: &str, event: watcher::Event<CachedRelease>| {
+        writer.apply_watcher_event(&event);
+        let now = index.version("edge");
+        assert!(!seen.contains(&now), "{what}: the version did not change");
+        seen.push(now);
+    };
+    changed(&mut writer, "a release came", watcher::Event::Apply(release("r3", None, "c")));
+    changed(&mut writer, "it drives another", watcher::Event::Apply(release("r3", None, "d")));
+    changed(&mut writer, "it is owned", watcher::Event::Apply(release("r3", Some("u2"), "d")));
+    changed(&mut writer, "it went", watcher::Event::Delete(release("r3", Some("u2"), "d")));
+    let mut ready = release("r1", Some("u1"), "a");
+    ready.print = 7;
+    ready.metadata.resource_version = Some("9".into());
+    let before = index.version("edge");
+    writer.apply_watcher_event(&watcher::Event::Apply(ready));
+    assert_eq!(index.version("edge"), before, "a new status of the same release");
+    let mut elsewhere = release("r4", None, "e");
+    elsewhere.metadata.namespace = Some("core".into());
+    writer.apply_watcher_event(&watcher::Event::Apply(elsewhere));
+    assert_eq!(index.version("edge"), before, "a release of another namespace");
+    // Listed again, with the releases as they were: counts start afresh.
+    writer.apply_watcher_event(&watcher::Event::Init);
+    writer.apply_watcher_event(&watcher::Event::InitApply(release("r1", Some("u1"), "a")));
+    writer.apply_watcher_event(&watcher::Event::InitApply(release("r2", Some("u1"), "b")));
+    changed(&mut writer, "listed again", watcher::Event::InitDone);
+}

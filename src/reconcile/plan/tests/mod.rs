@@ -6,6 +6,7 @@ mod isolation;
 mod memo;
 mod releases;
 mod requests;
+mod rest;
 mod rollback;
 mod rollout;
 mod safety;

@@ -18,6 +18,9 @@ pub struct Analysing {
     /// The revision under way: records of any other are let go.
     pub revision: String,
     pub asks: Vec<Ask>,
+    /// Whether the plan judged the answers: only while the revision under
+    /// way is progressive and not complete. A plan that did not read none.
+    pub judged: bool,
 }
 
 impl Analysing {

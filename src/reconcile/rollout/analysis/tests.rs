@@ -306,6 +306,7 @@ fn answers_are_counted_by_check_and_what_they_came_to_and_folded_per_soak() {
         wave_checks: Vec::new(),
         revision: REVISION.into(),
         asks: checks.due(&pool("east"), REVISION, None, t(0), t(30), t(0)),
+        judged: true,
     };
     let ask = analysing.asks[0].clone();
     let answered = vec![
