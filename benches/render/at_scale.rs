@@ -330,7 +330,7 @@ pub fn at_scale(pools: usize) {
             0
         );
     }
-    println!("(goal: a resync at rest, observe and plan with the memo, within 50 ms in every run)");
+    println!("(goal: a resync at rest, observe and plan with the memo or the comparison, within 50 ms in every run)");
     drop((cluster, resync, rest, memo, with_rest, no_rest));
     println!();
     println!("the resync with maintenance windows: two of the application's, one by selector,");

@@ -326,6 +326,19 @@ pub fn observe(caches: &Caches, app: &NodePoolApplication) -> Observed {
         Some(index) => (Arc::clone(index), true),
         None => (Arc::new(ReleaseIndex::of(caches.releases.state())), false),
     };
+    // Read before the others are: what they are read as is then at least
+    // as new as the version says (see `OtherReleases::version`). An index
+    // made here from a list, or a pool cache without one, keeps none.
+    let others_version = match kind {
+        PoolKind::ClusterProfile => (caches.pools.get(&PoolKind::ClusterProfile))
+            .and_then(|profiles| profiles.index.as_ref())
+            .map(|profiles| (index.version_anywhere(), profiles.version()))
+            .map(|versions| {
+                std::hash::BuildHasher::hash_one(&foldhash::quality::FixedState::with_seed(0), versions)
+            }),
+        _ => Some(index.version(&namespace)),
+    }
+    .filter(|_| kept);
     // Its own releases as the cache read them, shared rather than copied
     // or parsed again; the others are looked up, not walked.
     let mut owned = Vec::new();
@@ -358,7 +371,7 @@ pub fn observe(caches: &Caches, app: &NodePoolApplication) -> Observed {
         pools,
         unserved,
         owned,
-        others: Others::new(caches.releases.clone(), index, app, on_sites, kept),
+        others: Others::new(caches.releases.clone(), index, app, on_sites, others_version),
         nodes,
         cut_down,
     }

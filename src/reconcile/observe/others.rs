@@ -31,21 +31,22 @@ pub struct Others {
     on_sites: Vec<(HelmReleaseKey, Arc<CachedRelease>)>,
     /// The application's namespace: a driver elsewhere is named with its own.
     namespace: String,
-    /// The index's version of the namespace when it was read (see
-    /// [`OtherReleases::version`]); none for sites that are clusters, whose
-    /// drivers in other namespaces it does not follow.
+    /// The index's version of the namespace when it was read or, for
+    /// sites that are clusters, whose drivers may be in any namespace,
+    /// that of every release and every profile (see
+    /// [`OtherReleases::version`]); none when the index was made from a list.
     version: Option<u64>,
 }
 
 impl Others {
-    /// `kept`: the index is kept by the cache's writer, event by event
-    /// (not made once from a list), so its version means something.
+    /// `version`: of the index and, for sites that are clusters, of the
+    /// profiles, read before `on_sites` was (see [`OtherReleases::version`]).
     pub(super) fn new(
         releases: Store<CachedRelease>,
         index: Arc<ReleaseIndex>,
         app: &NodePoolApplication,
         mut on_sites: Vec<(HelmReleaseKey, Arc<CachedRelease>)>,
-        kept: bool,
+        version: Option<u64>,
     ) -> Self {
         on_sites.sort_by(|(a, x), (b, y)| {
             let (x, y) = (&x.metadata, &y.metadata);
@@ -54,10 +55,9 @@ impl Others {
                 .then_with(|| x.name.cmp(&y.name))
         });
         let namespace = app.namespace().unwrap_or_default();
-        let sites = app.spec.pools.kind == crate::api::PoolKind::ClusterProfile;
         Self {
             releases: Some(releases),
-            version: (kept && !sites).then(|| index.version(&namespace)),
+            version,
             index,
             uid: app.uid(),
             on_sites,

@@ -13,6 +13,7 @@
 
 use std::collections::BTreeSet;
 use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use super::by_name::ByName;
@@ -26,6 +27,10 @@ pub struct PoolIndex {
     /// rather than both texts again. A look-up checks the labels of what
     /// it finds.
     by_label: RwLock<ByLabel>,
+    /// How many times a pool came, went or changed (or the index was made
+    /// again): a plan that found nothing to do reads it to know whether
+    /// any pool of the kind, in any namespace, may have changed since.
+    changes: AtomicU64,
 }
 
 fn label_hash(key: &str, value: &str) -> u64 {
@@ -86,6 +91,9 @@ impl PoolIndex {
     /// or the other, never neither.
     pub fn replace(&self, old: Option<&Arc<CachedPool>>, new: Option<&Arc<CachedPool>>) {
         let mut by_label = self.by_label.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        // Released after the cache took the change: whoever reads the
+        // new count finds the cache as new.
+        self.changes.fetch_add(1, Ordering::Release);
         if let Some(old) = old {
             remove(&mut by_label, old);
         }
@@ -100,7 +108,15 @@ impl PoolIndex {
         for pool in pools {
             add(&mut fresh, &pool);
         }
-        *self.by_label.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = fresh;
+        let mut by_label = self.by_label.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        self.changes.fetch_add(1, Ordering::Release);
+        *by_label = fresh;
+    }
+
+    /// A number that changes whenever a pool of the kind does, in any
+    /// namespace (see [`PoolIndex::changes`]).
+    pub fn version(&self) -> u64 {
+        self.changes.load(Ordering::Acquire)
     }
 }
 

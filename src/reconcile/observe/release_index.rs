@@ -45,6 +45,8 @@ struct Indexed {
     /// a plan that found nothing to do reads this to know whether what
     /// it looked up of the others may have changed since.
     changes: foldhash::HashMap<String, u64>,
+    /// The same, over every namespace.
+    changes_anywhere: u64,
     /// How many times the index was made again from a list: counts of
     /// changes start again from nothing then, so they are told apart by it.
     lists: u64,
@@ -176,6 +178,7 @@ impl ReleaseIndex {
             if let Some(namespace) = new.or(old).and_then(|r| r.metadata.namespace.as_deref()) {
                 *indexed.changes.entry(namespace.to_string()).or_default() += 1;
             }
+            indexed.changes_anywhere += 1;
         }
         if let Some(old) = old {
             indexed.remove(old);
@@ -202,6 +205,13 @@ impl ReleaseIndex {
         let indexed = self.indexed.read().unwrap_or_else(|poisoned| poisoned.into_inner());
         let changes = indexed.changes.get(namespace).copied().unwrap_or_default();
         foldhash::quality::FixedState::with_seed(0).hash_one((indexed.lists, changes))
+    }
+
+    /// [`ReleaseIndex::version`] of every namespace at once: for sites
+    /// that are clusters, whose drivers may be in any namespace.
+    pub fn version_anywhere(&self) -> u64 {
+        let indexed = self.indexed.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+        foldhash::quality::FixedState::with_seed(0).hash_one((indexed.lists, indexed.changes_anywhere))
     }
 }
 

@@ -16,10 +16,12 @@
 //! release the application owns, not over what the watches said had
 //! changed: a resync stays a check of the caches in full, at the cost of
 //! reading each pool once (a few milliseconds at ten thousand pools),
-//! not of planning it. What the digest cannot take in makes it none, and
-//! every plan is then made whole: a release read without its
-//! `resourceVersion`, or others' releases whose index keeps no version
-//! (sites that are clusters, whose drivers live in other namespaces).
+//! not of planning it. The releases the application does not own enter
+//! it as a version their index keeps (of the namespace; of every
+//! namespace and every profile for sites that are clusters, whose
+//! drivers may live anywhere). What the digest cannot take in makes it
+//! none, and every plan is then made whole: a release read without its
+//! `resourceVersion`, or others read from an index made from a list.
 //!
 //! A property test plans random sequences of events and clock steps both
 //! ways, and finds that whenever a reconcile ends here, the plan from

@@ -46,3 +46,23 @@ fn a_pool_is_found_under_the_labels_it_carries_now() {
     index.rebuild([pool("bj", json!({ "region": "east" }))]);
     assert_eq!(names(index.labelled("region", &values(&["east", "west"]))), ["bj"]);
 }
+
+/// Every change of a pool, and every list made again, gives the index a
+/// version it never had: a plan at rest over pools of any namespace
+/// (sites that are clusters) knows when one changed.
+#[test]
+fn every_change_gives_a_new_version() {
+    let hz = pool("hz", json!({ "region": "east" }));
+    let index = PoolIndex::of([Arc::clone(&hz)]);
+    let mut seen = vec![index.version()];
+    let moved = pool("hz", json!({ "region": "west" }));
+    index.replace(Some(&hz), Some(&moved));
+    seen.push(index.version());
+    index.replace(Some(&moved), None);
+    seen.push(index.version());
+    index.rebuild([Arc::clone(&hz)]);
+    seen.push(index.version());
+    let mut distinct = seen.clone();
+    distinct.dedup();
+    assert_eq!(distinct, seen, "a version came back: {seen:?}");
+}

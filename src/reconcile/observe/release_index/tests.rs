@@ -183,13 +183,15 @@ fn the_version_of_a_namespace_follows_what_others_read_of_it() {
     let mut ready = release("r1", Some("u1"), "a");
     ready.print = 7;
     ready.metadata.resource_version = Some("9".into());
-    let before = index.version("edge");
+    let (before, anywhere) = (index.version("edge"), index.version_anywhere());
     writer.apply_watcher_event(&watcher::Event::Apply(ready));
     assert_eq!(index.version("edge"), before, "a new status of the same release");
+    assert_eq!(index.version_anywhere(), anywhere, "a new status, anywhere");
     let mut elsewhere = release("r4", None, "e");
     elsewhere.metadata.namespace = Some("core".into());
     writer.apply_watcher_event(&watcher::Event::Apply(elsewhere));
     assert_eq!(index.version("edge"), before, "a release of another namespace");
+    assert_ne!(index.version_anywhere(), anywhere, "a release of another namespace, anywhere");
     // Listed again, with the releases as they were: counts start afresh.
     writer.apply_watcher_event(&watcher::Event::Init);
     writer.apply_watcher_event(&watcher::Event::InitApply(release("r1", Some("u1"), "a")));
