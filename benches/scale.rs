@@ -93,8 +93,13 @@ async fn main() {
     let quiet_from = controller.quiet(QUIET).await;
     let writes_before = writes(&controller).await;
     let wakes_before = controller.wakes().await;
+    let at_rest_before = controller.counter("nodepool_fanout_reconciles_at_rest_total", |_| true).await;
+    let (_, cpu_before_rest) = process_figures(controller.pid());
     tokio::time::sleep(Duration::from_secs(60)).await;
+    let (_, cpu_after_rest) = process_figures(controller.pid());
     let rest_reconciles = controller.reconciles().await - quiet_from;
+    let rest_not_planned =
+        controller.counter("nodepool_fanout_reconciles_at_rest_total", |_| true).await - at_rest_before;
     let rest_wakes: Vec<String> = controller
         .wakes()
         .await
@@ -177,6 +182,8 @@ async fn main() {
     row("status size", format!("{:.1} KiB", status_bytes as f64 / 1024.0));
     row("reconciles during 60 s at rest (resync 30 s; goal 2)", rest_reconciles.to_string());
     row("  woken by", rest_wakes.join(", "));
+    row("  of them ended at rest, not planned", rest_not_planned.to_string());
+    row("CPU time during 60 s at rest", format!("{:.2} s", cpu_after_rest - cpu_before_rest));
     row("writes during 60 s at rest", rest_writes.to_string());
     row(
         &format!("reconciles per NodePool status change ({} apps)", SMALL_APPS + 1),

@@ -12,29 +12,27 @@ use kube::{Resource, ResourceExt};
 
 use crate::api::naming;
 use crate::api::{NodePoolApplication, PoolKind, PoolSelection};
-use crate::chart::schema::Chart;
-use crate::chart::shared::ChartRef;
 use crate::pools::kind::PoolObjects;
 use crate::pools::nodes::{self, Membership, NodeCount};
 use crate::pools::{self, node_label, Pool};
 use crate::reconcile::drift;
-use crate::reconcile::history::History;
 use crate::reconcile::managed_fields;
 use crate::reconcile::packed::PackedJson;
-use crate::reconcile::plan::{self, HelmReleaseKey, Hold, Memo, ObservedRelease, Plan, PlanInput};
+use crate::reconcile::plan::{HelmReleaseKey, ObservedRelease};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 mod by_name;
 mod cached;
 mod others;
+mod planned;
 mod pool_index;
 mod release_index;
 mod release_meta;
 pub mod shallow;
 pub use cached::{map_event, CachedPool, CachedRelease, PoolApi, WatchedRelease};
 pub use others::{application_owner, owned_by, owner_of, Others, Owners};
+pub use planned::Beyond;
 pub use pool_index::PoolIndex;
 pub use release_index::{ReleaseIndex, ReleaseWriter};
 pub use release_meta::ReleaseMeta;
@@ -374,86 +372,6 @@ pub fn observe(caches: &Caches, app: &NodePoolApplication) -> Observed {
         others: Others::new(caches.releases.clone(), index, app, on_sites, others_version),
         nodes,
         cut_down,
-    }
-}
-
-/// What a plan reads beyond what observe saw: the time, the chart, the
-/// controller's clock and the last plan's memo.
-#[derive(Debug, Clone)]
-pub struct Beyond<'a> {
-    pub now: Time,
-    pub chart_ref: Option<&'a ChartRef>,
-    pub chart: Option<&'a Chart>,
-    pub hold: Option<Hold>,
-    pub clock_since: Option<Time>,
-    pub memo: Option<&'a Memo>,
-    /// What the metric checks answered so far (see `PlanInput::analysis`).
-    pub analysis: Option<crate::reconcile::rollout::analysis::Answers<'a>>,
-}
-
-impl Observed {
-    /// The plan over what was observed, as the controller plans (an
-    /// application's first install goes to one pool alone), and the owned
-    /// releases back from the plan's input: at thousands of pools a copy
-    /// of every release held would be most of a reconcile's memory.
-    pub fn plan(
-        self,
-        app: &NodePoolApplication,
-        history: &History,
-        beyond: Beyond<'_>,
-    ) -> (Plan, Vec<Arc<ObservedRelease>>) {
-        self.planned_with(app, history, beyond, plan::plan)
-    }
-
-    /// The plan, as [`Observed::plan`] makes it; or, when the input is
-    /// what the plan that left `rest` was made from, none
-    /// ([`plan::at_rest`]).
-    pub fn plan_unless_at_rest(
-        self,
-        app: &NodePoolApplication,
-        history: &History,
-        beyond: Beyond<'_>,
-        rest: Option<&plan::Rest>,
-    ) -> Result<(Plan, Vec<Arc<ObservedRelease>>), plan::AtRest> {
-        let (planned, owned) = self.planned_with(app, history, beyond, |input| {
-            match rest.and_then(|rest| plan::at_rest(input, rest)) {
-                Some(at_rest) => Err(at_rest),
-                None => Ok(plan::plan(input)),
-            }
-        });
-        planned.map(|planned| (planned, owned))
-    }
-
-    /// `f` of the plan's input made of what was observed, and the owned
-    /// releases back from it.
-    fn planned_with<T>(
-        self,
-        app: &NodePoolApplication,
-        history: &History,
-        beyond: Beyond<'_>,
-        f: impl FnOnce(&PlanInput) -> T,
-    ) -> (T, Vec<Arc<ObservedRelease>>) {
-        let pools: Vec<&Pool> = self.pools.iter().map(|p| &p.pool).collect();
-        let input = PlanInput {
-            app,
-            pools: &pools,
-            nodes: Some(&self.nodes),
-            owned: self.owned,
-            others: &self.others,
-            now: beyond.now,
-            chart_ref: beyond.chart_ref,
-            chart: beyond.chart,
-            hold: beyond.hold,
-            unserved: self.unserved.as_deref(),
-            clock_since: beyond.clock_since,
-            history: Some(history),
-            memo: beyond.memo,
-            first_install_alone: true,
-            analysis: beyond.analysis,
-        };
-        let out = f(&input);
-        let PlanInput { owned, .. } = input;
-        (out, owned)
     }
 }
 

@@ -181,6 +181,8 @@ pub struct Metrics {
     pub notifications: Family<NotificationLabels, Counter>,
     /// Reconciles by what woke them, a reconcile counted once per cause.
     pub wakes: Family<WakeLabels, Counter>,
+    /// Reconciles that ended without planning (see `reconcile::Ended::AtRest`).
+    pub at_rest: Counter,
     /// Answers to the metric checks of `rollout.analysis`.
     pub answers: Family<AnswerLabels, Counter>,
     /// The series of `answers` each application has, to forget with it.
@@ -253,6 +255,12 @@ impl Default for Metrics {
             "Reconciles by what woke them: the kind of the watched object whose event did, or the timer the last reconcile set; a reconcile woken by several kinds counts once for each",
             wakes.clone(),
         );
+        let at_rest = Counter::default();
+        registry.register(
+            "reconciles_at_rest",
+            "Reconciles that ended without planning: the input was what the last plan, which wrote nothing, was made from",
+            at_rest.clone(),
+        );
         let notifications = Family::<NotificationLabels, Counter>::default();
         registry.register(
             "notifications",
@@ -281,6 +289,7 @@ impl Default for Metrics {
             leader,
             notifications,
             wakes,
+            at_rest,
         }
     }
 }

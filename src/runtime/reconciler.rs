@@ -127,6 +127,7 @@ pub(super) async fn reconcile_app(
                 requeue_after = ?at_rest.requeue_after,
                 "at rest: the input is what the last plan, which wrote nothing, was made from; not planned again"
             );
+            ctx.metrics.at_rest.inc();
             ctx.index.chart_ready(&app_ref);
             let (after, timer) = match at_rest.requeue_after.filter(|after| *after < ctx.resync) {
                 Some(after) => (after, Timer::Plan),
