@@ -103,6 +103,9 @@ pub struct PoolInput<'a> {
     pub down_since: Option<Timestamp>,
     /// Set when no maintenance window of the pool is open.
     pub closed: Option<Closed>,
+    /// When the first of its open windows closes, for a pool the rollout
+    /// has yet to reach (its release missing or behind): held from then.
+    pub window_closes: Option<Timestamp>,
     pub release: Release<'a>,
     /// What its release was written at, for a rollback.
     pub stamp: Stamp,
@@ -328,6 +331,19 @@ impl<'a> InOrder<'a> {
     }
 }
 
+/// A pool left to write later, in an open window, is held once the
+/// window closes, and its status says so: the plan looks again then.
+fn window_closings(pools: &[PoolInput], states: &[PoolDecision], now: Timestamp, requeue: &mut Requeue) {
+    for (p, d) in pools.iter().zip(states) {
+        let later =
+            matches!(d.state, PoolRollout::Pending | PoolRollout::Waiting | PoolRollout::AwaitingApproval);
+        let closes = p.window_closes.filter(|_| later);
+        if let Some(left) = closes.and_then(|at| Duration::try_from(at.duration_since(now)).ok()) {
+            requeue.at(left);
+        }
+    }
+}
+
 /// Decides every pool of `pools` (names unique) at `now`.
 pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Timestamp) -> Decision {
     let mut requeue = Requeue::default();
@@ -392,6 +408,7 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
         first_install_alone(pools, &mut states);
     }
 
+    window_closings(pools, &states, now, &mut requeue);
     let count = |wanted: &[PoolRollout]| states.iter().filter(|d| wanted.contains(&d.state)).count();
     let total = pools.len() - count(&[PoolRollout::Offline]);
     let awaiting = count(&[PoolRollout::AwaitingApproval]);

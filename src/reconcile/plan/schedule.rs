@@ -83,25 +83,7 @@ pub(super) fn decide(
             let pool = c.pool;
             let observed = owned.get(c.release.as_str());
             let nodes = reach.and_then(|n| n.get(&pool.name)).copied();
-            let release = match (observed, &c.kind) {
-                (_, Kind::Refused(_)) => return None,
-                (None, _) => rollout::Release::Missing,
-                (Some(o), Kind::Differs(change)) if !change.restores() => rollout::Release::Behind(&o.status),
-                // Resumed now: its clock starts again with this write.
-                (Some(o), Kind::Differs(change)) if change.resumed() => rollout::Release::Current {
-                    status: &o.status,
-                    written: Some(input.now.0),
-                },
-                // Suspended, Flux does not act on it: no deadline runs.
-                (Some(o), _) if o.suspended_with_app => rollout::Release::Current {
-                    status: &o.status,
-                    written: None,
-                },
-                (Some(o), _) => rollout::Release::Current {
-                    status: &o.status,
-                    written: o.written_at.as_ref().and_then(|w| w.time),
-                },
-            };
+            let release = release_of(input, observed.copied(), &c.kind)?;
             let stamp = stamp_of(observed.copied(), &release, revision, targets, since);
             let analysis = checks.zip(input.analysis).and_then(|(checks, answers)| {
                 let judging = Judging {
@@ -114,6 +96,8 @@ pub(super) fn decide(
                 };
                 judging.judge(&release, &mut asks)
             });
+            let closed = closed(windows, pool);
+            let window_closes = window_closes(windows, pool, closed.as_ref(), &release);
             Some(rollout::PoolInput {
                 analysis,
                 stamp,
@@ -125,7 +109,8 @@ pub(super) fn decide(
                 // the site never got the write: no update took it down.
                 offline_since: nodes.filter(|n| n.of != Counted::Connection).and_then(|n| n.changed),
                 down_since: nodes.and_then(|n| n.changed),
-                closed: closed(windows, pool),
+                closed,
+                window_closes,
                 refused_before: refused_before.contains(pool.name.as_str()),
                 last_written: observed.and_then(|o| o.written_at.as_ref()).and_then(|w| w.time),
                 suspended: match &c.kind {
@@ -298,6 +283,48 @@ fn stamp_of(
 /// and its own annotation), when none is open.
 fn closed(windows: &Gates, pool: &Pool) -> Option<rollout::Closed> {
     windows.closed(pool)
+}
+
+/// What the rollout reads of a pool's release: none, for a pool refused.
+fn release_of<'o>(
+    input: &PlanInput,
+    observed: Option<&'o ObservedRelease>,
+    kind: &Kind,
+) -> Option<rollout::Release<'o>> {
+    let release = match (observed, kind) {
+        (_, Kind::Refused(_)) => return None,
+        (None, _) => rollout::Release::Missing,
+        (Some(o), Kind::Differs(change)) if !change.restores() => rollout::Release::Behind(&o.status),
+        // Resumed now: its clock starts again with this write.
+        (Some(o), Kind::Differs(change)) if change.resumed() => rollout::Release::Current {
+            status: &o.status,
+            written: Some(input.now.0),
+        },
+        // Suspended, Flux does not act on it: no deadline runs.
+        (Some(o), _) if o.suspended_with_app => rollout::Release::Current {
+            status: &o.status,
+            written: None,
+        },
+        (Some(o), _) => rollout::Release::Current {
+            status: &o.status,
+            written: o.written_at.as_ref().and_then(|w| w.time),
+        },
+    };
+    Some(release)
+}
+
+/// When the first open window of a pool the rollout has yet to reach
+/// closes: it is held from then (see `rollout::PoolInput::window_closes`).
+fn window_closes(
+    windows: &Gates,
+    pool: &Pool,
+    closed: Option<&rollout::Closed>,
+    release: &rollout::Release,
+) -> Option<Timestamp> {
+    match (closed, release) {
+        (None, rollout::Release::Missing | rollout::Release::Behind(_)) => windows.closes(pool),
+        _ => None,
+    }
 }
 
 /// What an approval calls the step at `index` of `steps`: its name, or

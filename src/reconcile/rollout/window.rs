@@ -126,11 +126,19 @@ impl Window {
 
     /// Whether the window is open at `now`, or else when it next opens.
     fn gate(&self, now: Timestamp) -> Gate {
+        self.read(now).0
+    }
+
+    /// Its gate at `now`, and when it closes if it is open: read once.
+    fn read(&self, now: Timestamp) -> (Gate, Option<Timestamp>) {
         match self.open_at(now) {
-            Some(_) => Gate::Open,
-            None => Gate::Closed {
-                opens: self.next_opening(now),
-            },
+            Some((_, closes)) => (Gate::Open, Some(closes)),
+            None => (
+                Gate::Closed {
+                    opens: self.next_opening(now),
+                },
+                None,
+            ),
         }
     }
 }
@@ -218,9 +226,9 @@ type Picks<'a> = Box<dyn Fn(&str, &Labels) -> bool + 'a>;
 pub struct Gates<'a> {
     now: Timestamp,
     /// Each window of the application, which pools it applies to (every
-    /// pool when `None`) and its gate.
-    app: Vec<(&'a AppWindow<'a>, Option<Picks<'a>>, Gate)>,
-    own: foldhash::HashMap<&'a str, Result<Gate, WindowError>>,
+    /// pool when `None`), its gate and, when open, when it closes.
+    app: Vec<(&'a AppWindow<'a>, Option<Picks<'a>>, Gate, Option<Timestamp>)>,
+    own: foldhash::HashMap<&'a str, Result<(Gate, Option<Timestamp>), WindowError>>,
 }
 
 impl<'a> Gates<'a> {
@@ -238,7 +246,12 @@ impl<'a> Gates<'a> {
                 Err(_) => Box::new(|_: &str, _: &Labels| true),
             }
         };
-        let app = windows.iter().map(|w| (w, w.pools.map(picks), w.window.gate(now))).collect();
+        let app = (windows.iter())
+            .map(|w| {
+                let (gate, closes) = w.window.read(now);
+                (w, w.pools.map(picks), gate, closes)
+            })
+            .collect();
         let mut own = foldhash::HashMap::default();
         for text in annotations {
             own.entry(text).or_insert_with(|| read(text, now));
@@ -269,7 +282,7 @@ impl<'a> Gates<'a> {
                     unreadable: Some(e.to_string()),
                 })
             }
-            Some(Ok(gate)) => Some(gate),
+            Some(Ok((gate, _))) => Some(gate),
             None => None,
         };
         // `either` reads every gate when it finds them all closed, which
@@ -278,8 +291,8 @@ impl<'a> Gates<'a> {
         let applying = self
             .app
             .iter()
-            .filter(|(_, picks, _)| picks.as_ref().is_none_or(|picks| picks(&pool.name, &pool.labels)))
-            .map(|(w, _, gate)| {
+            .filter(|(_, picks, _, _)| picks.as_ref().is_none_or(|picks| picks(&pool.name, &pool.labels)))
+            .map(|(w, _, gate, _)| {
                 holds_installs |= w.holds_installs;
                 *gate
             });
@@ -292,11 +305,28 @@ impl<'a> Gates<'a> {
             }),
         }
     }
+
+    /// When the first of `pool`'s open windows closes, if one is open: a
+    /// pool the rollout has yet to reach is held from then, and its
+    /// status says so, so the plan looks again then (see `rollout::start`).
+    pub fn closes(&self, pool: &Pool) -> Option<Timestamp> {
+        let own = pool.annotations.get(ANNOTATION_MAINTENANCE_WINDOW).and_then(|text| {
+            match self.own.get(text.as_str()) {
+                Some(read) => read.as_ref().ok().and_then(|(_, closes)| *closes),
+                None => read(text, self.now).ok().and_then(|(_, closes)| closes),
+            }
+        });
+        let applying = (self.app.iter())
+            .filter(|(_, picks, _, _)| picks.as_ref().is_none_or(|picks| picks(&pool.name, &pool.labels)))
+            .filter_map(|(_, _, _, closes)| *closes);
+        applying.chain(own).min()
+    }
 }
 
-/// A pool's own window at `now`, from its annotation's text.
-fn read(text: &str, now: Timestamp) -> Result<Gate, WindowError> {
-    Window::from_annotation(text).map(|w| w.gate(now))
+/// A pool's own window at `now`, from its annotation's text: its gate,
+/// and when it closes if it is open.
+fn read(text: &str, now: Timestamp) -> Result<(Gate, Option<Timestamp>), WindowError> {
+    Window::from_annotation(text).map(|w| w.read(now))
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! A reconcile that ends without planning ([`at_rest`]) misses nothing:
 //! over random sequences of events and clock steps (releases turning
-//! Ready or not, pools' nodes going down and up, maintenance windows put
+//! Ready or not or upgrading, pools' nodes going down and up, maintenance windows put
 //! on and taken off, pools added and removed, new values), with the
 //! status written back as the controller writes it, whenever the input is
 //! found at rest the plan from scratch writes nothing, reports the status
@@ -22,6 +22,8 @@ enum Event {
     Tick(u16),
     /// The release of the pool turns Ready, or not.
     Ready(usize, bool),
+    /// The release of the pool is being upgraded: not Ready, not failed.
+    Upgrading(usize),
     /// The pool's one node turns Ready, or not.
     Node(usize, bool),
     /// The pool's maintenance window: none, or open ten minutes an hour.
@@ -37,6 +39,7 @@ fn event() -> impl Strategy<Value = Event> {
     prop_oneof![
         3 => (1..900u16).prop_map(Event::Tick),
         2 => (pool.clone(), any::<bool>()).prop_map(|(i, ready)| Event::Ready(i, ready)),
+        1 => pool.clone().prop_map(Event::Upgrading),
         1 => (pool.clone(), any::<bool>()).prop_map(|(i, up)| Event::Node(i, up)),
         1 => (pool.clone(), any::<bool>()).prop_map(|(i, on)| Event::Window(i, on)),
         1 => Just(Event::AddPool),
@@ -123,6 +126,14 @@ impl World {
             .map(|r| r["metadata"]["name"].as_str().unwrap().to_string())
     }
 
+    fn upgrading(&self) -> Value {
+        json!({ "observedGeneration": 1, "conditions": [{
+            "type": "Ready", "status": "Unknown", "reason": "Progressing",
+            "message": "upgrading", "observedGeneration": 1,
+            "lastTransitionTime": self.now.to_string()
+        }]})
+    }
+
     fn status(&self, ready: bool) -> Value {
         json!({ "observedGeneration": 1, "conditions": [{
             "type": "Ready", "status": if ready { "True" } else { "False" },
@@ -135,11 +146,15 @@ impl World {
     fn happen(&mut self, event: &Event) {
         match event {
             Event::Tick(seconds) => self.now += SignedDuration::from_secs(i64::from(*seconds)),
-            Event::Ready(i, ready) => {
+            Event::Ready(i, _) | Event::Upgrading(i) => {
                 let Some(name) = self.nth_pool(*i).and_then(|pool| self.release_of(&pool)) else {
                     return;
                 };
-                let (rv, status) = (self.bump(), self.status(*ready));
+                let status = match event {
+                    Event::Ready(_, ready) => self.status(*ready),
+                    _ => self.upgrading(),
+                };
+                let rv = self.bump();
                 let release = self.releases.get_mut(&name).unwrap();
                 release["metadata"]["resourceVersion"] = json!(rv);
                 release["status"] = status;

@@ -65,3 +65,33 @@ fn a_schedule_of_the_spec_that_never_fires_stalls_the_application_naming_it() {
         "{blocked}"
     );
 }
+
+#[test]
+fn a_pool_left_for_later_in_an_open_window_is_looked_at_again_when_it_closes() {
+    // At 2030-01-01T00:00Z every pool's night window is open until 01:00.
+    // One pool at a time: p1 is written, the others wait for their turn,
+    // and once the window closes they wait for it instead, which their
+    // status says: the plan looks again then, though nothing else moves.
+    let a = progressive(json!({ "maxUnavailable": 1 }));
+    let night = r#"{"schedule": "0 23 * * *", "duration": "2h"}"#;
+    let pools = annotated(&[
+        ("p1", night),
+        ("p2", night),
+        ("p3", night),
+        ("p4", night),
+        ("p5", night),
+    ]);
+    let first = Scenario::of(&a).over(&pools).plan();
+    let behind = first.apply.iter().map(|d| ready_release(&d.name, &d.pool, "old")).collect();
+    let plan = Scenario::of(&a).over(&pools).owning(behind).plan();
+    assert_eq!(applied_pools(&plan), ["p1"]);
+    let closes = Duration::from_secs(3600);
+    let requeue = plan.requeue_after.expect("the window's closing is foreseen");
+    assert!(requeue >= closes && requeue <= closes + Duration::from_secs(1), "{requeue:?}");
+    // No pool left for later, nothing to look at when it closes.
+    let all = progressive(json!({ "maxUnavailable": "100%" }));
+    let behind = first.apply.iter().map(|d| ready_release(&d.name, &d.pool, "old")).collect();
+    let plan = Scenario::of(&all).over(&pools).owning(behind).plan();
+    assert_eq!(applied_pools(&plan).len(), 5);
+    assert_eq!(plan.requeue_after, None);
+}

@@ -174,6 +174,7 @@ impl Fleet {
                     .filter(|_| !self.unreached.contains(name)),
                 down_since: self.offline_since.get(name).map(|s| ts(*s)),
                 closed: self.closed.get(name).cloned(),
+                window_closes: None,
                 release: match kind {
                     Kind::Missing => Release::Missing,
                     Kind::Behind(i) => Release::Behind(&self.statuses[*i]),

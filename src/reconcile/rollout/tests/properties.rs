@@ -134,6 +134,7 @@ proptest! {
                 offline_since: Some(ts(10_000 - d.offline_ago)),
                 down_since: Some(ts(10_000 - d.offline_ago)),
                 closed: d.closed.then(|| Closed { opens: Some(ts(10_600)), holds_installs: d.holds_installs, unreadable: None }),
+                window_closes: None,
                 release: match d.kind {
                     0 => Release::Missing,
                     1 => Release::Behind(&statuses[i]),

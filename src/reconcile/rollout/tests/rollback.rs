@@ -238,6 +238,7 @@ proptest! {
                     offline_since: Some(ts(5_000)),
                     down_since: Some(ts(5_000)),
                     closed: None,
+                    window_closes: None,
                     release,
                     stamp,
                     suspended: false,
