@@ -128,13 +128,7 @@ pub(super) async fn reconcile_app(
                 "at rest: the input is what the last plan, which wrote nothing, was made from; not planned again"
             );
             ctx.metrics.at_rest.inc();
-            ctx.index.chart_ready(&app_ref);
-            let (after, timer) = match at_rest.requeue_after.filter(|after| *after < ctx.resync) {
-                Some(after) => (after, Timer::Plan),
-                None => (ctx.resync, Timer::Resync),
-            };
-            ctx.index.timer(&app_ref, timer);
-            return Ok(Action::requeue(after));
+            return Ok(after_plan(ctx, &app_ref, at_rest.requeue_after));
         }
         reconcile::Ended::CreatesUnseen(releases) => {
             tracing::debug!(
@@ -297,12 +291,19 @@ fn next_reconcile(ctx: &Context, app: &NodePoolApplication, reconciled: &reconci
         ctx.index.timer(&app_ref, Timer::ChartWait);
         return Action::requeue(wait);
     }
-    ctx.index.chart_ready(&app_ref);
-    let (after, timer) = match reconciled.requeue_after.filter(|after| *after < ctx.resync) {
+    after_plan(ctx, &app_ref, reconciled.requeue_after)
+}
+
+/// The next reconcile of an application whose chart holds nothing back:
+/// when the clock changes its plan (`requeue_after`), if that comes
+/// before the resync.
+fn after_plan(ctx: &Context, app_ref: &ObjectRef<AppMeta>, requeue_after: Option<Duration>) -> Action {
+    ctx.index.chart_ready(app_ref);
+    let (after, timer) = match requeue_after.filter(|after| *after < ctx.resync) {
         Some(after) => (after, Timer::Plan),
         None => (ctx.resync, Timer::Resync),
     };
-    ctx.index.timer(&app_ref, timer);
+    ctx.index.timer(app_ref, timer);
     Action::requeue(after)
 }
 
