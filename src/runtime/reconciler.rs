@@ -128,7 +128,7 @@ pub(super) async fn reconcile_app(
                 "at rest: the input is what the last plan, which wrote nothing, was made from; not planned again"
             );
             ctx.metrics.at_rest.inc();
-            return Ok(after_plan(ctx, &app_ref, at_rest.requeue_after));
+            return Ok(after_plan(ctx, &app_ref, Some(at_rest.requeue_after)));
         }
         reconcile::Ended::CreatesUnseen(releases) => {
             tracing::debug!(

@@ -189,7 +189,7 @@ impl Remembered {
 /// same number from one plan to the next; of foldhash's quality variant,
 /// whose 64 bits make a collision (a changed pool taken for unchanged) as
 /// unlikely as the standard library's hasher does, at a fraction of the cost.
-fn inputs_hasher() -> impl Hasher {
+pub(super) fn inputs_hasher() -> impl Hasher {
     foldhash::quality::FixedState::with_seed(0x6e70_665f_6d65_6d6f).build_hasher()
 }
 

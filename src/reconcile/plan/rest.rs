@@ -27,7 +27,7 @@
 //! ways, and finds that whenever a reconcile ends here, the plan from
 //! scratch is at rest too, with the same status.
 
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
@@ -48,12 +48,12 @@ pub struct Rest {
     inputs: u64,
     /// Until when the clock changes nothing: when the plan asked to be
     /// made again, or [`AT_MOST`] after it was made.
-    until: Option<Timestamp>,
+    until: Timestamp,
 }
 
 impl Rest {
     /// Until when the clock changes nothing.
-    pub fn until(&self) -> Option<Timestamp> {
+    pub fn until(&self) -> Timestamp {
         self.until
     }
 }
@@ -62,20 +62,19 @@ impl Rest {
 /// rest, was made from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AtRest {
-    /// When the clock would change the plan: the time left of the last
-    /// plan's `requeue_after`.
-    pub requeue_after: Option<Duration>,
+    /// When the clock would change the plan, or the rest ends: the time
+    /// left of the last plan's `requeue_after`, [`AT_MOST`] at most.
+    pub requeue_after: Duration,
 }
 
 /// Whether `input` is what the plan that left `rest` was made from, and
 /// the clock has not reached the time that plan asked to be made again.
 pub fn at_rest(input: &PlanInput, rest: &Rest) -> Option<AtRest> {
     let now = input.now.0;
-    let left = match rest.until {
-        Some(until) if until <= now => return None,
-        Some(until) => Some(Duration::try_from(until.duration_since(now)).unwrap_or_default()),
-        None => None,
-    };
+    if rest.until <= now {
+        return None;
+    }
+    let left = Duration::try_from(rest.until.duration_since(now)).unwrap_or_default();
     (digest(input)? == rest.inputs).then_some(AtRest { requeue_after: left })
 }
 
@@ -102,16 +101,15 @@ pub(super) fn of(input: &PlanInput, plan: &Plan) -> Option<Rest> {
     // for, so that the look finds it passed: the rest ends at the moment.
     let after = plan.requeue_after.map(|after| after.saturating_sub(Duration::from_secs(1)));
     let after = after.map_or(AT_MOST, |after| after.min(AT_MOST));
-    let until = Some(input.now.0.checked_add(after).ok()?);
+    let until = input.now.0.checked_add(after).ok()?;
     Some(Rest {
         inputs: digest(input)?,
         until,
     })
 }
 
-/// Everything a plan reads, as one number (of foldhash's quality variant,
-/// as the memo's keys: a change taken for none is as unlikely as with the
-/// standard library's hasher). Each field of [`PlanInput`] is named, so
+/// Everything a plan reads, as one number, hashed as the memo's keys are
+/// ([`super::memo::inputs_hasher`]). Each field of [`PlanInput`] is named, so
 /// that a field added to it does not compile until it is taken in or said
 /// to be left out here. `None` when some part cannot be taken in.
 fn digest(input: &PlanInput) -> Option<u64> {
@@ -137,7 +135,7 @@ fn digest(input: &PlanInput) -> Option<u64> {
         // history, all taken in.
         analysis: _,
     } = input;
-    let mut hasher = foldhash::quality::FixedState::with_seed(0x7265_7374).build_hasher();
+    let mut hasher = super::memo::inputs_hasher();
     // The whole application: spec, annotations (Flux's requests, the
     // approvals), generation and the status the rollout reads back.
     serde_json::to_vec(app).ok()?.hash(&mut hasher);
