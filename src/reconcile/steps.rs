@@ -166,7 +166,11 @@ pub(super) async fn ask_checks(
     app: &NodePoolApplication,
     planned: &Plan,
 ) -> Vec<(String, &'static str)> {
-    let Some(analysing) = planned.analysis.as_ref() else {
+    let Some(analysing) = planned.analysis.as_ref().filter(|a| a.judged) else {
+        // Answers are read only while a revision is judged: once it
+        // completed, or with no checks left, they are let go rather than
+        // held until the next revision (megabytes at ten thousand pools).
+        c.memory.take_answers();
         return Vec::new();
     };
     let (namespace, name) = (app.namespace().unwrap_or_default(), app.name_any());

@@ -95,6 +95,34 @@ fn a_canary_within_bounds_at_its_soaks_end_is_done_and_the_next_pool_starts() {
 }
 
 #[test]
+fn a_revision_that_completed_is_judged_no_more_so_its_answers_are_let_go() {
+    use crate::reconcile::history::{History, Recorded, COMPLETE};
+    let a = judged(30);
+    let records = answers(&a, Answer::Value(0.01), "2029-12-31T23:59:40Z");
+    let plan = with_canary(&a, Answers::Asked(&records));
+    assert!(plan.analysis.as_ref().unwrap().judged, "judged while under way");
+    let revision = revision_of(&a);
+    let complete = Recorded {
+        name: format!("gw-{revision}"),
+        revision,
+        number: 1,
+        outcome: Some(COMPLETE.into()),
+        halted_generation: None,
+        chart_version: None,
+        created: None,
+        rolled_out_at: None,
+    };
+    let history = History::read(vec![complete], Vec::new());
+    let (pools, owned) = (fleet(), canary_ready(&a));
+    let scenario = Scenario::of(&a).over(&pools).owning(owned);
+    let plan = scenario.answered(Answers::Asked(&records)).recorded(&history).plan();
+    let analysing = plan.analysis.as_ref().unwrap();
+    // The runtime keeps no answers after a plan that judged none.
+    assert!(!analysing.judged, "a completed revision is not judged");
+    assert!(analysing.asks.is_empty(), "{:?}", analysing.asks);
+}
+
+#[test]
 fn a_canary_out_of_bounds_fails_and_the_rollout_halts_naming_check_value_and_bound() {
     let a = judged(30);
     let records = answers(&a, Answer::Value(0.4), "2029-12-31T23:59:10Z");
