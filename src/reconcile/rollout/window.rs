@@ -217,6 +217,10 @@ fn either(gates: impl IntoIterator<Item = Gate>) -> Gate {
 /// Whether a pool of this name and these labels is one a window selects.
 type Picks<'a> = Box<dyn Fn(&str, &Labels) -> bool + 'a>;
 
+/// One window of the application: which pools it applies to (every pool
+/// when `None`), its gate and, when open, when it closes.
+type AppGate<'a> = (&'a AppWindow<'a>, Option<Picks<'a>>, Gate, Option<Timestamp>);
+
 /// The windows of one plan read at its `now`, each once: the
 /// application's, and each distinct text of a pool's annotation (pools
 /// of one site or one region tend to share theirs), with each window's
@@ -227,7 +231,7 @@ pub struct Gates<'a> {
     now: Timestamp,
     /// Each window of the application, which pools it applies to (every
     /// pool when `None`), its gate and, when open, when it closes.
-    app: Vec<(&'a AppWindow<'a>, Option<Picks<'a>>, Gate, Option<Timestamp>)>,
+    app: Vec<AppGate<'a>>,
     own: foldhash::HashMap<&'a str, Result<(Gate, Option<Timestamp>), WindowError>>,
 }
 
@@ -268,13 +272,7 @@ impl<'a> Gates<'a> {
     /// select it and its annotation's. An annotation text not among those
     /// the gates were made with is read now.
     pub fn closed(&self, pool: &Pool) -> Option<super::Closed> {
-        let own = pool.annotations.get(ANNOTATION_MAINTENANCE_WINDOW).map(|text| {
-            match self.own.get(text.as_str()) {
-                Some(read) => read.clone(),
-                None => read(text, self.now),
-            }
-        });
-        let own = match own {
+        let own = match self.own_window(pool) {
             Some(Err(e)) => {
                 return Some(super::Closed {
                     opens: None,
@@ -288,14 +286,10 @@ impl<'a> Gates<'a> {
         // `either` reads every gate when it finds them all closed, which
         // is when `holds_installs` counts.
         let mut holds_installs = false;
-        let applying = self
-            .app
-            .iter()
-            .filter(|(_, picks, _, _)| picks.as_ref().is_none_or(|picks| picks(&pool.name, &pool.labels)))
-            .map(|(w, _, gate, _)| {
-                holds_installs |= w.holds_installs;
-                *gate
-            });
+        let applying = self.applying(pool).map(|(w, _, gate, _)| {
+            holds_installs |= w.holds_installs;
+            *gate
+        });
         match either(applying.chain(own)) {
             Gate::Open => None,
             Gate::Closed { opens } => Some(super::Closed {
@@ -310,16 +304,25 @@ impl<'a> Gates<'a> {
     /// pool the rollout has yet to reach is held from then, and its
     /// status says so, so the plan looks again then (see `rollout::start`).
     pub fn closes(&self, pool: &Pool) -> Option<Timestamp> {
-        let own = pool.annotations.get(ANNOTATION_MAINTENANCE_WINDOW).and_then(|text| {
-            match self.own.get(text.as_str()) {
-                Some(read) => read.as_ref().ok().and_then(|(_, closes)| *closes),
-                None => read(text, self.now).ok().and_then(|(_, closes)| closes),
-            }
-        });
-        let applying = (self.app.iter())
-            .filter(|(_, picks, _, _)| picks.as_ref().is_none_or(|picks| picks(&pool.name, &pool.labels)))
-            .filter_map(|(_, _, _, closes)| *closes);
+        let own = self.own_window(pool).and_then(|read| read.ok()).and_then(|(_, closes)| closes);
+        let applying = self.applying(pool).filter_map(|(_, _, _, closes)| *closes);
         applying.chain(own).min()
+    }
+
+    /// The application's windows that apply to `pool`.
+    fn applying<'s>(&'s self, pool: &'s Pool) -> impl Iterator<Item = &'s AppGate<'a>> + 's {
+        (self.app.iter())
+            .filter(|(_, picks, _, _)| picks.as_ref().is_none_or(|picks| picks(&pool.name, &pool.labels)))
+    }
+
+    /// `pool`'s own window, read: as the gates read its annotation's text
+    /// when they were made, or now for a text not among those.
+    fn own_window(&self, pool: &Pool) -> Option<Result<(Gate, Option<Timestamp>), WindowError>> {
+        let text = pool.annotations.get(ANNOTATION_MAINTENANCE_WINDOW)?;
+        Some(match self.own.get(text.as_str()) {
+            Some(read) => read.clone(),
+            None => read(text, self.now),
+        })
     }
 }
 
