@@ -161,7 +161,7 @@ async fn lists(client: &Client, apps: &[NodePoolApplication]) -> Result<Lists, k
         let Some(objects) = kind::objects(pool_kind) else {
             continue;
         };
-        match crate::runtime::pool_resource(client, objects).await {
+        match crate::runtime::pool_resource(client, objects, None).await {
             Ok(api) => {
                 let listed = Api::<DynamicObject>::all_with(client.clone(), &api);
                 let items = listed.list(&ListParams::default()).await?.items;

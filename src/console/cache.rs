@@ -482,7 +482,7 @@ fn release_events(api: Api<CoreEvent>) -> Store<CoreEvent> {
 /// user may list it; none otherwise, and the grid has no labels to group
 /// by.
 async fn readable_pool_kind(client: &Client, kind: PoolKind) -> Option<ApiResource> {
-    let resource = crate::runtime::pool_resource(client, kind::objects(kind)?).await.ok()?;
+    let resource = crate::runtime::pool_resource(client, kind::objects(kind)?, None).await.ok()?;
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
     match api.list_metadata(&ListParams::default().limit(1)).await {
         Ok(_) => Some(resource),

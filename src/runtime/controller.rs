@@ -40,7 +40,7 @@ pub async fn run(args: RunArgs) -> Result<(), StartError> {
     let (metrics, readyz) = (Arc::new(Metrics::default()), Arc::new(Readyz::default()));
     server::serve(args.metrics_addr, metrics.clone(), readyz.clone()).await?;
     let client = connect(&args, metrics.clone()).await?;
-    let pool_apis = PoolApis::discover(&client).await;
+    let pool_apis = PoolApis::discover(&client, args.watch_namespace.as_deref()).await;
     let apps = application_api(&client, &args).await?;
     let watches = Watches::new(&client, &args, pool_apis.served.iter().cloned());
     let notifier = events_addr.map(|url| Notifier::start(url, metrics.clone()));
@@ -48,6 +48,7 @@ pub async fn run(args: RunArgs) -> Result<(), StartError> {
     let (served, writer) = reflector::store();
     let index = Arc::new(AppIndex::new(metrics.clone(), served.clone()));
     let context = Arc::new(context(&client, &args, &watches, unserved, readyz, notifier, index));
+    metrics.watch_caches(context.caches.clone());
     let mut leadership = lead_when_elected(&client, &args, &context).await?;
 
     // Wakes from pools, nodes, releases and charts are throttled per

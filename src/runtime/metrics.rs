@@ -185,6 +185,8 @@ pub struct Metrics {
     pub at_rest: Counter,
     /// Answers to the metric checks of `rollout.analysis`.
     pub answers: Family<AnswerLabels, Counter>,
+    /// What the watch caches hold, read at each scrape.
+    cached: cached::CachedObjects,
     /// The series of `answers` each application has, to forget with it.
     answer_series: std::sync::Mutex<std::collections::HashMap<(String, String), Vec<AnswerLabels>>>,
 }
@@ -273,8 +275,11 @@ impl Default for Metrics {
             "Answers to the metric checks of rollout.analysis, by application, check and result",
             answers.clone(),
         );
+        let cached = cached::CachedObjects::default();
+        registry.register_collector(Box::new(cached.clone()));
         Self {
             answers,
+            cached,
             answer_series: Default::default(),
             registry: root,
             reconciles,
@@ -295,6 +300,11 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Reports what `caches` hold from now on (`nodepool_fanout_cached_objects`).
+    pub fn watch_caches(&self, caches: crate::reconcile::observe::Caches) {
+        self.cached.watch(caches);
+    }
+
     pub fn observe_reconcile(&self, result: &str, took: Duration) {
         self.reconciles
             .get_or_create(&ResultLabels {
@@ -453,6 +463,8 @@ impl Metrics {
         Ok(out)
     }
 }
+
+mod cached;
 
 #[cfg(test)]
 mod tests;

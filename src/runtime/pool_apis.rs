@@ -35,9 +35,12 @@ pub(crate) enum PoolApiError {
 /// The version of a kind of pool the cluster prefers (OpenYurt has served
 /// NodePools as v1alpha1, v1beta1 and v1beta2; only names, labels and
 /// annotations are read, which every version has), or why it serves none.
+/// `namespace`: where pools of a namespaced kind are read, when not in
+/// every namespace (`--watch-namespace`).
 pub(crate) async fn pool_resource(
     client: &Client,
     objects: &PoolObjects,
+    namespace: Option<&str>,
 ) -> Result<ApiResource, PoolApiError> {
     let missing = |reason: String| PoolApiError::NoPoolApi {
         kind: objects.kind(),
@@ -57,7 +60,11 @@ pub(crate) async fn pool_resource(
     }
     // Served, but perhaps not to us: a watch refused for want of RBAC would
     // retry forever, and every reconcile would wait for its first list.
-    let api: kube::Api<DynamicObject> = kube::Api::all_with(client.clone(), &resource);
+    // Asked where the watch will read them.
+    let api: kube::Api<DynamicObject> = match watched_namespace(objects, namespace) {
+        Some(namespace) => kube::Api::namespaced_with(client.clone(), namespace, &resource),
+        None => kube::Api::all_with(client.clone(), &resource),
+    };
     match api.list_metadata(&kube::api::ListParams::default().limit(1)).await {
         Err(kube::Error::Api(e)) if e.code == 403 => Err(PoolApiError::PoolsForbidden {
             crd: objects.crd(),
@@ -65,6 +72,16 @@ pub(crate) async fn pool_resource(
         }),
         _ => Ok(resource),
     }
+}
+
+/// The one namespace pools of this kind are read in, if not every one:
+/// an application selects only pools of its own namespace where pools are
+/// namespaced (ClusterProfiles), so an instance serving one namespace
+/// reads only that namespace's. A shard run with a namespace of its own
+/// then holds none of the other shards' sites, and needs no more than a
+/// Role there to read its own.
+pub(crate) fn watched_namespace<'a>(objects: &PoolObjects, namespace: Option<&'a str>) -> Option<&'a str> {
+    namespace.filter(|_| objects.namespaced)
 }
 
 /// Why an application's pools cannot be read, as its condition says it.
@@ -85,21 +102,25 @@ pub(super) struct PoolApis {
     /// As the conditions of an application of that kind say it.
     pub(super) unserved: BTreeMap<PoolKind, String>,
     unserved_kinds: Vec<&'static PoolObjects>,
+    /// Where a namespaced kind is read (see [`watched_namespace`]).
+    namespace: Option<String>,
 }
 
 impl PoolApis {
-    /// Asks the cluster which kinds it serves now.
-    pub(super) async fn discover(client: &Client) -> Self {
+    /// Asks the cluster which kinds it serves now, where the controller
+    /// reads them: `namespace` for a namespaced kind, when it serves one.
+    pub(super) async fn discover(client: &Client, namespace: Option<&str>) -> Self {
         let mut apis = PoolApis {
             served: Vec::new(),
             unserved: BTreeMap::new(),
             unserved_kinds: Vec::new(),
+            namespace: namespace.map(str::to_string),
         };
         for kind in pool_kinds::OBJECT_KINDS {
             let Some(objects) = pool_kinds::objects(kind) else {
                 continue;
             };
-            match pool_resource(client, objects).await {
+            match pool_resource(client, objects, namespace).await {
                 Ok(resource) => {
                     info!(%kind, version = %resource.api_version, "watching {}s", objects.kind());
                     apis.served.push((kind, objects, resource));
@@ -122,6 +143,7 @@ impl PoolApis {
         appeared: Arc<OnceLock<&'static str>>,
     ) -> impl std::future::Future<Output = ()> + Send + 'static {
         let (client, unserved) = (client.clone(), self.unserved_kinds.clone());
+        let namespace = self.namespace.clone();
         async move {
             if unserved.is_empty() {
                 return std::future::pending::<()>().await;
@@ -129,7 +151,7 @@ impl PoolApis {
             loop {
                 tokio::time::sleep(POOL_API_POLL).await;
                 for objects in &unserved {
-                    if pool_resource(&client, objects).await.is_ok() {
+                    if pool_resource(&client, objects, namespace.as_deref()).await.is_ok() {
                         warn!(
                             crd = objects.crd(),
                             "the cluster now serves {}s; restarting to watch them",
@@ -141,5 +163,19 @@ impl PoolApis {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_namespaced_pools_are_read_in_the_namespace_served() {
+        let profiles = pool_kinds::objects(PoolKind::ClusterProfile).expect("ClusterProfiles");
+        let nodepools = pool_kinds::objects(PoolKind::OpenYurt).expect("NodePools");
+        assert_eq!(watched_namespace(profiles, Some("fleet-a")), Some("fleet-a"));
+        assert_eq!(watched_namespace(profiles, None), None, "every namespace, when serving all");
+        assert_eq!(watched_namespace(nodepools, Some("fleet-a")), None, "cluster-scoped: every pool");
     }
 }

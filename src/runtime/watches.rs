@@ -237,6 +237,9 @@ pub(super) struct Watches {
     /// Pools: each cache is kept by the tracker that turns its events into
     /// changes.
     pools: Vec<(PoolKind, &'static PoolObjects, ApiResource, PoolChanges)>,
+    /// The namespace served, where namespaced pools are read (see
+    /// [`super::pool_apis::watched_namespace`]); none for every one.
+    pool_namespace: Option<String>,
 }
 
 impl Watches {
@@ -275,6 +278,7 @@ impl Watches {
                     (kind, objects, resource.clone(), PoolChanges::new(PoolApi::new(resource)))
                 })
                 .collect(),
+            pool_namespace: args.watch_namespace.clone(),
         }
     }
 
@@ -365,7 +369,11 @@ impl Watches {
             ),
         ];
         for (kind, objects, resource, changes) in self.pools {
-            let api: Api<Shallow<DynamicObject>> = Api::all_with(client.clone(), &resource);
+            let api: Api<Shallow<DynamicObject>> =
+                match super::pool_apis::watched_namespace(objects, self.pool_namespace.as_deref()) {
+                    Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
+                    None => Api::all_with(client.clone(), &resource),
+                };
             let events = watcher(api, paged()).map_ok(move |event| {
                 observe::map_event(event, |read| CachedPool::from_object(objects, read.object))
             });

@@ -412,6 +412,12 @@ async fn a_missing_kubeconfig_and_a_profile_elsewhere_are_named_and_disturb_noth
     })
     .await;
     assert_eq!(named["status"]["selectedPools"], 1, "only its own namespace's site-1");
+    // Run for one namespace, the controller holds that namespace's
+    // profiles alone: site-1 and site-9, not site-2 of the other namespace
+    // (nor the profiles of the tests running beside).
+    let cached = |line: &str| line.contains(r#"kind="ClusterProfile""#);
+    let profiles_held = controller.counter("nodepool_fanout_cached_objects", cached).await;
+    assert_eq!(profiles_held, 2, "{}", controller.scrape().await);
     // The first application is undisturbed.
     let again = wait_named(&env, &controller, "gw", "gw still 1/2", READY_TIMEOUT, ready_is("1/2")).await;
     sites_ready(&again, &["site-1"])?;
