@@ -11,7 +11,9 @@
 //! 100 further applications present, the reconciles one NodePool status
 //! change and one NodePool label change cause, and the time from a new
 //! NodePool's create to its release ([`reaction`]). Then two shards over
-//! 2 × N pools and four over 4 × N/2, one controller each ([`shards`]).
+//! 2 × N pools and four over 4 × N/2, one controller each ([`shards`]);
+//! then two and four shards over N/2 sites that are clusters each, a
+//! namespace a shard ([`site_shards`]).
 #[path = "../tests/support/mod.rs"]
 #[allow(dead_code, unused_imports)] // this bench uses a part of the shared helpers
 mod support;
@@ -35,6 +37,8 @@ use support::{ensure_crd, helmrelease_resource, nodepool_resource, RunningContro
 mod reaction;
 #[path = "scale/shards.rs"]
 mod shards;
+#[path = "scale/site_shards.rs"]
+mod site_shards;
 
 const SMALL_APPS: usize = 100;
 /// No reconcile for this long: the controller is at rest.
@@ -45,6 +49,10 @@ async fn main() {
     let pools: usize = std::env::var("POOLS").ok().and_then(|p| p.parse().ok()).unwrap_or(10_000);
     assert!(pools >= SMALL_APPS, "POOLS must be at least {SMALL_APPS}");
     println!("scale benchmark: {pools} pools, suspended HelmReleases, {PARALLEL} writes in flight");
+    if std::env::var_os("SITE_SHARDS_ONLY").is_some() {
+        println!("(SITE_SHARDS_ONLY: the shards a namespace each alone)");
+        return site_shards_out(pools).await;
+    }
     if std::env::var_os("SHARDS_ONLY").is_some() {
         println!("(SHARDS_ONLY: the shards alone)");
         return scale_out(pools).await;
@@ -211,10 +219,20 @@ async fn main() {
     scale_out(pools).await;
 }
 
-/// Scale out: two shards over twice the pools, and four over as many.
+/// Scale out: two shards over twice the pools, and four over as many;
+/// then shards a namespace each.
 async fn scale_out(pools: usize) {
     shards::shards(&["a", "b"], pools).await;
     shards::shards(&["a", "b", "c", "d"], pools / 2).await;
+    site_shards_out(pools).await;
+}
+
+/// Shards a namespace each over sites that are clusters, N/2 a shard: two,
+/// then four, so that a shard's figures beside one other and beside three
+/// stand side by side.
+async fn site_shards_out(pools: usize) {
+    site_shards::site_shards(&["a", "b"], pools / 2).await;
+    site_shards::site_shards(&["a", "b", "c", "d"], pools / 2).await;
 }
 
 /// How a raw client writes the controller's releases again.
