@@ -93,7 +93,8 @@ pub async fn site_shards(keys: &[&'static str], sites_each: usize) {
         let cached = |kind: &'static str, how: &'static str| {
             move |line: &str| line.contains(&format!(r#"kind="{kind}""#)) && line.contains(how)
         };
-        let held_by = |kind, how| shard.controller.counter("nodepool_fanout_cached_objects", cached(kind, how));
+        let held_by =
+            |kind, how| shard.controller.counter("nodepool_fanout_cached_objects", cached(kind, how));
         let (profiles, whole, cut) = (
             held_by("ClusterProfile", "").await,
             held_by("HelmRelease", r#"held="whole""#).await,
@@ -107,7 +108,10 @@ pub async fn site_shards(keys: &[&'static str], sites_each: usize) {
         written_in.iter().map(|d| secs(*d)).collect(),
     );
     row("ClusterProfiles it holds", held.iter().map(|h| h.0.to_string()).collect());
-    row("HelmReleases it holds, whole / cut down", held.iter().map(|h| format!("{} / {}", h.1, h.2)).collect());
+    row(
+        "HelmReleases it holds, whole / cut down",
+        held.iter().map(|h| format!("{} / {}", h.1, h.2)).collect(),
+    );
     row(
         "peak RSS (goal: at most 100 MiB a shard)",
         figures.iter().map(|(rss, _)| format!("{:.1} MiB", *rss as f64 / 1024.0)).collect(),

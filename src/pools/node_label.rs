@@ -37,7 +37,7 @@ pub fn pools<'a>(nodes: impl IntoIterator<Item = &'a Node>, key: &str) -> Vec<Po
             cluster_ids: Vec::new(),
             labels: labels.into_iter().collect(),
             annotations: Default::default(),
-            marks: Membership::Label(key.to_string()),
+            marks: Membership::Label(key.to_string().into()),
         })
         .collect()
 }

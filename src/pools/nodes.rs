@@ -4,6 +4,7 @@
 //! KubeEdge and SuperEdge each count ready nodes in their own status, each
 //! in its own way, and a node label has no status at all).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeStatus};
@@ -120,7 +121,9 @@ pub enum Membership {
     /// The value of this label names the pool: OpenYurt's
     /// `apps.openyurt.io/nodepool`, KubeEdge's `apps.kubeedge.io/belonging-to`,
     /// a `NodeLabel` application's label, or `placement.nodeLabel`.
-    Label(String),
+    /// Borrowed where it is a kind's own: every cached pool holds one, and
+    /// a copy each was 32 bytes a pool.
+    Label(Cow<'static, str>),
     /// Every label with this value is named after a pool: SuperEdge marks a
     /// unit's nodes `<unit>: nodeunits.superedge.io`.
     Marker(&'static str),
@@ -134,7 +137,7 @@ impl kind::PoolObjects {
     /// How the framework's own controller labels the nodes of a pool.
     pub fn membership(&self) -> Membership {
         match self.marks {
-            kind::NodeMark::Label(label) => Membership::Label(label.to_string()),
+            kind::NodeMark::Label(label) => Membership::Label(Cow::Borrowed(label)),
             kind::NodeMark::Marker(value) => Membership::Marker(value),
             kind::NodeMark::OwnCluster => Membership::OwnCluster,
         }
@@ -146,16 +149,16 @@ impl Membership {
     /// `placement.nodeLabel` where it names one, else its kind's.
     pub fn of(pools: &Pools, placement_label: Option<&str>) -> Self {
         match (placement_label, kind::objects(pools.kind)) {
-            (Some(label), _) => Self::Label(label.to_string()),
+            (Some(label), _) => Self::Label(Cow::Owned(label.to_string())),
             (None, Some(objects)) => objects.membership(),
-            (None, None) => Self::Label(pools.node_label.clone().unwrap_or_default()),
+            (None, None) => Self::Label(Cow::Owned(pools.node_label.clone().unwrap_or_default())),
         }
     }
 
     /// The labels that mark the nodes of the pool `name`.
     pub fn selector(&self, name: &str) -> BTreeMap<String, String> {
         match self {
-            Self::Label(label) => BTreeMap::from([(label.clone(), name.to_string())]),
+            Self::Label(label) => BTreeMap::from([(label.to_string(), name.to_string())]),
             Self::Marker(value) => BTreeMap::from([(name.to_string(), value.to_string())]),
             Self::OwnCluster => BTreeMap::new(),
         }
@@ -167,7 +170,7 @@ impl Membership {
         labels: &'a BTreeMap<String, String>,
     ) -> Box<dyn Iterator<Item = &'a str> + 'a> {
         match self {
-            Self::Label(label) => Box::new(labels.get(label).map(String::as_str).into_iter()),
+            Self::Label(label) => Box::new(labels.get(label.as_ref()).map(String::as_str).into_iter()),
             Self::Marker(value) => {
                 let value: &'static str = value;
                 Box::new(labels.iter().filter(move |(_, v)| v.as_str() == value).map(|(k, _)| k.as_str()))

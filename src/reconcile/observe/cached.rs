@@ -150,6 +150,10 @@ impl CachedRelease {
 /// it beside.
 struct Kept {
     metadata: ReleaseMeta,
+    /// Read by planning of a release some application owns
+    /// ([`ObservedRelease::resource_version`]), and by nothing of one cut
+    /// down: not kept in its [`ReleaseMeta`].
+    resource_version: Option<String>,
     /// Its metadata, spec and the status planning reads, as JSON.
     view: Value,
     owned_by_update: bool,
@@ -162,6 +166,7 @@ impl CachedRelease {
     pub fn from_object(release: DynamicObject) -> Self {
         let Kept {
             metadata,
+            resource_version,
             view,
             owned_by_update,
             anyones,
@@ -176,7 +181,7 @@ impl CachedRelease {
         let observed = ObservedRelease::from_value(&view).filter(|_| anyones).map(|observed| {
             Arc::new(ObservedRelease {
                 live: Some(PackedJson::from_value(&drift::compared_part(&view))),
-                resource_version: metadata.resource_version.clone(),
+                resource_version: resource_version.clone(),
                 ..observed
             })
         });
@@ -284,6 +289,7 @@ fn kept(mut release: DynamicObject) -> Kept {
     }
     Kept {
         metadata,
+        resource_version: release.metadata.resource_version,
         view,
         owned_by_update,
         anyones,

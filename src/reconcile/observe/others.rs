@@ -125,7 +125,9 @@ impl<K: Resource> Owners for K {
 
 impl Owners for CachedRelease {
     fn owners(&self) -> &[OwnerReference] {
-        self.metadata.owner_references.as_deref().unwrap_or_default()
+        (self.metadata.owner_references.as_ref())
+            .map(|owner| owner.as_slice())
+            .unwrap_or_default()
     }
     fn namespace_of(&self) -> Option<&str> {
         self.metadata.namespace.as_deref()
