@@ -89,6 +89,7 @@ pub async fn site_shards(keys: &[&'static str], sites_each: usize) {
     row("", keys.iter().map(|k| format!("shard {k}")).collect());
     let mut held = Vec::new();
     let mut figures = Vec::new();
+    let mut reconciles = Vec::new();
     for shard in &shards {
         let cached = |kind: &'static str, how: &'static str| {
             move |line: &str| line.contains(&format!(r#"kind="{kind}""#)) && line.contains(how)
@@ -101,6 +102,11 @@ pub async fn site_shards(keys: &[&'static str], sites_each: usize) {
             held_by("HelmRelease", r#"held="cut down""#).await,
         );
         held.push((profiles, whole, cut));
+        let woken_by_releases = shard
+            .controller
+            .counter("nodepool_fanout_reconcile_wakes_total", |l| l.contains(r#"cause="HelmRelease""#))
+            .await;
+        reconciles.push((shard.controller.reconciles().await, woken_by_releases));
         figures.push(process_figures(shard.controller.pid()));
     }
     row(
@@ -117,6 +123,10 @@ pub async fn site_shards(keys: &[&'static str], sites_each: usize) {
         figures.iter().map(|(rss, _)| format!("{:.1} MiB", *rss as f64 / 1024.0)).collect(),
     );
     row("CPU time", figures.iter().map(|(_, cpu)| format!("{cpu:.1} s")).collect());
+    row(
+        "reconciles, of them woken by its releases' events",
+        reconciles.iter().map(|(all, releases)| format!("{all}, {releases}")).collect(),
+    );
     for (shard, (profiles, whole, cut)) in shards.iter().zip(&held) {
         assert_eq!(
             (*profiles as usize, *whole as usize, *cut),
