@@ -227,6 +227,7 @@ fn monitored_shard_values() -> Value {
         "replicaCount": 3,
         "image": { "repository": "registry.example/edge/nodepool-fanout", "tag": "9.9.9", "pullPolicy": "Always" },
         "shard": "shard1",
+        "watchNamespace": "fleet-a",
         "concurrency": 8,
         "resync": "10m",
         "logFormat": "text",

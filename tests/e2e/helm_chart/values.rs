@@ -72,6 +72,7 @@ fn non_default_values_land() {
             "--leader-election=true",
             "--no-cross-namespace-refs=false",
             "--watch-label-selector=sharding.fluxcd.io/key=shard1",
+            "--watch-namespace=fleet-a",
             "--concurrent=8",
             "--resync=10m",
             "--events-addr=http://notification-controller.flux-system.svc.cluster.local./",
