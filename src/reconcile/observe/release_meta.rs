@@ -10,10 +10,11 @@ use kube::runtime::reflector::Lookup;
 
 use super::CachedRelease;
 
-/// A cached release's name, namespace, uid, resource version, age and
-/// controller owner reference: the fields of its `ObjectMeta` anything
-/// reads of it once it is cached (planning reads the rest from its packed
-/// view), under the same names. An `ObjectMeta` is fifteen fields, about
+/// A cached release's name, namespace, uid, age and controller owner
+/// reference: the fields of its `ObjectMeta` anything reads of it once it
+/// is cached, under the same names. Planning reads the rest from its
+/// packed view, and the resource version of a release an application owns
+/// from its [`super::ObservedRelease`]. An `ObjectMeta` is fifteen fields, about
 /// 330 bytes, nearly all empty here, and every instance caches every
 /// release of the namespaces it serves, other shards' too.
 #[derive(Debug, Clone, Default, PartialEq)]
