@@ -80,3 +80,43 @@ fn metrics_are_exposed_by_name_and_labels() {
     assert!(!after.contains(r#"application="ingress""#), "{after}");
     assert!(!after.contains(r#"name="ingress""#), "{after}");
 }
+
+/// What the watch caches hold is read at each scrape: nothing before the
+/// caches are given, then each kind's count, a release cut down apart.
+#[test]
+fn cached_objects_count_each_cache_and_releases_cut_down_apart() {
+    use crate::reconcile::observe::{CachedRelease, Caches};
+    use kube::runtime::reflector::store::Writer;
+    use kube::runtime::watcher::Event;
+    let m = Metrics::default();
+    assert!(!m.encode().unwrap().contains("nodepool_fanout_cached_objects"));
+    let release = |name: &str| -> kube::api::DynamicObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+            "metadata": { "name": name, "namespace": "edge" },
+            "spec": { "chart": { "spec": { "chart": "gateway" } } }
+        }))
+        .unwrap()
+    };
+    let mut releases = Writer::<CachedRelease>::default();
+    for name in ["ours-1", "ours-2"] {
+        releases.apply_watcher_event(&Event::Apply(CachedRelease::from_object(release(name))));
+    }
+    releases.apply_watcher_event(&Event::Apply(CachedRelease::of_another_shard(release("theirs"))));
+    m.watch_caches(Caches {
+        pools: Default::default(),
+        unserved: Default::default(),
+        nodes: Writer::default().as_reader(),
+        releases: releases.as_reader(),
+        release_index: None,
+        history: Writer::default().as_reader(),
+    });
+    let text = m.encode().unwrap();
+    for line in [
+        r#"nodepool_fanout_cached_objects{kind="HelmRelease",held="whole"} 2"#,
+        r#"nodepool_fanout_cached_objects{kind="HelmRelease",held="cut down"} 1"#,
+        r#"nodepool_fanout_cached_objects{kind="Node",held="whole"} 0"#,
+    ] {
+        assert!(text.contains(line), "{line} in\n{text}");
+    }
+}
