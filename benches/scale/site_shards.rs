@@ -9,21 +9,14 @@
 use std::time::Instant;
 
 use futures::{stream, StreamExt};
-use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams};
+use kube::api::{DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::Api;
 use nodepool_fanout::api::naming;
 use serde_json::json;
 
 use crate::support::apps::{app_named, apply_app};
 use crate::support::bench::{controller_flags, let_go, process_figures, secs, wait};
-use crate::support::{helmrelease_resource, RunningController, TestEnv};
-
-fn clusterprofile_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("multicluster.x-k8s.io", "v1alpha1", "ClusterProfile"),
-        "clusterprofiles",
-    )
-}
+use crate::support::{clusterprofile_resource, helmrelease_resource, RunningController, TestEnv};
 
 struct Shard {
     key: &'static str,

@@ -20,25 +20,20 @@ use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::networking::v1::IngressClass;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, Config};
 use serde_json::{json, Value};
 use tokio::sync::Mutex;
 
 use support::apps::{app_named, apply_app, ingress_app, pool_status, ready_is, wait_named, READY_TIMEOUT};
 use support::gitops::cluster_path;
-use support::{ensure_crd, helmrelease_resource, wait_for, RunningController, TestEnv, TestResult};
+use support::{
+    clusterprofile_resource, ensure_crd, helmrelease_resource, wait_for, RunningController, TestEnv,
+    TestResult,
+};
 
 /// The sites are shared by every test here; one that stops a site's API
 /// server holds them alone.
 static SITES: Mutex<()> = Mutex::const_new(());
-
-fn clusterprofile_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("multicluster.x-k8s.io", "v1alpha1", "ClusterProfile"),
-        "clusterprofiles",
-    )
-}
 
 /// The admin kubeconfig of the plane's site `site`, failing loudly when
 /// the plane has no such site.

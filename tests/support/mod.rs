@@ -106,6 +106,17 @@ pub fn kubeconfig() -> &'static Path {
     kubeconfig_path()
 }
 
+/// The cluster inventory API's ClusterProfile: a site that is a cluster.
+pub fn clusterprofile_resource() -> ApiResource {
+    ApiResource {
+        group: "multicluster.x-k8s.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "multicluster.x-k8s.io/v1alpha1".into(),
+        kind: "ClusterProfile".into(),
+        plural: "clusterprofiles".into(),
+    }
+}
+
 pub fn nodepool_resource() -> ApiResource {
     ApiResource {
         group: "apps.openyurt.io".into(),
