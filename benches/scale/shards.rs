@@ -106,10 +106,6 @@ pub async fn shards(keys: &[&'static str], pools_each: usize) {
     }
     assert_eq!(owned, vec![pools_each; count], "each shard's releases");
     println!();
-    let row = |label: &str, cells: Vec<String>| {
-        let cells: String = cells.iter().map(|c| format!(" {c:>12}")).collect();
-        println!("{label:<52}{cells}");
-    };
     row("", keys.iter().map(|k| format!("shard {k}")).collect());
     let mut figures = Vec::new();
     for (i, shard) in shards.iter().enumerate() {
@@ -148,6 +144,12 @@ pub async fn shards(keys: &[&'static str], pools_each: usize) {
     let _ = apps.delete_collection(&DeleteParams::background(), &ListParams::default()).await;
     drop(shards);
     clean_up(env).await;
+}
+
+/// One line of a table of shards: a label, then a cell a shard.
+pub(super) fn row(label: &str, cells: Vec<String>) {
+    let cells: String = cells.iter().map(|c| format!(" {c:>12}")).collect();
+    println!("{label:<52}{cells}");
 }
 
 /// One shard's figures.

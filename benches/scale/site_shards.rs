@@ -8,14 +8,14 @@
 
 use std::time::Instant;
 
-use futures::{stream, StreamExt};
-use kube::api::{DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::api::{DeleteParams, DynamicObject, ListParams};
 use kube::Api;
 use nodepool_fanout::api::naming;
 use serde_json::json;
 
+use super::shards::row;
 use crate::support::apps::{app_named, apply_app};
-use crate::support::bench::{controller_flags, let_go, process_figures, secs, wait};
+use crate::support::bench::{controller_flags, create_all, let_go, process_figures, secs, wait};
 use crate::support::{clusterprofile_resource, helmrelease_resource, RunningController, TestEnv};
 
 struct Shard {
@@ -75,10 +75,6 @@ pub async fn site_shards(keys: &[&'static str], sites_each: usize) {
         shard.controller.quiet(super::QUIET).await;
     }
     println!();
-    let row = |label: &str, cells: Vec<String>| {
-        let cells: String = cells.iter().map(|c| format!(" {c:>12}")).collect();
-        println!("{label:<52}{cells}");
-    };
     row("", keys.iter().map(|k| format!("shard {k}")).collect());
     let mut held = Vec::new();
     let mut figures = Vec::new();
@@ -145,21 +141,13 @@ pub async fn site_shards(keys: &[&'static str], sites_each: usize) {
 async fn create_profiles(env: &TestEnv, count: usize) {
     let api: Api<DynamicObject> =
         Api::namespaced_with(env.client.clone(), &env.namespace, &clusterprofile_resource());
-    let results: Vec<_> = stream::iter(0..count)
-        .map(|i| {
-            let profile: DynamicObject = serde_json::from_value(json!({
-                "apiVersion": "multicluster.x-k8s.io/v1alpha1", "kind": "ClusterProfile",
-                "metadata": { "name": format!("site-{i:05}"), "labels": { "e2e": env.prefix } },
-                "spec": { "displayName": format!("site-{i:05}"), "clusterManager": { "name": "bench" } }
-            }))
-            .expect("ClusterProfile manifest");
-            let api = api.clone();
-            async move { api.create(&PostParams::default(), &profile).await }
-        })
-        .buffer_unordered(64)
-        .collect()
-        .await;
-    if let Some(Err(e)) = results.into_iter().find(Result::is_err) {
-        panic!("cannot create a ClusterProfile: {e}");
-    }
+    let profiles = (0..count).map(|i| {
+        serde_json::from_value(json!({
+            "apiVersion": "multicluster.x-k8s.io/v1alpha1", "kind": "ClusterProfile",
+            "metadata": { "name": format!("site-{i:05}"), "labels": { "e2e": env.prefix } },
+            "spec": { "displayName": format!("site-{i:05}"), "clusterManager": { "name": "bench" } }
+        }))
+        .expect("ClusterProfile manifest")
+    });
+    create_all(&api, profiles).await;
 }

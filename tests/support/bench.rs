@@ -57,22 +57,32 @@ pub fn suspended_fleet(env: &TestEnv, extra: Value) -> Value {
 /// Creates OpenYurt NodePools of no nodes (a pool without nodes is not
 /// offline), labelled `e2e=<tag>`, the i-th in region `regions[i % len]`.
 pub async fn create_pools(api: &Api<DynamicObject>, names: &[String], tag: &str, regions: &[&str]) {
-    let results: Vec<_> = stream::iter(names.iter().enumerate())
-        .map(|(i, name)| {
-            let region = regions[i % regions.len()];
-            let pool: DynamicObject = serde_json::from_value(json!({
-                "apiVersion": "apps.openyurt.io/v1beta1", "kind": "NodePool",
-                "metadata": { "name": name, "labels": { "e2e": tag, "region": region } },
-                "spec": { "type": "Edge" }
-            }))
-            .expect("NodePool manifest");
-            async move { api.create(&PostParams::default(), &pool).await }
+    let pools = names.iter().enumerate().map(|(i, name)| {
+        let region = regions[i % regions.len()];
+        serde_json::from_value(json!({
+            "apiVersion": "apps.openyurt.io/v1beta1", "kind": "NodePool",
+            "metadata": { "name": name, "labels": { "e2e": tag, "region": region } },
+            "spec": { "type": "Edge" }
+        }))
+        .expect("NodePool manifest")
+    });
+    create_all(api, pools).await;
+}
+
+/// Creates `objects` by plain parallel POSTs, 64 in flight; fails on the
+/// first refused.
+pub async fn create_all(api: &Api<DynamicObject>, objects: impl Iterator<Item = DynamicObject>) {
+    let results: Vec<_> = stream::iter(objects)
+        .map(|object| async move {
+            let kind = object.types.as_ref().map(|t| t.kind.clone()).unwrap_or_default();
+            let named = format!("{kind} {}", object.metadata.name.as_deref().unwrap_or_default());
+            api.create(&PostParams::default(), &object).await.map_err(|e| (named, e))
         })
         .buffer_unordered(64)
         .collect()
         .await;
-    if let Some(Err(e)) = results.into_iter().find(Result::is_err) {
-        panic!("cannot create a NodePool: {e}");
+    if let Some(Err((named, e))) = results.into_iter().find(Result::is_err) {
+        panic!("cannot create {named}: {e}");
     }
 }
 
