@@ -24,6 +24,7 @@ use k8s_openapi::api::core::v1::Node;
 
 mod by_name;
 mod cached;
+mod listed;
 mod others;
 mod planned;
 mod pool_index;
@@ -126,14 +127,19 @@ pub struct Caches {
 }
 
 impl Caches {
-    /// Waits until every watch has listed once: planning over a cache not
-    /// yet filled would see no pools and prune every release. From one
+    /// Waits until every watch has listed once, and every index kept
+    /// beside a cache holds that list (see [`listed`]): planning over a
+    /// cache not yet filled would see no pools and prune every release. From one
     /// task only: kube's `Store::wait_until_ready` wakes only the last of
     /// several tasks waiting at once (one waker in its oneshot channel).
     pub async fn ready(&self) -> Result<(), ObserveError> {
         for (kind, pools) in &self.pools {
             let what = pools::kind::objects(*kind).map_or("pools", |o| o.kind());
             pools.store.wait_until_ready().await.map_err(|_| ObserveError::CacheStopped(what))?;
+            // The store is ready before its writer has indexed what it holds.
+            if let Some(index) = &pools.index {
+                index.listed().await;
+            }
         }
         self.nodes
             .wait_until_ready()
@@ -143,6 +149,9 @@ impl Caches {
             .wait_until_ready()
             .await
             .map_err(|_| ObserveError::CacheStopped("HelmReleases"))?;
+        if let Some(index) = &self.release_index {
+            index.listed().await;
+        }
         self.history
             .wait_until_ready()
             .await

@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use super::by_name::ByName;
+use super::listed::Listed;
 use super::CachedPool;
 
 /// The pools by each label they carry, shared by the writer that keeps it
@@ -31,6 +32,8 @@ pub struct PoolIndex {
     /// again): a plan that found nothing to do reads it to know whether
     /// any pool of the kind, in any namespace, may have changed since.
     changes: AtomicU64,
+    /// Given once it holds the cache's first list.
+    listed: Listed,
 }
 
 fn label_hash(key: &str, value: &str) -> u64 {
@@ -111,6 +114,13 @@ impl PoolIndex {
         let mut by_label = self.by_label.write().unwrap_or_else(|poisoned| poisoned.into_inner());
         self.changes.fetch_add(1, Ordering::Release);
         *by_label = fresh;
+        drop(by_label);
+        self.listed.set();
+    }
+
+    /// Returns once the index holds the cache's first list (see [`Listed`]).
+    pub async fn listed(&self) {
+        self.listed.wait().await;
     }
 
     /// A number that changes whenever a pool of the kind does, in any

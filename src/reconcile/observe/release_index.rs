@@ -18,6 +18,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 
 use super::by_name::ByName;
+use super::listed::Listed;
 use super::others::application_owner;
 use super::CachedRelease;
 use crate::reconcile::plan::HelmReleaseKey;
@@ -27,6 +28,8 @@ use crate::reconcile::plan::HelmReleaseKey;
 #[derive(Debug, Default)]
 pub struct ReleaseIndex {
     indexed: RwLock<Indexed>,
+    /// Given once it holds the cache's first list.
+    listed: Listed,
 }
 
 #[derive(Debug, Default)]
@@ -126,7 +129,13 @@ impl ReleaseIndex {
         }
         Self {
             indexed: RwLock::new(indexed),
+            listed: Listed::done(),
         }
+    }
+
+    /// Returns once the index holds the cache's first list (see [`Listed`]).
+    pub async fn listed(&self) {
+        self.listed.wait().await;
     }
 
     /// The releases whose controller owner reference names the
@@ -190,11 +199,13 @@ impl ReleaseIndex {
 
     /// Made again from what the cache holds after it listed.
     fn rebuild(&self, releases: Vec<Arc<CachedRelease>>) {
-        let Self { indexed: fresh } = Self::of(releases);
+        let Self { indexed: fresh, .. } = Self::of(releases);
         let mut fresh = fresh.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
         let mut indexed = self.indexed.write().unwrap_or_else(|poisoned| poisoned.into_inner());
         fresh.lists = indexed.lists + 1;
         *indexed = fresh;
+        drop(indexed);
+        self.listed.set();
     }
 
     /// A number that changes whenever a release of `namespace` comes, goes

@@ -488,4 +488,5 @@ fn observe_reads_a_kept_index_as_it_reads_the_cache() {
 
 mod beside_others;
 mod kept_status;
+mod listed;
 mod owners;

@@ -296,3 +296,17 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn the_pool_index_is_listed_when_the_first_list_is_indexed_not_before() {
+    use futures::FutureExt;
+    let mut pools = PoolChanges::new(PoolApi::new(nodepools()));
+    let index = pools.index();
+    pools.observe(watcher::Event::Init);
+    pools.observe(watcher::Event::InitApply(nodepool("hz", json!({ "r": "east" }), 1)));
+    assert!(index.listed().now_or_never().is_none(), "listed before the list ended");
+    pools.observe(watcher::Event::InitDone);
+    assert!(index.listed().now_or_never().is_some(), "not listed once the list ended");
+    let east = BTreeSet::from(["east".to_string()]);
+    assert_eq!(index.labelled("r", &east).len(), 1);
+}
