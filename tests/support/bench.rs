@@ -204,25 +204,31 @@ pub fn resident_kib(pid: u32) -> u64 {
 
 /// The process's peak resident set (KiB) and its CPU seconds, from /proc.
 pub fn process_figures(pid: u32) -> (u64, f64) {
-    let peak = status_kib(pid, "VmHWM");
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("read /proc/<pid>/stat");
-    // Fields after the command name, which ends at the last ')'.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest)
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
+    (status_kib(pid, "VmHWM"), cpu_seconds(pid))
+}
+
+/// The process's CPU seconds (user and system) so far, from /proc; 0 for
+/// a process gone meanwhile.
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields = super::plane_meter::stat_fields(&stat);
     let ticks: u64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0)
         + fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0);
-    let hz: f64 = std::process::Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(100.0);
-    (peak, ticks as f64 / hz)
+    ticks as f64 / clock_ticks()
+}
+
+/// Clock ticks a second, as /proc counts CPU time.
+fn clock_ticks() -> f64 {
+    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        std::process::Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(100.0)
+    })
 }
 
 /// Resets the process's peak resident set (VmHWM) to its current one, so

@@ -1,0 +1,173 @@
+//! What a timed write cost the local plane, both sides read in one run:
+//! the CPU each of the plane's processes used, and what the API server
+//! served (requests by verb and resource, watch events and their bytes),
+//! between two readings. The benches print a column a write, so that
+//! the controller's write and a raw client's differ in plain sight.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// The plane's processes shown apart; the rest are summed as one.
+const SHOWN: [&str; 5] = [
+    "kube-apiserver",
+    "etcd",
+    "helm-controller",
+    "kube-controller-manager",
+    "writer",
+];
+/// The API server's figures compared, for these resources.
+const RESOURCES: [&str; 2] = ["helmreleases", "leases"];
+
+/// One reading: CPU seconds by process, and the API server's counters.
+#[derive(Debug, Clone, Default)]
+pub struct Reading {
+    cpu: BTreeMap<String, f64>,
+    served: BTreeMap<String, f64>,
+}
+
+/// Reads the plane now; `writer` is the process that writes (the
+/// controller, or this bench for a raw client).
+pub async fn read(client: &kube::Client, writer: u32) -> Reading {
+    let mut cpu = BTreeMap::new();
+    let pids = state_dir().join("pids");
+    let entries = std::fs::read_dir(&pids)
+        .unwrap_or_else(|e| panic!("the local plane's processes ({}): {e}; is it up?", pids.display()));
+    for entry in entries.flatten() {
+        let file = entry.file_name().to_string_lossy().to_string();
+        let Some(name) = file.strip_suffix(".pid") else {
+            continue;
+        };
+        let Ok(pid) = std::fs::read_to_string(entry.path()) else {
+            continue;
+        };
+        let Ok(group) = pid.trim().parse::<u32>() else {
+            continue;
+        };
+        let shown = if SHOWN.contains(&name) {
+            name
+        } else {
+            "rest of the plane"
+        };
+        *cpu.entry(shown.to_string()).or_insert(0.0) += group_cpu_seconds(group);
+    }
+    cpu.insert("writer".into(), super::bench::cpu_seconds(writer));
+    let request = http::Request::get("/metrics").body(Vec::new()).expect("a GET of /metrics");
+    let text = client.request_text(request).await.expect("the API server's /metrics");
+    Reading {
+        cpu,
+        served: served(&text),
+    }
+}
+
+impl Reading {
+    /// The rows of what was used since `before`: (what, how much).
+    pub fn since(&self, before: &Reading) -> Vec<(String, String)> {
+        let mut rows = Vec::new();
+        let mut total = 0.0;
+        for name in SHOWN.iter().copied().chain(["rest of the plane"]) {
+            let used =
+                self.cpu.get(name).copied().unwrap_or(0.0) - before.cpu.get(name).copied().unwrap_or(0.0);
+            total += used;
+            rows.push((format!("CPU s: {name}"), format!("{used:.1}")));
+        }
+        rows.push(("CPU s: in all".into(), format!("{total:.1}")));
+        for (key, value) in &self.served {
+            let used = value - before.served.get(key).copied().unwrap_or(0.0);
+            let shown = if key.ends_with("bytes") {
+                format!("{:.1} MiB", used / 1024.0 / 1024.0)
+            } else {
+                format!("{used:.0}")
+            };
+            rows.push((key.clone(), shown));
+        }
+        rows
+    }
+}
+
+/// The API server's counters for [`RESOURCES`]: requests by verb (every
+/// response code summed), watch events and their bytes.
+fn served(text: &str) -> BTreeMap<String, f64> {
+    let mut served = BTreeMap::new();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let Some((series, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let Ok(value) = value.parse::<f64>() else { continue };
+        let Some((name, labels)) = series.split_once('{') else {
+            continue;
+        };
+        let label = |key: &str| {
+            let from = labels.find(&format!("{key}=\""))? + key.len() + 2;
+            labels[from..].split('"').next()
+        };
+        let Some(resource) = label("resource").filter(|r| RESOURCES.contains(r)) else {
+            continue;
+        };
+        let key = match name {
+            "apiserver_request_total" => match label("verb") {
+                Some(verb) => format!("{resource}: {verb}"),
+                None => continue,
+            },
+            "apiserver_watch_events_total" => format!("{resource}: watch events sent"),
+            "apiserver_watch_events_sizes_sum" => format!("{resource}: watch event bytes"),
+            _ => continue,
+        };
+        *served.entry(key).or_insert(0.0) += value;
+    }
+    served
+}
+
+/// The CPU seconds of every process of the process group `group` (a
+/// plane component is started as the leader of a group of its own).
+fn group_cpu_seconds(group: u32) -> f64 {
+    let Ok(processes) = std::fs::read_dir("/proc") else {
+        return 0.0;
+    };
+    processes
+        .flatten()
+        .filter_map(|p| p.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            stat_fields(&stat).get(2).and_then(|g| g.parse::<u32>().ok()) == Some(group)
+        })
+        .map(super::bench::cpu_seconds)
+        .sum()
+}
+
+/// The fields of /proc/<pid>/stat after the command name, which ends at the last ')'.
+pub fn stat_fields(stat: &str) -> Vec<&str> {
+    stat.rsplit_once(')')
+        .map(|(_, rest)| rest)
+        .unwrap_or("")
+        .split_whitespace()
+        .collect()
+}
+
+fn state_dir() -> PathBuf {
+    super::kubeconfig().parent().expect("the kubeconfig's directory").to_path_buf()
+}
+
+/// Prints one table: a column a write, a row a figure.
+pub fn print_table(heads: &[&str], columns: &[Vec<(String, String)>]) {
+    let mut rows: Vec<String> = Vec::new();
+    for column in columns {
+        for (what, _) in column {
+            if !rows.contains(what) {
+                rows.push(what.clone());
+            }
+        }
+    }
+    print!("{:<44}", "what the plane did during each write");
+    for head in heads {
+        print!(" {head:>14}");
+    }
+    println!();
+    for what in rows {
+        print!("{what:<44}");
+        for column in columns {
+            let value = column.iter().find(|(w, _)| *w == what).map_or("0", |(_, v)| v.as_str());
+            print!(" {value:>14}");
+        }
+        println!();
+    }
+}
