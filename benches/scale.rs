@@ -2,10 +2,12 @@
 //! scale. Its N HelmReleases are suspended, so only the controller and the
 //! API server work. Prints, side by side in one run on one control plane:
 //! the time the controller takes to write N HelmReleases against a raw
-//! parallel create, a raw parallel server-side apply, and a raw create
+//! parallel create, a raw parallel server-side apply, a raw create
 //! after each release's claim Lease (the two creates the controller makes
-//! for a new release), of the very same objects (with the controller
-//! stopped); its peak RSS and CPU seconds;
+//! for a new release), and the same with a watch cache of the releases
+//! written (as the controller keeps one), of the very same objects (with
+//! the controller stopped), and what the plane did during each
+//! ([`support::plane_meter`]); its peak RSS and CPU seconds;
 //! the application's status size; its reconciles and writes during 60 s at
 //! rest (two resyncs); and, after a restart with the resync far away and
 //! 100 further applications present, the reconciles one NodePool status
@@ -73,6 +75,7 @@ async fn main() {
         Api::namespaced_with(env.client.clone(), &env.namespace, &helmrelease_resource());
     support::bench::helm_controller_idle(&env.client).await;
     let before_write = plane_meter::read(&env.client, controller.pid()).await;
+    let requests_before = support::bench::requests(&controller).await;
     let start = Instant::now();
     apply_app(&env, &fleet).await.expect("apply the application");
     // Followed by the controller's own count of its creates, which costs
@@ -92,6 +95,11 @@ async fn main() {
     }
     let controller_write = start.elapsed();
     let controller_used = plane_meter::read(&env.client, controller.pid()).await.since(&before_write);
+    let controller_requests: Vec<String> = (support::bench::requests(&controller).await.into_iter())
+        .map(|(what, n)| (n - requests_before.get(&what).copied().unwrap_or(0), what))
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("{what} {n}"))
+        .collect();
     let apps: Api<NodePoolApplication> = Api::namespaced(env.client.clone(), &env.namespace);
     let status = wait("the status to count every pool", &controller, || async {
         let app = apps.get("fleet").await.ok()?;
@@ -215,6 +223,7 @@ async fn main() {
     println!();
     let mut used = vec![controller_used];
     used.extend(raw_used);
+    println!("the controller's own requests during its write: {}", controller_requests.join(", "));
     plane_meter::print_table(
         &[
             "controller",

@@ -177,6 +177,30 @@ where
     }
 }
 
+/// The controller's requests so far by verb and resource
+/// (`nodepool_fanout_api_requests_total`), each as `<verb> <resource>`.
+pub async fn requests(controller: &RunningController) -> std::collections::BTreeMap<String, u64> {
+    let text = controller.scrape().await;
+    let mut requests = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        let Some((labels, value)) = line
+            .strip_prefix("nodepool_fanout_api_requests_total{")
+            .and_then(|l| l.rsplit_once(' '))
+        else {
+            continue;
+        };
+        let label = |key: &str| {
+            let from = labels.find(&format!("{key}=\""))? + key.len() + 2;
+            labels[from..].split('"').next()
+        };
+        if let (Some(verb), Some(resource), Ok(n)) = (label("verb"), label("resource"), value.parse::<u64>())
+        {
+            requests.insert(format!("{verb} {resource}"), n);
+        }
+    }
+    requests
+}
+
 /// Requests that write: create, update, patch, apply, delete.
 pub async fn writes(controller: &RunningController) -> u64 {
     let verbs = ["create", "update", "patch", "apply", "delete", "deletecollection"];

@@ -48,7 +48,13 @@ impl RunningController {
             .map(|(_, v)| format!("-{v}"))
             .unwrap_or_default();
         let log = dir.join(format!("{namespace}{suffix}.log"));
-        let file = std::fs::File::create(&log).expect("cannot create the controller's log file");
+        // Appended to: a bench that restarts the controller keeps the
+        // first instance's log beside the next one's.
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .expect("cannot open the controller's log file");
         // Many controllers run at once, one per test: each on a free port.
         let metrics_addr = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
