@@ -48,13 +48,12 @@ impl RunningController {
             .map(|(_, v)| format!("-{v}"))
             .unwrap_or_default();
         let log = dir.join(format!("{namespace}{suffix}.log"));
-        // Appended to: a bench that restarts the controller keeps the
-        // first instance's log beside the next one's.
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .expect("cannot open the controller's log file");
+        // A restart keeps the log before it as `<name>.log.1`: each
+        // instance's log holds its own lines only, which the tests read.
+        if log.exists() {
+            let _ = std::fs::rename(&log, log.with_extension("log.1"));
+        }
+        let file = std::fs::File::create(&log).expect("cannot create the controller's log file");
         // Many controllers run at once, one per test: each on a free port.
         let metrics_addr = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
