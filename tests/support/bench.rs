@@ -189,10 +189,7 @@ pub async fn requests(controller: &RunningController) -> std::collections::BTree
         else {
             continue;
         };
-        let label = |key: &str| {
-            let from = labels.find(&format!("{key}=\""))? + key.len() + 2;
-            labels[from..].split('"').next()
-        };
+        let label = |key: &str| super::plane_meter::label(labels, key);
         if let (Some(verb), Some(resource), Ok(n)) = (label("verb"), label("resource"), value.parse::<u64>())
         {
             requests.insert(format!("{verb} {resource}"), n);

@@ -96,10 +96,7 @@ fn served(text: &str) -> BTreeMap<String, f64> {
         let Some((name, labels)) = series.split_once('{') else {
             continue;
         };
-        let label = |key: &str| {
-            let from = labels.find(&format!("{key}=\""))? + key.len() + 2;
-            labels[from..].split('"').next()
-        };
+        let label = |key: &str| label(labels, key);
         let Some(resource) = label("resource").filter(|r| RESOURCES.contains(r)) else {
             continue;
         };
@@ -115,6 +112,13 @@ fn served(text: &str) -> BTreeMap<String, f64> {
         *served.entry(key).or_insert(0.0) += value;
     }
     served
+}
+
+/// The value of the label `key` among a series' `labels` as the
+/// Prometheus text format writes them (`verb="create",resource="…"`).
+pub fn label<'a>(labels: &'a str, key: &str) -> Option<&'a str> {
+    let from = labels.find(&format!("{key}=\""))? + key.len() + 2;
+    labels[from..].split('"').next()
 }
 
 /// The CPU seconds of every process of the process group `group` (a
