@@ -45,6 +45,14 @@ mod shards;
 mod site_shards;
 
 const SMALL_APPS: usize = 100;
+/// The columns of the write's tables: the controller, then each raw floor.
+const HEADS: [&str; 5] = [
+    "controller",
+    "raw create",
+    "raw apply",
+    "claim+create",
+    "+ its watch",
+];
 /// No reconcile for this long: the controller is at rest.
 const QUIET: Duration = Duration::from_secs(5);
 
@@ -196,15 +204,7 @@ async fn main() {
     let row5 = |label: &str, [a, b, c, d, e]: [String; 5]| {
         println!("{label:<52} {a:>12} {b:>12} {c:>12} {d:>14} {e:>14}")
     };
-    let heads = [
-        "controller",
-        "raw create",
-        "raw apply",
-        "claim+create",
-        "+ its watch",
-    ]
-    .map(String::from);
-    row5("", heads);
+    row5("", HEADS.map(String::from));
     row5(
         &format!("write {pools} HelmReleases ({PARALLEL} in flight)"),
         [controller_write, raw, raw_apply, raw_claimed, raw_watched].map(secs),
@@ -224,16 +224,7 @@ async fn main() {
     let mut used = vec![controller_used];
     used.extend(raw_used);
     println!("the controller's own requests during its write: {}", controller_requests.join(", "));
-    plane_meter::print_table(
-        &[
-            "controller",
-            "raw create",
-            "raw apply",
-            "claim+create",
-            "+ its watch",
-        ],
-        &used,
-    );
+    plane_meter::print_table(&HEADS, &used);
     println!();
     let row = |label: &str, value: String| println!("{label:<52} {value:>12}");
     let mib = |kib: u64| format!("{:.1} MiB", kib as f64 / 1024.0);
@@ -371,10 +362,9 @@ async fn raw_writes(
         // Each write starts as the controller's did: helm-controller idle.
         let waited = support::bench::helm_controller_idle(&raw.client).await;
         println!("({raw_mode:?}: helm-controller caught up {} before it)", secs(waited));
-        let watch = (raw_mode == Raw::ClaimThenCreateWatched).then(|| watch_releases(api.clone()));
-        let watch = match watch {
-            Some(watch) => Some(watch.await),
-            None => None,
+        let watch = match raw_mode {
+            Raw::ClaimThenCreateWatched => Some(watch_releases(api.clone()).await),
+            _ => None,
         };
         let before = plane_meter::read(&raw.client, std::process::id()).await;
         let start = Instant::now();

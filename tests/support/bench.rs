@@ -232,7 +232,11 @@ pub fn process_figures(pid: u32) -> (u64, f64) {
 /// a process gone meanwhile.
 pub fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields = super::plane_meter::stat_fields(&stat);
+    cpu_of(&super::plane_meter::stat_fields(&stat))
+}
+
+/// The CPU seconds (user and system) a process's stat fields count.
+pub fn cpu_of(fields: &[&str]) -> f64 {
     let ticks: u64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0)
         + fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0);
     ticks as f64 / clock_ticks()

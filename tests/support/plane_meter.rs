@@ -29,6 +29,7 @@ pub struct Reading {
 /// controller, or this bench for a raw client).
 pub async fn read(client: &kube::Client, writer: u32) -> Reading {
     let mut cpu = BTreeMap::new();
+    let by_group = cpu_by_group();
     let pids = state_dir().join("pids");
     let entries = std::fs::read_dir(&pids)
         .unwrap_or_else(|e| panic!("the local plane's processes ({}): {e}; is it up?", pids.display()));
@@ -48,7 +49,7 @@ pub async fn read(client: &kube::Client, writer: u32) -> Reading {
         } else {
             "rest of the plane"
         };
-        *cpu.entry(shown.to_string()).or_insert(0.0) += group_cpu_seconds(group);
+        *cpu.entry(shown.to_string()).or_insert(0.0) += by_group.get(&group).copied().unwrap_or(0.0);
     }
     cpu.insert("writer".into(), super::bench::cpu_seconds(writer));
     let request = http::Request::get("/metrics").body(Vec::new()).expect("a GET of /metrics");
@@ -121,21 +122,22 @@ pub fn label<'a>(labels: &'a str, key: &str) -> Option<&'a str> {
     labels[from..].split('"').next()
 }
 
-/// The CPU seconds of every process of the process group `group` (a
-/// plane component is started as the leader of a group of its own).
-fn group_cpu_seconds(group: u32) -> f64 {
+/// The CPU seconds of every process so far, summed by process group
+/// (a plane component is started as the leader of a group of its own):
+/// /proc read once a reading, each process's stat once.
+fn cpu_by_group() -> BTreeMap<u32, f64> {
+    let mut by_group = BTreeMap::new();
     let Ok(processes) = std::fs::read_dir("/proc") else {
-        return 0.0;
+        return by_group;
     };
-    processes
-        .flatten()
-        .filter_map(|p| p.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            stat_fields(&stat).get(2).and_then(|g| g.parse::<u32>().ok()) == Some(group)
-        })
-        .map(super::bench::cpu_seconds)
-        .sum()
+    for pid in processes.flatten().filter_map(|p| p.file_name().to_str()?.parse::<u32>().ok()) {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let fields = stat_fields(&stat);
+        if let Some(group) = fields.get(2).and_then(|g| g.parse::<u32>().ok()) {
+            *by_group.entry(group).or_insert(0.0) += super::bench::cpu_of(&fields);
+        }
+    }
+    by_group
 }
 
 /// The fields of /proc/<pid>/stat after the command name, which ends at the last ')'.
