@@ -53,6 +53,9 @@ struct Indexed {
     /// How many times the index was made again from a list: counts of
     /// changes start again from nothing then, so they are told apart by it.
     lists: u64,
+    /// How many of the releases are cut down ([`CachedRelease::cut_down`]):
+    /// for the metrics, which a scrape reads without copying the cache.
+    cut_down: usize,
 }
 
 /// What another application's plan reads of a release: whether it exists
@@ -79,6 +82,7 @@ fn namespace_of(release: &CachedRelease) -> &str {
 
 impl Indexed {
     fn add(&mut self, release: &Arc<CachedRelease>) {
+        self.cut_down += usize::from(release.cut_down);
         if let Some(owner) = application_owner(release.as_ref()) {
             let releases = self.by_owner.entry(owner.uid.clone()).or_default();
             releases.replace(ByName(Arc::clone(release)));
@@ -94,6 +98,7 @@ impl Indexed {
     }
 
     fn remove(&mut self, release: &Arc<CachedRelease>) {
+        self.cut_down -= usize::from(release.cut_down);
         if let Some(owner) = application_owner(release.as_ref()) {
             if let Some(releases) = self.by_owner.get_mut(owner.uid.as_str()) {
                 releases.remove(&ByName(Arc::clone(release)));
@@ -206,6 +211,11 @@ impl ReleaseIndex {
         *indexed = fresh;
         drop(indexed);
         self.listed.set();
+    }
+
+    /// How many of the releases are cut down, another shard's.
+    pub fn cut_down(&self) -> usize {
+        self.indexed.read().unwrap_or_else(|poisoned| poisoned.into_inner()).cut_down
     }
 
     /// A number that changes whenever a release of `namespace` comes, goes

@@ -48,16 +48,24 @@ impl CachedObjects {
             kind: kind.to_string(),
             held: held.to_string(),
         };
-        let releases = caches.releases.state();
-        let cut_down = releases.iter().filter(|r| r.cut_down).count();
+        // Counted, not copied: `Store::state` copies every entry out, and
+        // a scrape every 20 ms (a bench timing the controller's writes by
+        // its metrics) made that a fifth of the controller's CPU at 10,000
+        // pools. The index counts what is cut down as the cache's writer
+        // keeps it; a cache with none has the few entries a test gives it.
+        let releases = caches.releases.len();
+        let cut_down = match &caches.release_index {
+            Some(index) => index.cut_down(),
+            None => caches.releases.state().iter().filter(|r| r.cut_down).count(),
+        };
         let mut counts = vec![
-            (labels("HelmRelease", "whole"), releases.len() - cut_down),
+            (labels("HelmRelease", "whole"), releases.saturating_sub(cut_down)),
             (labels("HelmRelease", "cut down"), cut_down),
-            (labels("Node", "whole"), caches.nodes.state().len()),
-            (labels("ControllerRevision", "whole"), caches.history.state().len()),
+            (labels("Node", "whole"), caches.nodes.len()),
+            (labels("ControllerRevision", "whole"), caches.history.len()),
         ];
         for pools in caches.pools.values() {
-            counts.push((labels(&pools.api.kind, "whole"), pools.store.state().len()));
+            counts.push((labels(&pools.api.kind, "whole"), pools.store.len()));
         }
         counts
     }

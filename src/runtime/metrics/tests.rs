@@ -120,3 +120,66 @@ fn cached_objects_count_each_cache_and_releases_cut_down_apart() {
         assert!(text.contains(line), "{line} in\n{text}");
     }
 }
+
+/// The releases cut down are counted as the cache's writer keeps its
+/// index, not by copying the cache at each scrape: through releases that
+/// come, go, are cut down in place (their application moved to another
+/// shard) and a list that starts the cache again.
+#[test]
+fn cached_objects_count_releases_cut_down_from_the_writers_index() {
+    use crate::reconcile::observe::{CachedRelease, Caches, ReleaseWriter};
+    use kube::runtime::reflector::store::Writer;
+    use kube::runtime::watcher::Event;
+    let release = |name: &str| -> kube::api::DynamicObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+            "metadata": { "name": name, "namespace": "edge" },
+            "spec": { "chart": { "spec": { "chart": "gateway" } } }
+        }))
+        .unwrap()
+    };
+    let whole = |name: &str| CachedRelease::from_object(release(name));
+    let theirs = |name: &str| CachedRelease::of_another_shard(release(name));
+    let m = Metrics::default();
+    let mut writer = ReleaseWriter::default();
+    m.watch_caches(Caches {
+        pools: Default::default(),
+        unserved: Default::default(),
+        nodes: Writer::default().as_reader(),
+        releases: writer.store(),
+        release_index: Some(writer.index()),
+        history: Writer::default().as_reader(),
+    });
+    let counted = |m: &Metrics, whole: usize, cut_down: usize| {
+        let text = m.encode().unwrap();
+        for line in [
+            format!(r#"nodepool_fanout_cached_objects{{kind="HelmRelease",held="whole"}} {whole}"#),
+            format!(r#"nodepool_fanout_cached_objects{{kind="HelmRelease",held="cut down"}} {cut_down}"#),
+        ] {
+            assert!(text.contains(&line), "{line} in\n{text}");
+        }
+    };
+    for event in [
+        Event::Apply(whole("ours-1")),
+        Event::Apply(whole("ours-2")),
+        Event::Apply(theirs("theirs-1")),
+        Event::Apply(theirs("theirs-2")),
+    ] {
+        writer.apply_watcher_event(&event);
+    }
+    counted(&m, 2, 2);
+    writer.apply_watcher_event(&Event::Delete(theirs("theirs-2")));
+    writer.apply_watcher_event(&Event::Apply(theirs("ours-2")));
+    counted(&m, 1, 2);
+    writer.apply_watcher_event(&Event::Apply(whole("theirs-1")));
+    counted(&m, 2, 1);
+    for event in [
+        Event::Init,
+        Event::InitApply(theirs("theirs-3")),
+        Event::InitApply(whole("ours-3")),
+        Event::InitDone,
+    ] {
+        writer.apply_watcher_event(&event);
+    }
+    counted(&m, 1, 1);
+}
