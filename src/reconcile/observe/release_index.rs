@@ -98,7 +98,7 @@ impl Indexed {
     }
 
     fn remove(&mut self, release: &Arc<CachedRelease>) {
-        self.cut_down -= usize::from(release.cut_down);
+        self.cut_down = self.cut_down.saturating_sub(usize::from(release.cut_down));
         if let Some(owner) = application_owner(release.as_ref()) {
             if let Some(releases) = self.by_owner.get_mut(owner.uid.as_str()) {
                 releases.remove(&ByName(Arc::clone(release)));

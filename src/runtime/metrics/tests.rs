@@ -81,6 +81,16 @@ fn metrics_are_exposed_by_name_and_labels() {
     assert!(!after.contains(r#"name="ingress""#), "{after}");
 }
 
+/// A HelmRelease in `edge`, as its watch brings it.
+fn helm_release(name: &str) -> kube::api::DynamicObject {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+        "metadata": { "name": name, "namespace": "edge" },
+        "spec": { "chart": { "spec": { "chart": "gateway" } } }
+    }))
+    .unwrap()
+}
+
 /// What the watch caches hold is read at each scrape: nothing before the
 /// caches are given, then each kind's count, a release cut down apart.
 #[test]
@@ -90,19 +100,11 @@ fn cached_objects_count_each_cache_and_releases_cut_down_apart() {
     use kube::runtime::watcher::Event;
     let m = Metrics::default();
     assert!(!m.encode().unwrap().contains("nodepool_fanout_cached_objects"));
-    let release = |name: &str| -> kube::api::DynamicObject {
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
-            "metadata": { "name": name, "namespace": "edge" },
-            "spec": { "chart": { "spec": { "chart": "gateway" } } }
-        }))
-        .unwrap()
-    };
     let mut releases = Writer::<CachedRelease>::default();
     for name in ["ours-1", "ours-2"] {
-        releases.apply_watcher_event(&Event::Apply(CachedRelease::from_object(release(name))));
+        releases.apply_watcher_event(&Event::Apply(CachedRelease::from_object(helm_release(name))));
     }
-    releases.apply_watcher_event(&Event::Apply(CachedRelease::of_another_shard(release("theirs"))));
+    releases.apply_watcher_event(&Event::Apply(CachedRelease::of_another_shard(helm_release("theirs"))));
     m.watch_caches(Caches {
         pools: Default::default(),
         unserved: Default::default(),
@@ -130,16 +132,8 @@ fn cached_objects_count_releases_cut_down_from_the_writers_index() {
     use crate::reconcile::observe::{CachedRelease, Caches, ReleaseWriter};
     use kube::runtime::reflector::store::Writer;
     use kube::runtime::watcher::Event;
-    let release = |name: &str| -> kube::api::DynamicObject {
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
-            "metadata": { "name": name, "namespace": "edge" },
-            "spec": { "chart": { "spec": { "chart": "gateway" } } }
-        }))
-        .unwrap()
-    };
-    let whole = |name: &str| CachedRelease::from_object(release(name));
-    let theirs = |name: &str| CachedRelease::of_another_shard(release(name));
+    let whole = |name: &str| CachedRelease::from_object(helm_release(name));
+    let theirs = |name: &str| CachedRelease::of_another_shard(helm_release(name));
     let m = Metrics::default();
     let mut writer = ReleaseWriter::default();
     m.watch_caches(Caches {
