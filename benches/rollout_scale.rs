@@ -33,7 +33,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::DynamicObject;
 use kube::Api;
 use nodepool_fanout::api::{NodePoolApplication, NodePoolApplicationStatus, RolloutPhase};
 use serde_json::{json, Value};
@@ -179,12 +179,7 @@ async fn main() {
     // Not measured: the cluster as it was, for the next run.
     exporter.stop();
     stand_in.stop();
-    let _ = apps.delete_collection(&DeleteParams::background(), &ListParams::default()).await;
     drop(controller);
-    // Its controller is gone: the application's finalizer would hold the
-    // namespace forever.
-    let unfinalize = json!({ "metadata": { "finalizers": null } });
-    let _ = apps.patch(APP, &PatchParams::default(), &Patch::Merge(&unfinalize)).await;
     clean_up(env).await;
 }
 

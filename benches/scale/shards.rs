@@ -10,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use kube::api::{DeleteParams, DynamicObject, ListParams};
+use kube::api::{DynamicObject, ListParams};
 use kube::Api;
 use nodepool_fanout::api::naming;
 use serde_json::json;
@@ -139,9 +139,6 @@ pub async fn shards(keys: &[&'static str], pools_each: usize) {
         all.items.len()
     );
 
-    let apps: Api<nodepool_fanout::api::NodePoolApplication> =
-        Api::namespaced(env.client.clone(), &env.namespace);
-    let _ = apps.delete_collection(&DeleteParams::background(), &ListParams::default()).await;
     drop(shards);
     clean_up(env).await;
 }

@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use kube::api::{DeleteParams, DynamicObject, ListParams};
+use kube::api::DynamicObject;
 use kube::Api;
 use nodepool_fanout::api::naming;
 use serde_json::json;
@@ -127,9 +127,6 @@ pub async fn site_shards(keys: &[&'static str], sites_each: usize) {
     println!("each shard holds its own {sites_each} profiles and releases, and nothing of the other shards'");
 
     for shard in shards {
-        let apps: Api<nodepool_fanout::api::NodePoolApplication> =
-            Api::namespaced(shard.env.client.clone(), &shard.env.namespace);
-        let _ = apps.delete_collection(&DeleteParams::background(), &ListParams::default()).await;
         drop(shard.controller);
         let_go(&shard.env.client, &shard.env.namespace).await;
         shard.env.cleanup().await;

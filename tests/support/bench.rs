@@ -5,8 +5,10 @@
 use std::time::{Duration, Instant};
 
 use futures::{stream, StreamExt};
+use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::Api;
+use nodepool_fanout::api::NodePoolApplication;
 use serde_json::{json, Value};
 
 use super::apps::app_named;
@@ -86,49 +88,86 @@ pub async fn create_all(api: &Api<DynamicObject>, objects: impl Iterator<Item = 
     }
 }
 
-/// Deletes `namespace` with its releases at once. They are suspended, so
-/// helm-controller has nothing to uninstall, yet it lets deleted releases
-/// go a few a second: the 30,000 of a run kept it busy for half an hour,
-/// and a test run started meanwhile timed out. Their finalizers are taken
-/// off here instead.
+/// Deletes `namespace`, its releases and claims first, then its
+/// applications, then the namespace itself. Whatever wrote them (a
+/// controller) must be stopped first.
+///
+/// The releases are suspended, so helm-controller has nothing to
+/// uninstall, yet it lets deleted releases go a few a second: the 30,000
+/// of a run kept it busy for half an hour, and a test run started
+/// meanwhile timed out. Their finalizers are taken off here instead.
+///
+/// Dependents go before their owner: when an owner goes, the garbage
+/// collector looks up each dependent it still knows with a GET, about 40
+/// a second here, even once the namespace is gone. The 20,000 of an
+/// application of 10,000 pools were eight minutes of that, which landed
+/// in the next timed write (2,300 to 2,500 GETs of Leases in one phase or
+/// another from run to run). The applications' finalizers are taken off
+/// too: their controller is stopped.
 pub async fn let_go(client: &kube::Client, namespace: &str) {
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     let releases: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), namespace, &helmrelease_resource());
-    // Marked deleted at once: the namespace's own deletion marks them a
-    // few dozen a second.
-    let _ = releases.delete_collection(&DeleteParams::background(), &ListParams::default()).await;
-    let _ = namespaces.delete(namespace, &DeleteParams::background()).await;
+    let claims: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    let apps: Api<NodePoolApplication> = Api::namespaced(client.clone(), namespace);
+    // Marked deleted by one request of each kind, as many as it reaches
+    // in the API server's time; the namespace's own deletion would mark
+    // them a few dozen a second.
+    let everything = ListParams::default();
+    let _ = releases.delete_collection(&DeleteParams::background(), &everything).await;
+    let _ = claims.delete_collection(&DeleteParams::background(), &everything).await;
     let unfinalize = json!({ "metadata": { "finalizers": null } });
     let start = Instant::now();
-    while start.elapsed() < TIMEOUT {
-        let Ok(list) = releases.list(&ListParams::default().limit(500)).await else {
-            return;
-        };
-        if list.items.is_empty() {
-            return;
+    loop {
+        assert!(start.elapsed() < TIMEOUT, "the releases and claims of {namespace} are still there");
+        let listed = releases.list(&ListParams::default().limit(500)).await;
+        let Ok(list) = listed else { break };
+        let claims_left = count_claims(&claims).await;
+        if list.items.is_empty() && claims_left == 0 {
+            break;
         }
-        let held: Vec<String> = list
-            .items
-            .iter()
-            .filter(|r| r.metadata.deletion_timestamp.is_some())
-            .filter(|r| r.metadata.finalizers.as_ref().is_some_and(|f| !f.is_empty()))
-            .filter_map(|r| r.metadata.name.clone())
-            .collect();
-        stream::iter(held)
-            .for_each_concurrent(PARALLEL, |name| {
+        // A delete of 10,000 outlives the API server's request timeout
+        // and leaves the rest unmarked: each one left is deleted on its
+        // own, each one held by its finalizer let go.
+        stream::iter(list.items)
+            .for_each_concurrent(PARALLEL, |release| {
                 let (releases, unfinalize) = (&releases, &unfinalize);
                 async move {
-                    let _ = releases.patch(&name, &PatchParams::default(), &Patch::Merge(unfinalize)).await;
+                    let name = release.metadata.name.clone().unwrap_or_default();
+                    if release.metadata.deletion_timestamp.is_none() {
+                        let _ = releases.delete(&name, &DeleteParams::background()).await;
+                    } else if release.metadata.finalizers.as_ref().is_some_and(|f| !f.is_empty()) {
+                        let _ =
+                            releases.patch(&name, &PatchParams::default(), &Patch::Merge(unfinalize)).await;
+                    }
                 }
             })
             .await;
+        if claims_left > 0 {
+            let _ = claims.delete_collection(&DeleteParams::background(), &everything).await;
+        }
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    if let Ok(list) = apps.list_metadata(&everything).await {
+        for app in list.items.iter().filter_map(|a| a.metadata.name.clone()) {
+            let _ = apps.patch(&app, &PatchParams::default(), &Patch::Merge(&unfinalize)).await;
+        }
+    }
+    let _ = apps.delete_collection(&DeleteParams::background(), &everything).await;
+    let _ = namespaces.delete(namespace, &DeleteParams::background()).await;
+}
+
+/// The Leases of `claims`' namespace, counted by the API server.
+async fn count_claims(claims: &Api<Lease>) -> usize {
+    match claims.list_metadata(&ListParams::default().limit(1)).await {
+        Ok(list) => list.items.len() + list.metadata.remaining_item_count.unwrap_or(0) as usize,
+        Err(_) => 0,
     }
 }
 
-/// Removes what a bench made: its NodePools (labelled `e2e=<prefix>`), its
-/// namespace with its releases let go at once, and the rest of `env`.
+/// Removes what a bench made, its controllers stopped: its NodePools
+/// (labelled `e2e=<prefix>`), its namespace ([`let_go`]), and the rest of
+/// `env`.
 pub async fn clean_up(env: TestEnv) {
     let pools: Api<DynamicObject> = Api::all_with(env.client.clone(), &nodepool_resource());
     let ours = ListParams::default().labels(&format!("e2e={}", env.prefix));

@@ -60,6 +60,51 @@ pub async fn read(client: &kube::Client, writer: u32) -> Reading {
     }
 }
 
+/// The most the plane may use, in cores, and still be quiet (it idles at
+/// about 0.06 on the development machine).
+const QUIET_CORES: f64 = 0.25;
+/// The window over which the plane must stay under [`QUIET_CORES`].
+const QUIET_WINDOW: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Waits until the plane is quiet: its processes together use under
+/// [`QUIET_CORES`] over [`QUIET_WINDOW`]. A timed write must not share the
+/// two cores with what an earlier one left behind: the garbage collector
+/// still walking the dependents of a deleted namespace's application (a
+/// few thousand GETs of Leases over a minute), helm-controller letting go
+/// of deleted releases. Such work landed in one write's figures or
+/// another's from run to run, as much as a tenth of a write. Says how long
+/// it waited; fails after `at_most`.
+pub async fn quiet(at_most: std::time::Duration) -> std::time::Duration {
+    let start = std::time::Instant::now();
+    let plane = || -> f64 {
+        let by_group = cpu_by_group();
+        plane_groups().iter().map(|g| by_group.get(g).copied().unwrap_or(0.0)).sum()
+    };
+    loop {
+        let before = plane();
+        tokio::time::sleep(QUIET_WINDOW).await;
+        let used = plane() - before;
+        if used < QUIET_CORES * QUIET_WINDOW.as_secs_f64() {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() < at_most,
+            "the plane is still busy after {at_most:?}: {used:.2} CPU s in the last {QUIET_WINDOW:?}"
+        );
+    }
+}
+
+/// The process groups of the plane's components, from their pid files.
+fn plane_groups() -> Vec<u32> {
+    let pids = state_dir().join("pids");
+    let entries = std::fs::read_dir(&pids)
+        .unwrap_or_else(|e| panic!("the local plane's processes ({}): {e}; is it up?", pids.display()));
+    (entries.flatten())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".pid"))
+        .filter_map(|e| std::fs::read_to_string(e.path()).ok()?.trim().parse().ok())
+        .collect()
+}
+
 impl Reading {
     /// The rows of what was used since `before`: (what, how much).
     pub fn since(&self, before: &Reading) -> Vec<(String, String)> {
