@@ -122,7 +122,7 @@ pub async fn let_go(client: &kube::Client, namespace: &str) {
         assert!(start.elapsed() < TIMEOUT, "the releases and claims of {namespace} are still there");
         let listed = releases.list(&ListParams::default().limit(500)).await;
         let Ok(list) = listed else { break };
-        let claims_left = count_claims(&claims).await;
+        let claims_left = count(&claims).await;
         if list.items.is_empty() && claims_left == 0 {
             break;
         }
@@ -157,14 +157,6 @@ pub async fn let_go(client: &kube::Client, namespace: &str) {
     let _ = namespaces.delete(namespace, &DeleteParams::background()).await;
 }
 
-/// The Leases of `claims`' namespace, counted by the API server.
-async fn count_claims(claims: &Api<Lease>) -> usize {
-    match claims.list_metadata(&ListParams::default().limit(1)).await {
-        Ok(list) => list.items.len() + list.metadata.remaining_item_count.unwrap_or(0) as usize,
-        Err(_) => 0,
-    }
-}
-
 /// Removes what a bench made, its controllers stopped: its NodePools
 /// (labelled `e2e=<prefix>`), its namespace ([`let_go`]), and the rest of
 /// `env`.
@@ -192,7 +184,10 @@ pub async fn clean_up(env: TestEnv) {
 
 /// The objects of `api`, counted by the API server (a list of one, with
 /// the number it left out).
-pub async fn count(api: &Api<DynamicObject>) -> usize {
+pub async fn count<K>(api: &Api<K>) -> usize
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
     match api.list_metadata(&ListParams::default().limit(1)).await {
         Ok(list) => list.items.len() + list.metadata.remaining_item_count.unwrap_or(0) as usize,
         Err(_) => 0,
