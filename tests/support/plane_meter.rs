@@ -30,22 +30,9 @@ pub struct Reading {
 pub async fn read(client: &kube::Client, writer: u32) -> Reading {
     let mut cpu = BTreeMap::new();
     let by_group = cpu_by_group();
-    let pids = state_dir().join("pids");
-    let entries = std::fs::read_dir(&pids)
-        .unwrap_or_else(|e| panic!("the local plane's processes ({}): {e}; is it up?", pids.display()));
-    for entry in entries.flatten() {
-        let file = entry.file_name().to_string_lossy().to_string();
-        let Some(name) = file.strip_suffix(".pid") else {
-            continue;
-        };
-        let Ok(pid) = std::fs::read_to_string(entry.path()) else {
-            continue;
-        };
-        let Ok(group) = pid.trim().parse::<u32>() else {
-            continue;
-        };
-        let shown = if SHOWN.contains(&name) {
-            name
+    for (name, group) in plane_processes() {
+        let shown = if SHOWN.contains(&name.as_str()) {
+            name.as_str()
         } else {
             "rest of the plane"
         };
@@ -78,7 +65,9 @@ pub async fn quiet(at_most: std::time::Duration) -> std::time::Duration {
     let start = std::time::Instant::now();
     let plane = || -> f64 {
         let by_group = cpu_by_group();
-        plane_groups().iter().map(|g| by_group.get(g).copied().unwrap_or(0.0)).sum()
+        (plane_processes().iter())
+            .map(|(_, group)| by_group.get(group).copied().unwrap_or(0.0))
+            .sum()
     };
     loop {
         let before = plane();
@@ -94,14 +83,20 @@ pub async fn quiet(at_most: std::time::Duration) -> std::time::Duration {
     }
 }
 
-/// The process groups of the plane's components, from their pid files.
-fn plane_groups() -> Vec<u32> {
+/// The plane's components, each by name with its process group (a
+/// component is started as the leader of a group of its own), from their
+/// pid files.
+fn plane_processes() -> Vec<(String, u32)> {
     let pids = state_dir().join("pids");
     let entries = std::fs::read_dir(&pids)
         .unwrap_or_else(|e| panic!("the local plane's processes ({}): {e}; is it up?", pids.display()));
     (entries.flatten())
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".pid"))
-        .filter_map(|e| std::fs::read_to_string(e.path()).ok()?.trim().parse().ok())
+        .filter_map(|entry| {
+            let file = entry.file_name().to_string_lossy().to_string();
+            let name = file.strip_suffix(".pid")?.to_string();
+            let group = std::fs::read_to_string(entry.path()).ok()?.trim().parse().ok()?;
+            Some((name, group))
+        })
         .collect()
 }
 
