@@ -17,7 +17,7 @@ use crate::support::{helmrelease_resource, plane_meter, TestEnv};
 
 /// How a raw client writes the controller's releases again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Raw {
+pub(crate) enum Raw {
     /// One POST a release.
     Create,
     /// One server-side apply a release, as the controller changes them.
@@ -33,20 +33,22 @@ enum Raw {
 }
 
 /// The controller's releases, written again by plain parallel requests in
-/// namespaces of their own: created (POST), server-side applied as the
-/// controller writes them, and created after the claim Lease the
-/// controller made for each. The floors for writing exactly what the
-/// controller writes: each namespace holds a copy of `app`, never
-/// reconciled (the controller is stopped), and the releases and claims
-/// carry its owner reference as the controller's carry `app`'s. An owner
-/// costs the plane: the garbage collector follows every object that
-/// names one, and each watch event carries it.
+/// namespaces of their own, once for each of `floors` in turn: created
+/// (POST), server-side applied as the controller writes them, and created
+/// after the claim Lease the controller made for each. The floors for
+/// writing exactly what the controller writes: each namespace holds a
+/// copy of `app`, never reconciled (the controller is stopped), and the
+/// releases and claims carry its owner reference as the controller's
+/// carry `app`'s. An owner costs the plane: the garbage collector follows
+/// every object that names one, and each watch event carries it. Returns
+/// each floor's time and what the plane did during it.
 pub(crate) async fn raw_writes(
     app: &NodePoolApplication,
     releases: &Api<DynamicObject>,
     leases: &Api<Lease>,
     pools: usize,
-) -> ([Duration; 4], Vec<Vec<(String, String)>>) {
+    floors: &[Raw],
+) -> Vec<(Duration, Vec<(String, String)>)> {
     let listed = releases.list(&ListParams::default()).await.expect("list the controller's releases");
     assert_eq!(listed.items.len(), pools, "the controller's releases");
     let claims = leases.list(&ListParams::default()).await.expect("list the controller's claims");
@@ -55,13 +57,8 @@ pub(crate) async fn raw_writes(
             .find(|l| l.labels().get(naming::LABEL_CLAIM_RELEASE).map(String::as_str) == Some(release))
             .unwrap_or_else(|| panic!("the controller made no claim for {release}"))
     };
-    let (mut took, mut used) = (Vec::new(), Vec::new());
-    for raw_mode in [
-        Raw::Create,
-        Raw::Apply,
-        Raw::ClaimThenCreate,
-        Raw::ClaimThenCreateWatched,
-    ] {
+    let mut measured = Vec::new();
+    for &raw_mode in floors {
         let prefix = match raw_mode {
             Raw::Create => "scale-create",
             Raw::Apply => "scale-apply",
@@ -136,8 +133,8 @@ pub(crate) async fn raw_writes(
             .buffer_unordered(PARALLEL)
             .collect()
             .await;
-        took.push(start.elapsed());
-        used.push(plane_meter::read(&raw.client, std::process::id()).await.since(&before));
+        let took = start.elapsed();
+        measured.push((took, plane_meter::read(&raw.client, std::process::id()).await.since(&before)));
         if let Some(watch) = watch {
             watch.abort();
         }
@@ -147,7 +144,7 @@ pub(crate) async fn raw_writes(
         let_go(&raw.client, &raw.namespace).await;
         raw.cleanup().await;
     }
-    ([took[0], took[1], took[2], took[3]], used)
+    measured
 }
 
 /// A copy of an application in a raw namespace, never reconciled.
