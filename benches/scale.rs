@@ -98,7 +98,7 @@ async fn main() {
     let releases: Api<DynamicObject> =
         Api::namespaced_with(env.client.clone(), &env.namespace, &helmrelease_resource());
     let fleet = suspended_fleet(&env, json!({}));
-    let first = controller_write(&env, &fleet, &controller, pools).await;
+    let first = controller_write(&env, &fleet, &controller, pools, "1-controller").await;
     let apps: Api<NodePoolApplication> = Api::namespaced(env.client.clone(), &env.namespace);
     let status = wait("the status to count every pool", &controller, || async {
         let app = apps.get("fleet").await.ok()?;
@@ -161,7 +161,7 @@ async fn main() {
     let second_controller = RunningController::start_with(&again.namespace, &controller_flags("30s"));
     let mut fleet_again = fleet.clone();
     fleet_again["metadata"]["namespace"] = json!(again.namespace);
-    let second = controller_write(&again, &fleet_again, &second_controller, pools).await;
+    let second = controller_write(&again, &fleet_again, &second_controller, pools, "7-controller").await;
     drop(second_controller);
     let_go(&again.client, &again.namespace).await;
     again.cleanup().await;
@@ -298,12 +298,14 @@ struct ControllerWrite {
 /// Applies `fleet`, an application of `pools` pools, in `env`'s namespace,
 /// served by `controller`, and times the controller's write of its
 /// releases: from the apply to the last release's create answered.
-/// Starts as each floor does: helm-controller idle, the plane quiet.
+/// Starts as each floor does: helm-controller idle, the plane quiet. The
+/// API server's profile, if asked for, is named `profile`.
 async fn controller_write(
     env: &TestEnv,
     fleet: &serde_json::Value,
     controller: &RunningController,
     pools: usize,
+    profile: &str,
 ) -> ControllerWrite {
     let releases: Api<DynamicObject> =
         Api::namespaced_with(env.client.clone(), &env.namespace, &helmrelease_resource());
@@ -312,6 +314,7 @@ async fn controller_write(
     println!("(the controller: the plane quiet {} before its write)", secs(quiet));
     let before = plane_meter::read(&env.client, controller.pid()).await;
     let requests_before = support::bench::requests(controller).await;
+    let profile = plane_meter::profile(&env.client, profile);
     let start = Instant::now();
     apply_app(env, fleet).await.expect("apply the application");
     // Followed by the controller's own count of its creates, which costs
@@ -342,6 +345,7 @@ async fn controller_write(
     }
     let took = start.elapsed();
     let used = plane_meter::read(&env.client, controller.pid()).await.since(&before);
+    profile.finish().await;
     let requests = (support::bench::requests(controller).await.into_iter())
         .map(|(what, n)| (n - requests_before.get(&what).copied().unwrap_or(0), what))
         .filter(|(n, _)| *n > 0)

@@ -486,6 +486,12 @@ start_etcd() {
 }
 
 # $2: etcd's client port, $3: the secure port, $4: the cert directory.
+# The watch cache's own consistency check (DetectCacheInconsistency, on by
+# default since 1.34) is off: every 5 to 7.5 minutes it lists every object
+# of each resource from etcd and from the cache, 2.5 CPU s of the API
+# server at 10,000 HelmReleases, at a moment nothing here chooses; it fell
+# in one timed write of a benchmark or another (see "Scale" in
+# docs/performance.md). Nothing here relies on it.
 start_apiserver() {
   start "$1" kube-apiserver \
     --etcd-servers="http://$host:$2" \
@@ -499,7 +505,8 @@ start_apiserver() {
     --service-cluster-ip-range=10.96.0.0/16 \
     --disable-admission-plugins=ServiceAccount \
     --allow-privileged=true \
-    --endpoint-reconciler-type=none
+    --endpoint-reconciler-type=none \
+    --feature-gates=DetectCacheInconsistency=false
 }
 
 # $2: the kubeconfig, $3: the secure port.

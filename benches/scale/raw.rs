@@ -112,6 +112,7 @@ pub(crate) async fn raw_writes(
             _ => None,
         };
         let before = plane_meter::read(&raw.client, std::process::id()).await;
+        let profile = plane_meter::profile(&raw.client, &format!("{}-{raw_mode:?}", measured.len() + 2));
         let start = Instant::now();
         let results: Vec<Result<(), kube::Error>> = stream::iter(objects.iter())
             .map(|(o, lease)| {
@@ -135,6 +136,7 @@ pub(crate) async fn raw_writes(
             .await;
         let took = start.elapsed();
         measured.push((took, plane_meter::read(&raw.client, std::process::id()).await.since(&before)));
+        profile.finish().await;
         if let Some(watch) = watch {
             watch.abort();
         }

@@ -18,6 +18,10 @@ const SHOWN: [&str; 5] = [
 /// The API server's figures compared, for these resources.
 const RESOURCES: [&str; 2] = ["helmreleases", "leases"];
 
+/// The row of the API server's checks of its watch cache against etcd
+/// (the local plane turns them off; a write that bore one shows it).
+const CHECKS: &str = "watch caches checked against etcd";
+
 /// One reading: CPU seconds by process, and the API server's counters.
 #[derive(Debug, Clone, Default)]
 pub struct Reading {
@@ -83,6 +87,53 @@ pub async fn quiet(at_most: std::time::Duration) -> std::time::Duration {
     }
 }
 
+/// How long each profile of the API server lasts unless
+/// `PROFILE_SECONDS` says: the first 30 s of a timed write, so that every
+/// column's profile covers the same span of a saturated plane (the
+/// quickest write of 10,000 takes about 35 s).
+const PROFILE_SECONDS: u32 = 30;
+
+/// A CPU profile of the API server being taken, if `PROFILE_API_SERVER`
+/// names a directory: the bench starts one as a timed write starts, and
+/// it lands in `<dir>/<name>.pb.gz`, for `go tool pprof -top
+/// -diff_base <floor>.pb.gz <controller>.pb.gz` to say where the API
+/// server's CPU went for one writer's requests against another's. The
+/// API server serves it from `/debug/pprof/profile` (its `--profiling`,
+/// on by default), sampling at 100 Hz.
+pub struct Profile(Option<tokio::task::JoinHandle<()>>);
+
+/// Starts a profile of the API server named `name`, when asked for.
+pub fn profile(client: &kube::Client, name: &str) -> Profile {
+    let Some(dir) = std::env::var_os("PROFILE_API_SERVER").map(PathBuf::from) else {
+        return Profile(None);
+    };
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot make {}: {e}", dir.display()));
+    let seconds: u32 = std::env::var("PROFILE_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(PROFILE_SECONDS);
+    let (client, path) = (client.clone(), dir.join(format!("{name}.pb.gz")));
+    Profile(Some(tokio::spawn(async move {
+        use http_body_util::BodyExt;
+        let uri = format!("/debug/pprof/profile?seconds={seconds}");
+        let request = http::Request::get(uri).body(Vec::new()).expect("a GET of a profile");
+        let response = client.send(request.map(kube::client::Body::from)).await;
+        let response = response.unwrap_or_else(|e| panic!("the API server's profile: {e}"));
+        let body = response.into_body().collect().await;
+        let body = body.unwrap_or_else(|e| panic!("the API server's profile: {e}")).to_bytes();
+        std::fs::write(&path, body).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+    })))
+}
+
+impl Profile {
+    /// Waits for the profile to be written, if one is being taken.
+    pub async fn finish(self) {
+        if let Some(task) = self.0 {
+            task.await.expect("the API server's profile is written");
+        }
+    }
+}
+
 /// The plane's components, each by name with its process group (a
 /// component is started as the leader of a group of its own), from their
 /// pid files.
@@ -128,7 +179,8 @@ impl Reading {
 /// The API server's counters for [`RESOURCES`]: requests by verb (every
 /// response code summed), watch events and their bytes.
 fn served(text: &str) -> BTreeMap<String, f64> {
-    let mut served = BTreeMap::new();
+    // Shown even when the API server makes no such check.
+    let mut served = BTreeMap::from([(CHECKS.to_string(), 0.0)]);
     for line in text.lines().filter(|l| !l.starts_with('#')) {
         let Some((series, value)) = line.rsplit_once(' ') else {
             continue;
@@ -138,6 +190,12 @@ fn served(text: &str) -> BTreeMap<String, f64> {
             continue;
         };
         let label = |key: &str| label(labels, key);
+        // The API server's checks of its watch cache against etcd, of
+        // every resource: each lists the resource whole from both.
+        if name == "apiserver_storage_consistency_checks_total" {
+            *served.entry(CHECKS.to_string()).or_insert(0.0) += value;
+            continue;
+        }
         let Some(resource) = label("resource").filter(|r| RESOURCES.contains(r)) else {
             continue;
         };
