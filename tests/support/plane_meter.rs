@@ -119,6 +119,12 @@ pub fn profile(client: &kube::Client, name: &str) -> Profile {
         let request = http::Request::get(uri).body(Vec::new()).expect("a GET of a profile");
         let response = client.send(request.map(kube::client::Body::from)).await;
         let response = response.unwrap_or_else(|e| panic!("the API server's profile: {e}"));
+        // An error's body is no profile: a file of it would mislead pprof's reader.
+        assert!(
+            response.status().is_success(),
+            "the API server's profile: {} (is its --profiling off?)",
+            response.status()
+        );
         let body = response.into_body().collect().await;
         let body = body.unwrap_or_else(|e| panic!("the API server's profile: {e}")).to_bytes();
         std::fs::write(&path, body).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
