@@ -127,14 +127,7 @@ async fn main() {
     let rest_reconciles = controller.reconciles().await - quiet_from;
     let rest_not_planned =
         controller.counter("nodepool_fanout_reconciles_at_rest_total", |_| true).await - at_rest_before;
-    let rest_wakes: Vec<String> = controller
-        .wakes()
-        .await
-        .into_iter()
-        .map(|(cause, n)| (n - wakes_before.get(&cause).copied().unwrap_or(0), cause))
-        .filter(|(n, _)| *n > 0)
-        .map(|(n, cause)| format!("{cause} {n}"))
-        .collect();
+    let rest_wakes = support::bench::grown(&wakes_before, controller.wakes().await);
     let rest_writes = writes(&controller).await - writes_before;
     let (peak_rss, cpu) = process_figures(controller.pid());
     drop(controller);
@@ -207,13 +200,7 @@ async fn main() {
         .chain(floors.iter().map(|(took, _)| *took))
         .chain([second.took])
         .collect();
-    let row7 = |label: &str, cells: Vec<String>| {
-        print!("{label:<44}");
-        for cell in cells {
-            print!(" {cell:>14}");
-        }
-        println!();
-    };
+    let row7 = |label: &str, cells: Vec<String>| plane_meter::print_row(label, &cells);
     row7("in the order written", HEADS.map(String::from).to_vec());
     row7(
         &format!("write {pools} HelmReleases ({PARALLEL} in flight)"),
@@ -346,11 +333,7 @@ async fn controller_write(
     let took = start.elapsed();
     let used = plane_meter::read(&env.client, controller.pid()).await.since(&before);
     profile.finish().await;
-    let requests = (support::bench::requests(controller).await.into_iter())
-        .map(|(what, n)| (n - requests_before.get(&what).copied().unwrap_or(0), what))
-        .filter(|(n, _)| *n > 0)
-        .map(|(n, what)| format!("{what} {n}"))
-        .collect();
+    let requests = support::bench::grown(&requests_before, support::bench::requests(controller).await);
     println!(
         "controller wrote {pools} HelmReleases in {} (its first create {} after the application \
          was applied: the watch event, the first plan)",

@@ -211,6 +211,19 @@ where
     }
 }
 
+/// What grew from `before` to `after`, each counter as "name n", the
+/// counters that did not grow left out.
+pub fn grown(
+    before: &std::collections::BTreeMap<String, u64>,
+    after: std::collections::BTreeMap<String, u64>,
+) -> Vec<String> {
+    (after.into_iter())
+        .map(|(what, n)| (n - before.get(&what).copied().unwrap_or(0), what))
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("{what} {n}"))
+        .collect()
+}
+
 /// The controller's requests so far by verb and resource
 /// (`nodepool_fanout_api_requests_total`), each as `<verb> <resource>`.
 pub async fn requests(controller: &RunningController) -> std::collections::BTreeMap<String, u64> {

@@ -267,17 +267,21 @@ pub fn print_table(heads: &[&str], columns: &[Vec<(String, String)>]) {
             }
         }
     }
-    print!("{:<44}", "what the plane did during each write");
-    for head in heads {
-        print!(" {head:>14}");
+    print_row("what the plane did during each write", heads);
+    for what in rows {
+        let values: Vec<&str> = (columns.iter())
+            .map(|column| column.iter().find(|(w, _)| *w == what).map_or("0", |(_, v)| v.as_str()))
+            .collect();
+        print_row(&what, &values);
+    }
+}
+
+/// One row of a table of writes side by side: its label, then a cell a
+/// write, so that a bench's own rows line up with [`print_table`]'s.
+pub fn print_row(label: &str, cells: &[impl std::fmt::Display]) {
+    print!("{label:<44}");
+    for cell in cells {
+        print!(" {cell:>14}");
     }
     println!();
-    for what in rows {
-        print!("{what:<44}");
-        for column in columns {
-            let value = column.iter().find(|(w, _)| *w == what).map_or("0", |(_, v)| v.as_str());
-            print!(" {value:>14}");
-        }
-        println!();
-    }
 }
