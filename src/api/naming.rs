@@ -30,20 +30,36 @@ pub const ANNOTATION_REVISION: &str = "apps.fanout.dev/revision";
 pub const ANNOTATION_ROLLBACK_REVISION: &str = "apps.fanout.dev/rollback-revision";
 /// On a release taken back by a rollback: the failed revision it left.
 pub const ANNOTATION_ROLLED_BACK_FROM: &str = "apps.fanout.dev/rolled-back-from";
-/// On an application: `<revision>/<step>[,<step>…]`, an operator's
-/// approval of those steps of `spec.rollout.steps` (each by its name, or
-/// its position from 1) for that revision only. It names steps, not waves:
-/// waves are numbered over the steps that select pools now, and move when
-/// pools come and go. An annotation, not a field of the spec, so that
-/// it is given beside GitOps: Flux applies the spec from Git and leaves
-/// an annotation it does not manage alone.
+/// The rollout that wrote a release (its number in the application's
+/// history, as `nodepool-fanout history` lists it): a revision that comes
+/// back is another rollout, and what an earlier one left on a release
+/// (its rollback) is told from what this one did. Not part of the spec
+/// hash.
+pub const ANNOTATION_ROLLOUT: &str = "apps.fanout.dev/rollout";
+/// On an application: `<revision>@<rollout>/<step>[,<step>…]`, an
+/// operator's approval of those steps of `spec.rollout.steps` (each by its
+/// name, or its position from 1) for that rollout of that revision only
+/// (`status.rollout.number`): a change undone and redone is a new rollout,
+/// and asks again. It names steps, not waves: waves are numbered over the
+/// steps that select pools now, and move when pools come and go. An
+/// annotation, not a field of the spec, so that it is given beside
+/// GitOps: Flux applies the spec from Git and leaves an annotation it
+/// does not manage alone.
 pub const ANNOTATION_APPROVE: &str = "apps.fanout.dev/approve";
 
-/// The steps an approval ([`ANNOTATION_APPROVE`]) lets go for `revision`:
-/// none when it names another revision or does not read.
-pub fn approved_steps<'a>(approval: &'a str, revision: &str) -> Vec<&'a str> {
+/// What an approval names a rollout by: `<revision>@<number>`, the
+/// revision and its rollout's number in the history.
+pub fn rollout_key(revision: &str, number: i64) -> String {
+    format!("{revision}@{number}")
+}
+
+/// The steps an approval ([`ANNOTATION_APPROVE`]) lets go for the
+/// rollout `key` ([`rollout_key`]): none when it names another rollout
+/// (another revision, or an earlier rollout of this one), or does not
+/// read.
+pub fn approved_steps<'a>(approval: &'a str, key: &str) -> Vec<&'a str> {
     match approval.trim().rsplit_once('/') {
-        Some((approved, steps)) if approved == revision => {
+        Some((approved, steps)) if approved == key => {
             steps.split(',').map(str::trim).filter(|s| !s.is_empty()).collect()
         }
         _ => Vec::new(),

@@ -105,9 +105,14 @@ pub struct RolloutStatus {
     /// The wave under way, e.g. `2/3`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wave: Option<String>,
+    /// This rollout of the revision: its number in the application's
+    /// history (`nodepool-fanout history`). A revision that comes back (a
+    /// change undone, then redone) is rolled out again under a new number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub number: Option<i64>,
     /// While a wave awaits approval: the step an approval names to let it
     /// go (the step's name, or its position in `spec.rollout.steps` from
-    /// 1), as in `apps.fanout.dev/approve: <revision>/<step>`.
+    /// 1), as in `apps.fanout.dev/approve: <revision>@<number>/<step>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub awaiting_step: Option<String>,
     /// The last revision whose rollout completed: this one once it is

@@ -1,8 +1,12 @@
 //! Approvals: no pool of a wave that requires approval, nor of any wave
 //! after it, is updated to a revision before the application carries that
-//! revision's approval of that step (docs/rollouts.md, "Approval between
-//! waves"). An approval of another revision, or of another step, lets
-//! nothing go: it never carries over to the next change.
+//! rollout's approval of that step (docs/rollouts.md, "Approval between
+//! waves"): `<revision>@<rollout>/<step>`, the rollout the release's
+//! `apps.fanout.dev/rollout` stamp names, the step by its name when it
+//! has one and by its position only when it has none. An approval of
+//! another revision, of an earlier rollout of the same revision (a change
+//! undone and redone), or of another step, lets nothing go: it never
+//! carries over to the next change.
 //!
 //! Judged for steps that list their pools by name (`pools.names`); an
 //! application with a step chosen by selector is not judged, since the
@@ -124,6 +128,10 @@ impl Approvals {
         let updated = annotation(previous, naming::ANNOTATION_SPEC_HASH)
             != annotation(release, naming::ANNOTATION_SPEC_HASH)
             && annotation(previous, naming::ANNOTATION_REVISION) != Some(revision.as_str());
+        // The rollout that wrote it, as its stamp says: a write without
+        // the stamp names no rollout, and no approval matches it.
+        let rollout = annotation(release, naming::ANNOTATION_ROLLOUT).unwrap_or("<none>");
+        let revision = format!("{revision}@{rollout}");
         if !updated || !ready_now(previous) || release.pointer("/metadata/deletionTimestamp").is_some() {
             return None;
         }
@@ -147,7 +155,7 @@ impl Approvals {
         let violation = Violation {
             invariant: Invariant::Approvals,
             message: format!(
-                "{} (pool {pool}) was updated to revision {revision} without {namespace}/{app}'s approval of \
+                "{} (pool {pool}) was updated to rollout {revision} without {namespace}/{app}'s approval of \
                  step(s) {} for it ({}={revision}/{})",
                 record.key(),
                 steps.join(", "),
@@ -171,7 +179,7 @@ impl Approvals {
 }
 
 /// Whether a version of the application older than `written_at` approved
-/// every step of `needed` for `revision`.
+/// every step of `needed` for the rollout `revision` (`<revision>@<rollout>`).
 fn approved_before(
     versions: &VecDeque<(u64, String)>,
     written_at: u64,
@@ -186,16 +194,15 @@ fn approved_before(
     })
 }
 
-/// `<revision>/<step>[,<step>…]`, a step by its name or its position.
-fn approves(approval: &str, revision: &str, step: &Step) -> bool {
+/// `<revision>@<rollout>/<step>[,<step>…]`, a step by its name, or by its
+/// position when it has no name (docs/rollouts.md: "the step's `name`, or
+/// its position").
+fn approves(approval: &str, rollout: &str, step: &Step) -> bool {
     let Some((approved, steps)) = approval.trim().rsplit_once('/') else {
         return false;
     };
-    approved == revision
-        && steps
-            .split(',')
-            .map(str::trim)
-            .any(|s| s == step.position.to_string() || step.name.as_deref().is_some_and(|name| name == s))
+    let key = step.name.clone().unwrap_or_else(|| step.position.to_string());
+    approved == rollout && steps.split(',').map(str::trim).any(|s| s == key)
 }
 
 fn steps(app: &Value) -> Vec<Step> {

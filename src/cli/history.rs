@@ -115,7 +115,7 @@ mod tests {
             revision: revision.into(),
             number,
             outcome: outcome.map(String::from),
-            halted_generation: None,
+            halted_judgement: None,
             chart_version: Some("0.3.0".into()),
             created: Some(format!("2026-11-25T20:0{number}:00Z")),
             rolled_out_at: None,

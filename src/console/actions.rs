@@ -169,11 +169,11 @@ impl Actions {
                 format!("{} requested a reconcile of {namespace}/{name} ({at})", actor.name)
             }
             Action::Approve => {
-                let (revision, step) =
+                let (rollout, step) =
                     approve::approval(&app, None).map_err(|e| ActionError::NotNow(e.to_string()))?;
-                let value = approve::annotation(&app, &revision, &step);
+                let value = approve::annotation(&app, &rollout, &step);
                 annotate(&apps, name, naming::ANNOTATION_APPROVE, &value).await.map_err(refused)?;
-                format!("{} approved step {step} of revision {revision} of {namespace}/{name}", actor.name)
+                format!("{} approved step {step} of rollout {rollout} of {namespace}/{name}", actor.name)
             }
             Action::SuspendPool | Action::ResumePool => {
                 let suspend = action == Action::SuspendPool;

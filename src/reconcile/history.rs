@@ -34,10 +34,12 @@ pub const ANNOTATION_OUTCOME: &str = "apps.fanout.dev/outcome";
 /// an earlier rollout of it left on the releases (a rollback's stamp) is
 /// told from what this one did.
 pub const ANNOTATION_ROLLED_OUT_AT: &str = "apps.fanout.dev/rolled-out-at";
-/// The application's generation when its revision halted: the halt holds
-/// until a person edits the application (a new revision, new rollout
-/// settings, another selection) or a request makes a new revision.
-pub const ANNOTATION_HALTED_GENERATION: &str = "apps.fanout.dev/halted-generation";
+/// What judged a revision that halted, as a short hash of the rollout
+/// settings that judge pools (see `rollout::settings::judged_by`): the
+/// halt holds until they change, or a new revision (a fix, a request)
+/// comes. An edit of anything else (`paused`, windows, the selection)
+/// leaves it halted.
+pub const ANNOTATION_HALTED_JUDGEMENT: &str = "apps.fanout.dev/halted-judged-by";
 /// The chart version a revision resolved to, when known.
 pub const ANNOTATION_CHART_VERSION: &str = "apps.fanout.dev/chart-version";
 /// Records kept when `revisionHistoryLimit` is not given, as a Deployment keeps.
@@ -58,8 +60,8 @@ pub struct Recorded {
     /// Its place in the order of rollouts, from 1.
     pub number: i64,
     pub outcome: Option<String>,
-    /// The application's generation when it halted ([`ANNOTATION_HALTED_GENERATION`]).
-    pub halted_generation: Option<i64>,
+    /// What judged it when it halted ([`ANNOTATION_HALTED_JUDGEMENT`]).
+    pub halted_judgement: Option<String>,
     pub chart_version: Option<String>,
     /// When it was recorded.
     pub created: Option<String>,
@@ -78,10 +80,7 @@ impl Recorded {
             revision: revision.clone(),
             number: object.revision,
             outcome: object.annotations().get(ANNOTATION_OUTCOME).cloned(),
-            halted_generation: object
-                .annotations()
-                .get(ANNOTATION_HALTED_GENERATION)
-                .and_then(|g| g.parse().ok()),
+            halted_judgement: object.annotations().get(ANNOTATION_HALTED_JUDGEMENT).cloned(),
             chart_version: object.annotations().get(ANNOTATION_CHART_VERSION).cloned(),
             created: object.metadata.creation_timestamp.as_ref().map(|t| t.0.to_string()),
             rolled_out_at: object.annotations().get(ANNOTATION_ROLLED_OUT_AT).cloned(),
@@ -171,36 +170,56 @@ impl History {
         self.recorded.iter().find(|r| r.revision == revision).map(|r| r.number)
     }
 
+    /// The record of the rollout of `revision` under way: its record when
+    /// it is the newest. A revision whose record is older than another's
+    /// comes back (a change undone, then redone): what its record says
+    /// (its outcome, when it began) is of an earlier rollout, and this one
+    /// has no record until the reconcile renumbers it; nor has a revision
+    /// never recorded, or whose record was forgotten past the limit.
+    pub fn this_rollout(&self, revision: &str) -> Option<&Recorded> {
+        self.recorded.iter().max_by_key(|r| r.number).filter(|r| r.revision == revision)
+    }
+
+    /// The number this rollout of `revision` has in the history, or will
+    /// have once recorded: its record's when it is the newest, else the
+    /// one after the newest (a new record, or one renumbered as it comes
+    /// back). An approval names it: it belongs to one rollout.
+    pub fn rollout_number(&self, revision: &str) -> i64 {
+        match self.this_rollout(revision) {
+            Some(record) => record.number,
+            None => self.recorded.iter().map(|r| r.number).max().unwrap_or(0) + 1,
+        }
+    }
+
+    /// What this rollout of `revision` ended as, when it is recorded.
+    fn outcome_of(&self, revision: &str) -> Option<&str> {
+        self.this_rollout(revision)?.outcome.as_deref()
+    }
+
     /// Whether the history says this rollout of `revision` completed.
     pub fn completed(&self, revision: &str) -> bool {
-        self.recorded
-            .iter()
-            .any(|r| r.revision == revision && r.outcome.as_deref() == Some(COMPLETE))
+        self.outcome_of(revision) == Some(COMPLETE)
     }
 
     /// When this rollout of `revision` began, when recorded.
     pub fn rolled_out_since(&self, revision: &str) -> Option<k8s_openapi::jiff::Timestamp> {
-        self.recorded.iter().find(|r| r.revision == revision)?.since()
+        self.this_rollout(revision)?.since()
     }
 
-    /// Whether the history says `revision` halted while the application
-    /// was at `generation`: then the halt holds, whatever its pools say
-    /// now (a failed pool recovered, or gone from the selection), until a
-    /// person edits the application or the revision changes.
-    pub fn halted(&self, revision: &str, generation: Option<i64>) -> bool {
-        self.recorded.iter().any(|r| {
-            r.revision == revision
-                && r.outcome.as_deref() == Some(HALTED)
-                && generation.is_some()
-                && r.halted_generation == generation
+    /// Whether the history says this rollout of `revision` halted, judged
+    /// by the settings `judgement` names: then the halt holds, whatever its
+    /// pools say now (a failed pool recovered, or gone from the selection)
+    /// and whatever else a person edits, until those settings change or
+    /// the revision does.
+    pub fn halted(&self, revision: &str, judgement: &str) -> bool {
+        self.this_rollout(revision).is_some_and(|r| {
+            r.outcome.as_deref() == Some(HALTED) && r.halted_judgement.as_deref() == Some(judgement)
         })
     }
 
-    /// Whether the history says `revision` was rolled back.
+    /// Whether the history says this rollout of `revision` was rolled back.
     pub fn rolled_back(&self, revision: &str) -> bool {
-        self.recorded
-            .iter()
-            .any(|r| r.revision == revision && r.outcome.as_deref() == Some(ROLLED_BACK))
+        self.outcome_of(revision) == Some(ROLLED_BACK)
     }
 }
 
@@ -270,8 +289,8 @@ pub struct Record {
     pub chart_version: Option<String>,
     /// Its outcome, when known as it is recorded.
     pub outcome: Option<&'static str>,
-    /// With a `Halted` outcome: the application's generation.
-    pub halted_generation: Option<i64>,
+    /// With a `Halted` outcome: what judged it.
+    pub halted_judgement: Option<String>,
 }
 
 /// What to write to the history in one reconcile.
@@ -280,8 +299,8 @@ pub struct HistoryWrites {
     pub record: Option<Record>,
     /// A record's outcome to set: (name, outcome).
     pub mark: Option<(String, &'static str)>,
-    /// With a `Halted` mark: the application's generation.
-    pub halted_generation: Option<i64>,
+    /// With a `Halted` mark: what judged it.
+    pub halted_judgement: Option<String>,
     /// Records to delete, past the limit.
     pub forget: Vec<String>,
 }
@@ -298,8 +317,8 @@ pub struct Current<'a> {
     pub revision: &'a str,
     pub phase: RolloutPhase,
     pub chart_version: Option<&'a str>,
-    /// The application's generation.
-    pub generation: Option<i64>,
+    /// What judges it (see `rollout::settings::judged_by`).
+    pub judgement: &'a str,
 }
 
 /// The name of the record of `app`'s `revision`, within the 253 characters
@@ -327,7 +346,7 @@ pub fn plan(
         RolloutPhase::RollingBack | RolloutPhase::RolledBack => Some(ROLLED_BACK),
         _ => None,
     };
-    let halted_generation = current.generation.filter(|_| outcome == Some(HALTED));
+    let halted_judgement = (outcome == Some(HALTED)).then(|| current.judgement.to_string());
     let mut writes = HistoryWrites::default();
     match existing {
         None => {
@@ -338,7 +357,7 @@ pub fn plan(
                 data: Some(data()),
                 chart_version: current.chart_version.map(String::from),
                 outcome,
-                halted_generation,
+                halted_judgement,
             })
         }
         Some(r) if r.number < newest => {
@@ -349,20 +368,20 @@ pub fn plan(
                 data: None,
                 chart_version: None,
                 outcome,
-                halted_generation,
+                halted_judgement,
             })
         }
         Some(r) => {
             // Rolled back stays so: a halt read later (its pools' stamps
             // lost, say) takes nothing back from that.
             let downgrade = r.outcome.as_deref() == Some(ROLLED_BACK) && outcome == Some(HALTED);
-            // Halted again after a person's edit: the halt's generation moves.
-            let halted_anew = outcome == Some(HALTED) && r.halted_generation != halted_generation;
+            // Halted again after a change of what judges it: its mark moves.
+            let halted_anew = outcome == Some(HALTED) && r.halted_judgement != halted_judgement;
             if let Some(outcome) =
                 outcome.filter(|o| (r.outcome.as_deref() != Some(*o) || halted_anew) && !downgrade)
             {
                 writes.mark = Some((r.name.clone(), outcome));
-                writes.halted_generation = halted_generation;
+                writes.halted_judgement = halted_judgement;
             }
         }
     }

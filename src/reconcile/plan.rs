@@ -215,6 +215,7 @@ fn plan_releases(input: &PlanInput) -> Plan {
         revision: &revision,
         targets: &targets,
         min_ready: settings.min_ready,
+        rollout_number: settings.rollout_number,
     };
     deciding.outcomes(candidates.pools, &mut plan);
     plan.rollback_charts = targets.charts();
@@ -284,16 +285,32 @@ fn rollout_of(
         revision,
         rollback_may_come,
     );
+    let rollout_number = rollout_number(input, revision);
+    let key = rollout_number.map(|n| naming::rollout_key(revision, n));
     let settings = rollout::Settings {
         back_to: targets.newest(input.history),
         cannot_go_back: targets.unreadable(),
-        approved_steps: schedule::approved_steps(input.app, revision)
+        approved_steps: schedule::approved_steps(input.app, key.as_deref())
             .into_iter()
             .map(str::to_string)
             .collect(),
+        rollout_number,
         ..settings
     };
     Ok((settings, targets))
+}
+
+/// This rollout's number in the history (see `History::rollout_number`);
+/// without the history (a preview), the number the status reports for
+/// the revision, if any.
+fn rollout_number(input: &PlanInput, revision: &str) -> Option<i64> {
+    match input.history {
+        Some(history) => Some(history.rollout_number(revision)),
+        None => {
+            let reported = input.app.status.as_ref()?.rollout.as_ref()?;
+            reported.number.filter(|_| reported.revision == revision)
+        }
+    }
 }
 
 /// The application's rollout settings for this revision, with what the
@@ -308,12 +325,17 @@ fn rollout_settings(
     Ok(rollout::Settings {
         clock_since: input.clock_since.as_ref().map(|t| t.0),
         rolled_back: input.history.is_some_and(|h| h.rolled_back(revision)),
-        halted_before: halted_before(input, revision),
+        halted_before: halted_before(input, revision, &judged_by(app)),
         completed: completed(input, revision),
         first_install_alone: input.first_install_alone
             && app.spec.pools.kind != crate::api::PoolKind::ClusterProfile,
         ..settings
     })
+}
+
+/// What judges the application's rollout: a halt holds while it stays.
+fn judged_by(app: &AppInfo) -> String {
+    rollout::settings::judged_by(app.spec.rollout.as_ref())
 }
 
 /// The owned releases no pool wants any more: pruned, or, when already
@@ -338,7 +360,7 @@ fn history_writes(input: &PlanInput, app: &AppInfo, report: &mut FleetReport) ->
         revision: &rollout.revision,
         phase: rollout.phase,
         chart_version: input.chart.map(|c| c.version.as_str()),
-        generation: input.app.metadata.generation,
+        judgement: &judged_by(app),
     };
     rollout.last_complete_revision = history::last_complete(&history.recorded, current).map(String::from);
     // Until the chart resolves, the revision lacks its chart version: it

@@ -420,26 +420,25 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
             PoolRollout::Waiting,
         ]);
     let moving = count(&[PoolRollout::Write, PoolRollout::Updating, PoolRollout::Soaking]);
-    // A rollback that takes no pool back, and took none before, is a halt,
-    // and says so: never `RolledBack` when nothing went back.
-    let rolled_back_before = rollback::before(settings, pools);
-    let phase =
-        if let Some(back) = rolling_back.as_ref().filter(|b| !b.nothing_went_back() || rolled_back_before) {
-            match back.done() {
-                true => RolloutPhase::RolledBack,
-                false => RolloutPhase::RollingBack,
-            }
-        } else if halted || rolling_back.is_some() {
-            RolloutPhase::Halted
-        } else if behind > 0 && settings.paused {
-            RolloutPhase::Paused
-        } else if awaiting > 0 {
-            RolloutPhase::AwaitingApproval
-        } else if behind > 0 || moving > 0 {
-            RolloutPhase::Progressing
-        } else {
-            RolloutPhase::Complete
-        };
+    // A rollback that takes no pool back, and no release of which says it
+    // went back, is a halt, and says so: never `RolledBack` when nothing
+    // went back, whatever the history says of the revision.
+    let phase = if let Some(back) = rolling_back.as_ref().filter(|b| !b.nothing_went_back()) {
+        match back.done() {
+            true => RolloutPhase::RolledBack,
+            false => RolloutPhase::RollingBack,
+        }
+    } else if halted || rolling_back.is_some() {
+        RolloutPhase::Halted
+    } else if behind > 0 && settings.paused {
+        RolloutPhase::Paused
+    } else if awaiting > 0 {
+        RolloutPhase::AwaitingApproval
+    } else if behind > 0 || moving > 0 {
+        RolloutPhase::Progressing
+    } else {
+        RolloutPhase::Complete
+    };
     let awaiting_approval = pools
         .iter()
         .zip(&states)

@@ -219,11 +219,13 @@ pub struct RolloutStep {
     pub pools: PoolSelection,
 
     /// The wave waits, once the waves before it are done, until an operator
-    /// approves this step for the revision under way: `nodepool-fanout
+    /// approves this step for the rollout under way: `nodepool-fanout
     /// approve`, or the annotation `apps.fanout.dev/approve:
-    /// <revision>/<step>` (several steps separated by commas). An approval
-    /// names the revision, so a later change waits again, and the step, so
-    /// it lets no other step go however the waves are numbered when pools
+    /// <revision>@<number>/<step>` (`status.rollout.revision` and
+    /// `status.rollout.number`; several steps separated by commas). An
+    /// approval names one rollout of the revision, so a later change, and
+    /// the same change undone and redone, waits again; and the step, so it
+    /// lets no other step go however the waves are numbered when pools
     /// come and go.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub require_approval: Option<bool>,

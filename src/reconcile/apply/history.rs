@@ -28,10 +28,9 @@ pub async fn write_history(
         })?;
     }
     if let Some((name, outcome)) = &writes.mark {
-        let generation = writes.halted_generation.map(|g| g.to_string());
         let patch = json!({ "metadata": { "annotations": {
             history::ANNOTATION_OUTCOME: outcome,
-            history::ANNOTATION_HALTED_GENERATION: generation,
+            history::ANNOTATION_HALTED_JUDGEMENT: writes.halted_judgement,
         } } });
         api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
@@ -71,9 +70,8 @@ async fn write_record(
     if let Some(outcome) = record.outcome {
         annotations.insert(history::ANNOTATION_OUTCOME.into(), Value::String(outcome.into()));
     }
-    if let Some(generation) = record.halted_generation {
-        annotations
-            .insert(history::ANNOTATION_HALTED_GENERATION.into(), Value::String(generation.to_string()));
+    if let Some(judgement) = &record.halted_judgement {
+        annotations.insert(history::ANNOTATION_HALTED_JUDGEMENT.into(), Value::String(judgement.clone()));
     }
     annotations.insert(history::ANNOTATION_ROLLED_OUT_AT.into(), Value::String(now));
     if let Some(version) = &record.chart_version {
@@ -103,12 +101,12 @@ async fn write_record(
 /// one's (an outcome not known yet is removed, not left as it was).
 fn renumbering(record: &Record, now: &str) -> Value {
     let outcome = record.outcome.map_or(Value::Null, |o| Value::String(o.into()));
-    let halted_generation = record.halted_generation.map_or(Value::Null, |g| Value::String(g.to_string()));
+    let halted_judgement = record.halted_judgement.clone().map_or(Value::Null, Value::String);
     json!({
         "revision": record.number,
         "metadata": { "annotations": {
             history::ANNOTATION_OUTCOME: outcome,
-            history::ANNOTATION_HALTED_GENERATION: halted_generation,
+            history::ANNOTATION_HALTED_JUDGEMENT: halted_judgement,
             history::ANNOTATION_ROLLED_OUT_AT: now,
         } },
     })
@@ -127,7 +125,7 @@ mod tests {
             data: None,
             chart_version: None,
             outcome: None,
-            halted_generation: None,
+            halted_judgement: None,
         };
         let patch = renumbering(&record, "2030-01-01T00:00:00Z");
         let annotations = &patch["metadata"]["annotations"];

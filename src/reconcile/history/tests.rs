@@ -11,7 +11,7 @@ fn recorded(revision: &str, number: i64, outcome: Option<&str>) -> Recorded {
         revision: revision.into(),
         number,
         outcome: outcome.map(String::from),
-        halted_generation: None,
+        halted_judgement: None,
         chart_version: None,
         created: None,
         rolled_out_at: None,
@@ -23,7 +23,7 @@ fn current(revision: &str, phase: RolloutPhase) -> Current<'_> {
         revision,
         phase,
         chart_version: Some("1.2.0"),
-        generation: Some(2),
+        judgement: "j2",
     }
 }
 
@@ -157,35 +157,66 @@ fn a_rolled_back_revision_is_marked_so_and_the_complete_ones_are_rebuilt() {
 }
 
 #[test]
-fn a_halt_is_recorded_with_the_generation_it_holds_for() {
-    // Halted at generation 2: marked with it.
+fn a_halt_is_recorded_with_what_judged_it() {
+    // Halted, judged by j2: marked with it.
     let records = [recorded("aaa", 1, Some(COMPLETE)), recorded("bbb", 2, None)];
     let w = plan_of(current("bbb", RolloutPhase::Halted), &records, 10);
-    assert_eq!((w.mark.clone(), w.halted_generation), (Some(("shop-bbb".to_string(), HALTED)), Some(2)));
-    // It holds at that generation, not after a person's edit.
-    let halted_at = |generation| Recorded {
-        halted_generation: generation,
+    assert_eq!(
+        (w.mark.clone(), w.halted_judgement.as_deref()),
+        (Some(("shop-bbb".to_string(), HALTED)), Some("j2"))
+    );
+    // It holds while j2 judges, not once what judges changes.
+    let halted_by = |judgement: &str| Recorded {
+        halted_judgement: Some(judgement.to_string()),
         ..recorded("bbb", 2, Some(HALTED))
     };
     let history = History {
-        recorded: vec![halted_at(Some(2))],
+        recorded: vec![halted_by("j2")],
         ..History::default()
     };
-    assert!(history.halted("bbb", Some(2)));
-    assert!(!history.halted("bbb", Some(3)), "edited since: the halt is judged again");
-    assert!(!history.halted("ccc", Some(2)), "another revision");
-    // Halted again after the edit: marked with the new generation.
+    assert!(history.halted("bbb", "j2"));
+    assert!(!history.halted("bbb", "j3"), "judged otherwise since: the halt is judged again");
+    assert!(!history.halted("ccc", "j2"), "another revision");
+    // Halted again when judged otherwise: marked with the new judgement.
     let w = plan_of(
         Current {
-            generation: Some(3),
+            judgement: "j3",
             ..current("bbb", RolloutPhase::Halted)
         },
-        &[halted_at(Some(2))],
+        &[halted_by("j2")],
         10,
     );
-    assert_eq!((w.mark, w.halted_generation), (Some(("shop-bbb".to_string(), HALTED)), Some(3)));
-    assert!(plan_of(current("bbb", RolloutPhase::Halted), &[halted_at(Some(2))], 10).is_empty());
-    // A complete mark carries no generation.
-    let w = plan_of(current("bbb", RolloutPhase::Complete), &[halted_at(Some(2))], 10);
-    assert_eq!((w.mark, w.halted_generation), (Some(("shop-bbb".to_string(), COMPLETE)), None));
+    assert_eq!(
+        (w.mark, w.halted_judgement.as_deref()),
+        (Some(("shop-bbb".to_string(), HALTED)), Some("j3"))
+    );
+    assert!(plan_of(current("bbb", RolloutPhase::Halted), &[halted_by("j2")], 10).is_empty());
+    // A complete mark carries no judgement.
+    let w = plan_of(current("bbb", RolloutPhase::Complete), &[halted_by("j2")], 10);
+    assert_eq!((w.mark, w.halted_judgement), (Some(("shop-bbb".to_string(), COMPLETE)), None));
+}
+
+/// A record that is not the newest is of an earlier rollout of its
+/// revision: none of what it says is of the rollout that comes back.
+#[test]
+fn a_returning_revisions_record_says_nothing_of_its_new_rollout() {
+    let history = History {
+        recorded: vec![
+            recorded("aaa", 3, Some(COMPLETE)),
+            Recorded {
+                halted_judgement: Some("j2".into()),
+                rolled_out_at: Some("2029-12-30T00:00:00Z".into()),
+                ..recorded("bbb", 2, Some(HALTED))
+            },
+            recorded("ccc", 1, Some(ROLLED_BACK)),
+        ],
+        ..History::default()
+    };
+    assert!(!history.halted("bbb", "j2"));
+    assert!(!history.rolled_back("ccc") && !history.completed("bbb"));
+    assert_eq!(history.rolled_out_since("bbb"), None);
+    assert!(history.completed("aaa"));
+    assert_eq!((history.rollout_number("aaa"), history.rollout_number("bbb")), (3, 4));
+    assert_eq!(history.rollout_number("new"), 4);
+    assert_eq!(History::default().rollout_number("new"), 1);
 }

@@ -21,21 +21,26 @@ pub(super) fn completed(input: &PlanInput, revision: &str) -> bool {
     recorded || reported
 }
 
-/// Whether `revision` halted (or went back) at the application's current
-/// generation, as the history records it or as the application's own
-/// status reads it. The status is a record as binding as the history's,
-/// as it is for a completion: the history's may not be written (its
-/// write failed, or a release's write failed first) or not yet read back
-/// (its watch is behind the write, as after an API server restart), while
-/// the application is read afresh at every reconcile. Found by the
+/// Whether this rollout of `revision` halted (or went back), judged as
+/// it is judged now (`judgement`, see `rollout::settings::judged_by`), as
+/// the history records it, or as the application's own status reads it
+/// for its current spec. The status is a record as binding as the
+/// history's, as it is for a completion: the history's may not be written
+/// (its write failed, or a release's write failed first) or not yet read
+/// back (its watch is behind the write, as after an API server restart),
+/// while the application is read afresh at every reconcile. Found by the
 /// hour-long fault soak (seed 379907332): the status read `Halted`, the
 /// next plan read no record of it, the failed pools' verdicts were stale
 /// (their releases had just been resumed), and four pools were written at
 /// the halted revision.
-pub(super) fn halted_before(input: &PlanInput, revision: &str) -> bool {
+///
+/// An edit that changes nothing that judges the rollout (`paused`, a
+/// window, the selection) lifts no halt: the history's record holds
+/// across it (fourth review, item 4).
+pub(super) fn halted_before(input: &PlanInput, revision: &str, judgement: &str) -> bool {
     use crate::api::RolloutPhase::{Halted, RolledBack, RollingBack};
     let generation = input.app.metadata.generation;
-    let recorded = input.history.is_some_and(|h| h.halted(revision, generation));
+    let recorded = input.history.is_some_and(|h| h.halted(revision, judgement));
     let reported = (input.app.status.as_ref())
         .filter(|s| generation.is_some() && s.observed_generation == generation)
         .and_then(|s| s.rollout.as_ref())

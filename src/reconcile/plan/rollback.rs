@@ -90,6 +90,8 @@ pub(super) struct Back<'a> {
     pub app: &'a AppInfo<'a>,
     pub past: &'a PastRevision,
     pub failed: &'a str,
+    /// The rollout of `failed` that takes the pool back, by its number.
+    pub rollout_number: Option<i64>,
 }
 
 impl Back<'_> {
@@ -143,7 +145,7 @@ impl Back<'_> {
             ..*self.app
         };
         let built = build::release(&app, pool, &Renderer::new(), None)?;
-        let stamps = Stamps::rolled_back(self.failed, &self.past.revision);
+        let stamps = Stamps::rolled_back(self.failed, &self.past.revision).by(self.rollout_number);
         match Built::new(built, observed.as_ref().copied()).into_candidate().1 {
             Kind::Differs(change) => {
                 let now = self.input.now.0.to_string();

@@ -75,7 +75,11 @@ pub(super) fn decide(
     };
     let waves = waves_of(steps, selected.iter().map(|p| step_of(p)));
     let wave_of = |pool: &Pool| waves.iter().position(|w| *w == step_of(pool)).unwrap_or_default();
-    let since = input.history.and_then(|h| h.rolled_out_since(revision));
+    // This rollout of the revision began when its record says, or begins
+    // now: a revision not yet recorded as the newest (new, come back, or
+    // its record forgotten) has done nothing yet, and a rollback stamp
+    // that names it is of an earlier rollout.
+    let since = input.history.map(|h| h.rolled_out_since(revision).unwrap_or(input.now.0));
     let refused_before = refused_writes(input.app);
     let inputs: Vec<rollout::PoolInput> = candidates
         .iter()
@@ -84,7 +88,8 @@ pub(super) fn decide(
             let observed = owned.get(c.release.as_str());
             let nodes = reach.and_then(|n| n.get(&pool.name)).copied();
             let release = release_of(input, observed.copied(), &c.kind)?;
-            let stamp = stamp_of(observed.copied(), &release, revision, targets, since);
+            let stamp =
+                stamp_of(observed.copied(), &release, revision, targets, (since, settings.rollout_number));
             let analysis = checks.zip(input.analysis).and_then(|(checks, answers)| {
                 let judging = Judging {
                     checks,
@@ -121,8 +126,8 @@ pub(super) fn decide(
             })
         })
         .collect();
-    // Waves whose step requires approval and has none for this revision.
-    let approved = approved_steps(input.app, revision);
+    // Waves whose step requires approval and has none for this rollout.
+    let approved: BTreeSet<&str> = settings.approved_steps.iter().map(String::as_str).collect();
     let wave_steps: Vec<String> = waves.iter().map(|step| step_key(steps, *step)).collect();
     let awaiting_approval = waves
         .iter()
@@ -249,22 +254,28 @@ impl Judging<'_> {
 
 /// How a pool's release stands to `revision`, by its stamps: rolled back
 /// from it, or written at it (and whether it can go back to the revision
-/// its stamp names, one of `targets`), or neither. A rollback that an earlier rollout of the
-/// revision made (written before this rollout of it began, `since`) is of
-/// that rollout: a revision that comes back is rolled out afresh.
+/// its stamp names, one of `targets`), or neither. A rollback that an
+/// earlier rollout of the revision made (written before this rollout of
+/// it began, `since`; `None` when the history was not read) is of that
+/// rollout: a revision that comes back is rolled out afresh.
+///
+/// This rollout is told by the number a release's stamp names where it
+/// names one, else (a release written before releases carried it) by the
+/// time it was written.
 fn stamp_of(
     observed: Option<&ObservedRelease>,
     release: &rollout::Release,
     revision: &str,
     targets: &rollback::Targets,
-    since: Option<Timestamp>,
+    (since, this_rollout): (Option<Timestamp>, Option<i64>),
 ) -> rollout::Stamp {
     let Some(stamps) = observed.map(|o| &o.stamps) else {
         return rollout::Stamp::Earlier;
     };
     let written = observed.and_then(|o| o.written_at.as_ref()?.time);
-    let of_this_rollout = match (written, since) {
-        (Some(written), Some(since)) => written >= since,
+    let of_this_rollout = match (stamps.rollout, this_rollout, written, since) {
+        (Some(by), Some(this), _, _) => by == this,
+        (_, _, Some(written), Some(since)) => written >= since,
         _ => true,
     };
     if stamps.rolled_back_from.as_deref() == Some(revision) && of_this_rollout {
@@ -336,16 +347,19 @@ pub(crate) fn step_key(steps: &[crate::api::RolloutStep], index: usize) -> Strin
     }
 }
 
-/// The steps of `revision` an operator approved: the `<step>`s of an
-/// approval `<revision>/<step>[,<step>…]`. An approval of another
-/// revision, or one that does not read, approves nothing.
+/// The steps of the rollout `key` ([`naming::rollout_key`]) an operator
+/// approved: the `<step>`s of an approval `<key>/<step>[,<step>…]`. An
+/// approval of another rollout (another revision, or an earlier rollout
+/// of this one), one that does not read, and any approval while the
+/// rollout is not known, approve nothing.
 pub(super) fn approved_steps<'a>(
     app: &'a crate::api::NodePoolApplication,
-    revision: &str,
+    key: Option<&str>,
 ) -> BTreeSet<&'a str> {
     let approval = app.metadata.annotations.as_ref().and_then(|a| a.get(naming::ANNOTATION_APPROVE));
     approval
-        .map(|a| naming::approved_steps(a, revision))
+        .zip(key)
+        .map(|(a, key)| naming::approved_steps(a, key))
         .unwrap_or_default()
         .into_iter()
         .collect()
@@ -387,6 +401,8 @@ pub(super) struct Deciding<'a> {
     pub targets: &'a rollback::Targets,
     /// How long a release must be Ready to be done with its revision.
     pub min_ready: std::time::Duration,
+    /// This rollout's number in the history, stamped on what it writes.
+    pub rollout_number: Option<i64>,
 }
 
 impl Deciding<'_> {
@@ -425,6 +441,7 @@ impl Deciding<'_> {
                     app: self.app,
                     past,
                     failed: self.revision,
+                    rollout_number: self.rollout_number,
                 };
                 back.outcome(p, observed, &mut plan.apply)
             } else {
@@ -470,7 +487,8 @@ impl Deciding<'_> {
                 self.input.history.map(|h| h.recorded.as_slice()).unwrap_or_default(),
                 self.input.history.and_then(|h| h.last_complete(self.revision)),
                 observed.is_some_and(|o| self.done_with_its_revision(o)),
-            ),
+            )
+            .by(self.rollout_number),
         };
         change.into_write(pool, written_at, stamps)
     }

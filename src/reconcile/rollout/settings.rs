@@ -43,6 +43,10 @@ pub struct Settings {
     /// holds every wave after its step, and an annotation that named only
     /// the step awaited now would take back the earlier ones.
     pub approved_steps: Vec<String>,
+    /// This rollout's number in the application's history, when known
+    /// (see `History::rollout_number`): an approval names it, so that it
+    /// lets one rollout of the revision go and never a later one.
+    pub rollout_number: Option<i64>,
     /// Progress deadlines count from no earlier than this: see
     /// `PlanInput::clock_since`. The offline rule still reads each write's
     /// own stamp, which only orders it against the pool's nodes.
@@ -93,6 +97,7 @@ impl Default for Settings {
             awaiting_approval: BTreeSet::new(),
             wave_steps: Vec::new(),
             approved_steps: Vec::new(),
+            rollout_number: None,
             clock_since: None,
             rollback: false,
             back_to: None,
@@ -148,6 +153,29 @@ impl Settings {
             ..defaults
         })
     }
+}
+
+/// What judges a rollout's pools, as a short hash: the settings that
+/// say whether a pool failed (`progressDeadline`, `minReadySeconds`,
+/// `offlinePools`, `offlineAfter`, `analysis`) and what a failure does
+/// (`maxFailures`, `onFailure`). A halt holds until one of them changes or
+/// a new revision comes; an edit of anything else (`paused`, `windows`,
+/// `steps`, `maxUnavailable`, the selection, `deletionPolicy`) judges
+/// nothing afresh, and the known-bad revision stays halted.
+pub fn judged_by(spec: Option<&Rollout>) -> String {
+    let judging = spec.map(|r| {
+        serde_json::json!({
+            "progressDeadline": r.progress_deadline,
+            "minReadySeconds": r.min_ready_seconds,
+            "offlinePools": r.offline_pools,
+            "offlineAfter": r.offline_after,
+            "analysis": r.analysis,
+            "maxFailures": r.max_failures,
+            "onFailure": r.on_failure,
+        })
+    });
+    let text = serde_json::to_string(&judging).unwrap_or_default();
+    crate::api::naming::hex_prefix(&[&text], 10)
 }
 
 /// A count, or a percentage of `of` rounded down.

@@ -79,26 +79,7 @@ impl Decision {
                 self.updated, self.total
             ),
             RolloutPhase::AwaitingApproval => {
-                let (wave, waves) = self
-                    .awaiting_approval
-                    .map(|w| (w + 1, self.wave.map_or(1, |(_, n)| n)))
-                    .unwrap_or((1, 1));
-                let step = awaiting_step.as_deref().unwrap_or("1");
-                // The annotation that lets it go keeps the steps approved
-                // already: each holds the waves after it.
-                let mut steps: Vec<&str> = settings.approved_steps.iter().map(String::as_str).collect();
-                if !steps.contains(&step) {
-                    steps.push(step);
-                }
-                let steps = steps.join(",");
-                format!(
-                    "wave {wave}/{waves} (step {step}) awaits approval of revision {revision}: {} of {} \
-                     pools done; approve it with `nodepool-fanout approve` or the annotation \
-                     {}={revision}/{steps}",
-                    self.done,
-                    self.total,
-                    crate::api::naming::ANNOTATION_APPROVE
-                )
+                self.approval_message(revision, awaiting_step.as_deref(), settings)
             }
             RolloutPhase::Progressing => {
                 let wave = self.wave.map(|(w, n)| format!(", wave {w}/{n}")).unwrap_or_default();
@@ -112,6 +93,7 @@ impl Decision {
         };
         RolloutStatus {
             revision: revision.to_string(),
+            number: settings.rollout_number,
             phase: self.phase,
             updated: count(updated),
             done: count(done),
@@ -127,6 +109,39 @@ impl Decision {
             progress,
             message,
         }
+    }
+
+    /// What a wave awaiting approval says: which wave, of which rollout,
+    /// and the annotation that lets it go.
+    fn approval_message(&self, revision: &str, awaiting_step: Option<&str>, settings: &Settings) -> String {
+        let (wave, waves) = self
+            .awaiting_approval
+            .map(|w| (w + 1, self.wave.map_or(1, |(_, n)| n)))
+            .unwrap_or((1, 1));
+        let step = awaiting_step.unwrap_or("1");
+        // The annotation that lets it go keeps the steps approved
+        // already: each holds the waves after it.
+        let mut steps: Vec<&str> = settings.approved_steps.iter().map(String::as_str).collect();
+        if !steps.contains(&step) {
+            steps.push(step);
+        }
+        let steps = steps.join(",");
+        // An approval names this rollout of the revision: one given to an
+        // earlier rollout of it lets nothing go.
+        let (key, of) = match settings.rollout_number {
+            Some(n) => (
+                crate::api::naming::rollout_key(revision, n),
+                format!("rollout {n} of revision {revision}"),
+            ),
+            None => (format!("{revision}@<rollout>"), format!("revision {revision}")),
+        };
+        format!(
+            "wave {wave}/{waves} (step {step}) awaits approval of {of}: {} of {} pools done; approve it \
+             with `nodepool-fanout approve` or the annotation {}={key}/{steps}",
+            self.done,
+            self.total,
+            crate::api::naming::ANNOTATION_APPROVE
+        )
     }
 
     /// What a rollback has done, and what the operator does next.

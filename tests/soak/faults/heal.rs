@@ -14,8 +14,9 @@ impl World {
         let Some(rollout) = app.status.and_then(|s| s.rollout) else {
             return;
         };
-        if let Some(step) = rollout.awaiting_step {
-            approve(&self.env, &format!("{}/{step}", rollout.revision)).await;
+        if let (Some(step), Some(number)) = (rollout.awaiting_step, rollout.number) {
+            let key = nodepool_fanout::api::naming::rollout_key(&rollout.revision, number);
+            approve(&self.env, &format!("{key}/{step}")).await;
         }
     }
 

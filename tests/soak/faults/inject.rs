@@ -149,7 +149,7 @@ impl World {
                     false => revision,
                     true => self.gate_revisions.iter().rev().find(|r| Some(*r) != revision.as_ref()).cloned(),
                 };
-                let approved = approved.unwrap_or_else(|| "0000000000".into());
+                let approved = approved.unwrap_or_else(|| "0000000000@1".into());
                 approve(env, &format!("{approved}/rest")).await;
             }
             Fault::Restart { component, down } => {
@@ -165,7 +165,8 @@ impl World {
     async fn gate_revision(&self) -> Option<String> {
         let apps: Api<NodePoolApplication> = Api::namespaced(self.env.client.clone(), &self.env.namespace);
         let app = apps.get(APPS[GATE].0).await.ok()?;
-        Some(app.status?.rollout?.revision).filter(|r| !r.is_empty())
+        let rollout = app.status?.rollout.filter(|r| !r.revision.is_empty())?;
+        Some(naming::rollout_key(&rollout.revision, rollout.number?))
     }
 }
 

@@ -28,6 +28,10 @@ pub struct Stamps {
     pub rollback_revision: Option<String>,
     /// The revision a rollback took it back from ([`naming::ANNOTATION_ROLLED_BACK_FROM`]).
     pub rolled_back_from: Option<String>,
+    /// The rollout that wrote it, by its number in the history
+    /// ([`naming::ANNOTATION_ROLLOUT`]): a rollback of an earlier rollout
+    /// of the revision is told from one of this rollout's.
+    pub rollout: Option<i64>,
 }
 
 impl Stamps {
@@ -38,6 +42,7 @@ impl Stamps {
             revision: text(naming::ANNOTATION_REVISION),
             rollback_revision: text(naming::ANNOTATION_ROLLBACK_REVISION),
             rolled_back_from: text(naming::ANNOTATION_ROLLED_BACK_FROM),
+            rollout: text(naming::ANNOTATION_ROLLOUT).and_then(|n| n.parse().ok()),
         }
     }
 
@@ -54,6 +59,15 @@ impl Stamps {
                 object["metadata"]["annotations"][key] = Value::String(value.clone());
             }
         }
+        if let Some(rollout) = self.rollout {
+            object["metadata"]["annotations"][naming::ANNOTATION_ROLLOUT] =
+                Value::String(rollout.to_string());
+        }
+    }
+
+    /// These stamps, made by the rollout numbered `rollout` in the history.
+    pub fn by(self, rollout: Option<i64>) -> Self {
+        Self { rollout, ..self }
     }
 
     /// The stamps of a release written at `revision` over the release that
@@ -86,6 +100,7 @@ impl Stamps {
             revision: Some(revision.to_string()),
             rollback_revision,
             rolled_back_from: None,
+            rollout: None,
         }
     }
 
@@ -95,6 +110,7 @@ impl Stamps {
             revision: Some(to.to_string()),
             rollback_revision: None,
             rolled_back_from: Some(failed.to_string()),
+            rollout: None,
         }
     }
 }
@@ -124,7 +140,7 @@ mod tests {
             revision: revision.into(),
             number,
             outcome: None,
-            halted_generation: None,
+            halted_judgement: None,
             chart_version: None,
             created: None,
             rolled_out_at: None,
@@ -167,6 +183,7 @@ mod tests {
             revision: Some("w".into()),
             rollback_revision: Some("a".into()),
             rolled_back_from: None,
+            rollout: None,
         };
         assert_eq!(
             Stamps::next(Some(&at_w), "x", &recorded, Some("a"), false)
@@ -197,6 +214,7 @@ mod tests {
             revision: Some("w".into()),
             rollback_revision: Some("a".into()),
             rolled_back_from: None,
+            rollout: None,
         };
         let next = Stamps::next(Some(&at_w), "x", &recorded, Some("a"), true);
         assert_eq!(next.rollback_revision.as_deref(), Some("w"));
@@ -227,6 +245,7 @@ mod tests {
             revision: Some("a".into()),
             rollback_revision: Some("b".into()),
             rolled_back_from: Some("c".into()),
+            rollout: Some(4),
         };
         let mut object = serde_json::json!({ "metadata": { "name": "r" } });
         stamps.write(&mut object);

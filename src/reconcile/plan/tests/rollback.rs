@@ -38,7 +38,7 @@ fn history(good: &NodePoolApplication, bad: &NodePoolApplication) -> History {
         revision: revision_of(a),
         number,
         outcome: outcome.map(String::from),
-        halted_generation: None,
+        halted_judgement: None,
         chart_version: Some("1.0.0".into()),
         created: None,
         rolled_out_at: None,
@@ -62,6 +62,7 @@ fn first_failed(good: &NodePoolApplication, bad: &NodePoolApplication) -> Vec<Ob
         revision: Some(revision_of(bad)),
         rollback_revision: Some(revision_of(good)),
         rolled_back_from: None,
+        rollout: None,
     };
     let p1 = built(bad, &took).remove(0);
     owned[0] = ObservedRelease {
@@ -187,6 +188,7 @@ fn a_pool_failing_after_its_revision_completed_takes_no_healthy_pool_back() {
         revision: Some(bad_rev.clone()),
         rollback_revision: Some(good_rev),
         rolled_back_from: None,
+        rollout: None,
     };
     let mut owned = built(&bad, &took);
     owned[4].stamps = written(&bad_rev);
@@ -244,6 +246,71 @@ fn a_revision_that_comes_back_after_a_rollback_is_rolled_out_afresh() {
     assert!(plan.apply.is_empty(), "{:?}", applied_pools(&plan));
 }
 
+/// Every pool back on `good` from `bad` a day ago, by an earlier rollout
+/// of `bad`, which is now under way again.
+fn taken_back_a_day_ago(good: &NodePoolApplication, bad: &NodePoolApplication) -> Vec<ObservedRelease> {
+    let (good_rev, bad_rev) = (revision_of(good), revision_of(bad));
+    let mut owned = built(good, &written(&good_rev));
+    for release in &mut owned {
+        release.stamps = Stamps::rolled_back(&bad_rev, &good_rev);
+        release.written_at = Some(WrittenAt::from("2029-12-31T00:00:00Z".to_string()));
+    }
+    owned
+}
+
+/// Found on the local plane (fourth review, item 1): `bad` rolled back,
+/// the spec reverted to `good` (which completed at once, writing nothing,
+/// so every release kept its rolled-back-from stamp), then `bad` again.
+/// The first plan of `bad`'s return reads its record before the reconcile
+/// renumbers it: the record's `RolledBack` and its start are of the
+/// earlier rollout, and the returning revision is rolled out afresh.
+#[test]
+fn a_change_undone_then_redone_is_rolled_out_afresh_from_its_first_plan() {
+    let (good, bad) = (with_replicas(1), with_replicas(2));
+    let mut history = history(&good, &bad);
+    history.recorded[0].outcome = Some(crate::reconcile::history::ROLLED_BACK.into());
+    history.recorded[0].rolled_out_at = Some("2029-12-30T00:00:00Z".into());
+    // `good` came back after it, and completed: the newest record.
+    history.recorded[1].number = 3;
+    history.recorded.reverse();
+    let owned = taken_back_a_day_ago(&good, &bad);
+    let plan = Scenario::of(&bad).over(&fleet()).owning(owned).recorded(&history).plan();
+    let rollout = plan.status().rollout.unwrap();
+    assert_eq!(rollout.phase, RolloutPhase::Progressing, "{}", rollout.message);
+    assert_eq!(applied_pools(&plan), ["p1"], "the canary takes it again, as the user asked");
+    assert!(condition(&plan, "Stalled").is_none(), "{:?}", condition(&plan, "Stalled"));
+}
+
+/// The same stamps, and `bad`'s record forgotten past
+/// `revisionHistoryLimit`: a revision with no record begins now.
+#[test]
+fn a_revision_whose_record_was_forgotten_is_rolled_out_afresh() {
+    let (good, bad) = (with_replicas(1), with_replicas(2));
+    let mut history = history(&good, &bad);
+    history.recorded.remove(0);
+    let owned = taken_back_a_day_ago(&good, &bad);
+    let plan = Scenario::of(&bad).over(&fleet()).owning(owned).recorded(&history).plan();
+    let rollout = plan.status().rollout.unwrap();
+    assert_eq!(rollout.phase, RolloutPhase::Progressing, "{}", rollout.message);
+    assert_eq!(applied_pools(&plan), ["p1"]);
+}
+
+/// A history that says this rollout of the revision was rolled back,
+/// while no release says it went back (they left the selection, say), is
+/// a halt: never `RolledBack` with nothing back (third review, item 6).
+#[test]
+fn a_rollback_the_releases_do_not_show_reads_as_a_halt() {
+    let (good, bad) = (with_replicas(1), with_replicas(2));
+    let mut history = history(&good, &bad);
+    history.recorded[0].outcome = Some(crate::reconcile::history::ROLLED_BACK.into());
+    let owned = built(&good, &written(&revision_of(&good)));
+    let plan = Scenario::of(&bad).over(&fleet()).owning(owned).recorded(&history).plan();
+    let rollout = plan.status().rollout.unwrap();
+    assert_eq!(rollout.phase, RolloutPhase::Halted, "{}", rollout.message);
+    assert!(!rollout.message.contains("0 of 0"), "{}", rollout.message);
+    assert!(plan.apply.is_empty(), "{:?}", applied_pools(&plan));
+}
+
 #[test]
 fn a_revision_made_by_a_flux_request_goes_back_to_the_release_as_it_was() {
     let good = with_replicas(1);
@@ -287,7 +354,7 @@ fn a_pool_goes_back_to_the_revision_it_was_done_with_though_the_fleet_never_comp
         revision: revision.to_string(),
         number,
         outcome: None,
-        halted_generation: None,
+        halted_judgement: None,
         chart_version: None,
         created: None,
         rolled_out_at: None,
@@ -312,6 +379,7 @@ fn a_pool_goes_back_to_the_revision_it_was_done_with_though_the_fleet_never_comp
         revision: Some(three_rev.clone()),
         rollback_revision: Some(two_rev.clone()),
         rolled_back_from: None,
+        rollout: None,
     };
     let p1 = built(&three, &took).remove(0);
     owned[0] = ObservedRelease {

@@ -299,3 +299,77 @@ fn a_halt_the_status_reads_holds_though_the_history_has_not_recorded_it() {
     let changed = Scenario::of(&a).over(&fleet()).owning(owned).plan();
     assert_eq!(applied_pools(&changed), ["p2", "p5"]);
 }
+
+/// Fourth review, item 4: the halt the history records holds across an
+/// edit that judges nothing afresh (`paused` set and unset, a window, one
+/// more pool by name, `deletionPolicy`), and ends when what judges the
+/// pools changes (`maxFailures`, `onFailure`).
+#[test]
+fn a_halt_holds_across_edits_that_judge_nothing_and_ends_when_the_judging_changes() {
+    use crate::reconcile::history::{Recorded, HALTED};
+    let a = progressive(json!({}));
+    // p1 took the revision and is Ready now; p2 to p4 are behind; p5 is new.
+    let mut owned = releases_of(&a, &fleet(), &["p2", "p3", "p4"]);
+    owned.retain(|o| o.pool.as_deref() != Some("p5"));
+    let revision = Scenario::of(&a)
+        .over(&fleet())
+        .owning(owned.clone())
+        .plan()
+        .status()
+        .rollout
+        .unwrap()
+        .revision;
+    let judged = crate::reconcile::rollout::settings::judged_by(a.spec.rollout.as_ref());
+    let history = History::read(
+        vec![Recorded {
+            name: format!("gw-{revision}"),
+            revision: revision.clone(),
+            number: 1,
+            outcome: Some(HALTED.into()),
+            halted_judgement: Some(judged),
+            chart_version: Some("1.0.0".into()),
+            created: None,
+            rolled_out_at: None,
+        }],
+        Vec::new(),
+    );
+    let plan_of = |edited: &NodePoolApplication| {
+        Scenario::of(edited).over(&fleet()).owning(owned.clone()).recorded(&history).plan()
+    };
+    let edit = |rollout: Value, spec: Value| {
+        let mut edited = progressive(rollout);
+        let mut as_json = serde_json::to_value(&edited.spec).unwrap();
+        for (k, v) in spec.as_object().unwrap() {
+            as_json[k] = v.clone();
+        }
+        edited.spec = serde_json::from_value(as_json).unwrap();
+        edited.metadata.generation = Some(7);
+        edited
+    };
+    let window = json!([{ "schedule": "0 0 * * *", "duration": "24h" }]);
+    for (what, edited) in [
+        ("as it was", edit(json!({}), json!({}))),
+        ("paused", edit(json!({ "paused": true }), json!({}))),
+        ("unpaused", edit(json!({ "paused": false }), json!({}))),
+        ("a window", edit(json!({ "windows": window }), json!({}))),
+        ("deletionPolicy", edit(json!({}), json!({ "deletionPolicy": "Orphan" }))),
+        (
+            "one more pool",
+            edit(
+                json!({}),
+                json!({ "pools": { "names": ["p9"], "selector": { "matchLabels": { "region": "east" } } } }),
+            ),
+        ),
+    ] {
+        let plan = plan_of(&edited);
+        assert!(applied_pools(&plan).is_empty(), "{what}: {:?}", applied_pools(&plan));
+        assert_eq!(plan.status().rollout.unwrap().phase, RolloutPhase::Halted, "{what}");
+    }
+    for (what, edited) in [
+        ("maxFailures", edit(json!({ "maxFailures": 1 }), json!({}))),
+        ("onFailure", edit(json!({ "onFailure": "Rollback" }), json!({}))),
+    ] {
+        let plan = plan_of(&edited);
+        assert_eq!(applied_pools(&plan), ["p2", "p5"], "{what} judges afresh");
+    }
+}

@@ -25,6 +25,7 @@ fn settings_resolve_percentages_of_the_selected_pools() {
             awaiting_approval: BTreeSet::new(),
             wave_steps: Vec::new(),
             approved_steps: Vec::new(),
+            rollout_number: None,
             clock_since: None,
             rollback: false,
             back_to: None,

@@ -107,7 +107,7 @@ fn a_revision_that_completed_is_judged_no_more_so_its_answers_are_let_go() {
         revision,
         number: 1,
         outcome: Some(COMPLETE.into()),
-        halted_generation: None,
+        halted_judgement: None,
         chart_version: None,
         created: None,
         rolled_out_at: None,
