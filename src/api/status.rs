@@ -143,6 +143,12 @@ pub enum RolloutPhase {
     /// Halted under `onFailure: Rollback`, and every pool that took this
     /// revision is back; it stays so until the spec changes.
     RolledBack,
+    /// Every pool reached is done with this revision, and offline pools
+    /// are still behind on it: they take it when they come back, and one
+    /// that fails on it halts the others still behind. Not complete: no
+    /// `lastCompleteRevision`, and halts still apply. The application is
+    /// Ready, as it is with offline pools skipped.
+    AwaitingOffline,
     Complete,
 }
 
@@ -155,6 +161,7 @@ impl RolloutPhase {
             Self::Halted => "Halted",
             Self::RollingBack => "RollingBack",
             Self::RolledBack => "RolledBack",
+            Self::AwaitingOffline => "AwaitingOffline",
             Self::Complete => "Complete",
         }
     }

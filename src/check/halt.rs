@@ -1,9 +1,15 @@
 //! A halt holds: once an application's status reads its revision R
 //! `Halted`, `RollingBack` or `RolledBack` (for its current generation),
-//! no pool that had not taken R is written at R until the revision
-//! changes or a person edits the application (its generation moves: new
-//! rollout settings, another selection), as docs/rollouts.md says a halt ends,
-//! or the revision reads `Complete` after all (every pool done with it).
+//! no pool that had not taken R is written at R until, as docs/rollouts.md
+//! says a halt ends, the revision changes (a fix, a request) or a person
+//! changes what judges the pools (`maxFailures`, `onFailure`,
+//! `progressDeadline`, `minReadySeconds`, `offlinePools`, `offlineAfter`,
+//! `analysis`, or the strategy: `AllAtOnce` never halts). Any other edit
+//! (`paused`, windows, the selection) lifts nothing. Nor does the revision
+//! reading `Complete`, unless every release of the application then
+//! carries R: a revision is complete only when every selected pool is done
+//! with it, and one that reads so behind a pool still on another revision
+//! (an offline site, say) must not let that pool take the halted one.
 //! Ordered by resourceVersion, which etcd numbers in one sequence, so a
 //! release written before the halt and delivered after it by its own
 //! watch is not taken for one written after.
@@ -19,7 +25,9 @@ use serde_json::Value;
 
 use crate::api::naming;
 
-use super::{annotation, application_key, application_of_release, text, Invariant, Kind, Record, Violation};
+use super::{
+    annotation, application_key, application_of_release, text, Invariant, Key, Kind, Record, Violation,
+};
 
 /// A halt seen on an application.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,8 +36,8 @@ struct Halt {
     phase: String,
     /// The application's resourceVersion that first read it.
     at: u64,
-    /// Its generation then.
-    generation: Option<i64>,
+    /// What judged its pools then (see [`judging`]).
+    judging: Value,
     /// The resourceVersion of the first edit since (another generation).
     lifted: Option<u64>,
     /// Writes at the halted revision, with their resourceVersions, that
@@ -45,23 +53,30 @@ impl Halts {
     /// Notes a halt the application's status reads, an edit that lifts
     /// one, and forgets one whose revision the application has left; the
     /// waiting writes this version settles, as violations.
-    pub(super) fn read_application(&mut self, record: &Record) -> Vec<Violation> {
+    pub(super) fn read_application(
+        &mut self,
+        record: &Record,
+        objects: &BTreeMap<Key, Value>,
+    ) -> Vec<Violation> {
         debug_assert_eq!(record.kind, Kind::Application);
         let app = &record.object;
         let key = application_key(app);
         let version = resource_version(app).unwrap_or_default();
-        let generation = app.pointer("/metadata/generation").and_then(Value::as_i64);
+        let judged = judging(app);
         let current = app.pointer("/status/observedGeneration") == app.pointer("/metadata/generation");
         let revision = text(app, "/status/rollout/revision");
         let phase = text(app, "/status/rollout/phase").unwrap_or_default();
         let mut found = Vec::new();
         if let Some(halt) = self.0.get_mut(&key) {
-            // An edit lifts it; so does the revision reading Complete for
-            // the generation it halted at: every pool is done with it, and
-            // what comes later (a pool coming back, a release re-created)
-            // catches up with a completed revision.
-            let complete = current && revision == Some(halt.revision.as_str()) && phase == "Complete";
-            if (generation != halt.generation || complete) && halt.lifted.is_none() {
+            // A change of what judges it lifts it; so does the revision
+            // reading Complete while every release of the application
+            // carries it: what comes later (a release re-created) catches
+            // up with a completed revision.
+            let complete = current
+                && revision == Some(halt.revision.as_str())
+                && phase == "Complete"
+                && every_release_carries(objects, &key, &halt.revision);
+            if (judged != halt.judging || complete) && halt.lifted.is_none() {
                 halt.lifted = Some(version);
             }
             let lifted = halt.lifted;
@@ -92,7 +107,7 @@ impl Halts {
                 revision: revision.to_string(),
                 phase: phase.to_string(),
                 at: version,
-                generation,
+                judging: judged,
                 lifted: None,
                 pending,
             };
@@ -144,6 +159,41 @@ impl Halts {
         halt.pending.push((written, violation));
         Vec::new()
     }
+}
+
+/// What judges an application's pools, as docs/rollouts.md lists it
+/// under "A halt holds": a change of any of these ends a halt.
+fn judging(app: &Value) -> Value {
+    const JUDGING: [&str; 8] = [
+        "strategy",
+        "maxFailures",
+        "onFailure",
+        "progressDeadline",
+        "minReadySeconds",
+        "offlinePools",
+        "offlineAfter",
+        "analysis",
+    ];
+    let rollout = app.pointer("/spec/rollout");
+    let fields = JUDGING
+        .iter()
+        .map(|f| (f.to_string(), rollout.and_then(|r| r.get(*f)).cloned().unwrap_or(Value::Null)));
+    Value::Object(fields.collect())
+}
+
+/// Whether every release of the application `key` (namespace, name)
+/// carries `revision`, not taken back from it.
+fn every_release_carries(objects: &BTreeMap<Key, Value>, key: &(String, String), revision: &str) -> bool {
+    let of_app = objects.iter().filter(|(k, object)| {
+        // One being deleted (its pool left) is no pool of the revision.
+        k.kind == Kind::HelmRelease
+            && object.pointer("/metadata/deletionTimestamp").is_none()
+            && application_of_release(object).is_some_and(|(ns, app)| ns == key.0 && app == key.1)
+    });
+    of_app.map(|(_, r)| r).all(|r| {
+        annotation(r, naming::ANNOTATION_REVISION) == Some(revision)
+            && annotation(r, naming::ANNOTATION_ROLLED_BACK_FROM).is_none()
+    })
 }
 
 /// An object's resourceVersion as etcd numbers it.

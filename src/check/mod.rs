@@ -283,7 +283,7 @@ impl Checker {
             // A deleted application forgets what it completed.
             judge(Invariant::CompletedStays, self.completions.read_application(&record));
             // Also on deletion, which settles what waits.
-            judge(Invariant::HaltHolds, self.halts.read_application(&record));
+            judge(Invariant::HaltHolds, self.halts.read_application(&record, &self.objects));
             if let Some(v) = self.approvals.read_application(&record) {
                 judge(Invariant::Approvals, v);
             }

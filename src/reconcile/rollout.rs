@@ -15,7 +15,9 @@
 //!   slot, and its wave is not done without it. A new pool is installed
 //!   at once unless a window says `newPools: Wait`.
 //! - An offline pool (down for `offlineAfter`) is skipped unless `offlinePools:
-//!   Include`: its release stays as it is and it counts for nothing. Unless
+//!   Include`: its release stays as it is and it blocks no wave, but one
+//!   still behind keeps the revision from completing (`AwaitingOffline`)
+//!   and a halt holds for it. Unless
 //!   it went offline after the current revision was written to it, before
 //!   it was done with it (Ready for `minReadySeconds`): then the revision
 //!   may be what took it down (a chart that breaks the kubelet, the CNI or
@@ -268,6 +270,9 @@ pub struct Decision {
     /// A done wave whose checks failed (`analysis.waveChecks`): which,
     /// its step, and why. The revision halts on it.
     pub wave_failure: Option<(usize, String, String)>,
+    /// Offline pools behind on the revision: it is not complete until
+    /// they catch up.
+    pub offline_behind: usize,
 }
 
 impl Decision {
@@ -365,9 +370,17 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
     // person acts (a fix, a request, new rollout settings). Found by the
     // fault soak: a failed pool that left the selection let the halted
     // revision walk on.
-    let to_write = states
-        .iter()
-        .any(|d| matches!(d.state, PoolRollout::Pending | PoolRollout::Write | PoolRollout::Waiting));
+    //
+    // An offline pool still behind on the revision is still to be
+    // written: the revision is not done until it is, and a halt holds for
+    // it (fourth review, item 2: a halted revision read `Complete` behind
+    // two offline sites, and each returning site took the known-bad
+    // revision).
+    let offline_behind = offline_behind(pools, &states);
+    let to_write = offline_behind > 0
+        || states
+            .iter()
+            .any(|d| matches!(d.state, PoolRollout::Pending | PoolRollout::Write | PoolRollout::Waiting));
     let wave_failure = waves::failure(settings);
     let halted = settings.progressive
         && !settings.completed
@@ -420,25 +433,7 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
             PoolRollout::Waiting,
         ]);
     let moving = count(&[PoolRollout::Write, PoolRollout::Updating, PoolRollout::Soaking]);
-    // A rollback that takes no pool back, and no release of which says it
-    // went back, is a halt, and says so: never `RolledBack` when nothing
-    // went back, whatever the history says of the revision.
-    let phase = if let Some(back) = rolling_back.as_ref().filter(|b| !b.nothing_went_back()) {
-        match back.done() {
-            true => RolloutPhase::RolledBack,
-            false => RolloutPhase::RollingBack,
-        }
-    } else if halted || rolling_back.is_some() {
-        RolloutPhase::Halted
-    } else if behind > 0 && settings.paused {
-        RolloutPhase::Paused
-    } else if awaiting > 0 {
-        RolloutPhase::AwaitingApproval
-    } else if behind > 0 || moving > 0 {
-        RolloutPhase::Progressing
-    } else {
-        RolloutPhase::Complete
-    };
+    let phase = phase_of(settings, rolling_back.as_ref(), halted, [behind, awaiting, moving, offline_behind]);
     let awaiting_approval = pools
         .iter()
         .zip(&states)
@@ -465,7 +460,51 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
         wave,
         requeue_after: requeue.0,
         wave_failure,
+        offline_behind,
     }
+}
+
+/// The rollout's phase, from the pools behind, awaiting approval, under
+/// way and offline behind.
+fn phase_of(
+    settings: &Settings,
+    rolling_back: Option<&RollingBack>,
+    halted: bool,
+    [behind, awaiting, moving, offline_behind]: [usize; 4],
+) -> RolloutPhase {
+    // A rollback that takes no pool back, and no release of which says it
+    // went back, is a halt, and says so: never `RolledBack` when nothing
+    // went back, whatever the history says of the revision.
+    if let Some(back) = rolling_back.filter(|b| !b.nothing_went_back()) {
+        match back.done() {
+            true => RolloutPhase::RolledBack,
+            false => RolloutPhase::RollingBack,
+        }
+    } else if halted || rolling_back.is_some() {
+        RolloutPhase::Halted
+    } else if behind > 0 && settings.paused {
+        RolloutPhase::Paused
+    } else if awaiting > 0 {
+        RolloutPhase::AwaitingApproval
+    } else if behind > 0 || moving > 0 {
+        RolloutPhase::Progressing
+    } else if offline_behind > 0 {
+        RolloutPhase::AwaitingOffline
+    } else {
+        RolloutPhase::Complete
+    }
+}
+
+/// How many offline pools are behind on the revision (their release of
+/// another revision, or none yet): skipped while offline, yet still to
+/// be written.
+fn offline_behind(pools: &[PoolInput], states: &[PoolDecision]) -> usize {
+    let behind = |p: &PoolInput| matches!(p.release, Release::Missing | Release::Behind(_));
+    pools
+        .iter()
+        .zip(states)
+        .filter(|(p, d)| d.state == PoolRollout::Offline && behind(p))
+        .count()
 }
 
 pub(super) fn stamp(t: Timestamp) -> String {

@@ -118,10 +118,20 @@ pub async fn wait_named(
 
 /// The rollout is complete and every one of `total` pools is Ready.
 pub fn complete(total: usize) -> impl Fn(&Value) -> Result<(), String> {
+    reads_ready(format!("Complete {total}/{total}"))
+}
+
+/// Every pool reached done, `total` of them, with offline pools behind:
+/// Ready, and not complete (`AwaitingOffline`).
+pub fn awaiting_offline(total: usize) -> impl Fn(&Value) -> Result<(), String> {
+    reads_ready(format!("AwaitingOffline {total}/{total}"))
+}
+
+/// The rollout's progress reads `want`, and the application is Ready.
+fn reads_ready(want: String) -> impl Fn(&Value) -> Result<(), String> {
     move |app| {
         let progress = app.pointer("/status/rollout/progress").and_then(Value::as_str);
         let ready = super::condition(app, "Ready").map(|c| c["status"].clone());
-        let want = format!("Complete {total}/{total}");
         match (progress, ready) {
             (Some(p), Some(r)) if p == want && r == "True" => Ok(()),
             other => Err(format!("rollout and Ready are {other:?}, want {want} and True")),

@@ -160,9 +160,41 @@ fn a_pool_written_at_a_halted_revision_is_caught_and_one_written_before_the_halt
     let found = seen(&mut edited, 4, Kind::Application, raised);
     assert!(found.is_empty(), "{found:?}");
     assert_eq!(edited.summary().violations.get(&Invariant::HaltHolds), None);
+}
 
-    // Halted, then Complete after all (the pool that failed was done in
-    // the end, one offline was skipped): a pool that comes back catches up.
+/// Fourth review, E2 and E3: the exemptions that hid a halted revision
+/// completing behind offline sites, and a halt lifted by any edit.
+#[test]
+fn only_a_complete_fleet_or_a_change_of_what_judges_ends_a_halt() {
+    let progressive = json!({ "strategy": "Progressive" });
+    // E2: Complete read while pool c is still on r1 (an
+    // offline site behind) lifts nothing: c written at r2 is caught.
+    let mut behind = Checker::new();
+    seen(
+        &mut behind,
+        0,
+        Kind::Application,
+        application("gw", 10, progressive.clone(), "r2", "Halted", 2),
+    );
+    seen(&mut behind, 1, Kind::HelmRelease, release("gw", "a", 5, 2, "r2", "h2", true));
+    seen(&mut behind, 1, Kind::HelmRelease, release("gw", "c", 6, 1, "r1", "h1", true));
+    seen(
+        &mut behind,
+        2,
+        Kind::Application,
+        application("gw", 11, progressive.clone(), "r2", "Complete", 2),
+    );
+    seen(&mut behind, 3, Kind::HelmRelease, release("gw", "c", 12, 2, "r2", "h2", false));
+    let found = seen(
+        &mut behind,
+        4,
+        Kind::Application,
+        application("gw", 13, progressive.clone(), "r2", "Complete", 2),
+    );
+    assert_eq!(of(&found, Invariant::HaltHolds), 1, "{found:?}");
+
+    // Complete while every release carries r2 lifts it: a release
+    // re-created later catches up.
     let mut completed = Checker::new();
     seen(
         &mut completed,
@@ -170,21 +202,40 @@ fn a_pool_written_at_a_halted_revision_is_caught_and_one_written_before_the_halt
         Kind::Application,
         application("gw", 10, progressive.clone(), "r2", "Halted", 2),
     );
-    seen(&mut completed, 1, Kind::HelmRelease, release("gw", "c", 5, 1, "r1", "h1", true));
+    seen(&mut completed, 1, Kind::HelmRelease, release("gw", "a", 5, 2, "r2", "h2", true));
     seen(
         &mut completed,
         2,
         Kind::Application,
         application("gw", 11, progressive.clone(), "r2", "Complete", 2),
     );
-    seen(&mut completed, 3, Kind::HelmRelease, release("gw", "c", 12, 2, "r2", "h2", false));
+    seen(&mut completed, 3, Kind::HelmRelease, release("gw", "c", 12, 1, "r2", "h2", false));
     let found = seen(
         &mut completed,
         4,
         Kind::Application,
-        application("gw", 13, progressive, "r2", "Complete", 2),
+        application("gw", 13, progressive.clone(), "r2", "Complete", 2),
     );
     assert_eq!(of(&found, Invariant::HaltHolds), 0, "{found:?}");
+
+    // Fourth review, E3: an edit that judges nothing afresh (paused set,
+    // another generation) lifts nothing.
+    let mut paused = Checker::new();
+    seen(
+        &mut paused,
+        0,
+        Kind::Application,
+        application("gw", 10, progressive.clone(), "r2", "Halted", 2),
+    );
+    seen(&mut paused, 1, Kind::HelmRelease, release("gw", "b", 5, 1, "r1", "h1", true));
+    let mut edit =
+        application("gw", 11, json!({ "strategy": "Progressive", "paused": true }), "r2", "Halted", 2);
+    edit["metadata"]["generation"] = json!(3);
+    seen(&mut paused, 2, Kind::Application, edit.clone());
+    seen(&mut paused, 3, Kind::HelmRelease, release("gw", "b", 12, 2, "r2", "h2", false));
+    edit["metadata"]["resourceVersion"] = json!("13");
+    let found = seen(&mut paused, 4, Kind::Application, edit);
+    assert_eq!(of(&found, Invariant::HaltHolds), 1, "{found:?}");
 }
 
 #[test]

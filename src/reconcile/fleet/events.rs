@@ -330,6 +330,10 @@ fn rollout_transition(before: Option<&RolloutStatus>, now: &RolloutStatus) -> Ve
             // change no pool's release sees) is no news.
             RolloutPhase::Complete if before.is_none() => vec![],
             RolloutPhase::Complete => vec![make(false, "RolloutComplete")],
+            // Offline pools behind on it: said once, when the pools reached
+            // are done; `RolloutComplete` comes when the last catches up.
+            RolloutPhase::AwaitingOffline if before.is_none() => vec![],
+            RolloutPhase::AwaitingOffline => vec![make(false, "RolloutAwaitingOffline")],
             RolloutPhase::Progressing if before.is_none() => vec![make(false, "RolloutStarted")],
             RolloutPhase::Progressing if phase_before == Some(RolloutPhase::AwaitingApproval) => {
                 vec![make(false, "RolloutApproved")]

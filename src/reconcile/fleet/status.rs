@@ -71,7 +71,8 @@ pub fn rollup(input: &RollupInput) -> NodePoolApplicationStatus {
     let phase = input.rollout.as_ref().map(|r| r.phase);
     // An offline pool is waited for by nobody: Flux's health checks would
     // otherwise hang on every site whose link is down.
-    let settled = ready + offline == total && phase.is_none_or(|p| p == RolloutPhase::Complete);
+    let settled = ready + offline == total
+        && phase.is_none_or(|p| matches!(p, RolloutPhase::Complete | RolloutPhase::AwaitingOffline));
 
     let (ready_status, reason) = ready_reason(input, settled);
     let mut conditions = vec![make(

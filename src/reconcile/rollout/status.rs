@@ -42,6 +42,12 @@ impl Decision {
             RolloutPhase::Complete if self.failed.is_empty() => {
                 format!("every pool is on revision {revision}")
             }
+            RolloutPhase::AwaitingOffline => format!(
+                "every pool reached is on revision {revision}; {} offline pool(s) are behind on it and \
+                 take it when they come back: not complete until they do, and a returning pool that \
+                 fails on it halts the rollout",
+                self.offline_behind
+            ),
             // A completed revision stays so: what fails later is the pool's.
             RolloutPhase::Complete => format!(
                 "every pool is on revision {revision}; {} pool(s) failed since it completed ({}): \

@@ -12,11 +12,21 @@ fn offline_pools_are_skipped_and_count_for_nothing() {
     assert_eq!(written(&d), ["up"], "an offline pool blocks nothing");
     assert_eq!(d.total, 1);
     assert!(d.failed.is_empty());
-    // Once the others are done the rollout is complete.
+    // Once the others are done, the rollout awaits the offline pool still
+    // behind: not complete until it catches up (fourth review, item 2).
     let d = Fleet::new()
         .offline("down", ready())
         .current("up", 0, ready(), 0)
         .decide(&progressive(), 1);
+    assert_eq!((d.phase, d.offline_behind), (RolloutPhase::AwaitingOffline, 1));
+    // An offline pool that took the revision and was done before it went
+    // down is no pool behind.
+    let d = Fleet::new()
+        .add("down", 0, true, Kind::Current(0, Some(0)), Some(ready()))
+        .down_since("down", 60)
+        .current("up", 0, ready(), 0)
+        .decide(&progressive(), 1);
+    assert_eq!(d.state("down"), Some(PoolRollout::Offline));
     assert_eq!(d.phase, RolloutPhase::Complete);
     // An offline pool's timed-out upgrade is not a failure either, when it
     // was offline before the update was written (at second 0).
@@ -235,4 +245,43 @@ fn a_pool_that_goes_out_of_reach_while_updating_keeps_its_slot() {
         .unreached_since("site", 9_850)
         .decide(&settings, 1);
     assert_eq!(written(&d), ["b"]);
+}
+
+/// Fourth review, item 2 (soak seed 41): R halted on b; b recovered; c
+/// and d are offline past offlineAfter and behind. R never reads
+/// `Complete` behind them, the halt holds while they are behind, and when
+/// they return none is written.
+#[test]
+fn a_halt_holds_for_offline_pools_behind_and_a_returning_one_is_not_written() {
+    let halted_before = Settings {
+        halted_before: true,
+        ..progressive()
+    };
+    let offline = Fleet::new()
+        .current("a", 0, ready(), 0)
+        .current("b", 0, ready(), 0)
+        .offline("c", ready())
+        .offline("d", ready());
+    let d = offline.decide(&halted_before, 1);
+    assert_eq!(d.phase, RolloutPhase::Halted);
+    let back = Fleet::new()
+        .current("a", 0, ready(), 0)
+        .current("b", 0, ready(), 0)
+        .behind("c", 0, ready())
+        .offline("d", ready());
+    let d = back.decide(&halted_before, 1);
+    assert_eq!(d.phase, RolloutPhase::Halted);
+    assert!(written(&d).is_empty(), "{:?}", written(&d));
+    // Without a halt: the returning pool takes the revision, and when it
+    // fails on it the rollout halts, and the one still behind is held.
+    let d = back.decide(&progressive(), 1);
+    assert_eq!(written(&d), ["c"]);
+    let failing = Fleet::new()
+        .current("a", 0, ready(), 0)
+        .current("b", 0, ready(), 0)
+        .current("c", 0, status(ReleaseState::Failed, true, None), 0)
+        .behind("d", 0, ready());
+    let d = failing.decide(&progressive(), 1);
+    assert_eq!(d.phase, RolloutPhase::Halted);
+    assert!(written(&d).is_empty(), "{:?}", written(&d));
 }
