@@ -32,8 +32,8 @@ use serde_json::Value;
 use crate::api::naming;
 
 use super::{
-    annotation, application_key, application_of_release, halt::resource_version, label, ready_now, Invariant,
-    Record, Violation,
+    annotation, application_key, application_of_release, available_before, halt::resource_version, label,
+    Invariant, Record, Violation,
 };
 
 /// How many versions of an application's approval annotation are kept.
@@ -132,7 +132,8 @@ impl Approvals {
         // the stamp names no rollout, and no approval matches it.
         let rollout = annotation(release, naming::ANNOTATION_ROLLOUT).unwrap_or("<none>");
         let revision = format!("{revision}@{rollout}");
-        if !updated || !ready_now(previous) || release.pointer("/metadata/deletionTimestamp").is_some() {
+        if !updated || !available_before(previous) || release.pointer("/metadata/deletionTimestamp").is_some()
+        {
             return None;
         }
         let pool = label(release, naming::LABEL_POOL)?;

@@ -5,7 +5,8 @@
 //! was Ready for its generation, and is back once Ready for the new one.
 //! A release not Ready before its write was unavailable already:
 //! docs/rollouts.md lets those start at once, whatever the slots, and so does a
-//! new pool. Being Ready is judged without `minReadySeconds`, so a
+//! new pool; not one that Flux only waits on (its source, its artifact, a
+//! dependency), whose workload runs as before (see [`available_before`]). Being Ready is judged without `minReadySeconds`, so a
 //! soaking pool counts as back here: the check errs on the lenient side.
 //! A pool offline when a write is judged (its nodes, see [`Nodes`]) counts
 //! neither, as docs/rollouts.md says of offline pools under
@@ -20,7 +21,10 @@ use serde_json::Value;
 use crate::api::naming;
 
 use super::nodes::Nodes;
-use super::{annotation, application_of_release, ready_now, text, Invariant, Key, Kind, Record, Violation};
+use super::{
+    annotation, application_of_release, available_before, ready_now, text, Invariant, Key, Kind, Record,
+    Violation,
+};
 
 /// The releases each application (namespace, name) has taken down.
 #[derive(Debug, Default)]
@@ -47,7 +51,7 @@ impl Updating {
         // Deleted (by hand, or pruned), its pool is no update under way:
         // what comes next is a new release, an install.
         let deleting = record.deleted || release.pointer("/metadata/deletionTimestamp").is_some();
-        if rewritten && !deleting && previous.is_some_and(ready_now) {
+        if rewritten && !deleting && previous.is_some_and(available_before) {
             down.insert(name.clone());
         }
         if ready_now(release) || deleting {

@@ -431,6 +431,20 @@ fn text<'a>(object: &'a Value, pointer: &str) -> Option<&'a str> {
     object.pointer(pointer).and_then(Value::as_str)
 }
 
+/// Whether a release was available before a write, as docs/rollouts.md
+/// counts it: Ready for its current generation, or not Ready only because
+/// Flux waits on something outside it (its source, its artifact, a
+/// dependency: `SourceNotReady`, `ArtifactFailed`, `DependencyNotReady`),
+/// which leaves its workload running. Only a release unavailable in any
+/// other way starts at once, whatever the slots and approvals.
+fn available_before(release: &Value) -> bool {
+    const WAITING: [&str; 3] = ["SourceNotReady", "ArtifactFailed", "DependencyNotReady"];
+    let conditions = release.pointer("/status/conditions").and_then(Value::as_array);
+    let ready = conditions.and_then(|c| c.iter().find(|c| c["type"] == "Ready"));
+    let waiting = ready.is_some_and(|c| c["status"] == "False" && WAITING.iter().any(|w| c["reason"] == *w));
+    ready_now(release) || waiting
+}
+
 /// A release's Ready condition says it is Ready for its current generation.
 fn ready_now(release: &Value) -> bool {
     let generation = release.pointer("/metadata/generation").and_then(Value::as_i64);

@@ -123,3 +123,29 @@ fn a_gated_step_whose_pools_are_gone_still_holds_the_waves_after_it() {
     assert_eq!(of(&found, Invariant::Approvals), 1, "{found:?}");
     assert!(found[0].message.contains("gw-c (pool c)") && found[0].message.contains("step(s) rest"));
 }
+
+/// Fourth review, E1: a release not Ready only because Flux waits on its
+/// source (`SourceNotReady`) runs its workload as before: updated without
+/// its approval, it is caught; one Flux finds failed is not.
+#[test]
+fn a_release_flux_only_waits_on_is_no_release_unavailable_already() {
+    let not_ready = |reason: &str| {
+        let mut r = release("gw", "b", 11, 1, "r1", "h1", false);
+        r["status"]["conditions"][0]["reason"] = json!(reason);
+        r
+    };
+    for (reason, caught) in [
+        ("SourceNotReady", 1),
+        ("ArtifactFailed", 1),
+        ("DependencyNotReady", 1),
+        ("UpgradeFailed", 0),
+    ] {
+        let mut checker = Checker::new();
+        seen(&mut checker, 0, Kind::Application, gated(10, None));
+        seen(&mut checker, 0, Kind::HelmRelease, not_ready(reason));
+        let rest = by_rollout(release("gw", "b", 22, 2, "r2", "h2", false), 2);
+        seen(&mut checker, 1, Kind::HelmRelease, rest);
+        let found = seen(&mut checker, 2, Kind::Application, gated(23, None));
+        assert_eq!(of(&found, Invariant::Approvals), caught, "{reason}: {found:?}");
+    }
+}

@@ -116,8 +116,8 @@ pub(super) fn pick(
     mut unavailable: usize,
     now: Timestamp,
 ) {
-    // Pools Flux says are not Ready are unavailable already: they start
-    // at once. Not so a release Flux has not judged since its last
+    // Pools Flux says are not Ready (Waiting reasons aside) are
+    // unavailable already: they start at once. Not so a release Flux has not judged since its last
     // change (a suspension, a resume): opening those would write every
     // pool at once, past maxUnavailable and the waves.
     //
@@ -141,7 +141,14 @@ pub(super) fn pick(
         let recent = p
             .last_written
             .is_some_and(|w| now.duration_since(w).as_secs_f64() < settings.progress_deadline.as_secs_f64());
-        if status.observed_latest && status.state != ReleaseState::Ready {
+        // A release Flux waits on (its source not Ready, its artifact not
+        // fetched, a dependency) runs its workload as before: it is
+        // waiting, not unavailable, and takes its turn like a healthy one
+        // (fourth review, item 11: a source outage would otherwise write
+        // every waiting pool at once, past the waves and approvals).
+        let unavailable_already =
+            status.observed_latest && !matches!(status.state, ReleaseState::Ready | ReleaseState::Waiting);
+        if unavailable_already {
             d.state = PoolRollout::Write;
             unavailable += 1;
         } else if !status.observed_latest && !p.suspended && recent {

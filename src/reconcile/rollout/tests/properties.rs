@@ -162,8 +162,11 @@ proptest! {
             offline(i) && d.kind == 2 && d.offline_ago <= d.written_ago && !proven
         };
         let skipped = |i: usize| offline(i) && !down_after_update(i);
-        // Healthy: Ready, or not yet judged by Flux (no verdict that it is unavailable).
-        let healthy = |i: usize| STATES[fleet[i].state] == ReleaseState::Ready || !fleet[i].observed_latest;
+        // Healthy: Ready, waited on by Flux (its source, not its workload),
+        // or not yet judged by Flux (no verdict that it is unavailable).
+        let healthy = |i: usize| {
+            matches!(STATES[fleet[i].state], ReleaseState::Ready | ReleaseState::Waiting) || !fleet[i].observed_latest
+        };
         let halted = d.phase == RolloutPhase::Halted;
         prop_assert_eq!(d.pools.len(), fleet.len());
         prop_assert_eq!(d.total, (0..fleet.len()).filter(|i| !skipped(*i)).count());

@@ -184,3 +184,37 @@ fn a_gate_holds_every_wave_after_it_though_its_own_pools_are_done_or_gone() {
     };
     assert_eq!(written(&fleet().decide(&open, 3)), ["c"]);
 }
+
+/// Fourth review, item 11: a behind pool whose release Flux waits on
+/// (`SourceNotReady`: its old chart's source not Ready; `ArtifactFailed`;
+/// `DependencyNotReady`) runs its workload as before. It is no pool
+/// unavailable already: it waits for its wave's approval and for a slot,
+/// and is neither written out of turn nor failed.
+#[test]
+fn a_pool_flux_waits_on_takes_its_turn_and_is_not_written_ahead_of_an_approval() {
+    let waiting = |reason: &str| ReleaseStatus {
+        reason: reason.to_string(),
+        ..status(ReleaseState::Waiting, true, None)
+    };
+    for reason in ["SourceNotReady", "ArtifactFailed", "DependencyNotReady"] {
+        let fleet = Fleet::new()
+            .current("canary", 0, ready(), 0)
+            .behind("east", 1, waiting(reason))
+            .behind("west", 1, ready());
+        let gated = Settings {
+            awaiting_approval: [1].into(),
+            ..progressive()
+        };
+        let d = fleet.decide(&gated, 2);
+        assert!(written(&d).is_empty(), "{reason}: {:?}", written(&d));
+        assert_eq!(d.state("east"), Some(PoolRollout::AwaitingApproval), "{reason}");
+        assert!(d.failed.is_empty(), "{reason}");
+        // Approved, with one slot: one pool at a time, by name.
+        let d = fleet.decide(&progressive(), 2);
+        assert_eq!(written(&d), ["east"], "{reason}");
+        let busy = Fleet::new()
+            .current("canary", 0, status(ReleaseState::Progressing, true, None), 0)
+            .behind("east", 0, waiting(reason));
+        assert!(written(&busy.decide(&progressive(), 1)).is_empty(), "{reason}: past maxUnavailable");
+    }
+}
