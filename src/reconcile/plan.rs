@@ -116,7 +116,7 @@ pub use observed::{
     TakenRelease, WrittenAt,
 };
 pub use outcome::{DesiredRelease, Outcome, Plan, PoolOutcome, UninstallSkipped, Writes};
-use recorded::{completed, halted_before};
+use recorded::{completed, halted_before, judged_by, rollout_number};
 use report::roll_up;
 pub use rest::{at_rest, AtRest, Rest};
 pub use rollback::stamps::Stamps;
@@ -300,19 +300,6 @@ fn rollout_of(
     Ok((settings, targets))
 }
 
-/// This rollout's number in the history (see `History::rollout_number`);
-/// without the history (a preview), the number the status reports for
-/// the revision, if any.
-fn rollout_number(input: &PlanInput, revision: &str) -> Option<i64> {
-    match input.history {
-        Some(history) => Some(history.rollout_number(revision)),
-        None => {
-            let reported = input.app.status.as_ref()?.rollout.as_ref()?;
-            reported.number.filter(|_| reported.revision == revision)
-        }
-    }
-}
-
 /// The application's rollout settings for this revision, with what the
 /// history and the clock say of it; the message says why they are invalid.
 fn rollout_settings(
@@ -331,11 +318,6 @@ fn rollout_settings(
             && app.spec.pools.kind != crate::api::PoolKind::ClusterProfile,
         ..settings
     })
-}
-
-/// What judges the application's rollout: a halt holds while it stays.
-fn judged_by(app: &AppInfo) -> String {
-    rollout::settings::judged_by(app.spec.rollout.as_ref())
 }
 
 /// The owned releases no pool wants any more: pruned, or, when already

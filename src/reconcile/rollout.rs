@@ -59,6 +59,7 @@ use crate::reconcile::release::state::ReleaseStatus;
 pub mod analysis;
 mod held;
 mod measure;
+mod phase;
 mod rollback;
 pub mod settings;
 mod starting;
@@ -68,6 +69,7 @@ pub mod window;
 use held::{down_briefly, grace_left, held_by_window, offline, outside_window};
 use measure::{format_duration, measure};
 pub use measure::{soak_left, soak_of};
+use phase::{offline_behind, phase_of};
 pub use rollback::{RollingBack, Stamp};
 pub use settings::{parse_duration, Settings, DEFAULT_OFFLINE_AFTER, DEFAULT_PROGRESS_DEADLINE};
 use starting::{active_wave, first_install_alone, gate_before, halt, pause, pick, start};
@@ -462,49 +464,6 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
         wave_failure,
         offline_behind,
     }
-}
-
-/// The rollout's phase, from the pools behind, awaiting approval, under
-/// way and offline behind.
-fn phase_of(
-    settings: &Settings,
-    rolling_back: Option<&RollingBack>,
-    halted: bool,
-    [behind, awaiting, moving, offline_behind]: [usize; 4],
-) -> RolloutPhase {
-    // A rollback that takes no pool back, and no release of which says it
-    // went back, is a halt, and says so: never `RolledBack` when nothing
-    // went back, whatever the history says of the revision.
-    if let Some(back) = rolling_back.filter(|b| !b.nothing_went_back()) {
-        match back.done() {
-            true => RolloutPhase::RolledBack,
-            false => RolloutPhase::RollingBack,
-        }
-    } else if halted || rolling_back.is_some() {
-        RolloutPhase::Halted
-    } else if behind > 0 && settings.paused {
-        RolloutPhase::Paused
-    } else if awaiting > 0 {
-        RolloutPhase::AwaitingApproval
-    } else if behind > 0 || moving > 0 {
-        RolloutPhase::Progressing
-    } else if offline_behind > 0 {
-        RolloutPhase::AwaitingOffline
-    } else {
-        RolloutPhase::Complete
-    }
-}
-
-/// How many offline pools are behind on the revision (their release of
-/// another revision, or none yet): skipped while offline, yet still to
-/// be written.
-fn offline_behind(pools: &[PoolInput], states: &[PoolDecision]) -> usize {
-    let behind = |p: &PoolInput| matches!(p.release, Release::Missing | Release::Behind(_));
-    pools
-        .iter()
-        .zip(states)
-        .filter(|(p, d)| d.state == PoolRollout::Offline && behind(p))
-        .count()
 }
 
 pub(super) fn stamp(t: Timestamp) -> String {

@@ -1,9 +1,11 @@
-//! What is on record of a revision beyond its pools: whether it completed,
-//! and whether it halted at the application's current generation. Each
-//! is read from the history and from the application's own status, which
-//! is read afresh at every reconcile: either record holds.
+//! What is on record of a revision beyond its pools: which rollout of it
+//! is under way, whether it completed, and whether it halted, judged as
+//! it is judged now. Each is read from the history and from the
+//! application's own status, which is read afresh at every reconcile:
+//! either record holds.
 
 use super::PlanInput;
+use crate::reconcile::release::build::AppInfo;
 
 /// Whether this rollout of `revision` completed: its history record says
 /// so, or, before the record is marked, the status the last reconcile
@@ -46,4 +48,22 @@ pub(super) fn halted_before(input: &PlanInput, revision: &str, judgement: &str) 
         .and_then(|s| s.rollout.as_ref())
         .is_some_and(|r| r.revision == revision && matches!(r.phase, Halted | RollingBack | RolledBack));
     recorded || reported
+}
+
+/// This rollout's number in the history (see `History::rollout_number`);
+/// without the history (a preview), the number the status reports for
+/// the revision, if any.
+pub(super) fn rollout_number(input: &PlanInput, revision: &str) -> Option<i64> {
+    match input.history {
+        Some(history) => Some(history.rollout_number(revision)),
+        None => {
+            let reported = input.app.status.as_ref()?.rollout.as_ref()?;
+            reported.number.filter(|_| reported.revision == revision)
+        }
+    }
+}
+
+/// What judges the application's rollout: a halt holds while it stays.
+pub(super) fn judged_by(app: &AppInfo) -> String {
+    crate::reconcile::rollout::settings::judged_by(app.spec.rollout.as_ref())
 }
