@@ -118,9 +118,13 @@ async fn a_chart_kept_in_a_bucket_fans_out() -> TestResult {
             async move {
                 let object = buckets.get("charts").await.map_err(|e| e.to_string())?;
                 let value = serde_json::to_value(&object).map_err(|e| e.to_string())?;
+                // source-controller may write Ready before the artifact in
+                // another status write: wait for both, so the assertion
+                // below judges what it fetched, not a half-written status.
+                let artifact = value.pointer("/status/artifact/revision").is_some();
                 match condition(&value, "Ready") {
-                    Some(c) if c["status"] == "True" => Ok(value),
-                    other => Err(format!("Ready is {other:?}")),
+                    Some(c) if c["status"] == "True" && artifact => Ok(value),
+                    other => Err(format!("Ready is {other:?}, an artifact: {artifact}")),
                 }
             }
         })
