@@ -62,12 +62,22 @@ pub fn requests(asks: &[Ask]) -> Vec<Request> {
 /// Each ask of a batch with its answer, from what the query API answered
 /// (`status`, `body`): a pool's value is the sample whose label `by` is
 /// its name; a pool with none has no data; with more than one, no answer.
-/// An answer that is no vector (an error, a scalar) is every pool's.
+/// An answer that is no vector (an error, a scalar) is every pool's. And
+/// an answer with series none of which names a pool asked answered a
+/// question not asked (`by` is not the label the query keeps, say): no
+/// answer for any, never "no data", which `onEmpty: Pass` would pass.
 pub fn split(asks: Vec<Ask>, by: &str, status: u16, body: &[u8]) -> Vec<(Ask, Answer)> {
-    let samples = match samples_by(status, body, by) {
+    let (samples, series) = match samples_by(status, body, by) {
         Ok(samples) => samples,
         Err(answer) => return asks.into_iter().map(|a| (a, answer.clone())).collect(),
     };
+    if series > 0 && !asks.iter().any(|a| samples.contains_key(a.pool.as_str())) {
+        let why = Answer::Unanswered(format!(
+            "{series} series, none with {by} naming a pool asked: the query must keep the label {by} \
+             (aggregate it by {by}, e.g. sum by ({by}) (…))"
+        ));
+        return asks.into_iter().map(|a| (a, why.clone())).collect();
+    }
     asks.into_iter()
         .map(|ask| {
             let answer = match samples.get(ask.pool.as_str()).map(Vec::as_slice) {
@@ -85,9 +95,10 @@ pub fn split(asks: Vec<Ask>, by: &str, status: u16, body: &[u8]) -> Vec<(Ask, An
         .collect()
 }
 
-/// The samples of an instant vector by their label `by`; what every pool
-/// gets when the answer is no such vector.
-fn samples_by(status: u16, body: &[u8], by: &str) -> Result<HashMap<String, Vec<Answer>>, Answer> {
+/// The samples of an instant vector by their label `by`, and how many
+/// series it has; what every pool gets when the answer is no such vector.
+type Samples = (HashMap<String, Vec<Answer>>, usize);
+fn samples_by(status: u16, body: &[u8], by: &str) -> Result<Samples, Answer> {
     let Ok(json) = serde_json::from_slice::<Value>(body) else {
         return Err(answer_of(status, body));
     };
@@ -114,7 +125,7 @@ fn samples_by(status: u16, body: &[u8], by: &str) -> Result<HashMap<String, Vec<
             value.map_or_else(|| Answer::Unanswered("a sample that is not a number".into()), Answer::Value);
         samples.entry(pool.to_string()).or_default().push(answer);
     }
-    Ok(samples)
+    Ok((samples, result.len()))
 }
 
 #[cfg(test)]
@@ -179,6 +190,27 @@ mod tests {
         assert_eq!(answers["b"], Answer::Value(0.0));
         assert_eq!(answers["c"], Answer::Empty, "a pool without its series has no data");
         assert!(matches!(&answers["d"], Answer::Unanswered(why) if why.contains("2 series have site=\"d\"")));
+    }
+
+    /// `by: site` where the query keeps `instance`: every series is
+    /// someone else's, so no pool is answered, and none has "no data".
+    #[test]
+    fn series_that_name_no_pool_asked_answer_none() {
+        let (a, b) = (ask("a", "e", Some("site")), ask("b", "e", Some("site")));
+        let body = br#"{"status":"success","data":{"resultType":"vector","result":[
+            {"metric":{"instance":"a"},"value":[1,"0.5"]},
+            {"metric":{"site":"z"},"value":[1,"0"]}]}}"#;
+        for (_, answer) in split(vec![a.clone(), b.clone()], "site", 200, body) {
+            assert!(
+                matches!(&answer, Answer::Unanswered(why) if why.contains("2 series, none with site naming a pool")),
+                "{answer:?}"
+            );
+        }
+        // No series at all is no data, as for a check of one pool.
+        let empty = br#"{"status":"success","data":{"resultType":"vector","result":[]}}"#;
+        for (_, answer) in split(vec![a, b], "site", 200, empty) {
+            assert_eq!(answer, Answer::Empty);
+        }
     }
 
     #[test]
