@@ -31,4 +31,5 @@ pub mod console;
 pub mod pools;
 pub mod reconcile;
 pub mod runtime;
+pub mod tls;
 pub mod values;

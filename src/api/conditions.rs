@@ -75,4 +75,7 @@ pub mod pool_reason {
     /// The wave before the pool's is done, and its wave checks are being
     /// asked: the pool's update waits for them.
     pub const WAITING_FOR_WAVE_CHECKS: &str = "WaitingForWaveChecks";
+    /// No pool has the revision yet, and its `PreRollout` webhook gates
+    /// hold it: the pool's write waits for them.
+    pub const WAITING_FOR_ROLLOUT_GATES: &str = "WaitingForRolloutGates";
 }

@@ -223,6 +223,7 @@ fn plan_releases(input: &PlanInput) -> Plan {
         source: checks.source,
         checks: checks.checks,
         wave_checks: checks.wave_checks,
+        pre_rollout: checks.pre_rollout,
         revision: revision.clone(),
         asks,
         judged,

@@ -73,8 +73,8 @@ use phase::{offline_behind, phase_of};
 pub use rollback::{RollingBack, Stamp};
 pub use settings::{parse_duration, Settings, DEFAULT_OFFLINE_AFTER, DEFAULT_PROGRESS_DEADLINE};
 use starting::{active_wave, first_install_alone, gate_before, halt, pause, pick, start};
-use waves::wait_for_wave_checks;
 pub use waves::waves_done;
+use waves::{wait_for_rollout_gates, wait_for_wave_checks};
 
 /// A selected pool's release, measured against the current revision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -418,6 +418,7 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
         let active = active_wave(pools, &states);
         pick(settings, pools, &mut states, unavailable, now);
         wait_for_wave_checks(settings, pools, &mut states, active, &mut requeue);
+        wait_for_rollout_gates(settings, pools, &mut states, &mut requeue);
     }
     if settings.first_install_alone && rolling_back.is_none() && !halted {
         first_install_alone(pools, &mut states);

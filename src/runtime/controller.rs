@@ -208,7 +208,7 @@ fn context(
         chart_backoff: Backoff::starting_at(CHART_HOLD_FIRST_RETRY),
         leading_since: std::sync::OnceLock::new(),
         index,
-        asker: crate::reconcile::apply::asks::Asker::new(),
+        asker: crate::reconcile::apply::asks::Asker::new(args.check_allowed_hosts.clone()),
         relist: Arc::default(),
         shard: args.watch_label_selector.clone(),
     }

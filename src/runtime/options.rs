@@ -65,6 +65,14 @@ pub struct RunArgs {
     /// Not given: Events are recorded only.
     #[arg(long, env = "NODEPOOL_FANOUT_EVENTS_ADDR")]
     pub events_addr: Option<String>,
+    /// The hosts metric checks and webhook gates may name, comma
+    /// separated: host names (`prometheus.monitoring`, `*.ci.example.com`)
+    /// and address ranges (`10.20.0.0/16`); a name not listed is asked
+    /// only at its addresses in a listed range. Empty (the default): any
+    /// host. Lock it down where application authors are not trusted with
+    /// the controller's network reach, as Flux's `--no-remote-bases`.
+    #[arg(long, env = "NODEPOOL_FANOUT_CHECK_ALLOWED_HOSTS", default_value = "")]
+    pub check_allowed_hosts: crate::reconcile::apply::asks::Reach,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

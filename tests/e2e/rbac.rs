@@ -1,7 +1,8 @@
 //! `kubectl apply -k deploy/` installs the controller, and the RBAC it ships
 //! is sufficient: the controller, acting as the deployed service account,
 //! fans an application out end to end and cleans up after it. It is no
-//! broader than needed: that identity cannot read Secrets or make workloads.
+//! broader than needed: that identity cannot read Secrets (not even by
+//! name: a check's Secrets are granted per namespace) or make workloads.
 //! The same holds of the RBAC the Helm chart renders, installed as a
 //! release of its own.
 use crate::support;
@@ -118,6 +119,10 @@ async fn fans_out_as(mut env: TestEnv, namespace: &str, service_account: &str) -
         .list(&ListParams::default())
         .await
         .expect_err("the controller may list Secrets");
+    assert!(denied.to_string().contains("forbidden"), "{denied}");
+    // Not even one by name: the Secrets a check reads are granted per
+    // namespace, by a RoleBinding the namespace's owner makes.
+    let denied = secrets.get("anything").await.expect_err("the controller may read Secrets");
     assert!(denied.to_string().contains("forbidden"), "{denied}");
     let deployments: Api<Deployment> = Api::namespaced(restricted, &env.namespace);
     let deployment: Deployment = serde_json::from_value(json!({

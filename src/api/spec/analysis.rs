@@ -24,10 +24,18 @@ use crate::api::schema::*;
          || (has(self.webhooks) && size(self.webhooks) > 0)"
     )
     .message("give checks (each pool's), waveChecks (each wave's), webhooks, or several"),
+    validation = Rule::new(
+        "has(self.prometheus) || ((!has(self.checks) || size(self.checks) == 0) \
+         && (!has(self.waveChecks) || size(self.waveChecks) == 0))"
+    )
+    .message("checks and waveChecks are asked of a query API: give prometheus.address"),
 )]
 #[serde(rename_all = "camelCase")]
 pub struct Analysis {
-    pub prometheus: PrometheusSource,
+    /// The query API that `checks` and `waveChecks` are asked of; not
+    /// needed for webhooks alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prometheus: Option<PrometheusSource>,
 
     /// Each pool's checks, asked while it soaks.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -76,18 +84,28 @@ pub struct WebhookGate {
     ))]
     pub name: String,
 
-    /// When it is asked: `PreDone`, before each pool counts as done (at
-    /// the end of its soak), or `PreWave`, before each wave after the
-    /// first starts (once the wave before it is done).
+    /// When it is asked: `PreRollout`, before a revision's first pool is
+    /// written (a change freeze holds the canary too); `PreDone`, before
+    /// each pool counts as done (at the end of its soak); or `PreWave`,
+    /// before each wave after the first starts (once the wave before it
+    /// is done).
     #[serde(rename = "type")]
     pub gate: GateType,
 
-    /// Where the POST goes, e.g. `http://gate.ci:8080/approve`.
+    /// Where the POST goes, e.g. `https://gate.ci/approve`. Redirects
+    /// are not followed, and the controller's `--check-allowed-hosts`
+    /// says which hosts it may name.
     #[schemars(length(min = 1, max = 2048))]
-    #[x_kube(validation = Rule::new("self.matches('^http://[^/?#[:space:]]+(/[^#[:space:]]*)?$')").message(
-        "must be an http:// URL, e.g. http://gate.ci:8080/approve"
+    #[x_kube(validation = Rule::new("self.matches('^https?://[^/?#[:space:]]+(/[^#[:space:]]*)?$')").message(
+        "must be an http:// or https:// URL, e.g. https://gate.ci/approve"
     ))]
     pub url: String,
+
+    /// A Secret in the application's namespace whose `ca.crt` key (PEM)
+    /// is trusted for the gate's TLS certificate besides the system's
+    /// roots, as Flux's `certSecretRef`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert_secret_ref: Option<LocalSecretReference>,
 
     /// How often it is asked while it holds, e.g. `10s` (the default);
     /// at least a second.
@@ -99,6 +117,8 @@ pub struct WebhookGate {
 /// When a webhook gate is asked.
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GateType {
+    /// Before the revision's first pool is written.
+    PreRollout,
     /// Before each pool counts as done with the revision.
     PreDone,
     /// Before each wave after the first starts.
@@ -110,19 +130,29 @@ pub enum GateType {
 #[serde(rename_all = "camelCase")]
 pub struct PrometheusSource {
     /// The query API's base URL, e.g. `http://prometheus.monitoring:9090`
-    /// (its `/api/v1/query` is asked). Prometheus, Thanos, Mimir and
-    /// VictoriaMetrics all answer there.
+    /// or `https://mimir.example.com/prometheus` (its `/api/v1/query` is
+    /// asked). Prometheus, Thanos, Mimir and VictoriaMetrics all answer
+    /// there. Redirects are not followed, and the controller's
+    /// `--check-allowed-hosts` says which hosts it may name.
     #[schemars(length(min = 1, max = 2048))]
-    #[x_kube(validation = Rule::new("self.matches('^http://[^/?#[:space:]]+(/[^?#[:space:]]*)?$')").message(
-        "must be an http:// URL, e.g. http://prometheus.monitoring:9090, with no query or fragment"
+    #[x_kube(validation = Rule::new("self.matches('^https?://[^/?#[:space:]]+(/[^?#[:space:]]*)?$')").message(
+        "must be an http:// or https:// URL, e.g. http://prometheus.monitoring:9090, with no query or fragment"
     ))]
     pub address: String,
 
     /// A Secret in the application's namespace whose `token` key is sent
     /// as a bearer token, or whose `username` and `password` keys are sent
-    /// as basic auth. Secrets of other namespaces are never read.
+    /// as basic auth. Secrets of other namespaces are never read, nor a
+    /// ServiceAccount's token Secret; the controller reads a namespace's
+    /// Secrets only where it is granted to (see docs/rollouts.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_ref: Option<LocalSecretReference>,
+
+    /// A Secret in the application's namespace whose `ca.crt` key (PEM)
+    /// is trusted for the query API's TLS certificate besides the
+    /// system's roots, as Flux's `certSecretRef`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert_secret_ref: Option<LocalSecretReference>,
 }
 
 /// A Secret in the application's own namespace, by name.

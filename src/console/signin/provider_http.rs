@@ -13,28 +13,10 @@ pub(super) type Http = hyper_util::client::legacy::Client<
 >;
 
 pub(super) fn http_client(ca: Option<&[u8]>) -> Result<Http, ConfigError> {
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::CertificateDer;
-    let mut roots = rustls::RootCertStore::empty();
-    // A system root that does not parse is skipped, as hyper-rustls does.
-    let (_added, _skipped) = roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
-    if let Some(pem) = ca {
-        let certificates: Vec<CertificateDer> = CertificateDer::pem_slice_iter(pem)
-            .collect::<Result<_, _>>()
-            .map_err(|e| ConfigError::Ca(e.to_string()))?;
-        if certificates.is_empty() {
-            return Err(ConfigError::Ca("no certificate in the file".into()));
-        }
-        for certificate in certificates {
-            roots.add(certificate).map_err(|e| ConfigError::Ca(e.to_string()))?;
-        }
-    }
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    let tls = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| ConfigError::Client(e.to_string()))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+    let tls = crate::tls::client_config(ca).map_err(|e| match e {
+        crate::tls::TlsError::Config(why) => ConfigError::Client(why),
+        other => ConfigError::Ca(other.to_string()),
+    })?;
     let connector = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
         .https_or_http()

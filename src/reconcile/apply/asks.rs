@@ -3,6 +3,8 @@
 //! token or basic auth of a Secret in the application's own namespace,
 //! a timeout per query, and a few at once.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -11,11 +13,14 @@ use k8s_openapi::jiff::Timestamp;
 use kube::{Api, Client};
 use serde_json::Value;
 
+use crate::api::PrometheusSource;
 use crate::reconcile::rollout::analysis::{Analysing, Answer, Ask};
 use crate::runtime::notify::with_causes;
 
 mod batch;
+mod reach;
 use batch::Request;
+pub use reach::{BadEntry, Reach};
 
 /// How long one query may take: a check asked every few seconds must not
 /// hold the reconcile for long.
@@ -26,14 +31,21 @@ const IN_FLIGHT: usize = 8;
 const MAX_GET_QUERY: usize = 4096;
 
 /// Asks the checks' queries; one per controller, its connections reused.
+/// It follows no redirect (a redirect would take a query, and its
+/// credentials, past `--check-allowed-hosts`), and asks only the hosts
+/// its [`Reach`] admits.
 #[derive(Clone)]
 pub struct Asker {
-    http: reqwest::Client,
+    reach: Arc<Reach>,
+    /// The client that trusts the system's roots alone.
+    plain: reqwest::Client,
+    /// Those that trust a CA of a Secret's besides, by the CA.
+    with_ca: Arc<Mutex<HashMap<Vec<u8>, reqwest::Client>>>,
 }
 
 impl Default for Asker {
     fn default() -> Self {
-        Self::new()
+        Self::new(Reach::default())
     }
 }
 
@@ -43,13 +55,70 @@ enum Auth {
     Basic(String, String),
 }
 
+/// At most this many clients with a CA of their own are kept: one per
+/// CA in use, and CAs change rarely.
+const MAX_CA_CLIENTS: usize = 64;
+
+/// A client that asks only what `reach` admits, trusting `ca` besides the
+/// system's roots.
+fn client_of(reach: &Arc<Reach>, ca: Option<&[u8]>) -> Result<reqwest::Client, String> {
+    let tls = crate::tls::client_config(ca).map_err(|e| e.to_string())?;
+    reqwest::Client::builder()
+        .timeout(QUERY_TIMEOUT)
+        .redirect(reqwest::redirect::Policy::none())
+        .dns_resolver(reach::Resolver(reach.clone()))
+        .tls_backend_preconfigured(tls)
+        .build()
+        .map_err(|e| format!("making an HTTP client: {}", with_causes(&e)))
+}
+
 impl Asker {
-    pub fn new() -> Self {
-        let http = reqwest::Client::builder()
-            .timeout(QUERY_TIMEOUT)
-            .build()
-            .unwrap_or_else(|_| reqwest::Client::new());
-        Self { http }
+    /// An asker of the hosts `reach` admits.
+    pub fn new(reach: Reach) -> Self {
+        let reach = Arc::new(reach);
+        // The system's roots alone cannot fail to make a client but for a
+        // broken TLS stack, which every later ask then reports.
+        let plain = client_of(&reach, None).unwrap_or_else(|_| reqwest::Client::new());
+        Self {
+            reach,
+            plain,
+            with_ca: Arc::default(),
+        }
+    }
+
+    /// The client for a CA read from a Secret, or the plain one.
+    fn client(&self, ca: Option<&[u8]>) -> Result<reqwest::Client, String> {
+        let Some(ca) = ca else {
+            return Ok(self.plain.clone());
+        };
+        let mut clients = self.with_ca.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(client) = clients.get(ca) {
+            return Ok(client.clone());
+        }
+        let client = client_of(&self.reach, Some(ca))?;
+        if clients.len() >= MAX_CA_CLIENTS {
+            clients.clear();
+        }
+        clients.insert(ca.to_vec(), client.clone());
+        Ok(client)
+    }
+
+    /// The client to ask `url` with, trusting `cert_secret`'s CA: or why
+    /// it may not be asked.
+    async fn client_for(
+        &self,
+        client: &Client,
+        namespace: &str,
+        url: &str,
+        cert_secret: Option<(&str, &str)>,
+    ) -> Result<reqwest::Client, String> {
+        let parsed = reqwest::Url::parse(url).map_err(|e| format!("{url} is not a URL: {e}"))?;
+        self.reach.check(&parsed)?;
+        let ca = match cert_secret {
+            None => None,
+            Some((name, field)) => Some(ca_of(client, namespace, name, field).await?),
+        };
+        self.client(ca.as_deref())
     }
 
     /// Every query `analysing` says is due, each with its answer (a query
@@ -65,99 +134,118 @@ impl Asker {
         if analysing.asks.is_empty() {
             return Vec::new();
         }
-        // The Secret is the query API's: read only when a query is asked.
+        // The Secrets are read only when something is asked that needs them.
         let queries = analysing.asks.iter().any(|ask| ask.webhook.is_none());
-        let auth = match analysing.source.secret_ref.as_ref().filter(|_| queries) {
-            None => Ok(None),
-            Some(secret) => auth_of(client, namespace, &secret.name).await.map(Some),
+        let querying = match analysing.source.as_ref().filter(|_| queries) {
+            None => Err("no query API: give rollout.analysis.prometheus.address".to_string()),
+            Some(source) => self.querying(client, namespace, source).await,
         };
-        let auth = match auth {
-            Ok(auth) => auth,
-            Err(why) => {
-                let no = |ask: &Ask| (ask.clone(), Answer::Unanswered(why.clone()));
-                return analysing.asks.iter().map(no).collect();
+        let mut gates: HashMap<(String, Option<String>), Result<reqwest::Client, String>> = HashMap::new();
+        for hook in analysing.asks.iter().filter_map(|ask| ask.webhook.as_ref()) {
+            let key = (hook.url.clone(), hook.cert_secret.clone());
+            if let std::collections::hash_map::Entry::Vacant(entry) = gates.entry(key) {
+                let cert =
+                    hook.cert_secret.as_deref().map(|s| (s, "rollout.analysis.webhooks[].certSecretRef"));
+                entry.insert(self.client_for(client, namespace, &hook.url, cert).await);
             }
+        }
+        let round = Round {
+            querying: &querying,
+            gates: &gates,
+            application: (namespace, name, analysing.revision.as_str()),
+            at,
         };
-        let address = analysing.source.address.trim_end_matches('/');
-        let url = format!("{address}/api/v1/query");
-        let (url, auth, revision) = (&url, auth.as_ref(), analysing.revision.as_str());
         let answered: Vec<Vec<(Ask, Answer)>> = futures::stream::iter(batch::requests(&analysing.asks))
-            .map(|request| self.carry(request, url, auth, (namespace, name, revision), at))
+            .map(|request| round.carry(request))
             .buffer_unordered(IN_FLIGHT)
             .collect()
             .await;
         answered.into_iter().flatten().collect()
     }
 
-    /// One request of a round carried out: each of its asks with its answer.
-    async fn carry(
+    /// How the query API is asked this round: its client, URL and
+    /// credentials, or why it cannot be.
+    async fn querying(
         &self,
-        request: Request,
-        url: &str,
-        auth: Option<&Auth>,
-        (namespace, name, revision): (&str, &str, &str),
-        at: Timestamp,
-    ) -> Vec<(Ask, Answer)> {
+        client: &Client,
+        namespace: &str,
+        source: &PrometheusSource,
+    ) -> Result<Querying, String> {
+        let address = source.address.trim_end_matches('/');
+        let url = format!("{address}/api/v1/query");
+        let cert = source
+            .cert_secret_ref
+            .as_ref()
+            .map(|s| (s.name.as_str(), "rollout.analysis.prometheus.certSecretRef"));
+        let http = self.client_for(client, namespace, &url, cert).await?;
+        let auth = match source.secret_ref.as_ref() {
+            None => None,
+            Some(secret) => Some(auth_of(client, namespace, &secret.name).await?),
+        };
+        Ok(Querying { http, url, auth })
+    }
+}
+
+/// The query API as one round asks it.
+struct Querying {
+    http: reqwest::Client,
+    url: String,
+    auth: Option<Auth>,
+}
+
+/// One round of asks: the clients made for it, and what every request
+/// says of its application.
+struct Round<'a> {
+    querying: &'a Result<Querying, String>,
+    /// Each gate's client by its URL and CA Secret, or why it may not be
+    /// asked.
+    gates: &'a HashMap<(String, Option<String>), Result<reqwest::Client, String>>,
+    application: (&'a str, &'a str, &'a str),
+    at: Timestamp,
+}
+
+impl Round<'_> {
+    /// One request of a round carried out: each of its asks with its answer.
+    async fn carry(&self, request: Request) -> Vec<(Ask, Answer)> {
+        let (namespace, name, revision) = self.application;
         match request {
             Request::One(ask) => {
                 let answer = match &ask.webhook {
-                    Some(hook) => self.gate(hook, &gate_body(namespace, name, revision, &ask)).await,
-                    None => match self.query(url, auth, &ask.query, at).await {
+                    Some(hook) => match self.gates.get(&(hook.url.clone(), hook.cert_secret.clone())) {
+                        Some(Ok(http)) => {
+                            gate(http, &hook.url, &gate_body(namespace, name, revision, &ask)).await
+                        }
+                        Some(Err(why)) => Answer::Unanswered(why.clone()),
+                        None => Answer::Unanswered(format!("{}: no client was made for it", hook.url)),
+                    },
+                    None => match self.query(&ask.query).await {
                         Ok((status, body)) => answer_of(status, &body),
                         Err(why) => Answer::Unanswered(why),
                     },
                 };
                 vec![(ask, answer)]
             }
-            Request::Batch { by, query, asks } => match self.query(url, auth, &query, at).await {
+            Request::Batch { by, query, asks } => match self.query(&query).await {
                 Ok((status, body)) => batch::split(asks, &by, status, &body),
                 Err(why) => asks.into_iter().map(|a| (a, Answer::Unanswered(why.clone()))).collect(),
             },
         }
     }
 
-    /// A webhook gate asked: a 2xx lets it go (its status as the value),
-    /// anything else holds, with what it answered.
-    async fn gate(&self, url: &str, body: &serde_json::Value) -> Answer {
-        let response = match self
-            .http
-            .post(url)
-            .header("content-type", "application/json")
-            .body(body.to_string())
-            .send()
-            .await
-        {
-            Ok(response) => response,
-            Err(e) => return Answer::Unanswered(format!("posting to {url}: {}", with_causes(&e))),
-        };
-        let status = response.status();
-        if status.is_success() {
-            return Answer::Value(f64::from(status.as_u16()));
-        }
-        let text = response.text().await.unwrap_or_default();
-        let head: String = text.trim().chars().take(200).collect();
-        Answer::Unanswered(format!("HTTP {}: {head}", status.as_u16()))
-    }
-
-    /// Asks `query` at `at`: the answer's status and body, or why there is
-    /// none. A long query (a batch's many pools) goes as a form POST, which
-    /// every Prometheus-compatible query API reads as it reads the GET.
-    async fn query(
-        &self,
-        url: &str,
-        auth: Option<&Auth>,
-        query: &str,
-        at: Timestamp,
-    ) -> Result<(u16, bytes::Bytes), String> {
-        let time = format!("{:.3}", at.as_millisecond() as f64 / 1000.0);
+    /// Asks `query` at the round's time: the answer's status and body, or
+    /// why there is none. A long query (a batch's many pools) goes as a
+    /// form POST, which every Prometheus-compatible query API reads as it
+    /// reads the GET.
+    async fn query(&self, query: &str) -> Result<(u16, bytes::Bytes), String> {
+        let Querying { http, url, auth } = self.querying.as_ref().map_err(Clone::clone)?;
+        let time = format!("{:.3}", self.at.as_millisecond() as f64 / 1000.0);
         let mut parsed = reqwest::Url::parse(url).map_err(|e| format!("{url} is not a URL: {e}"))?;
         parsed.query_pairs_mut().append_pair("query", query).append_pair("time", &time);
         let request = match parsed.query().filter(|q| q.len() > MAX_GET_QUERY).map(String::from) {
-            None => self.http.get(parsed),
+            None => http.get(parsed),
             Some(form) => {
                 parsed.set_query(None);
-                self.http
-                    .post(parsed)
+                http.post(parsed)
                     .header("content-type", "application/x-www-form-urlencoded")
                     .body(form)
             }
@@ -177,37 +265,111 @@ impl Asker {
     }
 }
 
+/// A webhook gate asked: a 2xx lets it go (its status as the value),
+/// anything else holds, with its status and a short reason from its
+/// answer's first line. A redirect is not followed: it holds.
+async fn gate(http: &reqwest::Client, url: &str, body: &serde_json::Value) -> Answer {
+    let response = match http
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+    {
+        Ok(response) => response,
+        Err(e) => return Answer::Unanswered(format!("posting to {url}: {}", with_causes(&e))),
+    };
+    let status = response.status();
+    if status.is_success() {
+        return Answer::Value(f64::from(status.as_u16()));
+    }
+    let text = response.text().await.unwrap_or_default();
+    match short_reason(&text, GATE_REASON) {
+        reason if reason.is_empty() => Answer::Unanswered(format!("HTTP {}", status.as_u16())),
+        reason => Answer::Unanswered(format!("HTTP {}: {reason}", status.as_u16())),
+    }
+}
+
+/// The most characters of a gate's answer the status shows.
+const GATE_REASON: usize = 80;
+/// The most characters of a query API's error the status shows.
+const QUERY_REASON: usize = 160;
+
+/// The first line of what a server answered, at most `most` characters,
+/// anything but printable text escaped: a reason for the status, never
+/// the body itself (which may be a page of the server's, or anything the
+/// address chose to answer).
+fn short_reason(text: &str, most: usize) -> String {
+    let line = text.trim().lines().next().unwrap_or_default().trim();
+    let escaped: String = line.chars().flat_map(char::escape_debug).filter(|c| *c != '"').collect();
+    match escaped.char_indices().nth(most) {
+        None => escaped,
+        Some((end, _)) => format!("{}…", &escaped[..end]),
+    }
+}
+
 /// What a webhook gate is POSTed: the application, the revision, the gate,
 /// and the pool or the wave it is about, with the pools.
 pub fn gate_body(namespace: &str, name: &str, revision: &str, ask: &Ask) -> serde_json::Value {
     let wave = ask.pool.strip_prefix("wave:");
+    let rollout = ask.pool == crate::reconcile::rollout::analysis::PRE_ROLLOUT_KEY;
+    let kind = match (rollout, wave) {
+        (true, _) => "PreRollout",
+        (false, Some(_)) => "PreWave",
+        (false, None) => "PreDone",
+    };
     serde_json::json!({
         "application": { "namespace": namespace, "name": name },
         "revision": revision,
         "gate": ask.check,
-        "type": if wave.is_some() { "PreWave" } else { "PreDone" },
+        "type": kind,
         "wave": wave,
-        "pool": if wave.is_some() { None } else { Some(&ask.pool) },
+        "pool": if wave.is_some() || rollout { None } else { Some(&ask.pool) },
         "pools": ask.pools,
     })
 }
 
+/// A Secret of the application's namespace that a check reads, `field`
+/// naming where the spec names it. A ServiceAccount's token is never
+/// sent anywhere: a Secret of that type is refused.
+async fn secret_of(client: &Client, namespace: &str, name: &str, field: &str) -> Result<Secret, String> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let secret = secrets.get(name).await.map_err(|e| match &e {
+        kube::Error::Api(s) if s.code == 403 => format!(
+            "the controller may not read Secret {namespace}/{name} ({field}): bind the ClusterRole \
+             nodepool-fanout-check-secrets to its ServiceAccount in namespace {namespace}"
+        ),
+        _ => format!("reading Secret {namespace}/{name} ({field}): {e}"),
+    })?;
+    if secret.type_.as_deref() == Some("kubernetes.io/service-account-token") {
+        return Err(format!(
+            "Secret {namespace}/{name} ({field}) is a ServiceAccount's token, which is never sent to a check: \
+             give a Secret of its own"
+        ));
+    }
+    Ok(secret)
+}
+
 /// The Secret's `token`, or its `username` and `password`.
 async fn auth_of(client: &Client, namespace: &str, name: &str) -> Result<Auth, String> {
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let secret = secrets.get(name).await.map_err(|e| {
-        format!("reading Secret {namespace}/{name} (rollout.analysis.prometheus.secretRef): {e}")
-    })?;
-    let data = secret.data.unwrap_or_default();
+    let field = "rollout.analysis.prometheus.secretRef";
+    let data = secret_of(client, namespace, name, field).await?.data.unwrap_or_default();
     let text = |key: &str| data.get(key).map(|b| String::from_utf8_lossy(&b.0).trim().to_string());
     match (text("token"), text("username"), text("password")) {
         (Some(token), _, _) => Ok(Auth::Bearer(token)),
         (None, Some(user), Some(password)) => Ok(Auth::Basic(user, password)),
         _ => Err(format!(
-            "Secret {namespace}/{name} (rollout.analysis.prometheus.secretRef) has neither a token key nor \
-             username and password keys"
+            "Secret {namespace}/{name} ({field}) has neither a token key nor username and password keys"
         )),
     }
+}
+
+/// The Secret's `ca.crt`: PEM certificates to trust besides the system's.
+async fn ca_of(client: &Client, namespace: &str, name: &str, field: &str) -> Result<Vec<u8>, String> {
+    let data = secret_of(client, namespace, name, field).await?.data.unwrap_or_default();
+    data.get("ca.crt")
+        .map(|b| b.0.clone())
+        .ok_or_else(|| format!("Secret {namespace}/{name} ({field}) has no ca.crt key"))
 }
 
 /// What an answer of the query API says: one number, no series, or why
@@ -215,12 +377,11 @@ async fn auth_of(client: &Client, namespace: &str, name: &str) -> Result<Auth, S
 /// not one number).
 pub fn answer_of(status: u16, body: &[u8]) -> Answer {
     let Ok(json) = serde_json::from_slice::<Value>(body) else {
-        let head = String::from_utf8_lossy(&body[..body.len().min(200)]).to_string();
-        return Answer::Unanswered(format!("HTTP {status}, not the query API's JSON: {head}"));
+        return Answer::Unanswered(format!("HTTP {status}, not the query API's JSON"));
     };
     if json["status"] != "success" {
-        let kind = json["errorType"].as_str().unwrap_or("error");
-        let error = json["error"].as_str().unwrap_or("no error given");
+        let kind = short_reason(json["errorType"].as_str().unwrap_or("error"), 32);
+        let error = short_reason(json["error"].as_str().unwrap_or("no error given"), QUERY_REASON);
         return Answer::Unanswered(format!("HTTP {status}, {kind}: {error}"));
     }
     let data = &json["data"];
@@ -246,80 +407,4 @@ pub fn answer_of(status: u16, body: &[u8]) -> Answer {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A gate of the test's own on the loopback: it refuses until told
-    /// otherwise, and keeps what it was sent.
-    #[tokio::test]
-    async fn a_gate_is_posted_the_application_and_its_pools_and_holds_until_a_2xx() {
-        use std::sync::{Arc, Mutex};
-        let state: Arc<Mutex<(u16, Vec<serde_json::Value>)>> = Arc::new(Mutex::new((403, Vec::new())));
-        let seen = state.clone();
-        let router = axum::Router::new().route(
-            "/approve",
-            axum::routing::post(move |body: String| {
-                let seen = seen.clone();
-                async move {
-                    let mut s = seen.lock().expect("state");
-                    s.1.push(serde_json::from_str(&body).expect("a JSON body"));
-                    let code = axum::http::StatusCode::from_u16(s.0).expect("a status");
-                    (code, "change freeze until Monday")
-                }
-            }),
-        );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a port");
-        let url = format!("http://{}/approve", listener.local_addr().expect("its address"));
-        let server = tokio::spawn(async move { axum::serve(listener, router).await.expect("serves") });
-        let ask = Ask {
-            pool: "east".into(),
-            check: "change-freeze".into(),
-            query: String::new(),
-            webhook: Some(url.clone()),
-            by: None,
-            pools: vec!["east".into()],
-            ready_since: Timestamp::UNIX_EPOCH,
-        };
-        let body = gate_body("edge", "ingress", "abc123", &ask);
-        let asker = Asker::new();
-        let held = asker.gate(&url, &body).await;
-        assert_eq!(held, Answer::Unanswered("HTTP 403: change freeze until Monday".into()));
-        state.lock().expect("state").0 = 200;
-        assert_eq!(asker.gate(&url, &body).await, Answer::Value(200.0));
-        let sent = state.lock().expect("state").1.clone();
-        assert_eq!(sent.len(), 2);
-        assert_eq!(sent[0]["application"], serde_json::json!({ "namespace": "edge", "name": "ingress" }));
-        assert_eq!(
-            (sent[0]["revision"].as_str(), sent[0]["type"].as_str()),
-            (Some("abc123"), Some("PreDone"))
-        );
-        assert_eq!(
-            (sent[0]["pool"].as_str(), &sent[0]["pools"]),
-            (Some("east"), &serde_json::json!(["east"]))
-        );
-        server.abort();
-    }
-
-    #[test]
-    fn answers_read_as_one_number_no_data_or_why_not() {
-        let vector = br#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1.5,"0.25"]}]}}"#;
-        assert_eq!(answer_of(200, vector), Answer::Value(0.25));
-        let scalar = br#"{"status":"success","data":{"resultType":"scalar","result":[1.5,"3"]}}"#;
-        assert_eq!(answer_of(200, scalar), Answer::Value(3.0));
-        let empty = br#"{"status":"success","data":{"resultType":"vector","result":[]}}"#;
-        assert_eq!(answer_of(200, empty), Answer::Empty);
-        let nan = br#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"NaN"]}]}}"#;
-        assert!(matches!(answer_of(200, nan), Answer::Value(v) if v.is_nan()));
-        let two = br#"{"status":"success","data":{"resultType":"vector","result":[{"value":[1,"1"]},{"value":[1,"2"]}]}}"#;
-        assert!(matches!(answer_of(200, two), Answer::Unanswered(why) if why.contains("2 series")));
-        let bad = br#"{"status":"error","errorType":"bad_data","error":"parse error at char 5"}"#;
-        assert!(
-            matches!(answer_of(400, bad), Answer::Unanswered(why) if why.contains("bad_data: parse error"))
-        );
-        assert!(
-            matches!(answer_of(502, b"<html>Bad Gateway</html>"), Answer::Unanswered(why) if why.contains("HTTP 502"))
-        );
-        let matrix = br#"{"status":"success","data":{"resultType":"matrix","result":[]}}"#;
-        assert!(matches!(answer_of(200, matrix), Answer::Unanswered(why) if why.contains("matrix")));
-    }
-}
+mod tests;

@@ -10,14 +10,17 @@ use crate::api::naming;
 use crate::pools::nodes::{Counted, NodeCount};
 use crate::pools::{self, Pool};
 use crate::reconcile::release::state::ReleaseState;
-use crate::reconcile::rollout::analysis::{Answers, Ask, Checks, Verdict, Wave};
+use crate::reconcile::rollout::analysis::{Answers, Ask, Checks, Verdict};
 use crate::reconcile::rollout::window::Gates;
 use crate::reconcile::rollout::{self, PoolRollout};
 
 use super::build::{Candidate, Change, Kind};
 use super::rollback;
+
+mod waves;
 use super::{DesiredRelease, ObservedRelease, Outcome, Owned, Plan, PlanInput, PoolOutcome, Stamps};
 use crate::reconcile::release::build::AppInfo;
+use waves::WaveJudging;
 
 /// What the rollout is decided over, besides the candidates.
 pub(super) struct Scheduling<'a> {
@@ -145,59 +148,15 @@ pub(super) fn decide(
         now: input.now.0,
     };
     let wave_checks = judging.judge(checks, input.analysis, &inputs, &mut asks);
+    let pre_rollout = judging.judge_pre_rollout(checks, input.analysis, &inputs, &mut asks);
     let settings = rollout::Settings {
         awaiting_approval,
         wave_steps,
         wave_checks,
+        pre_rollout,
         ..settings.clone()
     };
     (rollout::decide(&settings, &inputs, waves.len(), input.now.0), asks)
-}
-
-/// The waves' checks, judged: each wave but the last, once every pool
-/// of it is done.
-struct WaveJudging<'a> {
-    revision: &'a str,
-    settings: &'a rollout::Settings,
-    wave_steps: &'a [String],
-    waves: usize,
-    now: Timestamp,
-}
-
-impl WaveJudging<'_> {
-    fn judge(
-        &self,
-        checks: Option<&Checks>,
-        answers: Option<Answers>,
-        inputs: &[rollout::PoolInput],
-        asks: &mut Vec<Ask>,
-    ) -> BTreeMap<usize, Verdict> {
-        let (Some(checks), Some(answers)) = (checks.filter(|c| !c.wave_checks.is_empty()), answers) else {
-            return BTreeMap::new();
-        };
-        let done = rollout::waves_done(self.settings, inputs, self.now);
-        let mut verdicts = BTreeMap::new();
-        for (wave, done_at) in done.into_iter().filter(|(wave, _)| wave + 1 < self.waves) {
-            let pools: Vec<&str> = inputs.iter().filter(|p| p.wave == wave).map(|p| p.pool).collect();
-            let name = self.wave_steps.get(wave).map_or("", String::as_str);
-            let of = Wave { name, pools: &pools };
-            let verdict = match answers {
-                // Those who only look read the rollout's phase from the status.
-                Answers::Reported(_) => Verdict::Passed,
-                Answers::Asked(records) => {
-                    let records = records.get(&of.key());
-                    let (deadline, now) = (self.settings.progress_deadline, self.now);
-                    let verdict = checks.judge_wave(self.revision, records, done_at, deadline, now);
-                    if matches!(verdict, Verdict::Asking { .. }) {
-                        asks.extend(checks.due_wave(of, self.revision, records, done_at, now));
-                    }
-                    verdict
-                }
-            };
-            verdicts.insert(wave, verdict);
-        }
-        verdicts
-    }
 }
 
 /// The waves, by the index of the step each is: those of the pools'

@@ -30,9 +30,12 @@ use crate::reconcile::release::build::FieldError;
 use super::measure::format_duration;
 
 mod analysing;
+mod pre_rollout;
 mod read;
 mod render;
+
 pub use analysing::Analysing;
+pub use pre_rollout::PRE_ROLLOUT_KEY;
 use read::{read_checks, read_gate};
 pub use render::{render, render_batched, render_pools, render_wave};
 
@@ -42,10 +45,13 @@ pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(30);
 /// The checks of `spec.rollout.analysis`, read and their queries parsed.
 #[derive(Debug, Clone)]
 pub struct Checks {
-    pub source: PrometheusSource,
+    pub source: Option<PrometheusSource>,
     pub checks: Vec<Check>,
     /// Each wave's checks (`waveChecks`).
     pub wave_checks: Vec<Check>,
+    /// The `PreRollout` webhook gates: asked before the revision's first
+    /// pool is written.
+    pub pre_rollout: Vec<Check>,
 }
 
 /// One wave, as its checks see it.
@@ -75,12 +81,21 @@ pub struct Check {
     pub interval: Duration,
     pub failure_limit: u32,
     pub pass_on_empty: bool,
-    /// A webhook gate: the URL it POSTs to. A 2xx answer lets it go,
+    /// A webhook gate: where it POSTs to. A 2xx answer lets it go,
     /// anything else holds; it never fails.
-    pub webhook: Option<String>,
+    pub webhook: Option<Webhook>,
     /// Asked once for the pools due together: the label that names each
     /// pool's series in the answer (`by`).
     pub by: Option<String>,
+}
+
+/// Where a webhook gate POSTs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Webhook {
+    pub url: String,
+    /// The Secret (in the application's namespace) whose `ca.crt` the
+    /// gate's TLS certificate is checked against, besides the system's.
+    pub cert_secret: Option<String>,
 }
 
 /// The default interval of a webhook gate.
@@ -93,8 +108,8 @@ pub struct Ask {
     pub check: String,
     /// The query with the pool's names put in.
     pub query: String,
-    /// A webhook gate's URL: POSTed to rather than queried.
-    pub webhook: Option<String>,
+    /// A webhook gate's: POSTed to rather than queried.
+    pub webhook: Option<Webhook>,
     /// A check asked once for the pools due together: the label that
     /// names each pool's series. `query` is then the check's query with
     /// the revision put in and `{{pools}}` left for the asker, which puts
@@ -173,17 +188,20 @@ impl Checks {
     pub fn new(spec: &Analysis) -> Result<Self, FieldError> {
         let mut checks = read_checks("checks", &spec.checks)?;
         let mut wave_checks = read_checks("waveChecks", &spec.wave_checks)?;
+        let mut pre_rollout = Vec::new();
         for (i, gate) in spec.webhooks.iter().enumerate() {
             let read = read_gate(i, gate)?;
             match gate.gate {
                 GateType::PreDone => checks.push(read),
                 GateType::PreWave => wave_checks.push(read),
+                GateType::PreRollout => pre_rollout.push(read),
             }
         }
         Ok(Self {
             source: spec.prometheus.clone(),
             checks,
             wave_checks,
+            pre_rollout,
         })
     }
 

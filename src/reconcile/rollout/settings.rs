@@ -81,6 +81,9 @@ pub struct Settings {
     /// wave index: a later wave starts only once they passed, and a
     /// failure halts the revision.
     pub wave_checks: BTreeMap<usize, Verdict>,
+    /// Where the `PreRollout` gates stand while no pool has the revision
+    /// yet: none when there are none, or once a pool has it.
+    pub pre_rollout: Option<Verdict>,
 }
 
 impl Default for Settings {
@@ -107,6 +110,7 @@ impl Default for Settings {
             completed: false,
             first_install_alone: false,
             wave_checks: BTreeMap::new(),
+            pre_rollout: None,
         }
     }
 }

@@ -43,6 +43,31 @@ pub(super) fn wait_for_wave_checks(
     }
 }
 
+/// While no pool has the revision yet, its `PreRollout` gates hold every
+/// write (a change freeze holds the canary too): once one pool has it,
+/// the rollout is under way and they are not asked again.
+pub(super) fn wait_for_rollout_gates(
+    settings: &Settings,
+    pools: &[PoolInput],
+    states: &mut [PoolDecision],
+    requeue: &mut Requeue,
+) {
+    let Some(analysis::Verdict::Asking { next, message }) = &settings.pre_rollout else {
+        return;
+    };
+    requeue.at(*next);
+    for (p, d) in pools.iter().zip(states.iter_mut()) {
+        let to_write = matches!(p.release, Release::Missing | Release::Behind(_));
+        if to_write && matches!(d.state, PoolRollout::Pending | PoolRollout::Write) {
+            *d = PoolDecision::noted(
+                PoolRollout::Waiting,
+                pool_reason::WAITING_FOR_ROLLOUT_GATES,
+                format!("waits for the rollout's gates: {message}"),
+            );
+        }
+    }
+}
+
 /// When each wave's every pool (offline ones aside) was done with the
 /// revision, by wave index: the latest of their soaks' ends. A wave with
 /// a pool not done is not listed.

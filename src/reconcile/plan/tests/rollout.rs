@@ -2,6 +2,7 @@
 
 mod analysis;
 mod approval;
+mod gates;
 mod offline;
 
 use super::*;

@@ -12,9 +12,11 @@ use crate::api::PrometheusSource;
 /// what is due now.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Analysing {
-    pub source: PrometheusSource,
+    /// The query API; none when only webhooks are given.
+    pub source: Option<PrometheusSource>,
     pub checks: Vec<Check>,
     pub wave_checks: Vec<Check>,
+    pub pre_rollout: Vec<Check>,
     /// The revision under way: records of any other are let go.
     pub revision: String,
     pub asks: Vec<Ask>,
@@ -48,9 +50,12 @@ impl Analysing {
     /// The check `ask` asks: a wave's asks are keyed by the wave
     /// ([`Wave::key`]).
     fn check_of(&self, ask: &Ask) -> Option<&Check> {
-        let list = match ask.pool.starts_with("wave:") {
-            true => &self.wave_checks,
-            false => &self.checks,
+        let list = if ask.pool == super::PRE_ROLLOUT_KEY {
+            &self.pre_rollout
+        } else if ask.pool.starts_with("wave:") {
+            &self.wave_checks
+        } else {
+            &self.checks
         };
         list.iter().find(|c| c.name == ask.check)
     }

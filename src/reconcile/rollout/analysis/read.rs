@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::render::parse_query;
-use super::{Check, DEFAULT_GATE_INTERVAL, DEFAULT_INTERVAL};
+use super::{Check, Webhook, DEFAULT_GATE_INTERVAL, DEFAULT_INTERVAL};
 use crate::api::{MetricCheck, OnEmpty, WebhookGate};
 use crate::reconcile::release::build::FieldError;
 use crate::reconcile::rollout::settings::parse_duration;
@@ -32,7 +32,10 @@ pub(super) fn read_gate(i: usize, gate: &WebhookGate) -> Result<Check, FieldErro
         interval,
         failure_limit: u32::MAX,
         pass_on_empty: false,
-        webhook: Some(gate.url.clone()),
+        webhook: Some(Webhook {
+            url: gate.url.clone(),
+            cert_secret: gate.cert_secret_ref.as_ref().map(|s| s.name.clone()),
+        }),
         by: None,
     })
 }

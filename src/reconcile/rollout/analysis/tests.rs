@@ -20,10 +20,11 @@ fn check(name: &str, query: &str, max: Option<f64>) -> MetricCheck {
 
 fn analysis(checks: Vec<MetricCheck>) -> Analysis {
     Analysis {
-        prometheus: PrometheusSource {
+        prometheus: Some(PrometheusSource {
             address: "http://prometheus:9090".into(),
             secret_ref: None,
-        },
+            cert_secret_ref: None,
+        }),
         checks,
         wave_checks: Vec::new(),
         webhooks: Vec::new(),
@@ -304,6 +305,7 @@ fn answers_are_counted_by_check_and_what_they_came_to_and_folded_per_soak() {
         source: checks.source.clone(),
         checks: checks.checks.clone(),
         wave_checks: Vec::new(),
+        pre_rollout: Vec::new(),
         revision: REVISION.into(),
         asks: checks.due(&pool("east"), REVISION, None, t(0), t(30), t(0)),
         judged: true,
@@ -339,13 +341,14 @@ fn a_webhook_gate_holds_for_as_long_as_it_refuses_and_lets_go_on_a_2xx() {
             gate: crate::api::GateType::PreDone,
             url: "http://gate:8080/approve".into(),
             interval: Some("5s".into()),
+            cert_secret_ref: None,
         }],
         ..analysis(Vec::new())
     };
     let checks = Checks::new(&spec).expect("reads");
     assert!(checks.wave_checks.is_empty());
     let asks = checks.due(&pool("east"), REVISION, None, t(0), t(30), t(0));
-    assert_eq!(asks[0].webhook.as_deref(), Some("http://gate:8080/approve"));
+    assert_eq!(asks[0].webhook.as_ref().map(|w| w.url.as_str()), Some("http://gate:8080/approve"));
     assert_eq!(asks[0].pools, ["east"]);
     let held = || Answer::Unanswered("HTTP 403: change freeze until Monday".into());
     // Held far past any deadline: a gate holds, it never fails.
@@ -369,6 +372,7 @@ fn a_pre_wave_gate_is_asked_between_waves_with_the_waves_pools() {
             gate: crate::api::GateType::PreWave,
             url: "http://gate:8080/wave".into(),
             interval: None,
+            cert_secret_ref: None,
         }],
         ..analysis(Vec::new())
     };

@@ -35,6 +35,7 @@ fn settings_resolve_percentages_of_the_selected_pools() {
             completed: false,
             first_install_alone: false,
             wave_checks: Default::default(),
+            pre_rollout: None,
         }
     );
     // Rounded down, yet at least one pool may update.
