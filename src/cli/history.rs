@@ -116,6 +116,7 @@ mod tests {
             number,
             outcome: outcome.map(String::from),
             halted_judgement: None,
+            halted_because: None,
             chart_version: Some("0.3.0".into()),
             created: Some(format!("2026-11-25T20:0{number}:00Z")),
             rolled_out_at: None,

@@ -28,7 +28,8 @@ use crate::reconcile::release::state::{ReleaseState, ReleaseStatus};
 pub use events::Transition;
 pub use observed::Observation;
 pub use rows::PoolRow;
-pub use status::{PoolReport, RollupInput};
+pub(crate) use status::cut;
+pub use status::{PoolReport, RollupInput, MAX_QUOTED_MESSAGE};
 
 /// How one application's fleet stands: what its status, Events, metrics
 /// and `get` are computed from.
@@ -57,6 +58,9 @@ pub struct FleetReport {
     /// history, a prune of the charts), retried at the failure backoff:
     /// (reason, message).
     pub failed_step: Option<(String, String)>,
+    /// Why the rollout halts, when it does and something fails now (see
+    /// `rollout::Decision::halt_cause`): what the history records.
+    pub halt_cause: Option<String>,
 }
 
 /// The Flux requests (`reconcile.fluxcd.io/requestedAt`, `forceAt`,
@@ -159,6 +163,7 @@ impl Default for FleetReport {
             suspended: false,
             handled: Handled::default(),
             failed_step: None,
+            halt_cause: None,
         }
     }
 }

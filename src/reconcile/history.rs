@@ -40,6 +40,16 @@ pub const ANNOTATION_ROLLED_OUT_AT: &str = "apps.fanout.dev/rolled-out-at";
 /// comes. An edit of anything else (`paused`, windows, the selection)
 /// leaves it halted.
 pub const ANNOTATION_HALTED_JUDGEMENT: &str = "apps.fanout.dev/halted-judged-by";
+/// Why a revision halted, as the halt named it when it happened: its
+/// failed pools with what each failed on (Flux's message, or the metric
+/// check, its value and its bound), or the wave check that failed. Kept
+/// with the record because the pools' own state moves on (a pool that
+/// went back shows the upgrade that took it back) and the checks'
+/// answers are not kept across a restart. At most [`MAX_HALTED_BECAUSE`]
+/// bytes.
+pub const ANNOTATION_HALTED_BECAUSE: &str = "apps.fanout.dev/halted-because";
+/// The most bytes of [`ANNOTATION_HALTED_BECAUSE`].
+pub const MAX_HALTED_BECAUSE: usize = 1024;
 /// The chart version a revision resolved to, when known.
 pub const ANNOTATION_CHART_VERSION: &str = "apps.fanout.dev/chart-version";
 /// Records kept when `revisionHistoryLimit` is not given, as a Deployment keeps.
@@ -62,6 +72,8 @@ pub struct Recorded {
     pub outcome: Option<String>,
     /// What judged it when it halted ([`ANNOTATION_HALTED_JUDGEMENT`]).
     pub halted_judgement: Option<String>,
+    /// Why it halted ([`ANNOTATION_HALTED_BECAUSE`]).
+    pub halted_because: Option<String>,
     pub chart_version: Option<String>,
     /// When it was recorded.
     pub created: Option<String>,
@@ -81,6 +93,7 @@ impl Recorded {
             number: object.revision,
             outcome: object.annotations().get(ANNOTATION_OUTCOME).cloned(),
             halted_judgement: object.annotations().get(ANNOTATION_HALTED_JUDGEMENT).cloned(),
+            halted_because: object.annotations().get(ANNOTATION_HALTED_BECAUSE).cloned(),
             chart_version: object.annotations().get(ANNOTATION_CHART_VERSION).cloned(),
             created: object.metadata.creation_timestamp.as_ref().map(|t| t.0.to_string()),
             rolled_out_at: object.annotations().get(ANNOTATION_ROLLED_OUT_AT).cloned(),
@@ -217,6 +230,13 @@ impl History {
         })
     }
 
+    /// Why this rollout of `revision` halted, as recorded when it did.
+    pub fn halted_because(&self, revision: &str) -> Option<&str> {
+        let record = self.this_rollout(revision)?;
+        let halted = matches!(record.outcome.as_deref(), Some(HALTED | ROLLED_BACK));
+        record.halted_because.as_deref().filter(|_| halted)
+    }
+
     /// Whether the history says this rollout of `revision` was rolled back.
     pub fn rolled_back(&self, revision: &str) -> bool {
         self.outcome_of(revision) == Some(ROLLED_BACK)
@@ -291,6 +311,8 @@ pub struct Record {
     pub outcome: Option<&'static str>,
     /// With a `Halted` outcome: what judged it.
     pub halted_judgement: Option<String>,
+    /// With a `Halted` or `RolledBack` outcome: why.
+    pub halted_because: Option<String>,
 }
 
 /// What to write to the history in one reconcile.
@@ -301,6 +323,8 @@ pub struct HistoryWrites {
     pub mark: Option<(String, &'static str)>,
     /// With a `Halted` mark: what judged it.
     pub halted_judgement: Option<String>,
+    /// With a `Halted` or `RolledBack` mark: why.
+    pub halted_because: Option<String>,
     /// Records to delete, past the limit.
     pub forget: Vec<String>,
 }
@@ -319,6 +343,8 @@ pub struct Current<'a> {
     pub chart_version: Option<&'a str>,
     /// What judges it (see `rollout::settings::judged_by`).
     pub judgement: &'a str,
+    /// Why it halted, when it did: what its halt names.
+    pub because: Option<&'a str>,
 }
 
 /// The name of the record of `app`'s `revision`, within the 253 characters
@@ -347,6 +373,9 @@ pub fn plan(
         _ => None,
     };
     let halted_judgement = (outcome == Some(HALTED)).then(|| current.judgement.to_string());
+    let halted_because = matches!(outcome, Some(HALTED | ROLLED_BACK))
+        .then(|| current.because.map(|b| crate::reconcile::fleet::cut(b, MAX_HALTED_BECAUSE)))
+        .flatten();
     let mut writes = HistoryWrites::default();
     match existing {
         None => {
@@ -357,7 +386,8 @@ pub fn plan(
                 data: Some(data()),
                 chart_version: current.chart_version.map(String::from),
                 outcome,
-                halted_judgement,
+                halted_judgement: halted_judgement.clone(),
+                halted_because: halted_because.clone(),
             })
         }
         Some(r) if r.number < newest => {
@@ -368,7 +398,8 @@ pub fn plan(
                 data: None,
                 chart_version: None,
                 outcome,
-                halted_judgement,
+                halted_judgement: halted_judgement.clone(),
+                halted_because: halted_because.clone(),
             })
         }
         Some(r) => {
@@ -382,6 +413,7 @@ pub fn plan(
             {
                 writes.mark = Some((r.name.clone(), outcome));
                 writes.halted_judgement = halted_judgement;
+                writes.halted_because = halted_because;
             }
         }
     }

@@ -314,6 +314,7 @@ fn rollout_settings(
         clock_since: input.clock_since.as_ref().map(|t| t.0),
         rolled_back: input.history.is_some_and(|h| h.rolled_back(revision)),
         halted_before: halted_before(input, revision, &judged_by(app)),
+        halted_because: input.history.and_then(|h| h.halted_because(revision)).map(String::from),
         completed: completed(input, revision),
         first_install_alone: input.first_install_alone
             && app.spec.pools.kind != crate::api::PoolKind::ClusterProfile,
@@ -339,11 +340,13 @@ fn history_writes(input: &PlanInput, app: &AppInfo, report: &mut FleetReport) ->
     let (Some(history), Some(rollout)) = (input.history, report.rollout.as_mut()) else {
         return HistoryWrites::default();
     };
+    let because = report.halt_cause.clone();
     let current = history::Current {
         revision: &rollout.revision,
         phase: rollout.phase,
         chart_version: input.chart.map(|c| c.version.as_str()),
         judgement: &judged_by(app),
+        because: because.as_deref(),
     };
     rollout.last_complete_revision = history::last_complete(&history.recorded, current).map(String::from);
     // Until the chart resolves, the revision lacks its chart version: it

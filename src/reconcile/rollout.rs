@@ -275,6 +275,10 @@ pub struct Decision {
     /// Offline pools behind on the revision: it is not complete until
     /// they catch up.
     pub offline_behind: usize,
+    /// Why it halts, when it does and something fails now: the failed
+    /// pools with what each failed on, or the wave's failed checks. The
+    /// history keeps it, for when the pools' own state has moved on.
+    pub halt_cause: Option<String>,
 }
 
 impl Decision {
@@ -389,6 +393,7 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
         && (failed.len() > settings.max_failures
             || (settings.halted_before && to_write)
             || wave_failure.is_some());
+    let halt_cause = halted.then(|| halt_cause(pools, &states, wave_failure.as_ref())).flatten();
     let busy = |s: PoolRollout| matches!(s, PoolRollout::Updating | PoolRollout::Soaking);
     // A pool that took the revision and went offline (or out of reach)
     // before it was done keeps its slot: it comes back still updating,
@@ -464,6 +469,42 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
         requeue_after: requeue.0,
         wave_failure,
         offline_behind,
+        halt_cause,
+    }
+}
+
+/// Why a rollout halts, in the words of what failed: each failed pool
+/// (the first three) with the rollout's note on it (a metric check, its
+/// value and bound; a deadline) or Flux's reason and message; else the
+/// wave whose checks failed. Taken before a rollback rewrites the pools'
+/// states.
+fn halt_cause(
+    pools: &[PoolInput],
+    states: &[PoolDecision],
+    wave_failure: Option<&(usize, String, String)>,
+) -> Option<String> {
+    const SHOWN: usize = 3;
+    let failed: Vec<String> = pools
+        .iter()
+        .zip(states)
+        .filter(|(_, d)| d.state == PoolRollout::Failed)
+        .map(|(p, d)| {
+            let (reason, message) = match (&d.note, &p.release) {
+                (Some(note), _) => (note.reason, note.message.as_str()),
+                (None, Release::Current { status, .. } | Release::Behind(status)) => {
+                    (status.reason.as_str(), status.message.as_str())
+                }
+                (None, Release::Missing) => ("Failed", ""),
+            };
+            let message = crate::reconcile::fleet::cut(message, crate::reconcile::fleet::MAX_QUOTED_MESSAGE);
+            format!("pool {:?}: {reason}: {message}", p.pool)
+        })
+        .collect();
+    match failed.len() {
+        0 => wave_failure
+            .map(|(wave, step, why)| format!("the checks of wave {} (step {step}) failed: {why}", wave + 1)),
+        n if n <= SHOWN => Some(failed.join("; ")),
+        n => Some(format!("{}; and {} more", failed[..SHOWN].join("; "), n - SHOWN)),
     }
 }
 

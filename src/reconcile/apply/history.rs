@@ -31,6 +31,7 @@ pub async fn write_history(
         let patch = json!({ "metadata": { "annotations": {
             history::ANNOTATION_OUTCOME: outcome,
             history::ANNOTATION_HALTED_JUDGEMENT: writes.halted_judgement,
+            history::ANNOTATION_HALTED_BECAUSE: writes.halted_because,
         } } });
         api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
@@ -73,6 +74,9 @@ async fn write_record(
     if let Some(judgement) = &record.halted_judgement {
         annotations.insert(history::ANNOTATION_HALTED_JUDGEMENT.into(), Value::String(judgement.clone()));
     }
+    if let Some(because) = &record.halted_because {
+        annotations.insert(history::ANNOTATION_HALTED_BECAUSE.into(), Value::String(because.clone()));
+    }
     annotations.insert(history::ANNOTATION_ROLLED_OUT_AT.into(), Value::String(now));
     if let Some(version) = &record.chart_version {
         annotations.insert(history::ANNOTATION_CHART_VERSION.into(), Value::String(version.clone()));
@@ -102,11 +106,13 @@ async fn write_record(
 fn renumbering(record: &Record, now: &str) -> Value {
     let outcome = record.outcome.map_or(Value::Null, |o| Value::String(o.into()));
     let halted_judgement = record.halted_judgement.clone().map_or(Value::Null, Value::String);
+    let halted_because = record.halted_because.clone().map_or(Value::Null, Value::String);
     json!({
         "revision": record.number,
         "metadata": { "annotations": {
             history::ANNOTATION_OUTCOME: outcome,
             history::ANNOTATION_HALTED_JUDGEMENT: halted_judgement,
+            history::ANNOTATION_HALTED_BECAUSE: halted_because,
             history::ANNOTATION_ROLLED_OUT_AT: now,
         } },
     })
@@ -126,6 +132,7 @@ mod tests {
             chart_version: None,
             outcome: None,
             halted_judgement: None,
+            halted_because: None,
         };
         let patch = renumbering(&record, "2030-01-01T00:00:00Z");
         let annotations = &patch["metadata"]["annotations"];

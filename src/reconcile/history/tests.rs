@@ -12,6 +12,7 @@ fn recorded(revision: &str, number: i64, outcome: Option<&str>) -> Recorded {
         number,
         outcome: outcome.map(String::from),
         halted_judgement: None,
+        halted_because: None,
         chart_version: None,
         created: None,
         rolled_out_at: None,
@@ -24,6 +25,7 @@ fn current(revision: &str, phase: RolloutPhase) -> Current<'_> {
         phase,
         chart_version: Some("1.2.0"),
         judgement: "j2",
+        because: None,
     }
 }
 
@@ -168,6 +170,7 @@ fn a_halt_is_recorded_with_what_judged_it() {
     // It holds while j2 judges, not once what judges changes.
     let halted_by = |judgement: &str| Recorded {
         halted_judgement: Some(judgement.to_string()),
+        halted_because: None,
         ..recorded("bbb", 2, Some(HALTED))
     };
     let history = History {
@@ -181,6 +184,7 @@ fn a_halt_is_recorded_with_what_judged_it() {
     let w = plan_of(
         Current {
             judgement: "j3",
+            because: None,
             ..current("bbb", RolloutPhase::Halted)
         },
         &[halted_by("j2")],
@@ -205,6 +209,7 @@ fn a_returning_revisions_record_says_nothing_of_its_new_rollout() {
             recorded("aaa", 3, Some(COMPLETE)),
             Recorded {
                 halted_judgement: Some("j2".into()),
+                halted_because: None,
                 rolled_out_at: Some("2029-12-30T00:00:00Z".into()),
                 ..recorded("bbb", 2, Some(HALTED))
             },

@@ -71,6 +71,7 @@ pub(super) fn roll_up(
         generation: input.app.metadata.generation,
         previous,
         now: input.now.clone(),
+        halt_cause: rollout.as_ref().and_then(|r| r.decision.halt_cause.clone()),
         rollout: rollout.map(|r| r.status),
         ..FleetReport::default()
     }

@@ -68,6 +68,9 @@ pub struct Settings {
     /// generation: the halt holds while any pool is still to be written,
     /// whatever the pools say now (see [`super::decide`]).
     pub halted_before: bool,
+    /// Why this rollout halted, as recorded when it did: what the status
+    /// names once the failed pools' own state has moved on.
+    pub halted_because: Option<String>,
     /// The revision under way completed (every pool was done with it): it
     /// stays completed. A pool that fails later (a new pool's install, a
     /// done pool turning not Ready) is that pool's failure, reported on
@@ -107,6 +110,7 @@ impl Default for Settings {
             cannot_go_back: Vec::new(),
             rolled_back: false,
             halted_before: false,
+            halted_because: None,
             completed: false,
             first_install_alone: false,
             wave_checks: BTreeMap::new(),

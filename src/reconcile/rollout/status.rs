@@ -60,15 +60,23 @@ impl Decision {
             {
                 self.wave_halt_message(settings)
             }
-            RolloutPhase::Halted if self.failed.len() <= settings.max_failures => format!(
-                "halted earlier, and it holds though no pool fails now ({} failed): the revision is known \
-                 bad; no further pool is updated until a new revision (fix the change, or request a \
-                 reconcile) or an edit of the application (its rollout settings)",
-                self.failed.len()
-            ),
+            RolloutPhase::Halted if self.failed.len() <= settings.max_failures => {
+                let on = settings
+                    .halted_because
+                    .as_deref()
+                    .map(|b| format!(" (it halted on {b})"))
+                    .unwrap_or_default();
+                format!(
+                    "halted earlier{on}, and it holds though no pool fails now ({} failed): the revision is \
+                     known bad; no further pool is updated until a new revision (fix the change, or \
+                     request a reconcile) or an edit of the application (its rollout settings)",
+                    self.failed.len()
+                )
+            }
             RolloutPhase::Halted => {
+                let cause = self.halt_cause.as_deref().map(|c| format!(": {c}")).unwrap_or_default();
                 let mut message = format!(
-                    "halted: {} failed pool(s) ({}), more than maxFailures {}; no further pool is \
+                    "halted: {} failed pool(s) ({}), more than maxFailures {}{cause}; no further pool is \
                      updated until a new revision (fix the change) or a higher maxFailures",
                     self.failed.len(),
                     self.failed.join(", "),
@@ -157,13 +165,19 @@ impl Decision {
         };
         let to = settings.back_to.as_deref().unwrap_or_default();
         let mut parts = Vec::new();
+        // Why it halted: as it fails now, else as the history recorded it
+        // when it did (the failed pools have gone back since).
+        let cause = self.halt_cause.as_deref().or(settings.halted_because.as_deref());
         if !self.failed.is_empty() {
             parts.push(format!(
-                "halted: {} failed pool(s) ({}), more than maxFailures {}",
+                "halted: {} failed pool(s) ({}), more than maxFailures {}{}",
                 self.failed.len(),
                 some_of(&self.failed),
-                settings.max_failures
+                settings.max_failures,
+                cause.map(|c| format!(": {c}")).unwrap_or_default()
             ));
+        } else if let Some(cause) = cause {
+            parts.push(format!("halted on {cause}"));
         }
         let verb = match self.phase {
             RolloutPhase::RolledBack => "rolled back",

@@ -141,6 +141,7 @@ mod tests {
             number,
             outcome: None,
             halted_judgement: None,
+            halted_because: None,
             chart_version: None,
             created: None,
             rolled_out_at: None,

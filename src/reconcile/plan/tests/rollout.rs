@@ -328,6 +328,7 @@ fn a_halt_holds_across_edits_that_judge_nothing_and_ends_when_the_judging_change
             number: 1,
             outcome: Some(HALTED.into()),
             halted_judgement: Some(judged),
+            halted_because: None,
             chart_version: Some("1.0.0".into()),
             created: None,
             rolled_out_at: None,

@@ -32,6 +32,7 @@ fn settings_resolve_percentages_of_the_selected_pools() {
             cannot_go_back: Vec::new(),
             rolled_back: false,
             halted_before: false,
+            halted_because: None,
             completed: false,
             first_install_alone: false,
             wave_checks: Default::default(),

@@ -108,6 +108,7 @@ fn a_revision_that_completed_is_judged_no_more_so_its_answers_are_let_go() {
         number: 1,
         outcome: Some(COMPLETE.into()),
         halted_judgement: None,
+        halted_because: None,
         chart_version: None,
         created: None,
         rolled_out_at: None,
@@ -250,4 +251,54 @@ fn a_wave_over_its_budget_halts_the_rollout_naming_the_wave_and_the_check() {
     let stalled = condition(&plan, "Stalled").unwrap();
     assert!(stalled.message.contains("error-budget"), "{}", stalled.message);
     assert_eq!(row(&plan, "p2").rollout, "Halted");
+}
+
+/// A canary that fails its check under `onFailure: Rollback` goes back;
+/// the halt names the check, its value and bound as it names Flux's
+/// message, and the history records it: once the canary is back (its
+/// row shows the upgrade that took it back), the rollout still says why
+/// (fourth review, item 7: seen live, nothing named `AnalysisFailed`).
+#[test]
+fn a_check_that_fails_a_canary_is_named_by_the_halt_and_kept_by_the_history() {
+    use crate::reconcile::history::{History, Recorded, ROLLED_BACK};
+    let mut a = judged(30);
+    a.spec.rollout.as_mut().unwrap().on_failure = Some(crate::api::OnFailure::Rollback);
+    let records = answers(&a, Answer::Value(0.4), "2029-12-31T23:59:10Z");
+    let history = History::read(Vec::new(), Vec::new());
+    let (pools, owned) = (fleet(), canary_ready(&a));
+    let scenario = Scenario::of(&a).over(&pools).owning(owned);
+    let plan = scenario.answered(Answers::Asked(&records)).recorded(&history).plan();
+    let rollout = plan.status().rollout.unwrap();
+    for said in ["AnalysisFailed", "error-rate", "0.4", "max 0.05"] {
+        assert!(rollout.message.contains(said), "{said} in {}", rollout.message);
+    }
+    let record = plan.history.record.as_ref().expect("the revision is recorded");
+    let because = record.halted_because.clone().expect("the halt's cause is recorded");
+    assert!(because.contains("error-rate") && because.contains("AnalysisFailed"), "{because}");
+
+    // Later, with nothing failing now and no answers kept (a restart):
+    // the record says why it halted.
+    let revision = revision_of(&a);
+    let recorded = Recorded {
+        name: format!("gw-{revision}"),
+        revision,
+        number: 1,
+        outcome: Some(ROLLED_BACK.into()),
+        halted_judgement: None,
+        halted_because: Some(because),
+        chart_version: None,
+        created: None,
+        rolled_out_at: None,
+    };
+    let history = History::read(vec![recorded], Vec::new());
+    let behind = releases_of(&a, &fleet(), &["p1", "p2", "p3", "p4", "p5"]);
+    let none = Records::new();
+    let scenario = Scenario::of(&a).over(&pools).owning(behind);
+    let plan = scenario.answered(Answers::Asked(&none)).recorded(&history).plan();
+    let rollout = plan.status().rollout.unwrap();
+    assert!(
+        rollout.message.contains("error-rate") && rollout.message.contains("AnalysisFailed"),
+        "{}",
+        rollout.message
+    );
 }

@@ -174,6 +174,7 @@ fn an_approval_of_an_earlier_rollout_of_the_revision_lets_nothing_go() {
         number,
         outcome: Some(COMPLETE.into()),
         halted_judgement: None,
+        halted_because: None,
         chart_version: Some("1.0.0".into()),
         created: None,
         rolled_out_at: None,
