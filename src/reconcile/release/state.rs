@@ -52,10 +52,13 @@ pub struct ReleaseStatus {
     pub observed_latest: bool,
     /// When its Ready condition last turned True (RFC 3339), while it is True.
     pub ready_since: Option<String>,
-    /// Helm has made a release of it, whatever came of it: Flux's
-    /// `status.history` holds a snapshot. Its chart's objects were created
-    /// then (or refused), so a later write of it is no first install.
-    pub installed_before: bool,
+    /// Helm has deployed a release of it: a snapshot of Flux's
+    /// `status.history` is `deployed` (or `superseded` since). Its chart's
+    /// objects were created then, so a later write of it is no first
+    /// install. A failed install is not: Helm may have failed before it
+    /// created anything (a pre-install hook, a missing CRD), so its
+    /// objects whose names do not vary by pool may not exist yet.
+    pub deployed_before: bool,
 }
 
 const FAILED_REASONS: &[&str] = &[
@@ -107,10 +110,9 @@ pub fn classify(release: &Value) -> ReleaseStatus {
             .and_then(|c| c.get("lastTransitionTime"))
             .and_then(Value::as_str)
             .map(str::to_string),
-        installed_before: release
-            .pointer("/status/history")
-            .and_then(Value::as_array)
-            .is_some_and(|h| !h.is_empty()),
+        deployed_before: release.pointer("/status/history").and_then(Value::as_array).is_some_and(|h| {
+            h.iter().any(|s| matches!(s["status"].as_str(), Some("deployed" | "superseded")))
+        }),
     };
     let from = |state, c: &Value| status(state, &text(c, "reason"), text(c, "message"));
     // Flux's Stalled says only that it gave up ("Failed to install after 1

@@ -45,27 +45,30 @@ pub(super) fn start(
 }
 
 /// An application's first install on pools of one cluster goes to one
-/// pool alone, until its release is judged (Ready, failed, or past its
-/// `progressDeadline`). Helm looks for an object before it creates it, so
+/// pool alone, until a release of it is Ready or Helm deployed one. Helm
+/// looks for an object before it creates it, so
 /// installs that run together each find nothing and each create an object
 /// whose name does not vary by pool (an IngressClass, a ClusterRole, a
 /// webhook): two releases then hold one object, and uninstalling either
 /// deletes what the other uses. Once one install is judged, such objects
 /// exist, and Helm refuses them to every later install, which the pool's
-/// status names. The first to go is the first pool in rollout order that
-/// may be written now, so a pool that is down or outside its window
-/// holds no one back; once any pool's release is judged, was ever on an
-/// earlier revision, or was ever made a Helm release of (an update of the
-/// fleet, a new pool joining it), nothing waits here.
+/// status names. A first install that failed does not end it: Helm may
+/// have failed before it created anything (a failed pre-install hook, a
+/// values error, a CRD missing), and the next pool then goes alone
+/// (fourth review, item 9: the rest installed together behind such a
+/// failure, each creating the fixed-name object). The first to go is the
+/// first pool in rollout order that may be written now, so a pool that is
+/// down or outside its window holds no one back; once any pool's release
+/// is Ready, was ever on an earlier revision, or was deployed by Helm (an
+/// update of the fleet, a new pool joining it), nothing waits here.
 pub(super) fn first_install_alone(pools: &[PoolInput], states: &mut [PoolDecision]) {
     let judged = |p: &PoolInput, d: &PoolDecision| {
         matches!(p.release, Release::Behind(_))
-            || matches!(p.release, Release::Current { status, .. } if status.installed_before)
+            || matches!(p.release, Release::Current { status, .. } if status.deployed_before)
             || matches!(
                 d.state,
                 PoolRollout::Done
                     | PoolRollout::Soaking
-                    | PoolRollout::Failed
                     | PoolRollout::RollBack
                     | PoolRollout::RollbackPending
                     | PoolRollout::RollingBack

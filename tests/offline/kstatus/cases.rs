@@ -238,7 +238,7 @@ pub fn reports(case: &Case) -> Vec<PoolReport> {
                 chart_version: Some("1.0.0".into()),
                 observed_latest: *state == ReleaseState::Ready,
                 ready_since: None,
-                installed_before: true,
+                deployed_before: true,
             }
             .into(),
             rollout: match (case.rollout, state) {

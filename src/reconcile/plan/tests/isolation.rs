@@ -117,7 +117,7 @@ fn helms_refusal_to_take_an_object_over_names_the_pool_that_holds_it() {
         chart_version: None,
         observed_latest: true,
         ready_since: None,
-        installed_before: false,
+        deployed_before: false,
     }
     .into();
     let plan = Scenario::of(&a).over(&fleet()).owning(owned).plan();

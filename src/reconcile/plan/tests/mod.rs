@@ -222,7 +222,7 @@ fn ready_release(name: &str, pool: &str, hash: &str) -> ObservedRelease {
             chart_version: Some("1.0.0".into()),
             observed_latest: true,
             ready_since: None,
-            installed_before: true,
+            deployed_before: true,
         }
         .into(),
         chart_ref: None,

@@ -5,7 +5,7 @@ fn hr(generation: i64, observed: i64, conditions: Value) -> Value {
     json!({
         "metadata": { "generation": generation },
         "status": { "observedGeneration": observed, "conditions": conditions,
-                    "history": [{ "chartVersion": "1.0.0" }] }
+                    "history": [{ "chartVersion": "1.0.0", "status": "deployed" }] }
     })
 }
 
@@ -204,9 +204,13 @@ fn chart_version_falls_back_to_last_attempted() {
     let release = json!({ "metadata": { "generation": 1 }, "status": { "lastAttemptedRevision": "2.0.0" } });
     assert_eq!(classify(&release).chart_version.as_deref(), Some("2.0.0"));
     // An attempted revision is no Helm release: only a snapshot in the history is.
-    assert!(!classify(&release).installed_before);
+    assert!(!classify(&release).deployed_before);
     let installed = hr(2, 1, json!([{ "type": "Ready", "status": "True", "observedGeneration": 1 }]));
-    assert!(classify(&installed).installed_before);
+    assert!(classify(&installed).deployed_before);
+    // A failed install (a pre-install hook, say) may have created nothing.
+    let mut failed = installed.clone();
+    failed["status"]["history"] = json!([{ "chartVersion": "1.0.0", "status": "failed" }]);
+    assert!(!classify(&failed).deployed_before);
 }
 
 /// A release into a site cluster, with helm-controller's Ready

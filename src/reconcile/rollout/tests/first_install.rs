@@ -37,10 +37,23 @@ fn the_others_wait_while_the_first_install_is_under_way_and_go_once_it_is_judged
     assert_eq!(first_install_waiters(&d), ["a", "c"]);
     let message = &d.pools["a"].note.as_ref().unwrap().message;
     assert!(message.contains("pool \"b\""), "{message}");
-    for verdict in [ready(), status(ReleaseState::Failed, true, None)] {
-        let judged = Fleet::new().current("b", 0, verdict, 9_990).new_pool("a").new_pool("c");
-        assert_eq!(written(&judged.decide(&first_alone(), 1)), ["a", "c"]);
-    }
+    let judged = Fleet::new().current("b", 0, ready(), 9_990).new_pool("a").new_pool("c");
+    assert_eq!(written(&judged.decide(&first_alone(), 1)), ["a", "c"]);
+    // A first install that failed may have created nothing (a failed
+    // pre-install hook): the next goes alone, unless Helm had deployed it.
+    let failed = Fleet::new()
+        .current("b", 0, status(ReleaseState::Failed, true, None), 9_990)
+        .new_pool("a")
+        .new_pool("c");
+    let d = failed.decide(&first_alone(), 1);
+    assert_eq!(written(&d), ["a"]);
+    assert_eq!(first_install_waiters(&d), ["c"]);
+    let deployed = ReleaseStatus {
+        deployed_before: true,
+        ..status(ReleaseState::Failed, true, None)
+    };
+    let failed_upgrade = Fleet::new().current("b", 0, deployed, 9_990).new_pool("a").new_pool("c");
+    assert_eq!(written(&failed_upgrade.decide(&first_alone(), 1)), ["a", "c"]);
     // Past its progressDeadline, the first is judged failed: no one waits longer.
     let stuck = status(ReleaseState::Progressing, false, None);
     let late = Fleet::new().current("b", 0, stuck, 10_000 - 601).new_pool("a");
@@ -48,7 +61,7 @@ fn the_others_wait_while_the_first_install_is_under_way_and_go_once_it_is_judged
 }
 
 #[test]
-fn a_fleet_installed_before_or_a_first_pool_that_is_down_holds_no_install_back() {
+fn a_fleet_deployed_before_or_a_first_pool_that_is_down_holds_no_install_back() {
     // A release behind was installed at an earlier revision: new pools go at once.
     let installed = Fleet::new().behind("b", 0, ready()).new_pool("a").new_pool("c");
     assert_eq!(written(&installed.decide(&first_alone(), 1)), ["a", "b", "c"]);
@@ -56,7 +69,7 @@ fn a_fleet_installed_before_or_a_first_pool_that_is_down_holds_no_install_back()
     // helm-controller is away), but Helm installed it before: an update
     // of the fleet, which new pools join at once.
     let upgrading = ReleaseStatus {
-        installed_before: true,
+        deployed_before: true,
         ..status(ReleaseState::Progressing, false, None)
     };
     let update = Fleet::new().current("b", 0, upgrading, 9_990).new_pool("a").new_pool("c");

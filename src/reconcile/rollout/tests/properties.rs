@@ -121,7 +121,7 @@ proptest! {
                 chart_version: None,
                 observed_latest: d.observed_latest,
                 ready_since: Some(ts(10_000 - d.ready_for).to_string()),
-                installed_before: false,
+                deployed_before: false,
             })
             .collect();
         let inputs: Vec<PoolInput> = fleet
