@@ -230,6 +230,28 @@ async fn a_canary_and_its_wave_are_judged_by_their_error_rate_and_nothing_passes
     assert!(written.elapsed() >= Duration::from_secs(30), "failed before its deadline");
     let rollout = back["status"]["rollout"].clone();
     assert_eq!(rollout["progress"], "RolledBack 1/1", "{rollout}");
+    // The canary is back, its row shows the upgrade that took it back;
+    // the rollout, and the halt's Event, still name the check it failed.
+    let message = rollout["message"].as_str().unwrap_or_default();
+    for said in ["AnalysisFailed", "error-rate", "went unanswered"] {
+        assert!(message.contains(said), "the rollback names {said}: {message}");
+    }
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(env.client.clone(), &env.namespace);
+    let halts: Vec<String> = events
+        .list(&kube::api::ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("RolloutHalted"))
+        .filter_map(|e| e.note)
+        .collect();
+    assert!(
+        halts
+            .iter()
+            .any(|note| note.contains("AnalysisFailed") && note.contains("error-rate")),
+        "a RolloutHalted Event names the failed check: {halts:?}"
+    );
     let now = hashes(&env).await;
     assert_eq!(
         now, budget,
