@@ -55,10 +55,7 @@ pub mod rollout;
 pub mod steps;
 
 pub use error::ReconcileError;
-pub use steps::{Controller, Memory};
-
-/// How soon answers to the metric checks are judged after they come in.
-const ANSWERS_JUDGED_AFTER: Duration = Duration::from_millis(200);
+pub use steps::{Asking, Controller, Memory};
 
 /// How soon a plan is made again when a release changed between observe
 /// and its write: the change's own watch event comes sooner, unless the
@@ -102,8 +99,6 @@ pub struct Reconciled {
     /// The step that failed after the status was written, if one did:
     /// the reconcile is retried at the failure backoff.
     pub failed: Option<ReconcileError>,
-    /// The metric checks asked: each answer's check and what it came to.
-    pub answers: Vec<(String, &'static str)>,
 }
 
 /// One reconcile of an application that is there and not being deleted.
@@ -147,8 +142,9 @@ pub async fn reconcile(c: &Controller<'_>, app: &NodePoolApplication) -> Result<
         failed = steps::prune_charts(c, app, chart.as_ref(), &owned, &applied, &rollback).await.err();
     }
     let (published, written) = steps::report(&apis, app, &mut planned, &applied, failed.as_ref()).await?;
-    // Answers come in after the report: the next plan judges them.
-    let answers = steps::ask_checks(c, app, &planned).await;
+    // Answers come in after the report, away from the reconcile, and wake
+    // the application: the next plan judges them.
+    let asking = steps::ask_checks(c, app, &planned);
     // Nothing failed and nothing was written: the next reconcile over the
     // same input would find the same, and need not plan.
     let quiet = failed.is_none()
@@ -157,19 +153,15 @@ pub async fn reconcile(c: &Controller<'_>, app: &NodePoolApplication) -> Result<
         && applied.refused.is_empty()
         && applied.changed_meanwhile.is_empty()
         && published.events.is_empty()
-        && answers.is_empty();
+        && !asking;
     c.memory.keep_rest(rest.filter(|_| quiet));
-    let soon = [
-        (!answers.is_empty()).then_some(ANSWERS_JUDGED_AFTER),
-        (!applied.changed_meanwhile.is_empty()).then_some(CHANGED_MEANWHILE_AGAIN_AFTER),
-    ];
-    let requeue_after = soon.into_iter().flatten().chain(planned.requeue_after).min();
+    let soon = (!applied.changed_meanwhile.is_empty()).then_some(CHANGED_MEANWHILE_AGAIN_AFTER);
+    let requeue_after = soon.into_iter().chain(planned.requeue_after).min();
     Ok(Ended::Reconciled(Box::new(Reconciled {
         published,
         chart_waits: chart.and_then(Result::err).filter(|hold| hold.transient),
         requeue_after,
         names_taken: applied.names_taken(),
         failed,
-        answers,
     })))
 }

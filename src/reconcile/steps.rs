@@ -17,7 +17,7 @@ use crate::reconcile::history::{History, HistoryWrites};
 use crate::reconcile::observe::{self, helmrelease_resource, Caches};
 use crate::reconcile::plan::{AtRest, Hold, Memo, ObservedRelease, Plan, Rest};
 use crate::reconcile::resolve::{self, SharedChart};
-use crate::reconcile::rollout::analysis::{Answers, Records};
+use crate::reconcile::rollout::analysis::{Analysing, Answers, Records};
 use crate::reconcile::ReconcileError;
 
 /// What a reconcile reads and writes through, lent by the controller.
@@ -34,8 +34,18 @@ pub struct Controller<'a> {
     pub clock_since: Option<Time>,
     /// What the controller keeps of one application between reconciles.
     pub memory: &'a dyn Memory,
-    /// Asks the metric checks' queries.
-    pub asker: &'a apply::asks::Asker,
+    /// Asks the metric checks' queries, away from the reconcile.
+    pub asking: &'a dyn Asking,
+}
+
+/// Asks a plan's due checks away from the reconcile, so that no check
+/// (a webhook at an address that drops packets) holds a worker another
+/// application waits for: the answers are kept for the application, which
+/// is woken when they come in, and its next plan judges them.
+pub trait Asking: Sync {
+    /// Starts a round of `analysing`'s asks for `app`, unless a round of
+    /// its own is in flight: whether one is in flight now.
+    fn ask(&self, app: &NodePoolApplication, analysing: &Analysing) -> bool;
 }
 
 /// What the controller keeps of one application between its reconciles,
@@ -158,30 +168,18 @@ pub(super) struct Planned {
     pub rest: Option<Rest>,
 }
 
-/// The metric checks the plan says are due, asked, and their answers
-/// kept for the next plan: each answer's check and what it came to (when
-/// any was asked, the next plan, soon, judges them).
-pub(super) async fn ask_checks(
-    c: &Controller<'_>,
-    app: &NodePoolApplication,
-    planned: &Plan,
-) -> Vec<(String, &'static str)> {
+/// The metric checks the plan says are due, handed to be asked (see
+/// [`Asking`]): whether a round of them is in flight, whose answers wake
+/// the application.
+pub(super) fn ask_checks(c: &Controller<'_>, app: &NodePoolApplication, planned: &Plan) -> bool {
     let Some(analysing) = planned.analysis.as_ref().filter(|a| a.judged) else {
         // Answers are read only while a revision is judged: once it
         // completed, or with no checks left, they are let go rather than
         // held until the next revision (megabytes at ten thousand pools).
         c.memory.take_answers();
-        return Vec::new();
+        return false;
     };
-    let (namespace, name) = (app.namespace().unwrap_or_default(), app.name_any());
-    let at = k8s_openapi::jiff::Timestamp::now();
-    let answered = c.asker.ask(c.client, (&namespace, &name), analysing, at).await;
-    let results = analysing.results(&answered);
-    // Taken and kept back with nothing awaited between: no other step of
-    // this application runs meanwhile, and none reads them but the next.
-    let records = c.memory.take_answers().map(Arc::unwrap_or_clone).unwrap_or_default();
-    c.memory.keep_answers(analysing.fold(records, answered, at));
-    results
+    c.asking.ask(app, analysing)
 }
 
 pub(super) async fn carry_out(

@@ -136,8 +136,9 @@ pub(super) struct Context {
     /// [`AppIndex`]): its events, wake window, memo, backoffs and metric
     /// series, forgotten together.
     pub(super) index: Arc<AppIndex>,
-    /// Asks the metric checks' queries of each application's Prometheus.
-    pub(super) asker: crate::reconcile::apply::asks::Asker,
+    /// Asks the metric checks' queries and webhook gates, away from the
+    /// reconciles (see [`super::asking`]).
+    pub(super) asking: super::asking::Asking,
     /// Asks the release watch to list again, for an application that moved
     /// here from another shard (see [`super::shards`]).
     pub(super) relist: Arc<super::shards::Relist>,

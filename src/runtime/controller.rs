@@ -24,8 +24,9 @@ use crate::runtime::metrics::Metrics;
 use crate::runtime::notify::{self, Notifier};
 use crate::runtime::options::RunArgs;
 use crate::runtime::server::{self, Readyz};
-use crate::runtime::throttle;
+use crate::runtime::throttle::{self, Wake};
 
+use super::asking::Asking;
 pub use super::context::StartError;
 use super::context::*;
 use super::index::AppIndex;
@@ -47,7 +48,9 @@ pub async fn run(args: RunArgs) -> Result<(), StartError> {
     let unserved = pool_apis.unserved.clone();
     let (served, writer) = reflector::store();
     let index = Arc::new(AppIndex::new(metrics.clone(), served.clone()));
-    let context = Arc::new(context(&client, &args, &watches, unserved, readyz, notifier, index));
+    let asker = crate::reconcile::apply::asks::Asker::new(args.check_allowed_hosts.clone());
+    let (asking, answered) = Asking::new(asker, client.clone(), index.clone(), metrics.clone());
+    let context = Arc::new(context(&client, &args, &watches, unserved, readyz, notifier, (index, asking)));
     metrics.watch_caches(context.caches.clone());
     let mut leadership = lead_when_elected(&client, &args, &context).await?;
 
@@ -77,6 +80,11 @@ pub async fn run(args: RunArgs) -> Result<(), StartError> {
     let controller = Controller::for_stream(app_changes, served.clone())
         .with_config(ControllerConfig::default().concurrency(args.concurrent));
     let wakes = watches.wakes(&client, (&served, served_listed), &context);
+    // An application whose checks' answers came in is judged at once.
+    let answered = futures::stream::unfold(answered, |mut answered| async move {
+        answered.recv().await.map(|app| (Wake::urgent(app), answered))
+    });
+    let wakes = futures::stream::select(wakes, answered).boxed();
     let index = context.index.clone();
     let window = move |app: &ObjectRef<AppMeta>| index.wake_window(app);
 
@@ -183,7 +191,7 @@ fn context(
     unserved: BTreeMap<PoolKind, String>,
     readyz: Arc<Readyz>,
     notifier: Option<Notifier>,
-    index: Arc<AppIndex>,
+    (index, asking): (Arc<AppIndex>, Asking),
 ) -> Context {
     let caches = watches.caches(unserved);
     let reporter = Reporter {
@@ -208,7 +216,7 @@ fn context(
         chart_backoff: Backoff::starting_at(CHART_HOLD_FIRST_RETRY),
         leading_since: std::sync::OnceLock::new(),
         index,
-        asker: crate::reconcile::apply::asks::Asker::new(args.check_allowed_hosts.clone()),
+        asking,
         relist: Arc::default(),
         shard: args.watch_label_selector.clone(),
     }

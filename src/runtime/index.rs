@@ -352,10 +352,12 @@ impl AppIndex {
     }
 
     /// Keeps what `app`'s metric checks answered, asked for the object
-    /// `uid`; none is nothing.
+    /// `uid`, while it is served; none is nothing. Answers come in after
+    /// the reconcile that asked (see `super::asking`): an application
+    /// served yet not remembered since is remembered with them.
     pub(super) fn keep_answers(&self, app: &ObjectRef<AppMeta>, uid: &str, answers: Records) {
         let answers = (!answers.is_empty()).then(|| (uid.to_string(), Arc::new(answers)));
-        self.update(app, |entry| entry.answers = answers);
+        self.keep(app, |entry| entry.answers = answers);
     }
 
     /// One more reconcile of `app` failed: the failures in a row now, for

@@ -14,6 +14,7 @@
 //!   notification-controller ([`notify`]).
 
 pub mod api_client;
+mod asking;
 pub mod backoff;
 mod changes;
 mod context;

@@ -108,7 +108,7 @@ pub(super) async fn reconcile_app(
         shared_charts: &ctx.charts,
         clock_since: ctx.leading_since.get().map(|t| Time(*t)),
         memory: &memory,
-        asker: &ctx.asker,
+        asking: &ctx.asking,
     };
     let mut reconciled = match reconcile::reconcile(&controller, &app).await? {
         reconcile::Ended::Reconciled(reconciled) => *reconciled,
@@ -141,7 +141,6 @@ pub(super) async fn reconcile_app(
     };
     ctx.index.names_taken(&app_ref, std::mem::take(&mut reconciled.names_taken));
     publish_report(ctx, &app, &reconciled.published).await;
-    ctx.metrics.observe_answers(&namespace, &app.name_any(), &reconciled.answers);
     if let Some(e) = reconciled.failed {
         return Err(e);
     }
