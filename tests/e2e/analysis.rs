@@ -14,6 +14,7 @@
 
 mod gate;
 mod metrics;
+mod tenants;
 
 use crate::support;
 

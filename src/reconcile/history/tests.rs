@@ -225,3 +225,41 @@ fn a_returning_revisions_record_says_nothing_of_its_new_rollout() {
     assert_eq!(history.rollout_number("new"), 4);
     assert_eq!(History::default().rollout_number("new"), 1);
 }
+
+/// Why a revision halted is marked with the halt, cut to its bound, and
+/// read back for this rollout alone: a rolled-back record keeps it, a
+/// complete one has none, and an earlier rollout's says nothing.
+#[test]
+fn a_halt_is_recorded_with_why_and_read_back_for_its_rollout() {
+    let records = [recorded("aaa", 1, Some(COMPLETE)), recorded("bbb", 2, None)];
+    let long = format!("pool \"p1\": AnalysisFailed: check error-rate failed{}", " …".repeat(2000));
+    let because = Current {
+        because: Some(&long),
+        ..current("bbb", RolloutPhase::RollingBack)
+    };
+    let w = plan_of(because, &records, 10);
+    assert_eq!(w.mark.as_ref().map(|m| m.1), Some(ROLLED_BACK));
+    let kept = w.halted_because.expect("why it halted is marked");
+    assert!(kept.starts_with("pool \"p1\": AnalysisFailed: check error-rate"), "{kept}");
+    assert!(kept.len() <= MAX_HALTED_BECAUSE, "{} bytes", kept.len());
+    let complete = Current {
+        because: Some("stale"),
+        ..current("bbb", RolloutPhase::Complete)
+    };
+    assert_eq!(plan_of(complete, &records, 10).halted_because, None, "a completion carries no cause");
+    let history = |outcome: &str, number: i64| History {
+        recorded: vec![
+            recorded("aaa", 1, Some(COMPLETE)),
+            Recorded {
+                halted_because: Some("pool \"p1\": AnalysisFailed".into()),
+                ..recorded("bbb", number, Some(outcome))
+            },
+        ],
+        ..History::default()
+    };
+    assert_eq!(history(ROLLED_BACK, 2).halted_because("bbb"), Some("pool \"p1\": AnalysisFailed"));
+    assert_eq!(history(COMPLETE, 2).halted_because("bbb"), None, "complete since");
+    let mut earlier = history(HALTED, 2);
+    earlier.recorded[0].number = 3;
+    assert_eq!(earlier.halted_because("bbb"), None, "an earlier rollout's halt");
+}
