@@ -343,7 +343,16 @@ pub fn observe(caches: &Caches, app: &NodePoolApplication) -> Observed {
             .map(|versions| {
                 std::hash::BuildHasher::hash_one(&foldhash::quality::FixedState::with_seed(0), versions)
             }),
-        _ => Some(index.version(&namespace)),
+        // Its releases' Helm releases are stored in its namespace, or in
+        // the one `helmRelease.storageNamespace` names: a release of any
+        // namespace storing in either is counted there.
+        _ => {
+            let storage = (app.spec.helm_release.as_ref())
+                .and_then(|h| h.storage_namespace.as_deref())
+                .filter(|s| *s != namespace);
+            let versions = (index.version(&namespace), storage.map(|s| index.version(s)));
+            Some(std::hash::BuildHasher::hash_one(&foldhash::quality::FixedState::with_seed(0), versions))
+        }
     }
     .filter(|_| kept);
     // Its own releases as the cache read them, shared rather than copied

@@ -90,7 +90,9 @@ impl OtherReleases for Others {
     }
 
     fn driving(&self, key: &HelmReleaseKey) -> Option<TakenRelease> {
-        let here = self.index.first_driving(&self.namespace, key, |r| self.not_its_own(r));
+        // In any namespace: a HelmRelease elsewhere with the same
+        // storageNamespace and release name drives the same Helm release.
+        let here = self.index.first_driving(key, |r| self.not_its_own(r));
         let first = self.on_sites.partition_point(|(k, _)| k < key);
         let on_site = self.on_sites.get(first).filter(|(k, _)| k == key).map(|(_, r)| r);
         let when = |r: &CachedRelease| (r.created(), r.metadata.name.clone());

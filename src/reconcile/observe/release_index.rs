@@ -39,9 +39,11 @@ struct Indexed {
     /// namespace and name: a release of another namespace may name the
     /// application as its owner too (by hand), and is not one of its own.
     by_owner: foldhash::HashMap<String, foldhash::HashSet<ByName<CachedRelease>>>,
-    /// By a hash of its namespace and the Helm release it drives: a few
-    /// bytes a release rather than both names again. A look-up checks the
-    /// names of what it finds.
+    /// By a hash of the Helm release it drives: a few bytes a release
+    /// rather than both names again. A look-up checks the names of what
+    /// it finds. Not by the release's namespace: HelmReleases of two
+    /// namespaces with one `storageNamespace` and release name drive one
+    /// Helm release (fourth review, item 10).
     by_helm_release: foldhash::HashMap<u64, Vec<Arc<CachedRelease>>>,
     /// By namespace, how many times a release there came, went, or changed
     /// in what another application's plan reads of it ([`as_another`]):
@@ -72,12 +74,18 @@ fn as_another(release: &CachedRelease) -> impl Eq + '_ {
 }
 
 /// The key a release's Helm release is indexed by.
-fn helm_release_hash(namespace: &str, key: &HelmReleaseKey) -> u64 {
-    foldhash::fast::FixedState::with_seed(0).hash_one((namespace, &key.0, &key.1))
+fn helm_release_hash(key: &HelmReleaseKey) -> u64 {
+    foldhash::fast::FixedState::with_seed(0).hash_one((&key.0, &key.1))
 }
 
-fn namespace_of(release: &CachedRelease) -> &str {
-    release.metadata.namespace.as_deref().unwrap_or_default()
+/// The namespace a release stores its Helm release in, on this cluster,
+/// when it is not its own: a change of it is a change another
+/// application storing there reads (see [`ReleaseIndex::version`]).
+fn storage_elsewhere(release: &CachedRelease) -> Option<&str> {
+    let (storage, _) = release.drives.as_ref()?;
+    let own = release.metadata.namespace.as_deref();
+    // A site cluster's Helm release (`<cluster>:<storage>`) is another cluster's.
+    Some(storage.as_str()).filter(|s| !s.contains(':') && Some(*s) != own)
 }
 
 impl Indexed {
@@ -88,10 +96,7 @@ impl Indexed {
             releases.replace(ByName(Arc::clone(release)));
         }
         if let Some(key) = &release.drives {
-            let drivers = self
-                .by_helm_release
-                .entry(helm_release_hash(namespace_of(release), key))
-                .or_default();
+            let drivers = self.by_helm_release.entry(helm_release_hash(key)).or_default();
             drivers.retain(|r| !same_object(r, release));
             drivers.push(Arc::clone(release));
         }
@@ -108,7 +113,7 @@ impl Indexed {
             }
         }
         if let Some(key) = &release.drives {
-            let hash = helm_release_hash(namespace_of(release), key);
+            let hash = helm_release_hash(key);
             if let Some(drivers) = self.by_helm_release.get_mut(&hash) {
                 drivers.retain(|r| !same_object(r, release));
                 if drivers.is_empty() {
@@ -150,35 +155,34 @@ impl ReleaseIndex {
         (indexed.by_owner.get(uid).into_iter().flatten()).map(|r| Arc::clone(&r.0)).collect()
     }
 
-    /// The releases of `namespace` that drive the Helm release `key`.
-    pub fn driving(&self, namespace: &str, key: &HelmReleaseKey) -> Vec<Arc<CachedRelease>> {
+    /// The releases that drive the Helm release `key`, in any namespace.
+    pub fn driving(&self, key: &HelmReleaseKey) -> Vec<Arc<CachedRelease>> {
         let indexed = self.indexed.read().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let found = indexed.by_helm_release.get(&helm_release_hash(namespace, key));
+        let found = indexed.by_helm_release.get(&helm_release_hash(key));
         (found.into_iter().flatten())
-            .filter(|r| namespace_of(r) == namespace && r.drives.as_ref() == Some(key))
+            .filter(|r| r.drives.as_ref() == Some(key))
             .cloned()
             .collect()
     }
 
-    /// Of the releases of `namespace` that drive the Helm release `key`
-    /// and pass `keep`, the one created first (by name, of those created
+    /// Of the releases that drive the Helm release `key` (in any
+    /// namespace) and pass `keep`, the one created first (by name, of those created
     /// in the same second). Looked at where they lie, under the read lock:
     /// planning asks this of every pool at every reconcile, and copying
     /// each pool's drivers out (its own release, mostly) was a tenth of a
     /// resync at rest.
     pub fn first_driving(
         &self,
-        namespace: &str,
         key: &HelmReleaseKey,
         keep: impl Fn(&CachedRelease) -> bool,
     ) -> Option<Arc<CachedRelease>> {
         let indexed = self.indexed.read().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let found = indexed.by_helm_release.get(&helm_release_hash(namespace, key));
+        let found = indexed.by_helm_release.get(&helm_release_hash(key));
         fn first(r: &CachedRelease) -> (Option<&Time>, Option<&str>) {
             (r.metadata.creation_timestamp.as_ref(), r.metadata.name.as_deref())
         }
         (found.into_iter().flatten())
-            .filter(|r| namespace_of(r) == namespace && r.drives.as_ref() == Some(key) && keep(r))
+            .filter(|r| r.drives.as_ref() == Some(key) && keep(r))
             .min_by(|a, b| first(a).cmp(&first(b)))
             .cloned()
     }
@@ -189,7 +193,17 @@ impl ReleaseIndex {
     fn replace(&self, old: Option<&Arc<CachedRelease>>, new: Option<&Arc<CachedRelease>>) {
         let mut indexed = self.indexed.write().unwrap_or_else(|poisoned| poisoned.into_inner());
         if old.map(|r| as_another(r)) != new.map(|r| as_another(r)) {
-            if let Some(namespace) = new.or(old).and_then(|r| r.metadata.namespace.as_deref()) {
+            // Counted in its namespace, and in the namespaces it stores its
+            // Helm release in, before and after, where those are others.
+            let mut namespaces: Vec<&str> = [old, new]
+                .into_iter()
+                .flatten()
+                .flat_map(|r| [r.metadata.namespace.as_deref(), storage_elsewhere(r)])
+                .flatten()
+                .collect();
+            namespaces.sort_unstable();
+            namespaces.dedup();
+            for namespace in namespaces {
                 *indexed.changes.entry(namespace.to_string()).or_default() += 1;
             }
             indexed.changes_anywhere += 1;
@@ -218,8 +232,9 @@ impl ReleaseIndex {
         self.indexed.read().unwrap_or_else(|poisoned| poisoned.into_inner()).cut_down
     }
 
-    /// A number that changes whenever a release of `namespace` comes, goes
-    /// or changes in what another application's plan reads of it (see
+    /// A number that changes whenever a release of `namespace`, or one that
+    /// stores its Helm release there, comes, goes or changes in what
+    /// another application's plan reads of it (see
     /// [`crate::reconcile::plan::OtherReleases::version`]); a release's
     /// status, which helm-controller writes all day, does not change it.
     pub fn version(&self, namespace: &str) -> u64 {

@@ -57,20 +57,19 @@ fn two_of_u1() -> (ReleaseWriter, Arc<ReleaseIndex>) {
 fn a_release_changed_is_found_where_it_is_now_and_nowhere_else() {
     let (mut writer, index) = two_of_u1();
     assert_eq!(names(index.owned_by("u1")), ["r1", "r2"]);
-    assert_eq!(names(index.driving("edge", &key("a"))), ["r1"]);
+    assert_eq!(names(index.driving(&key("a"))), ["r1"]);
     // Another owner, another Helm release.
     apply(&mut writer, release("r1", Some("u2"), "c"));
     assert_eq!(names(index.owned_by("u1")), ["r2"]);
     assert_eq!(names(index.owned_by("u2")), ["r1"]);
-    assert!(index.driving("edge", &key("a")).is_empty());
-    assert_eq!(names(index.driving("edge", &key("c"))), ["r1"]);
-    assert!(index.driving("elsewhere", &key("c")).is_empty(), "a Helm release of another namespace");
+    assert!(index.driving(&key("a")).is_empty());
+    assert_eq!(names(index.driving(&key("c"))), ["r1"]);
     // Of nobody: in no application's releases, still a driver.
     apply(&mut writer, release("r1", None, "c"));
     assert!(index.owned_by("u2").is_empty());
-    assert_eq!(names(index.driving("edge", &key("c"))), ["r1"]);
+    assert_eq!(names(index.driving(&key("c"))), ["r1"]);
     writer.apply_watcher_event(&watcher::Event::Delete(release("r1", None, "c")));
-    assert!(index.driving("edge", &key("c")).is_empty());
+    assert!(index.driving(&key("c")).is_empty());
     // The version the index returns is the one the cache holds.
     let held = index.owned_by("u1").pop().unwrap();
     let cached = writer.store().get(&ObjectRef::new("r2").within("edge")).unwrap();
@@ -82,7 +81,28 @@ fn two_releases_driving_one_helm_release_are_both_found() {
     let mut writer = listed();
     apply(&mut writer, release("r1", Some("u1"), "a"));
     apply(&mut writer, release("r2", Some("u2"), "a"));
-    assert_eq!(names(writer.index().driving("edge", &key("a"))), ["r1", "r2"]);
+    assert_eq!(names(writer.index().driving(&key("a"))), ["r1", "r2"]);
+}
+
+/// Two HelmReleases of two namespaces with one `storageNamespace` and
+/// release name drive one Helm release: each is found driving it, and a
+/// change of the other namespace's counts where the Helm release is
+/// stored (fourth review, item 10).
+#[test]
+fn a_release_of_another_namespace_storing_here_drives_the_same_helm_release() {
+    let mut writer = listed();
+    apply(&mut writer, release("r1", Some("u1"), "a"));
+    let index = writer.index();
+    let stored_here = |version: u64| index.version("edge") != version;
+    let before = index.version("edge");
+    let mut elsewhere = release("r9", Some("u9"), "a");
+    elsewhere.metadata.namespace = Some("shop".into());
+    elsewhere.drives = Some(key("a"));
+    apply(&mut writer, elsewhere);
+    assert_eq!(names(index.driving(&key("a"))), ["r1", "r9"]);
+    let first = index.first_driving(&key("a"), |r| r.metadata.namespace.as_deref() == Some("shop"));
+    assert_eq!(first.and_then(|r| r.metadata.name.clone()), Some("r9".into()));
+    assert!(stored_here(before), "the version of where it is stored changed");
 }
 
 #[test]
@@ -94,7 +114,7 @@ fn a_relist_leaves_only_what_it_listed() {
     assert_eq!(names(index.owned_by("u1")), ["r1", "r2"]);
     writer.apply_watcher_event(&watcher::Event::InitDone);
     assert_eq!(names(index.owned_by("u1")), ["r2"]);
-    assert!(index.driving("edge", &key("a")).is_empty());
+    assert!(index.driving(&key("a")).is_empty());
 }
 
 /// A watch event of a small world of names, owners and Helm releases,
@@ -156,7 +176,7 @@ proptest! {
             }
             for drives in 0..4 {
                 let key = key(&format!("h{drives}"));
-                prop_assert_eq!(names(kept.driving("edge", &key)), names(made.driving("edge", &key)));
+                prop_assert_eq!(names(kept.driving(&key)), names(made.driving(&key)));
             }
         }
     }
@@ -188,8 +208,9 @@ fn the_version_of_a_namespace_follows_what_others_read_of_it() {
     assert_eq!(index.version_anywhere(), anywhere, "a new status, anywhere");
     let mut elsewhere = release("r4", None, "e");
     elsewhere.metadata.namespace = Some("core".into());
+    elsewhere.drives = Some(("core".into(), "e".into()));
     writer.apply_watcher_event(&watcher::Event::Apply(elsewhere));
-    assert_eq!(index.version("edge"), before, "a release of another namespace");
+    assert_eq!(index.version("edge"), before, "a release of another namespace, stored there");
     assert_ne!(index.version_anywhere(), anywhere, "a release of another namespace, anywhere");
     // Listed again, with the releases as they were: counts start afresh.
     writer.apply_watcher_event(&watcher::Event::Init);
