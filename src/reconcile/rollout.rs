@@ -73,6 +73,7 @@ use phase::{offline_behind, phase_of};
 pub use rollback::{RollingBack, Stamp};
 pub use settings::{parse_duration, Settings, DEFAULT_OFFLINE_AFTER, DEFAULT_PROGRESS_DEADLINE};
 use starting::{active_wave, first_install_alone, gate_before, halt, pause, pick, start};
+use status::halt_cause;
 pub use waves::waves_done;
 use waves::{wait_for_rollout_gates, wait_for_wave_checks};
 
@@ -470,41 +471,6 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
         wave_failure,
         offline_behind,
         halt_cause,
-    }
-}
-
-/// Why a rollout halts, in the words of what failed: each failed pool
-/// (the first three) with the rollout's note on it (a metric check, its
-/// value and bound; a deadline) or Flux's reason and message; else the
-/// wave whose checks failed. Taken before a rollback rewrites the pools'
-/// states.
-fn halt_cause(
-    pools: &[PoolInput],
-    states: &[PoolDecision],
-    wave_failure: Option<&(usize, String, String)>,
-) -> Option<String> {
-    const SHOWN: usize = 3;
-    let failed: Vec<String> = pools
-        .iter()
-        .zip(states)
-        .filter(|(_, d)| d.state == PoolRollout::Failed)
-        .map(|(p, d)| {
-            let (reason, message) = match (&d.note, &p.release) {
-                (Some(note), _) => (note.reason, note.message.as_str()),
-                (None, Release::Current { status, .. } | Release::Behind(status)) => {
-                    (status.reason.as_str(), status.message.as_str())
-                }
-                (None, Release::Missing) => ("Failed", ""),
-            };
-            let message = crate::reconcile::fleet::cut(message, crate::reconcile::fleet::MAX_QUOTED_MESSAGE);
-            format!("pool {:?}: {reason}: {message}", p.pool)
-        })
-        .collect();
-    match failed.len() {
-        0 => wave_failure
-            .map(|(wave, step, why)| format!("the checks of wave {} (step {step}) failed: {why}", wave + 1)),
-        n if n <= SHOWN => Some(failed.join("; ")),
-        n => Some(format!("{}; and {} more", failed[..SHOWN].join("; "), n - SHOWN)),
     }
 }
 

@@ -301,7 +301,7 @@ const QUERY_REASON: usize = 160;
 /// address chose to answer).
 fn short_reason(text: &str, most: usize) -> String {
     let line = text.trim().lines().next().unwrap_or_default().trim();
-    let escaped: String = line.chars().flat_map(char::escape_debug).filter(|c| *c != '"').collect();
+    let escaped: String = line.chars().flat_map(char::escape_debug).collect();
     match escaped.char_indices().nth(most) {
         None => escaped,
         Some((end, _)) => format!("{}…", &escaped[..end]),

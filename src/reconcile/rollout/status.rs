@@ -1,7 +1,7 @@
 //! The rollout's status: what `status.rollout` says of a decision, in
 //! counts and in words an operator acts on.
 
-use super::{Decision, PoolRollout, Settings};
+use super::{Decision, PoolDecision, PoolInput, PoolRollout, Release, Settings};
 use crate::api::{RolloutPhase, RolloutStatus};
 
 impl Decision {
@@ -235,5 +235,40 @@ fn some_of(names: &[String]) -> String {
     match names.len() {
         n if n <= 3 => names.join(", "),
         n => format!("{}, and {} more", names[..3].join(", "), n - 3),
+    }
+}
+
+/// Why a rollout halts, in the words of what failed: each failed pool
+/// (the first three) with the rollout's note on it (a metric check, its
+/// value and bound; a deadline) or Flux's reason and message; else the
+/// wave whose checks failed. Taken before a rollback rewrites the pools'
+/// states.
+pub(super) fn halt_cause(
+    pools: &[PoolInput],
+    states: &[PoolDecision],
+    wave_failure: Option<&(usize, String, String)>,
+) -> Option<String> {
+    const SHOWN: usize = 3;
+    let failed: Vec<String> = pools
+        .iter()
+        .zip(states)
+        .filter(|(_, d)| d.state == PoolRollout::Failed)
+        .map(|(p, d)| {
+            let (reason, message) = match (&d.note, &p.release) {
+                (Some(note), _) => (note.reason, note.message.as_str()),
+                (None, Release::Current { status, .. } | Release::Behind(status)) => {
+                    (status.reason.as_str(), status.message.as_str())
+                }
+                (None, Release::Missing) => ("Failed", ""),
+            };
+            let message = crate::reconcile::fleet::cut(message, crate::reconcile::fleet::MAX_QUOTED_MESSAGE);
+            format!("pool {:?}: {reason}: {message}", p.pool)
+        })
+        .collect();
+    match failed.len() {
+        0 => wave_failure
+            .map(|(wave, step, why)| format!("the checks of wave {} (step {step}) failed: {why}", wave + 1)),
+        n if n <= SHOWN => Some(failed.join("; ")),
+        n => Some(format!("{}; and {} more", failed[..SHOWN].join("; "), n - SHOWN)),
     }
 }
