@@ -144,7 +144,7 @@ pub async fn reconcile(c: &Controller<'_>, app: &NodePoolApplication) -> Result<
     let (published, written) = steps::report(&apis, app, &mut planned, &applied, failed.as_ref()).await?;
     // Answers come in after the report, away from the reconcile, and wake
     // the application: the next plan judges them.
-    let asking = steps::ask_checks(c, app, &planned);
+    let asking = steps::ask_checks(c, app, &mut planned);
     // Nothing failed and nothing was written: the next reconcile over the
     // same input would find the same, and need not plan.
     let quiet = failed.is_none()

@@ -45,7 +45,7 @@ pub struct Controller<'a> {
 pub trait Asking: Sync {
     /// Starts a round of `analysing`'s asks for `app`, unless a round of
     /// its own is in flight: whether one is in flight now.
-    fn ask(&self, app: &NodePoolApplication, analysing: &Analysing) -> bool;
+    fn ask(&self, app: &NodePoolApplication, analysing: Analysing) -> bool;
 }
 
 /// What the controller keeps of one application between its reconciles,
@@ -65,10 +65,9 @@ pub trait Memory: Sync {
     fn planned(&self, waits_on_releases: Option<usize>);
     /// What the metric checks of the revision under way answered so far.
     fn answers(&self) -> Option<Arc<Records>>;
-    fn keep_answers(&self, records: Records);
-    /// The answers, no longer kept: to fold new ones into without a copy
-    /// ([`Memory::keep_answers`] keeps the result).
-    fn take_answers(&self) -> Option<Arc<Records>>;
+    /// The answers let go: no revision is judged now. New ones are kept by
+    /// whoever asks them (see [`Asking`]).
+    fn let_answers_go(&self);
     /// The releases its last reconcile created.
     fn created(&self, releases: Vec<String>);
     /// How many of the releases its last reconcile created the release
@@ -170,13 +169,14 @@ pub(super) struct Planned {
 
 /// The metric checks the plan says are due, handed to be asked (see
 /// [`Asking`]): whether a round of them is in flight, whose answers wake
-/// the application.
-pub(super) fn ask_checks(c: &Controller<'_>, app: &NodePoolApplication, planned: &Plan) -> bool {
-    let Some(analysing) = planned.analysis.as_ref().filter(|a| a.judged) else {
+/// the application. Taken from the plan rather than copied: at ten
+/// thousand pools under a check, its asks are megabytes.
+pub(super) fn ask_checks(c: &Controller<'_>, app: &NodePoolApplication, planned: &mut Plan) -> bool {
+    let Some(analysing) = planned.analysis.take().filter(|a| a.judged) else {
         // Answers are read only while a revision is judged: once it
         // completed, or with no checks left, they are let go rather than
         // held until the next revision (megabytes at ten thousand pools).
-        c.memory.take_answers();
+        c.memory.let_answers_go();
         return false;
     };
     c.asking.ask(app, analysing)

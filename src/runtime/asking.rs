@@ -79,7 +79,7 @@ impl Asking {
 }
 
 impl crate::reconcile::Asking for Asking {
-    fn ask(&self, app: &NodePoolApplication, analysing: &Analysing) -> bool {
+    fn ask(&self, app: &NodePoolApplication, analysing: Analysing) -> bool {
         let uid = app.metadata.uid.clone().unwrap_or_default();
         self.start((app.namespace().unwrap_or_default(), app.name_any(), uid), analysing)
     }
@@ -88,7 +88,7 @@ impl crate::reconcile::Asking for Asking {
 impl Asking {
     /// Starts a round for the application of `namespace`, `name` and
     /// `uid`, unless one is in flight: whether one is now.
-    fn start(&self, (namespace, name, uid): (String, String, String), analysing: &Analysing) -> bool {
+    fn start(&self, (namespace, name, uid): (String, String, String), analysing: Analysing) -> bool {
         if analysing.asks.is_empty() {
             return false;
         }
@@ -98,7 +98,6 @@ impl Asking {
             return true;
         }
         let inner = Arc::clone(&self.inner);
-        let analysing = analysing.clone();
         tokio::spawn(async move {
             // A closed semaphore is never: it lives as long as the asker.
             let permit = Arc::clone(&inner.rounds).acquire_owned().await.ok();
@@ -222,9 +221,9 @@ mod tests {
         let (asking, mut woken) = Asking::new(Asker::default(), client, index.clone(), Arc::default());
         let app = || ("edge".to_string(), "gw".to_string(), "uid-gw".to_string());
 
-        assert!(asking.start(app(), &analysing(&url)), "a round is in flight");
+        assert!(asking.start(app(), analysing(&url)), "a round is in flight");
         eventually("the gate to be posted", || posted.load(Ordering::SeqCst) == 1).await;
-        assert!(asking.start(app(), &analysing(&url)), "its round is still in flight");
+        assert!(asking.start(app(), analysing(&url)), "its round is still in flight");
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(posted.load(Ordering::SeqCst), 1, "no second round while one is in flight");
         let app_ref = ObjectRef::<AppMeta>::new("gw").within("edge");
@@ -239,7 +238,7 @@ mod tests {
         let last = records["east"].checks.get("change-freeze").and_then(|r| r.last.clone());
         assert!(matches!(last, Some((_, Answer::Value(v))) if v == 200.0), "{last:?}");
         // The round over, the next reconcile's asks start one afresh.
-        assert!(asking.start(app(), &analysing(&url)));
+        assert!(asking.start(app(), analysing(&url)));
         eventually("a second round", || posted.load(Ordering::SeqCst) == 2).await;
     }
 }

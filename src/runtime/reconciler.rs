@@ -173,11 +173,8 @@ impl reconcile::Memory for Remembered<'_> {
     fn answers(&self) -> Option<Arc<crate::reconcile::rollout::analysis::Records>> {
         self.index.answers(self.app, &self.uid)
     }
-    fn keep_answers(&self, records: crate::reconcile::rollout::analysis::Records) {
-        self.index.keep_answers(self.app, &self.uid, records);
-    }
-    fn take_answers(&self) -> Option<Arc<crate::reconcile::rollout::analysis::Records>> {
-        self.index.take_answers(self.app, &self.uid)
+    fn let_answers_go(&self) {
+        self.index.take_answers(self.app, &self.uid);
     }
     fn created(&self, releases: Vec<String>) {
         self.index.created(self.app, releases);
