@@ -28,8 +28,8 @@ use crate::reconcile::release::state::{ReleaseState, ReleaseStatus};
 pub use events::Transition;
 pub use observed::Observation;
 pub use rows::PoolRow;
-pub(crate) use status::cut;
-pub use status::{PoolReport, RollupInput, MAX_QUOTED_MESSAGE};
+pub(crate) use status::{cut, quote_pool};
+pub use status::{PoolReport, RollupInput};
 
 /// How one application's fleet stands: what its status, Events, metrics
 /// and `get` are computed from.

@@ -340,13 +340,12 @@ fn history_writes(input: &PlanInput, app: &AppInfo, report: &mut FleetReport) ->
     let (Some(history), Some(rollout)) = (input.history, report.rollout.as_mut()) else {
         return HistoryWrites::default();
     };
-    let because = report.halt_cause.clone();
     let current = history::Current {
         revision: &rollout.revision,
         phase: rollout.phase,
         chart_version: input.chart.map(|c| c.version.as_str()),
         judgement: &judged_by(app),
-        because: because.as_deref(),
+        because: report.halt_cause.as_deref(),
     };
     rollout.last_complete_revision = history::last_complete(&history.recorded, current).map(String::from);
     // Until the chart resolves, the revision lacks its chart version: it

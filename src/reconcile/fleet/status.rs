@@ -331,11 +331,18 @@ fn summary(input: &RollupInput, ready: usize, offline: usize) -> String {
 pub const MAX_QUOTED_MESSAGE: usize = 240;
 
 fn describe(p: &PoolReport) -> String {
-    if p.status.message.is_empty() {
-        format!("pool {:?}: {}", p.pool, p.status.reason)
+    quote_pool(&p.pool, &p.status.reason, &p.status.message)
+}
+
+/// A pool's reason and message as the conditions (and a halt's cause)
+/// quote them: `pool "a": UpgradeFailed: …`, the message cut to
+/// [`MAX_QUOTED_MESSAGE`].
+pub(crate) fn quote_pool(pool: &str, reason: &str, message: &str) -> String {
+    if message.is_empty() {
+        format!("pool {pool:?}: {reason}")
     } else {
-        let message = cut(&p.status.message, MAX_QUOTED_MESSAGE);
-        format!("pool {:?}: {}: {message}", p.pool, p.status.reason)
+        let message = cut(message, MAX_QUOTED_MESSAGE);
+        format!("pool {pool:?}: {reason}: {message}")
     }
 }
 

@@ -261,8 +261,7 @@ pub(super) fn halt_cause(
                 }
                 (None, Release::Missing) => ("Failed", ""),
             };
-            let message = crate::reconcile::fleet::cut(message, crate::reconcile::fleet::MAX_QUOTED_MESSAGE);
-            format!("pool {:?}: {reason}: {message}", p.pool)
+            crate::reconcile::fleet::quote_pool(p.pool, reason, message)
         })
         .collect();
     match failed.len() {
