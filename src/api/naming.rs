@@ -108,6 +108,19 @@ pub const INERT_FIELD_MANAGER: &str = "nodepool-fanout-inert";
 pub const ANNOTATION_UNINSTALL_SKIPPED: &str = "apps.fanout.dev/uninstall-skipped";
 /// The field manager that lets a release being deleted go without its uninstall.
 pub const UNINSTALL_SKIPPED_FIELD_MANAGER: &str = "nodepool-fanout-uninstall-skipped";
+/// On a release: when the controller first saw it Ready on its latest
+/// spec (RFC 3339, the controller's clock, as [`ANNOTATION_WRITTEN_AT`] is),
+/// from which its `minReadySeconds` soak, its checks and the proof that an
+/// update did not take its site down are counted. Flux's Ready
+/// `lastTransitionTime` moves whenever helm-controller rewrites the
+/// condition's message while it stays True, so it is read only until this
+/// mark is made. A mark older than the release's `written-at` belongs to
+/// an earlier write and says nothing. Set, and taken back when the release
+/// is no longer Ready on its latest spec, by the field manager
+/// [`READY_FIELD_MANAGER`] alone.
+pub const ANNOTATION_READY_AT: &str = "apps.fanout.dev/ready-at";
+/// The field manager that marks when a release was first seen Ready.
+pub const READY_FIELD_MANAGER: &str = "nodepool-fanout-ready";
 /// On a claim (a Lease, see [`claim_name`]): the uid of the application
 /// that holds it, and the name of the HelmRelease it holds it for.
 pub const LABEL_CLAIM_APPLICATION_UID: &str = "apps.fanout.dev/claimed-by-uid";

@@ -101,6 +101,7 @@ mod guards;
 pub mod memo;
 mod observed;
 mod outcome;
+mod ready;
 mod recorded;
 mod report;
 pub mod rest;
@@ -116,6 +117,7 @@ pub use observed::{
     TakenRelease, WrittenAt,
 };
 pub use outcome::{DesiredRelease, Outcome, Plan, PoolOutcome, UninstallSkipped, Writes};
+pub use ready::ReadyMark;
 use recorded::{completed, halted_before, judged_by, rollout_number};
 use report::roll_up;
 pub use rest::{at_rest, AtRest, Rest};
@@ -140,6 +142,7 @@ pub fn plan(input: &PlanInput) -> Plan {
         true => plan.suspend = input.owned.iter().filter(|o| !marked(o)).map(|o| o.name.clone()).collect(),
         false => plan.resume = input.owned.iter().filter(marked).map(|o| o.name.clone()).collect(),
     }
+    plan.ready_marks = ready::marks(input, &plan);
     let rest = rest::of(input, &plan);
     plan.memo.set_rest(rest);
     plan

@@ -95,6 +95,21 @@ async fn a_change_goes_pool_by_pool_halts_on_a_broken_site_and_completes_once_fi
             pair[0]
         );
     }
+    // Each done release carries the controller's mark of when it first saw
+    // it Ready on that write: after its write, and before the next pool's.
+    for pair in pools.windows(2) {
+        let time = |hr: &Value, key: &str| {
+            hr["metadata"]["annotations"][key].as_str().and_then(|t| t.parse::<Timestamp>().ok())
+        };
+        let (before, after) = (&releases[&pair[0]], &releases[&pair[1]]);
+        let marked = time(before, "apps.fanout.dev/ready-at");
+        let (written, next) = (time(before, WRITTEN_AT), time(after, WRITTEN_AT));
+        assert!(
+            matches!((written, marked, next), (Some(w), Some(m), Some(n)) if w <= m && m <= n),
+            "pool {}: written at {written:?}, marked Ready at {marked:?}, next pool written at {next:?}",
+            pair[0]
+        );
+    }
     assert_eq!(status["status"]["rollout"]["updated"], 3);
     let good = hashes(&env).await;
 

@@ -25,8 +25,8 @@ use crate::reconcile::observe::CachedRelease;
 use crate::reconcile::plan::{DesiredRelease, ObservedRelease, Writes};
 
 use super::{
-    delete_observed, orphan_release, set_inert, set_suspended, skip_uninstall, write_release, ApplyError,
-    SharedCharts,
+    delete_observed, mark_ready, orphan_release, set_inert, set_suspended, skip_uninstall, write_release,
+    ApplyError, SharedCharts,
 };
 
 /// HelmReleases written at once: releases are independent objects, and
@@ -125,6 +125,7 @@ pub async fn carry_out(target: &Target<'_>, writes: Writes, owned: &[Arc<Observe
         apply,
         prune: to_prune,
         skip_uninstall: to_skip,
+        ready_marks,
     } = writes;
     switch_suspension(target, resume, suspend, owned, &mut applied).await;
     for (release, message) in &inert {
@@ -151,7 +152,35 @@ pub async fn carry_out(target: &Target<'_>, writes: Writes, owned: &[Arc<Observe
             }
         }
     }
+    mark_all_ready(target, ready_marks, owned, &mut applied).await;
     applied
+}
+
+/// The marks of when releases were first seen Ready, made last (see
+/// [`Writes::ready_marks`]). One that fails is made at a later reconcile;
+/// until then the release soaks from when Flux says it turned Ready.
+async fn mark_all_ready(
+    target: &Target<'_>,
+    marks: Vec<crate::reconcile::plan::ReadyMark>,
+    owned: &ByName<'_>,
+    applied: &mut Applied,
+) {
+    let releases = target.releases;
+    let marked: Vec<_> = futures::stream::iter(marks)
+        .map(|mark| async move {
+            let uid = uid_of(owned, &mark.release);
+            let result = mark_ready(releases, &mark, uid.as_deref()).await;
+            (mark.release, result)
+        })
+        .buffer_unordered(APPLY_CONCURRENCY)
+        .collect()
+        .await;
+    for (release, result) in marked {
+        if let Err(e) = result {
+            warn!(release = %release, error = %e, "cannot mark when the release turned Ready");
+            applied.failed(e);
+        }
+    }
 }
 
 /// Resumed: the suspension taken back before anything else is written;

@@ -29,7 +29,9 @@ pub use chart::{ensure_chart, prune_charts, SharedCharts};
 pub use execute::{carry_out, Applied, Target};
 pub use history::write_history;
 pub use orphaning::{orphan_all, orphan_release};
-pub use release_writes::{delete_observed, set_inert, set_suspended, skip_uninstall, write_release};
+pub use release_writes::{
+    delete_observed, mark_ready, set_inert, set_suspended, skip_uninstall, write_release,
+};
 
 pub use crate::reconcile::managed_fields::FIELD_MANAGER;
 

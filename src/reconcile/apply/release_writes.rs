@@ -5,7 +5,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Api, ResourceExt};
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::api::naming;
 use crate::reconcile::managed_fields;
@@ -193,6 +193,28 @@ pub async fn skip_uninstall(
     suspend_marked(api, &skipped.release, uid, naming::UNINSTALL_SKIPPED_FIELD_MANAGER, mark).await
 }
 
+/// Marks when a release was first seen Ready on its latest spec (`at`),
+/// or takes the mark back (`None`): a server-side apply under a field
+/// manager of its own ([`naming::READY_FIELD_MANAGER`]) holding only the
+/// annotation, which the releases' writer neither holds nor drops. It
+/// changes no spec: helm-controller does nothing for it.
+pub async fn mark_ready(
+    api: &Api<DynamicObject>,
+    mark: &crate::reconcile::plan::ReadyMark,
+    uid: Option<&str>,
+) -> Result<(), ApplyError> {
+    let name = mark.release.as_str();
+    let mut object = json!({
+        "apiVersion": crate::reconcile::release::build::HELMRELEASE_API_VERSION,
+        "kind": crate::reconcile::release::build::HELMRELEASE_KIND,
+        "metadata": { "name": name, "uid": uid },
+    });
+    if let Some(at) = &mark.at {
+        object["metadata"]["annotations"] = json!({ naming::ANNOTATION_READY_AT: at });
+    }
+    apply_as(api, name, naming::READY_FIELD_MANAGER, &object).await
+}
+
 /// Applies, as `manager`, `spec.suspend: true` and the annotation `mark`,
 /// or nothing when `mark` is `None` (which takes back what that manager set).
 async fn suspend_marked(
@@ -211,8 +233,19 @@ async fn suspend_marked(
         object["metadata"]["annotations"] = json!({ annotation: value });
         object["spec"] = json!({ "suspend": true });
     }
+    apply_as(api, name, manager, &object).await
+}
+
+/// Applies `object`, the release `name` as `manager` would have it; a
+/// release gone, or replaced by another of that name, is no error.
+async fn apply_as(
+    api: &Api<DynamicObject>,
+    name: &str,
+    manager: &str,
+    object: &Value,
+) -> Result<(), ApplyError> {
     let params = PatchParams::apply(manager).force();
-    match api.patch(name, &params, &Patch::Apply(&object)).await {
+    match api.patch(name, &params, &Patch::Apply(object)).await {
         Ok(_) => Ok(()),
         // Gone, or replaced by another object of that name.
         Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),

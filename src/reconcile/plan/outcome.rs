@@ -195,6 +195,9 @@ pub struct Plan {
     /// The revision's metric checks and those due now, for the runtime
     /// to ask (see [`crate::reconcile::rollout::analysis`]).
     pub analysis: Option<crate::reconcile::rollout::analysis::Analysing>,
+    /// Releases to mark as first seen Ready on their latest spec, or
+    /// whose mark to take back ([`crate::api::naming::ANNOTATION_READY_AT`]).
+    pub ready_marks: Vec<super::ReadyMark>,
 }
 
 /// A release being deleted, let go without its uninstall: the site it
@@ -233,6 +236,7 @@ impl Plan {
             uninstall_wait: None,
             history: Default::default(),
             analysis: None,
+            ready_marks: Vec::new(),
         }
     }
 
@@ -252,6 +256,7 @@ impl Plan {
             apply: std::mem::take(&mut self.apply),
             prune: std::mem::take(&mut self.prune),
             skip_uninstall: std::mem::take(&mut self.uninstall_skipped),
+            ready_marks: std::mem::take(&mut self.ready_marks),
         }
     }
 
@@ -278,4 +283,6 @@ pub struct Writes {
     pub apply: Vec<DesiredRelease>,
     pub prune: Vec<String>,
     pub skip_uninstall: Vec<UninstallSkipped>,
+    /// Made last: a mark's write would fail a release write's precondition.
+    pub ready_marks: Vec<super::ReadyMark>,
 }

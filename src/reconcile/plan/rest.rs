@@ -87,6 +87,7 @@ pub(super) fn of(input: &PlanInput, plan: &Plan) -> Option<Rest> {
         || !plan.resume.is_empty()
         || !plan.inert.is_empty()
         || !plan.uninstall_skipped.is_empty()
+        || !plan.ready_marks.is_empty()
         || !plan.history.is_empty();
     let checks = (plan.analysis.as_ref()).is_some_and(|a| a.judged || !a.asks.is_empty());
     let stopped = plan.blocked.is_some() || input.hold.is_some() || input.unserved.is_some();

@@ -7,6 +7,8 @@
 
 use serde_json::Value;
 
+use crate::api::naming;
+
 /// What a pool's release is doing, from the application's point of view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ReleaseState {
@@ -50,8 +52,15 @@ pub struct ReleaseStatus {
     pub chart_version: Option<String>,
     /// Whether Flux has reconciled the release's current generation.
     pub observed_latest: bool,
-    /// When its Ready condition last turned True (RFC 3339), while it is True.
+    /// Since when it is Ready (RFC 3339), while it is: when the controller
+    /// first saw it Ready on its latest spec ([`ready_recorded`](Self::ready_recorded)),
+    /// or, until that is marked, when Flux says its Ready condition last
+    /// turned True.
     pub ready_since: Option<String>,
+    /// The controller's mark of when it first saw the release Ready on its
+    /// latest spec ([`naming::ANNOTATION_READY_AT`]), when the release
+    /// carries one made since its last write (its `written-at`).
+    pub ready_recorded: Option<String>,
     /// Helm has deployed a release of it: a snapshot of Flux's
     /// `status.history` is `deployed` (or `superseded` since). Its chart's
     /// objects were created then, so a later write of it is no first
@@ -72,6 +81,21 @@ const FAILED_REASONS: &[&str] = &[
 const WAITING_REASONS: &[&str] = &["ArtifactFailed", "SourceNotReady", "DependencyNotReady"];
 /// Reasons Flux gives while it is still working: never a verdict on the spec.
 const PROGRESSING_REASONS: &[&str] = &["Progressing", "ProgressingWithRetry"];
+
+/// The release's mark of when the controller first saw it Ready
+/// ([`naming::ANNOTATION_READY_AT`]), unless it was made before the
+/// release's last write: a mark that is no time, or a write time that is
+/// none, reads as no mark and no write time respectively.
+fn ready_mark(release: &Value) -> Option<String> {
+    let annotations = release.pointer("/metadata/annotations")?;
+    let time = |key: &str| {
+        let text = annotations.get(key)?.as_str()?;
+        Some((text, text.parse::<k8s_openapi::jiff::Timestamp>().ok()?))
+    };
+    let (text, marked) = time(naming::ANNOTATION_READY_AT)?;
+    let written = time(naming::ANNOTATION_WRITTEN_AT).map(|(_, t)| t);
+    written.is_none_or(|w| marked >= w).then(|| text.to_string())
+}
 
 /// Classifies a HelmRelease object as returned by the API server.
 pub fn classify(release: &Value) -> ReleaseStatus {
@@ -99,17 +123,18 @@ pub fn classify(release: &Value) -> ReleaseStatus {
         || (generation.is_some()
             && observed == generation
             && ready_generation.is_none_or(|g| Some(g) == generation));
+    let ready_recorded = ready_mark(release);
     let status = |state, reason: &str, message: String| ReleaseStatus {
         state,
         reason: reason.to_string(),
         message,
         chart_version: chart_version(release),
         observed_latest,
-        ready_since: ready
-            .filter(|c| c["status"] == "True")
-            .and_then(|c| c.get("lastTransitionTime"))
-            .and_then(Value::as_str)
-            .map(str::to_string),
+        ready_since: ready.filter(|c| c["status"] == "True").and_then(|c| {
+            let flux = || c.get("lastTransitionTime").and_then(Value::as_str).map(str::to_string);
+            ready_recorded.clone().filter(|_| observed_latest).or_else(flux)
+        }),
+        ready_recorded: ready_recorded.clone(),
         deployed_before: release.pointer("/status/history").and_then(Value::as_array).is_some_and(|h| {
             h.iter().any(|s| matches!(s["status"].as_str(), Some("deployed" | "superseded")))
         }),

@@ -238,6 +238,7 @@ pub fn reports(case: &Case) -> Vec<PoolReport> {
                 chart_version: Some("1.0.0".into()),
                 observed_latest: *state == ReleaseState::Ready,
                 ready_since: None,
+                ready_recorded: None,
                 deployed_before: true,
             }
             .into(),

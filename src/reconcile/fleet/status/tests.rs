@@ -21,6 +21,7 @@ fn report(pool: &str, state: ReleaseState, reason: &str) -> PoolReport {
             chart_version: Some("1.0.0".into()),
             observed_latest: state == ReleaseState::Ready,
             ready_since: None,
+            ready_recorded: None,
             deployed_before: true,
         }
         .into(),

@@ -222,6 +222,7 @@ fn ready_release(name: &str, pool: &str, hash: &str) -> ObservedRelease {
             chart_version: Some("1.0.0".into()),
             observed_latest: true,
             ready_since: None,
+            ready_recorded: None,
             deployed_before: true,
         }
         .into(),

@@ -239,6 +239,22 @@ impl World {
         for name in &plan.prune {
             self.releases.remove(name);
         }
+        for mark in &plan.ready_marks {
+            let Some(live) = self.releases.get_mut(&mark.release) else {
+                continue;
+            };
+            let annotations = &mut live["metadata"]["annotations"];
+            match &mark.at {
+                Some(at) => annotations[crate::api::naming::ANNOTATION_READY_AT] = json!(at),
+                None => {
+                    _ = annotations
+                        .as_object_mut()
+                        .map(|a| a.remove(crate::api::naming::ANNOTATION_READY_AT))
+                }
+            }
+            let rv = self.bump();
+            self.releases.get_mut(&mark.release).unwrap()["metadata"]["resourceVersion"] = json!(rv);
+        }
         let before = self.app.status.clone().unwrap_or_default();
         let after = plan.status();
         if !crate::reconcile::fleet::events::same_ignoring_timestamps(&before, &after) {

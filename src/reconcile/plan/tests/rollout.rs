@@ -101,6 +101,7 @@ fn a_failed_pool_halts_the_rollout_naming_it_with_fluxs_message() {
         chart_version: Some("1.0.0".into()),
         observed_latest: true,
         ready_since: None,
+        ready_recorded: None,
         deployed_before: true,
     }
     .into();

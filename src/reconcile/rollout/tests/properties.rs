@@ -121,6 +121,7 @@ proptest! {
                 chart_version: None,
                 observed_latest: d.observed_latest,
                 ready_since: Some(ts(10_000 - d.ready_for).to_string()),
+                ready_recorded: None,
                 deployed_before: false,
             })
             .collect();

@@ -1,0 +1,124 @@
+//! When each release was first seen Ready on its latest spec, kept on the
+//! release ([`naming::ANNOTATION_READY_AT`]): marked by the first plan that
+//! sees it so, taken back by the first that sees it no longer so. Flux's
+//! Ready `lastTransitionTime` moves whenever helm-controller rewrites the
+//! condition's message while it stays True, which would restart a soak
+//! and could turn a pool's proof of an update that kept its site up into
+//! a failure (fourth review, item 12).
+
+use k8s_openapi::jiff::Timestamp;
+
+use crate::reconcile::release::state::ReleaseState;
+
+use super::{ObservedRelease, Plan, PlanInput};
+
+/// A mark to make on a release (`at`), or to take back (`None`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadyMark {
+    pub release: String,
+    pub at: Option<String>,
+}
+
+/// The marks `plan` leaves to make: none on a release it writes or prunes
+/// (the write's `written-at` outdates any mark, and a mark's write would
+/// fail the write's precondition), nor on one being deleted, nor while
+/// the application is suspended (suspending is the only write it makes).
+pub(super) fn marks(input: &PlanInput, plan: &Plan) -> Vec<ReadyMark> {
+    if input.app.spec.suspend == Some(true) {
+        return Vec::new();
+    }
+    let mut written = foldhash::HashSet::with_capacity_and_hasher(plan.apply.len(), Default::default());
+    written.extend(
+        plan.apply
+            .iter()
+            .map(|d| d.name.as_str())
+            .chain(plan.prune.iter().map(String::as_str)),
+    );
+    (input.owned.iter())
+        .filter(|o| !o.deleting && !written.contains(o.name.as_str()))
+        .filter_map(|o| mark_of(o, input.now.0))
+        .collect()
+}
+
+/// The mark `release` needs now, if any. A release seen Ready for the
+/// first time is marked from when Flux says it turned Ready, which is on
+/// the API server's clock: kept between its write and now on ours, so
+/// that a clock ahead or behind moves no soak outside what we saw.
+fn mark_of(release: &ObservedRelease, now: Timestamp) -> Option<ReadyMark> {
+    let status = &release.status;
+    let ready = status.state == ReleaseState::Ready && status.observed_latest;
+    let at = match (ready, &status.ready_recorded) {
+        (true, None) => {
+            let flux = status.ready_since.as_deref().and_then(|t| t.parse::<Timestamp>().ok());
+            let written = release.written_at.as_ref().and_then(|w| w.time);
+            let at = flux.unwrap_or(now).min(now);
+            Some(written.map_or(at, |w| at.max(w.min(now))).to_string())
+        }
+        (false, Some(_)) => None,
+        _ => return None,
+    };
+    Some(ReadyMark {
+        release: release.name.clone(),
+        at,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::naming;
+    use serde_json::json;
+
+    fn observed(annotations: serde_json::Value, ready: &str, ready_at: &str) -> ObservedRelease {
+        let object = json!({
+            "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+            "metadata": { "name": "gw-a", "namespace": "edge", "generation": 2, "annotations": annotations,
+                "labels": { naming::LABEL_POOL: "a" } },
+            "status": { "observedGeneration": 2, "conditions": [{
+                "type": "Ready", "status": ready, "reason": "UpgradeSucceeded", "message": "",
+                "observedGeneration": 2, "lastTransitionTime": ready_at }] }
+        });
+        ObservedRelease::from_value(&object).expect("a release")
+    }
+
+    const WRITTEN: &str = "2030-01-01T00:00:00Z";
+
+    #[test]
+    fn a_release_first_seen_ready_is_marked_from_when_flux_says_it_turned_ready() {
+        let o = observed(json!({ naming::ANNOTATION_WRITTEN_AT: WRITTEN }), "True", "2030-01-01T00:01:00Z");
+        let now: Timestamp = "2030-01-01T00:05:00Z".parse().unwrap();
+        assert_eq!(mark_of(&o, now).and_then(|m| m.at).as_deref(), Some("2030-01-01T00:01:00Z"));
+        // Flux's clock ahead of ours: no later than now; behind the write: no earlier than it.
+        let o = observed(json!({ naming::ANNOTATION_WRITTEN_AT: WRITTEN }), "True", "2030-01-01T00:09:00Z");
+        assert_eq!(mark_of(&o, now).and_then(|m| m.at).as_deref(), Some("2030-01-01T00:05:00Z"));
+        let o = observed(json!({ naming::ANNOTATION_WRITTEN_AT: WRITTEN }), "True", "2029-12-31T23:00:00Z");
+        assert_eq!(mark_of(&o, now).and_then(|m| m.at).as_deref(), Some(WRITTEN));
+    }
+
+    #[test]
+    fn a_marked_release_soaks_from_its_mark_when_flux_moves_the_transition_time() {
+        let marked = json!({ naming::ANNOTATION_WRITTEN_AT: WRITTEN, naming::ANNOTATION_READY_AT: "2030-01-01T00:01:00Z" });
+        // helm-controller rewrote Ready's message at 00:04: its time moved.
+        let o = observed(marked.clone(), "True", "2030-01-01T00:04:00Z");
+        assert_eq!(o.status.ready_since.as_deref(), Some("2030-01-01T00:01:00Z"));
+        assert_eq!(mark_of(&o, "2030-01-01T00:05:00Z".parse().unwrap()), None, "marked once");
+        // No longer Ready: the mark is taken back, and Flux's time is read once Ready again.
+        let o = observed(marked, "False", "2030-01-01T00:06:00Z");
+        assert_eq!(o.status.ready_since, None);
+        let unmark = mark_of(&o, "2030-01-01T00:06:00Z".parse().unwrap());
+        assert_eq!(unmark.map(|m| m.at), Some(None));
+    }
+
+    #[test]
+    fn a_mark_older_than_the_last_write_says_nothing() {
+        let o = observed(
+            json!({ naming::ANNOTATION_WRITTEN_AT: "2030-01-02T00:00:00Z", naming::ANNOTATION_READY_AT: "2030-01-01T00:01:00Z" }),
+            "True",
+            "2030-01-02T00:02:00Z",
+        );
+        assert_eq!(o.status.ready_recorded, None);
+        assert_eq!(o.status.ready_since.as_deref(), Some("2030-01-02T00:02:00Z"));
+        let now = "2030-01-02T00:03:00Z".parse().unwrap();
+        assert_eq!(mark_of(&o, now).and_then(|m| m.at).as_deref(), Some("2030-01-02T00:02:00Z"));
+    }
+}
