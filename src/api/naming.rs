@@ -121,6 +121,11 @@ pub const UNINSTALL_SKIPPED_FIELD_MANAGER: &str = "nodepool-fanout-uninstall-ski
 pub const ANNOTATION_READY_AT: &str = "apps.fanout.dev/ready-at";
 /// The field manager that marks when a release was first seen Ready.
 pub const READY_FIELD_MANAGER: &str = "nodepool-fanout-ready";
+/// On a release, beside [`ANNOTATION_READY_AT`] and by the same field
+/// manager: the failures of its metric checks over the soak that mark
+/// began (JSON, by check name: how often it was asked and failed, and its
+/// last failure), so that a restart does not count a `failureLimit` afresh.
+pub const ANNOTATION_CHECK_FAILURES: &str = "apps.fanout.dev/check-failures";
 /// On a claim (a Lease, see [`claim_name`]): the uid of the application
 /// that holds it, and the name of the HelmRelease it holds it for.
 pub const LABEL_CLAIM_APPLICATION_UID: &str = "apps.fanout.dev/claimed-by-uid";

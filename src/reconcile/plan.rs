@@ -230,6 +230,7 @@ fn plan_releases(input: &PlanInput) -> Plan {
         revision: revision.clone(),
         asks,
         judged,
+        kept: kept_failures(input, &revision),
     });
     // Nothing is pruned while the chart holds the writes or the
     // application is suspended (see `Outcome::Suspended`).
@@ -251,6 +252,17 @@ fn plan_releases(input: &PlanInput) -> Plan {
     };
     plan.history = history_writes(input, &app, &mut plan.report);
     plan
+}
+
+/// The check failures releases keep of soaks on `revision` that the
+/// memory holds nothing of, by pool (see [`Analysing::kept`]).
+fn kept_failures(input: &PlanInput, revision: &str) -> Vec<(String, rollout::analysis::PoolRecords)> {
+    let Some(Answers::Asked(memory)) = input.analysis else {
+        return Vec::new();
+    };
+    (input.owned.iter())
+        .filter_map(|o| Some((o.pool.clone()?, ready::kept_failures(Some(memory), o, revision)?)))
+        .collect()
 }
 
 /// The sooner of two requeues, either of which may be none.

@@ -189,6 +189,7 @@ mod tests {
                 ready_since: Timestamp::UNIX_EPOCH,
             }],
             judged: true,
+            kept: Vec::new(),
         }
     }
 

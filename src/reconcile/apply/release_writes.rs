@@ -211,6 +211,9 @@ pub async fn mark_ready(
     });
     if let Some(at) = &mark.at {
         object["metadata"]["annotations"] = json!({ naming::ANNOTATION_READY_AT: at });
+        if let Some(failures) = &mark.failures {
+            object["metadata"]["annotations"][naming::ANNOTATION_CHECK_FAILURES] = json!(failures);
+        }
     }
     apply_as(api, name, naming::READY_FIELD_MANAGER, &object).await
 }

@@ -9,14 +9,18 @@
 use k8s_openapi::jiff::Timestamp;
 
 use crate::reconcile::release::state::ReleaseState;
+use crate::reconcile::rollout::analysis::{kept, Answers, PoolRecords, Records};
 
 use super::{ObservedRelease, Plan, PlanInput};
 
-/// A mark to make on a release (`at`), or to take back (`None`).
+/// A mark to make on a release (`at`), or to take back (`None`), with
+/// the check failures of the soak it began, if any
+/// ([`crate::api::naming::ANNOTATION_CHECK_FAILURES`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadyMark {
     pub release: String,
     pub at: Option<String>,
+    pub failures: Option<String>,
 }
 
 /// The marks `plan` leaves to make: none on a release it writes or prunes
@@ -34,33 +38,89 @@ pub(super) fn marks(input: &PlanInput, plan: &Plan) -> Vec<ReadyMark> {
             .map(|d| d.name.as_str())
             .chain(plan.prune.iter().map(String::as_str)),
     );
+    let memory = match input.analysis {
+        Some(Answers::Asked(records)) => Some(records),
+        _ => None,
+    };
     (input.owned.iter())
         .filter(|o| !o.deleting && !written.contains(o.name.as_str()))
-        .filter_map(|o| mark_of(o, input.now.0))
+        .filter_map(|o| {
+            let remembered = memory.and_then(|m| remembered(m, o));
+            mark_of(o, remembered, input.now.0)
+        })
         .collect()
+}
+
+/// What the controller's memory holds of the soak `release` is in: the
+/// records of its pool for the revision it carries, since it turned Ready.
+fn remembered<'r>(memory: &'r Records, release: &ObservedRelease) -> Option<&'r PoolRecords> {
+    let records = memory.get(release.pool.as_deref()?)?;
+    let since = release.status.ready_since.as_deref()?.parse::<Timestamp>().ok()?;
+    (carries(release, &records.revision) && records.ready_since == Some(since)).then_some(records)
+}
+
+/// Whether `release` was written at `revision`, as far as it says: one
+/// written before releases were stamped with their revision is told by
+/// its soak alone, whose time the records must match to the nanosecond.
+fn carries(release: &ObservedRelease, revision: &str) -> bool {
+    release.stamps.revision.as_deref().is_none_or(|r| r == revision)
+}
+
+/// The check failures `release` keeps of its soak on `revision`, for the
+/// memory to start from when it holds nothing of that soak (a restart, a
+/// failover, a shard move): `None` when it keeps none, or when the memory
+/// holds the soak already.
+pub(super) fn kept_failures(
+    memory: Option<&Records>,
+    release: &ObservedRelease,
+    revision: &str,
+) -> Option<PoolRecords> {
+    let status = &release.status;
+    let text = status.checks_recorded.as_deref().filter(|_| status.ready_recorded.is_some())?;
+    if !carries(release, revision) || memory.and_then(|m| remembered(m, release)).is_some() {
+        return None;
+    }
+    let since = status.ready_since.as_deref()?.parse::<Timestamp>().ok()?;
+    Some(kept::from_annotation(text, revision, since))
 }
 
 /// The mark `release` needs now, if any. A release seen Ready for the
 /// first time is marked from when Flux says it turned Ready, which is on
 /// the API server's clock: kept between its write and now on ours, so
 /// that a clock ahead or behind moves no soak outside what we saw.
-fn mark_of(release: &ObservedRelease, now: Timestamp) -> Option<ReadyMark> {
+///
+/// The failures the memory holds of the soak are kept with the mark
+/// whenever the memory holds one the release does not keep yet.
+fn mark_of(release: &ObservedRelease, remembered: Option<&PoolRecords>, now: Timestamp) -> Option<ReadyMark> {
     let status = &release.status;
     let ready = status.state == ReleaseState::Ready && status.observed_latest;
-    let at = match (ready, &status.ready_recorded) {
-        (true, None) => {
+    let mark = |at, failures| {
+        Some(ReadyMark {
+            release: release.name.clone(),
+            at,
+            failures,
+        })
+    };
+    let recorded = status.ready_recorded.as_ref();
+    if !ready {
+        return recorded.and_then(|_| mark(None, None));
+    }
+    let kept_text = status.checks_recorded.as_ref().filter(|_| recorded.is_some());
+    let kept = kept_text.map(|text| kept::from_annotation(text, "", Timestamp::UNIX_EPOCH));
+    let failures = match remembered {
+        Some(memory) if kept::behind(kept.as_ref(), memory) => kept::to_annotation(memory),
+        _ => kept_text.cloned(),
+    };
+    match recorded {
+        Some(_) if failures.as_ref() == kept_text => None,
+        Some(at) => mark(Some(at.clone()), failures),
+        None => {
             let flux = status.ready_since.as_deref().and_then(|t| t.parse::<Timestamp>().ok());
             let written = release.written_at.as_ref().and_then(|w| w.time);
             let at = flux.unwrap_or(now).min(now);
-            Some(written.map_or(at, |w| at.max(w.min(now))).to_string())
+            mark(Some(written.map_or(at, |w| at.max(w.min(now))).to_string()), failures)
         }
-        (false, Some(_)) => None,
-        _ => return None,
-    };
-    Some(ReadyMark {
-        release: release.name.clone(),
-        at,
-    })
+    }
 }
 
 #[cfg(test)]
@@ -87,12 +147,12 @@ mod tests {
     fn a_release_first_seen_ready_is_marked_from_when_flux_says_it_turned_ready() {
         let o = observed(json!({ naming::ANNOTATION_WRITTEN_AT: WRITTEN }), "True", "2030-01-01T00:01:00Z");
         let now: Timestamp = "2030-01-01T00:05:00Z".parse().unwrap();
-        assert_eq!(mark_of(&o, now).and_then(|m| m.at).as_deref(), Some("2030-01-01T00:01:00Z"));
+        assert_eq!(mark_of(&o, None, now).and_then(|m| m.at).as_deref(), Some("2030-01-01T00:01:00Z"));
         // Flux's clock ahead of ours: no later than now; behind the write: no earlier than it.
         let o = observed(json!({ naming::ANNOTATION_WRITTEN_AT: WRITTEN }), "True", "2030-01-01T00:09:00Z");
-        assert_eq!(mark_of(&o, now).and_then(|m| m.at).as_deref(), Some("2030-01-01T00:05:00Z"));
+        assert_eq!(mark_of(&o, None, now).and_then(|m| m.at).as_deref(), Some("2030-01-01T00:05:00Z"));
         let o = observed(json!({ naming::ANNOTATION_WRITTEN_AT: WRITTEN }), "True", "2029-12-31T23:00:00Z");
-        assert_eq!(mark_of(&o, now).and_then(|m| m.at).as_deref(), Some(WRITTEN));
+        assert_eq!(mark_of(&o, None, now).and_then(|m| m.at).as_deref(), Some(WRITTEN));
     }
 
     #[test]
@@ -101,11 +161,11 @@ mod tests {
         // helm-controller rewrote Ready's message at 00:04: its time moved.
         let o = observed(marked.clone(), "True", "2030-01-01T00:04:00Z");
         assert_eq!(o.status.ready_since.as_deref(), Some("2030-01-01T00:01:00Z"));
-        assert_eq!(mark_of(&o, "2030-01-01T00:05:00Z".parse().unwrap()), None, "marked once");
+        assert_eq!(mark_of(&o, None, "2030-01-01T00:05:00Z".parse().unwrap()), None, "marked once");
         // No longer Ready: the mark is taken back, and Flux's time is read once Ready again.
         let o = observed(marked, "False", "2030-01-01T00:06:00Z");
         assert_eq!(o.status.ready_since, None);
-        let unmark = mark_of(&o, "2030-01-01T00:06:00Z".parse().unwrap());
+        let unmark = mark_of(&o, None, "2030-01-01T00:06:00Z".parse().unwrap());
         assert_eq!(unmark.map(|m| m.at), Some(None));
     }
 
@@ -119,6 +179,6 @@ mod tests {
         assert_eq!(o.status.ready_recorded, None);
         assert_eq!(o.status.ready_since.as_deref(), Some("2030-01-02T00:02:00Z"));
         let now = "2030-01-02T00:03:00Z".parse().unwrap();
-        assert_eq!(mark_of(&o, now).and_then(|m| m.at).as_deref(), Some("2030-01-02T00:02:00Z"));
+        assert_eq!(mark_of(&o, None, now).and_then(|m| m.at).as_deref(), Some("2030-01-02T00:02:00Z"));
     }
 }

@@ -89,6 +89,7 @@ pub(super) fn pool_status(outcome: &PoolOutcome, observed: Option<&ObservedRelea
         observed_latest: false,
         ready_since: None,
         ready_recorded: None,
+        checks_recorded: None,
         deployed_before: observed.is_some_and(|o| o.status.deployed_before),
     };
     let status = match (&outcome.outcome, observed) {

@@ -102,7 +102,7 @@ pub(super) fn decide(
                     answers,
                     now: input.now.0,
                 };
-                judging.judge(&release, &mut asks)
+                judging.judge(&release, observed.copied(), &mut asks)
             });
             let closed = closed(windows, pool);
             let window_closes = window_closes(windows, pool, closed.as_ref(), &release);
@@ -187,7 +187,14 @@ struct Judging<'a> {
 impl Judging<'_> {
     /// The verdict on a pool whose release is Ready on the revision, the
     /// checks due now added to `asks`; `None` for any other pool.
-    fn judge(&self, release: &rollout::Release, asks: &mut Vec<Ask>) -> Option<Verdict> {
+    /// What the memory holds of the pool's soak is judged, or, when it
+    /// holds nothing of it, the failures its release keeps.
+    fn judge(
+        &self,
+        release: &rollout::Release,
+        observed: Option<&ObservedRelease>,
+        asks: &mut Vec<Ask>,
+    ) -> Option<Verdict> {
         let rollout::Release::Current { status, written } = release else {
             return None;
         };
@@ -195,8 +202,12 @@ impl Judging<'_> {
             return None;
         }
         let (ready_since, soak_end) = rollout::soak_of(self.settings.min_ready, status, *written);
+        let kept;
         let records = match self.answers {
-            Answers::Asked(records) => records.get(&self.pool.name),
+            Answers::Asked(records) => {
+                kept = observed.and_then(|o| super::ready::kept_failures(Some(records), o, self.revision));
+                kept.as_ref().or(records.get(&self.pool.name))
+            }
             Answers::Reported(verdicts) => {
                 return Some(verdicts.get(&self.pool.name).cloned().unwrap_or(Verdict::Passed));
             }

@@ -61,6 +61,10 @@ pub struct ReleaseStatus {
     /// latest spec ([`naming::ANNOTATION_READY_AT`]), when the release
     /// carries one made since its last write (its `written-at`).
     pub ready_recorded: Option<String>,
+    /// The failures of its metric checks over the soak that mark began
+    /// ([`naming::ANNOTATION_CHECK_FAILURES`]), as the release keeps them;
+    /// only with the mark.
+    pub checks_recorded: Option<String>,
     /// Helm has deployed a release of it: a snapshot of Flux's
     /// `status.history` is `deployed` (or `superseded` since). Its chart's
     /// objects were created then, so a later write of it is no first
@@ -83,10 +87,11 @@ const WAITING_REASONS: &[&str] = &["ArtifactFailed", "SourceNotReady", "Dependen
 const PROGRESSING_REASONS: &[&str] = &["Progressing", "ProgressingWithRetry"];
 
 /// The release's mark of when the controller first saw it Ready
-/// ([`naming::ANNOTATION_READY_AT`]), unless it was made before the
-/// release's last write: a mark that is no time, or a write time that is
-/// none, reads as no mark and no write time respectively.
-fn ready_mark(release: &Value) -> Option<String> {
+/// ([`naming::ANNOTATION_READY_AT`]), with the check failures kept beside
+/// it, unless it was made before the release's last write: a mark that is
+/// no time, or a write time that is none, reads as no mark and no write
+/// time respectively.
+fn ready_mark(release: &Value) -> Option<(String, Option<String>)> {
     let annotations = release.pointer("/metadata/annotations")?;
     let time = |key: &str| {
         let text = annotations.get(key)?.as_str()?;
@@ -94,7 +99,10 @@ fn ready_mark(release: &Value) -> Option<String> {
     };
     let (text, marked) = time(naming::ANNOTATION_READY_AT)?;
     let written = time(naming::ANNOTATION_WRITTEN_AT).map(|(_, t)| t);
-    written.is_none_or(|w| marked >= w).then(|| text.to_string())
+    let checks = annotations.get(naming::ANNOTATION_CHECK_FAILURES).and_then(Value::as_str);
+    written
+        .is_none_or(|w| marked >= w)
+        .then(|| (text.to_string(), checks.map(str::to_string)))
 }
 
 /// Classifies a HelmRelease object as returned by the API server.
@@ -132,9 +140,11 @@ pub fn classify(release: &Value) -> ReleaseStatus {
         observed_latest,
         ready_since: ready.filter(|c| c["status"] == "True").and_then(|c| {
             let flux = || c.get("lastTransitionTime").and_then(Value::as_str).map(str::to_string);
-            ready_recorded.clone().filter(|_| observed_latest).or_else(flux)
+            let recorded = ready_recorded.as_ref().map(|(at, _)| at.clone());
+            recorded.filter(|_| observed_latest).or_else(flux)
         }),
-        ready_recorded: ready_recorded.clone(),
+        ready_recorded: ready_recorded.as_ref().map(|(at, _)| at.clone()),
+        checks_recorded: ready_recorded.as_ref().and_then(|(_, checks)| checks.clone()),
         deployed_before: release.pointer("/status/history").and_then(Value::as_array).is_some_and(|h| {
             h.iter().any(|s| matches!(s["status"].as_str(), Some("deployed" | "superseded")))
         }),

@@ -30,6 +30,7 @@ use crate::reconcile::release::build::FieldError;
 use super::measure::format_duration;
 
 mod analysing;
+pub mod kept;
 mod pre_rollout;
 mod read;
 mod render;

@@ -239,6 +239,7 @@ pub fn reports(case: &Case) -> Vec<PoolReport> {
                 observed_latest: *state == ReleaseState::Ready,
                 ready_since: None,
                 ready_recorded: None,
+                checks_recorded: None,
                 deployed_before: true,
             }
             .into(),

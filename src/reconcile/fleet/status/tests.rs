@@ -22,6 +22,7 @@ fn report(pool: &str, state: ReleaseState, reason: &str) -> PoolReport {
             observed_latest: state == ReleaseState::Ready,
             ready_since: None,
             ready_recorded: None,
+            checks_recorded: None,
             deployed_before: true,
         }
         .into(),

@@ -118,6 +118,7 @@ fn helms_refusal_to_take_an_object_over_names_the_pool_that_holds_it() {
         observed_latest: true,
         ready_since: None,
         ready_recorded: None,
+        checks_recorded: None,
         deployed_before: false,
     }
     .into();

@@ -223,6 +223,7 @@ fn ready_release(name: &str, pool: &str, hash: &str) -> ObservedRelease {
             observed_latest: true,
             ready_since: None,
             ready_recorded: None,
+            checks_recorded: None,
             deployed_before: true,
         }
         .into(),

@@ -102,6 +102,7 @@ fn a_failed_pool_halts_the_rollout_naming_it_with_fluxs_message() {
         observed_latest: true,
         ready_since: None,
         ready_recorded: None,
+        checks_recorded: None,
         deployed_before: true,
     }
     .into();

@@ -23,6 +23,9 @@ pub struct Analysing {
     /// Whether the plan judged the answers: only while the revision under
     /// way is progressive and not complete. A plan that did not read none.
     pub judged: bool,
+    /// The check failures releases keep of soaks the memory holds nothing
+    /// of ([`super::kept`]), by pool: where the memory starts from.
+    pub kept: Vec<(String, PoolRecords)>,
 }
 
 impl Analysing {
@@ -64,6 +67,12 @@ impl Analysing {
     /// the records are megabytes, and a copy held both at once.
     pub fn fold(&self, mut records: Records, answered: Vec<(Ask, Answer)>, at: Timestamp) -> Records {
         records.retain(|_, r| r.revision == self.revision);
+        for (pool, kept) in &self.kept {
+            let records = records.entry(pool.clone()).or_default();
+            if records.revision != kept.revision || records.ready_since != kept.ready_since {
+                *records = kept.clone();
+            }
+        }
         for (ask, answer) in answered {
             let Some(check) = self.check_of(&ask) else {
                 continue;

@@ -298,10 +298,11 @@ proptest! {
     }
 }
 
-#[test]
-fn answers_are_counted_by_check_and_what_they_came_to_and_folded_per_soak() {
+/// The error-rate check of east's soak from 0 to 30, as a plan hands it
+/// to the asker, with what releases kept of soaks.
+fn east_soaking(kept: Vec<(String, PoolRecords)>) -> Analysing {
     let checks = error_rate();
-    let analysing = Analysing {
+    Analysing {
         source: checks.source.clone(),
         checks: checks.checks.clone(),
         wave_checks: Vec::new(),
@@ -309,7 +310,13 @@ fn answers_are_counted_by_check_and_what_they_came_to_and_folded_per_soak() {
         revision: REVISION.into(),
         asks: checks.due(&pool("east"), REVISION, None, t(0), t(30), t(0)),
         judged: true,
-    };
+        kept,
+    }
+}
+
+#[test]
+fn answers_are_counted_by_check_and_what_they_came_to_and_folded_per_soak() {
+    let analysing = east_soaking(Vec::new());
     let ask = analysing.asks[0].clone();
     let answered = vec![
         (ask.clone(), Answer::Value(0.01)),
@@ -386,4 +393,24 @@ fn a_pre_wave_gate_is_asked_between_waves_with_the_waves_pools() {
     assert_eq!((asks[0].pool.as_str(), asks[0].check.as_str()), ("wave:canary", "ticket"));
     assert_eq!(asks[0].pools, ["east", "west"]);
     assert_eq!(checks.wave_checks[0].interval, DEFAULT_GATE_INTERVAL);
+}
+
+/// A restart empties the memory: the failures the release kept of the
+/// soak are where the count goes on from, so a `failureLimit` is not
+/// counted afresh (fourth review, item 7).
+#[test]
+fn the_failures_a_release_kept_are_counted_on_after_a_restart() {
+    let soak = east_soaking;
+    let ask = soak(Vec::new()).asks[0].clone();
+    let failed = vec![(ask.clone(), Answer::Value(0.5))];
+    let before_restart = soak(Vec::new()).fold(Records::new(), failed.clone(), t(10));
+    let text = super::kept::to_annotation(&before_restart["east"]).expect("a failure to keep");
+    let kept = super::kept::from_annotation(&text, REVISION, ask.ready_since);
+    let after_restart = soak(vec![("east".to_string(), kept)]).fold(Records::new(), failed, t(20));
+    let record = after_restart["east"].checks.get(&ask.check).cloned().unwrap_or_default();
+    assert_eq!((record.asked, record.failures), (2, 2), "{record:?}");
+    // What the memory holds already is not replaced by what the release kept.
+    let kept_again = super::kept::from_annotation(&text, REVISION, ask.ready_since);
+    let held = soak(vec![("east".to_string(), kept_again)]).fold(after_restart, Vec::new(), t(30));
+    assert_eq!(held["east"].checks.get(&ask.check).map(|r| r.failures), Some(2));
 }

@@ -31,6 +31,7 @@ fn status(state: ReleaseState, observed_latest: bool, ready_since: Option<i64>) 
         observed_latest,
         ready_since: ready_since.map(|s| ts(s).to_string()),
         ready_recorded: None,
+        checks_recorded: None,
         deployed_before: false,
     }
 }

@@ -122,6 +122,7 @@ proptest! {
                 observed_latest: d.observed_latest,
                 ready_since: Some(ts(10_000 - d.ready_for).to_string()),
                 ready_recorded: None,
+                checks_recorded: None,
                 deployed_before: false,
             })
             .collect();

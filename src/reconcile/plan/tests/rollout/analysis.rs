@@ -302,3 +302,40 @@ fn a_check_that_fails_a_canary_is_named_by_the_halt_and_kept_by_the_history() {
         rollout.message
     );
 }
+
+/// A restart, a failover or a shard move empties the memory of answers:
+/// the failures a pool's checks had over its soak are kept on its release
+/// with the mark of when it turned Ready, and judged from there, so the
+/// pool that failed is not soaked afresh and passed (fourth review, item 7).
+#[test]
+fn a_failed_check_kept_on_the_release_still_fails_the_pool_after_a_restart() {
+    let a = judged(30);
+    let records = answers(&a, Answer::Value(0.4), "2029-12-31T23:59:10Z");
+    let failed = with_canary(&a, Answers::Asked(&records));
+    let mark = failed
+        .ready_marks
+        .iter()
+        .find(|m| m.release.starts_with("gw-p1-"))
+        .expect("p1 is marked");
+    assert_eq!(mark.at.as_deref(), Some("2029-12-31T23:59:00Z"));
+    let kept = mark.failures.clone().expect("p1's failure is kept");
+    assert!(kept.contains("error-rate") && kept.contains("0.4"), "{kept}");
+
+    // Restarted: nothing in memory, the release read back with its mark.
+    let mut owned = canary_ready(&a);
+    let p1 = owned.iter_mut().find(|o| o.pool.as_deref() == Some("p1")).unwrap();
+    let status = Arc::make_mut(&mut p1.status);
+    status.ready_recorded = mark.at.clone();
+    status.checks_recorded = Some(kept);
+    let empty = Records::new();
+    let pools = fleet();
+    let scenario = Scenario::of(&a).over(&pools).owning(owned);
+    let restarted = scenario.answered(Answers::Asked(&empty)).plan();
+    let p1 = row(&restarted, "p1");
+    assert_eq!((p1.rollout.as_str(), p1.reason.as_str()), ("Failed", "AnalysisFailed"), "{}", p1.message);
+    assert!(p1.message.contains("0.4"), "{}", p1.message);
+    assert!(restarted.apply.is_empty(), "{:?}", applied_pools(&restarted));
+    assert!(restarted.ready_marks.iter().all(|m| !m.release.starts_with("gw-p1-")), "kept already");
+    let analysing = restarted.analysis.as_ref().unwrap();
+    assert_eq!(analysing.kept.iter().map(|(pool, _)| pool.as_str()).collect::<Vec<_>>(), ["p1"]);
+}
