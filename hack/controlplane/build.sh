@@ -19,6 +19,12 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache=${NODEPOOL_FANOUT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nodepool-fanout}
+mkdir -p "$cache/bin"
+# One build at a time: a second one (a test that asks for the binaries
+# while `make controlplane` runs) would share a module's temporary
+# directory with the first, and could link an empty one into the plane.
+exec 9>"$cache/bin/.build.lock"
+flock 9
 modules=(kubernetes source-controller helm-controller kustomize-controller notification-controller kwok kstatus servers oidc-provider
   prometheus)
 
