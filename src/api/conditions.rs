@@ -23,6 +23,9 @@ pub mod reason {
     /// The releases together pass the application's budget.
     pub const APPLICATION_TOO_LARGE: &str = "ApplicationTooLarge";
     pub const NO_POOLS_SELECTED: &str = "NoPoolsSelected";
+    /// More than half of the application's releases would be pruned at
+    /// once, and its `apps.fanout.dev/allow-prune` does not say it is meant.
+    pub const PRUNE_HELD: &str = "PruneHeld";
     pub const POOL_NOT_FOUND: &str = "PoolNotFound";
     /// `--no-cross-namespace-refs` and a source in another namespace.
     pub const CROSS_NAMESPACE_REF_FORBIDDEN: &str = "CrossNamespaceRefForbidden";

@@ -46,6 +46,12 @@ pub const ANNOTATION_ROLLOUT: &str = "apps.fanout.dev/rollout";
 /// GitOps: Flux applies the spec from Git and leaves an annotation it
 /// does not manage alone.
 pub const ANNOTATION_APPROVE: &str = "apps.fanout.dev/approve";
+/// On an application: how many of its releases a person means to have
+/// pruned at once (a number). A plan that would prune more than half of
+/// the application's releases, and more than this, prunes none of them
+/// and says so (reason `PruneHeld`): a selection that drops 999 of 1,000
+/// pools is more often a typo than a decommission.
+pub const ANNOTATION_ALLOW_PRUNE: &str = "apps.fanout.dev/allow-prune";
 
 /// What an approval names a rollout by: `<revision>@<number>`, the
 /// revision and its rollout's number in the history.

@@ -234,14 +234,15 @@ fn plan_releases(input: &PlanInput) -> Plan {
     });
     // Nothing is pruned while the chart holds the writes or the
     // application is suspended (see `Outcome::Suspended`).
-    if input.hold.is_none() && !suspended {
-        prune_leaving(input, &mut plan, settings.offline_after);
-    }
+    let prune_held = match input.hold.is_none() && !suspended {
+        true => prune_leaving(input, &mut plan, settings.offline_after),
+        false => None,
+    };
     plan.requeue_after = earliest(decision.requeue_after.filter(|_| !suspended), plan.uninstall_wait);
     plan.waits_on_releases = decision
         .waits_on_releases(settings.max_unavailable)
         .filter(|_| !suspended && input.hold.is_none());
-    let blocker = blocker(input);
+    let blocker = blocker(input).or(prune_held);
     let rollout = Scheduled {
         decision: &decision,
         status: decision.status(&revision, &settings),
@@ -338,15 +339,29 @@ fn rollout_settings(
 }
 
 /// The owned releases no pool wants any more: pruned, or, when already
-/// being deleted, waited on until their uninstall ends or is skipped.
-fn prune_leaving(input: &PlanInput, plan: &mut Plan, offline_after: Duration) {
+/// being deleted, waited on until their uninstall ends or is skipped. A
+/// prune of most of the fleet at once is held instead (see
+/// [`guards::prune_held`]): why, when it is.
+fn prune_leaving(input: &PlanInput, plan: &mut Plan, offline_after: Duration) -> Option<(String, String)> {
     let mut wanted = foldhash::HashSet::with_capacity_and_hasher(plan.pools.len(), Default::default());
     wanted.extend(plan.pools.iter().map(|p| p.release.as_str()));
     let leaving = input.owned.iter().filter(|o| !wanted.contains(o.name.as_str()));
     let (deleting, prune): (Vec<_>, Vec<_>) = leaving.partition(|o| o.deleting);
-    plan.prune = prune.into_iter().map(|o| o.name.clone()).collect();
     let waiting = uninstalls(deleting.into_iter().map(Arc::as_ref), offline_after, input.now.0);
     (plan.uninstall_skipped, plan.uninstall_wait) = waiting;
+    // A release renamed (a new releaseName) is replaced, its pool still
+    // selected: only releases of pools that left count towards the guard.
+    let mut selected = foldhash::HashSet::with_capacity_and_hasher(plan.pools.len(), Default::default());
+    selected.extend(plan.pools.iter().map(|p| p.pool.as_str()));
+    let left = prune
+        .iter()
+        .filter(|o| o.pool.as_deref().is_none_or(|p| !selected.contains(p)))
+        .count();
+    let held = guards::prune_held(input, left);
+    if held.is_none() {
+        plan.prune = prune.into_iter().map(|o| o.name.clone()).collect();
+    }
+    held
 }
 
 /// The history's writes for the revision the plan rolls out, and the last

@@ -263,7 +263,15 @@ async fn a_prune_deletes_only_the_object_observe_saw() {
         .await
         .expect("the replacement is made");
     // A plan over no pool at all prunes nothing (the empty-selection guard);
-    // one over a pool of another site prunes both of ours, from the stale view.
+    // one over a pool of another site, both of ours allowed to go at once
+    // (the mass-prune guard), prunes both, from the stale view.
+    let held = plan_over(&app, &pools(&["south"]), owned.clone());
+    assert!(held.prune.is_empty(), "both at once are held: {:?}", held.prune);
+    let mut app = app;
+    app.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(nodepool_fanout::api::naming::ANNOTATION_ALLOW_PRUNE.to_string(), "2".to_string());
     let mut prune = plan_over(&app, &pools(&["south"]), owned.clone());
     assert_eq!(prune.prune.len(), 2, "{:?}", prune.prune);
     let applied = carry_out(&env, &app, &mut prune, &owned).await;

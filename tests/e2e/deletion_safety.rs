@@ -23,6 +23,27 @@ fn uids(releases: &std::collections::BTreeMap<String, Value>) -> Vec<String> {
         .collect()
 }
 
+/// The application's releases by pool, once there are `n`.
+async fn releases_made(env: &TestEnv, n: usize) -> std::collections::BTreeMap<String, Value> {
+    support::wait_for(&format!("{n} releases"), CHANGE_TIMEOUT, || async {
+        let releases = releases_by_pool(env).await;
+        match releases.len() {
+            len if len == n => Ok(releases),
+            len => Err(format!("{len} releases")),
+        }
+    })
+    .await
+}
+
+/// The application's current spec is reconciled, and it is not Stalled.
+fn not_stalled(app: &Value) -> Result<(), String> {
+    let conditions = app.pointer("/status/conditions").and_then(Value::as_array);
+    match conditions.and_then(|c| c.iter().find(|c| c["type"] == "Stalled")) {
+        None if app["status"]["observedGeneration"] == app["metadata"]["generation"] => Ok(()),
+        other => Err(format!("{other:?}")),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_selector_typo_prunes_nothing_and_stalls_until_fixed() -> TestResult {
     let mut env = TestEnv::new("typo").await;
@@ -35,14 +56,7 @@ async fn a_selector_typo_prunes_nothing_and_stalls_until_fixed() -> TestResult {
     // Suspended: the case is about what the controller writes and removes.
     let mut app = ingress_app(&env, json!({ "helmRelease": { "suspend": true } }));
     apply_app(&env, &app).await?;
-    let before = support::wait_for("two releases", CHANGE_TIMEOUT, || async {
-        let releases = releases_by_pool(&env).await;
-        match releases.len() {
-            2 => Ok(releases),
-            n => Err(format!("{n} releases")),
-        }
-    })
-    .await;
+    let before = releases_made(&env, 2).await;
 
     // The label key misspelt: the selection matches nothing.
     app["spec"]["pools"] = json!({ "selector": { "matchLabels": { "e2ee": tag } } });
@@ -72,19 +86,55 @@ async fn a_selector_typo_prunes_nothing_and_stalls_until_fixed() -> TestResult {
     // Fixed: the application is served again, the same releases kept.
     app["spec"]["pools"] = json!({ "selector": { "matchLabels": { "e2e": tag } } });
     apply_app(&env, &app).await?;
-    wait_app(&env, &controller, "no longer Stalled", CHANGE_TIMEOUT, |app| {
-        let conditions = app
-            .pointer("/status/conditions")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        match conditions.iter().find(|c| c["type"] == "Stalled") {
-            None if app["status"]["observedGeneration"] == app["metadata"]["generation"] => Ok(()),
-            other => Err(format!("{other:?}")),
+    wait_app(&env, &controller, "no longer Stalled", CHANGE_TIMEOUT, not_stalled).await;
+    assert_eq!(uids(&releases_by_pool(&env).await), uids(&before));
+    env.cleanup().await;
+    Ok(())
+}
+
+/// A selection that still matches a pool but drops most of them (a list
+/// of names cut short) prunes none, Stalled `PruneHeld` saying how to
+/// allow it; allowed by the annotation, the releases go (fourth review,
+/// item 5).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_selection_that_drops_most_pools_at_once_prunes_nothing_until_allowed() -> TestResult {
+    let mut env = TestEnv::new("mass-prune").await;
+    ensure_crd(&env.client).await;
+    let tag = env.prefix.clone();
+    let mut pools = Vec::new();
+    for pool in ["a", "b", "c"] {
+        pools.push(env.create_pool(pool, &[("e2e", &tag), ("region", "east")], 1).await);
+    }
+    let controller = RunningController::start(&env.namespace);
+    let mut app = ingress_app(&env, json!({ "helmRelease": { "suspend": true } }));
+    apply_app(&env, &app).await?;
+    let before = releases_made(&env, 3).await;
+
+    app["spec"]["pools"] = json!({ "names": [pools[0]] });
+    apply_app(&env, &app).await?;
+    let status =
+        wait_app(&env, &controller, "Stalled PruneHeld", CHANGE_TIMEOUT, stalled_because("PruneHeld")).await;
+    let stalled = status["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Stalled"))
+        .cloned()
+        .unwrap_or_default();
+    let message = stalled["message"].as_str().unwrap_or_default();
+    assert!(message.contains("apps.fanout.dev/allow-prune=2"), "says how to allow it: {message}");
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert_eq!(uids(&releases_by_pool(&env).await), uids(&before), "a release was pruned");
+
+    app["metadata"]["annotations"] = json!({ naming::ANNOTATION_ALLOW_PRUNE: "2" });
+    apply_app(&env, &app).await?;
+    support::wait_for("two releases pruned", CHANGE_TIMEOUT, || async {
+        let releases = releases_by_pool(&env).await;
+        match releases.keys().collect::<Vec<_>>() {
+            left if left == [&pools[0]] => Ok(()),
+            left => Err(format!("{left:?} left")),
         }
     })
     .await;
-    assert_eq!(uids(&releases_by_pool(&env).await), uids(&before));
+    wait_app(&env, &controller, "no longer Stalled", CHANGE_TIMEOUT, not_stalled).await;
     env.cleanup().await;
     Ok(())
 }

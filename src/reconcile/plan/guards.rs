@@ -145,6 +145,31 @@ pub(super) fn nothing_selected(input: &PlanInput, app: &AppInfo) -> Plan {
     plan
 }
 
+/// Why a prune of `leaving` releases is held, if it is: more than half
+/// of the application's releases, two at least, and more than its
+/// [`naming::ANNOTATION_ALLOW_PRUNE`] allows. An empty selection is held
+/// whatever is allowed (see [`nothing_selected`]); this one catches the
+/// selection that still matches something: a label misspelt in a
+/// selector, a list of names cut short.
+pub(super) fn prune_held(input: &PlanInput, leaving: usize) -> Option<(String, String)> {
+    let releases = input.owned.len();
+    let allowed = (input.app.metadata.annotations.as_ref())
+        .and_then(|a| a.get(naming::ANNOTATION_ALLOW_PRUNE))
+        .and_then(|n| n.trim().parse::<usize>().ok())
+        .unwrap_or(0);
+    if leaving < 2 || leaving * 2 <= releases || leaving <= allowed {
+        return None;
+    }
+    let name = input.app.metadata.name.as_deref().unwrap_or_default();
+    let message = format!(
+        "{leaving} of this application's {releases} HelmRelease(s) are no longer selected; none is \
+         pruned, since more than half would go at once. If that is meant, say so: kubectl annotate \
+         nodepoolapplication {name} {}={leaving}; otherwise fix spec.pools",
+        naming::ANNOTATION_ALLOW_PRUNE
+    );
+    Some((conditions::reason::PRUNE_HELD.to_string(), message))
+}
+
 /// `names [a, b], selector {"matchLabels":{"region":"east"}}`, as the user wrote it.
 pub(super) fn describe_selection(selection: &crate::api::PoolSelection) -> String {
     let mut parts = Vec::new();

@@ -314,3 +314,44 @@ fn the_controller_installs_a_new_application_on_one_pool_first_and_sites_all_at_
     let plan = Scenario::of(&sites).over(&clusters).planned_by_the_controller().plan();
     assert_eq!(applied_pools(&plan), ["hangzhou", "shanghai"]);
 }
+
+/// A selection that drops most of the fleet at once (a label misspelt in
+/// a selector) prunes nothing and says what to do, until an annotation
+/// says it is meant (fourth review, item 5).
+#[test]
+fn a_prune_of_most_of_the_fleet_at_once_is_held_until_it_is_allowed() {
+    let leaving = ["p1", "p2", "p3"].map(|p| naming::release_name("gw", p));
+    let mut owned: Vec<_> = leaving
+        .iter()
+        .zip(["p1", "p2", "p3"])
+        .map(|(r, p)| ready_release(r, p, "h"))
+        .collect();
+    owned.push(ready_release(&naming::release_name("gw", "shanghai"), "shanghai", "h"));
+    let a = app(json!({}));
+    let plan = Scenario::of(&a).over(&pools()).owning(owned.clone()).plan();
+    assert!(plan.prune.is_empty(), "{:?}", plan.prune);
+    let status = plan.status();
+    let stalled = status.conditions.iter().find(|c| c.type_ == "Stalled").expect("Stalled");
+    assert_eq!(stalled.reason, "PruneHeld");
+    for said in [
+        "3 of this application's 4 HelmRelease(s)",
+        "apps.fanout.dev/allow-prune=3",
+        "spec.pools",
+    ] {
+        assert!(stalled.message.contains(said), "{said} in {}", stalled.message);
+    }
+    assert!(!plan.apply.is_empty(), "the selected pools are still written: {:?}", applied_pools(&plan));
+
+    let mut allowed = a.clone();
+    allowed.metadata.annotations =
+        Some([(naming::ANNOTATION_ALLOW_PRUNE.to_string(), "3".to_string())].into());
+    let plan = Scenario::of(&allowed).over(&pools()).owning(owned.clone()).plan();
+    assert_eq!(plan.prune.len(), 3, "allowed");
+    assert!(plan.status().conditions.iter().all(|c| c.reason != "PruneHeld"));
+
+    // Half of the fleet, or one release alone, goes without asking.
+    let plan = Scenario::of(&a).over(&pools()).owning(owned[1..].to_vec()).plan();
+    assert!(plan.prune.is_empty(), "2 of 3 is held");
+    let plan = Scenario::of(&a).over(&pools()).owning(owned[2..].to_vec()).plan();
+    assert_eq!(plan.prune.len(), 1, "1 of 2 goes");
+}
