@@ -138,6 +138,10 @@ pub const LABEL_CLAIM_APPLICATION_UID: &str = "apps.fanout.dev/claimed-by-uid";
 pub const LABEL_CLAIM_RELEASE: &str = "apps.fanout.dev/claimed-for";
 /// On a claim: the Helm release it holds, `<storage namespace>/<name>`.
 pub const ANNOTATION_CLAIMED_HELM_RELEASE: &str = "apps.fanout.dev/helm-release";
+/// On a claim: the namespace of the application that holds it. A claim
+/// lives where its Helm release is stored (its storage namespace), which
+/// may be another namespace than its holder's.
+pub const ANNOTATION_CLAIMED_BY_NAMESPACE: &str = "apps.fanout.dev/claimed-by-namespace";
 /// The request annotations an application passes on to every release, as
 /// they are: one `kubectl annotate` of the application acts on the fleet.
 pub const FLUX_REQUESTS: [&str; 3] = [ANNOTATION_REQUESTED_AT, ANNOTATION_FORCE_AT, ANNOTATION_RESET_AT];

@@ -347,7 +347,8 @@ async fn write_claimed(
         set_inert(claims.releases, &desired.name, uid, None).await?;
     }
     if let Some(drove) = &desired.drove {
-        claim::release(claims.leases, &app.uid().unwrap_or_default(), &desired.name, Some(drove)).await?;
+        claim::release(claims.leases, &app.uid().unwrap_or_default(), &desired.name, Some(drove), None)
+            .await?;
     }
     Ok(())
 }
@@ -364,7 +365,10 @@ async fn prune(target: &Target<'_>, prune: &[String], owned: &ByName<'_>, applie
             false => delete_observed(target.releases, "HelmRelease", &release.name, uid).await,
         };
         let done = match done {
-            Ok(()) => claim::release(target.leases, &app_uid, &release.name, None).await,
+            Ok(()) => {
+                let stored_in = release.helm_release.as_ref().map(|(storage, _)| storage.as_str());
+                claim::release(target.leases, &app_uid, &release.name, None, stored_in).await
+            }
             failed => failed,
         };
         let name = release.name.clone();
