@@ -133,6 +133,7 @@ pub fn render_over(
     if plan.pools.is_empty() && plan.blocked.is_none() {
         warnings.push("no node pool matches spec.pools".to_string());
     }
+    warnings.extend(values_from_bypasses_the_rollout(app));
     // As built, without the time of writing: it means nothing in a render,
     // and would make two renders of the same files differ.
     let objects: Vec<Value> = plan.apply.iter().map(|d| d.manifest.value()).collect();
@@ -215,3 +216,25 @@ pub fn parse_pools(yaml: &str, spec: &Pools) -> Result<Vec<Pool>, CliError> {
 
 #[cfg(test)]
 mod tests;
+
+/// A warning for a `Progressive` application that reads `valuesFrom`: an
+/// edit of what the ConfigMap or Secret holds changes no release this
+/// controller writes, so helm-controller upgrades every pool with it at
+/// its next interval, all at once (docs/rollouts.md, "What the revision
+/// does not see goes around the rollout").
+fn values_from_bypasses_the_rollout(app: &NodePoolApplication) -> Option<String> {
+    let progressive =
+        (app.spec.rollout.as_ref()).is_some_and(|r| r.strategy == crate::api::RolloutStrategy::Progressive);
+    let read = (app.spec.values_from.iter())
+        .chain(app.spec.overrides.iter().flat_map(|o| &o.values_from))
+        .map(|v| format!("{:?} {}", v.kind, v.name))
+        .collect::<std::collections::BTreeSet<_>>();
+    (progressive && !read.is_empty()).then(|| {
+        format!(
+            "valuesFrom ({}): an edit of what it holds reaches every pool at once at helm-controller's \
+             next interval, not through the Progressive rollout; to roll a change of it out, give the \
+             application a new valuesFrom name",
+            read.into_iter().collect::<Vec<_>>().join(", ")
+        )
+    })
+}

@@ -301,3 +301,27 @@ fn clap_definition_is_consistent() {
     };
     assert_eq!(args.namespace, "default");
 }
+
+/// What a `valuesFrom` ConfigMap or Secret holds is no part of the
+/// revision: a Progressive application that reads one is warned that an
+/// edit of it goes around the rollout (fourth review, item 5).
+#[test]
+fn a_progressive_application_reading_values_from_is_warned_it_bypasses_the_rollout() {
+    let mut app: Value = documents(CANARY).into_iter().find(|d| d["kind"] == "NodePoolApplication").unwrap();
+    assert!(render(&app.to_string(), POOLS, "edge", None).unwrap().warnings.is_empty());
+    app["spec"]["valuesFrom"] = json!([{ "kind": "ConfigMap", "name": "edgex-settings" }]);
+    let rendered = render(&app.to_string(), POOLS, "edge", None).unwrap();
+    assert_eq!(rendered.warnings.len(), 1, "{:?}", rendered.warnings);
+    for said in [
+        "ConfigMap edgex-settings",
+        "every pool at once",
+        "new valuesFrom name",
+    ] {
+        assert!(rendered.warnings[0].contains(said), "{said} in {}", rendered.warnings[0]);
+    }
+    app["spec"]["rollout"]["strategy"] = json!("AllAtOnce");
+    assert!(
+        render(&app.to_string(), POOLS, "edge", None).unwrap().warnings.is_empty(),
+        "no rollout to go around"
+    );
+}
