@@ -246,6 +246,9 @@ pub struct Checker {
     updating: max_unavailable::Updating,
     /// The nodes, for whether a pool is offline.
     nodes: nodes::Nodes,
+    /// Every uid each application (by namespace and name) has had: a
+    /// release is ours only when one of them owns it.
+    application_uids: ownership::ApplicationUids,
     /// Each violation is reported once, the first time a record shows it;
     /// later records that show it again are counted as checks only.
     reported: BTreeSet<(Invariant, String)>,
@@ -278,7 +281,10 @@ impl Checker {
             found.push((invariant, None));
             found.extend(violations.into_iter().map(|v| (invariant, Some(v))));
         };
-        judge(Invariant::Ownership, ownership::check(&record));
+        if record.kind == Kind::Application {
+            self.application_uids.read_application(&record.object);
+        }
+        judge(Invariant::Ownership, ownership::check(&record, &self.application_uids));
         if record.kind == Kind::Application {
             // A deleted application forgets what it completed.
             judge(Invariant::CompletedStays, self.completions.read_application(&record));

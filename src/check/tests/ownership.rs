@@ -50,3 +50,33 @@ fn our_field_manager_on_a_release_we_do_not_own_is_caught() {
     assert!(summary.contains("ownership") && summary.contains("4 records read"), "{summary}");
     assert_eq!(checker.summary().violations.get(&Invariant::Ownership), Some(&1));
 }
+
+/// A release is ours only when the application its label names owns it,
+/// by a uid that application had (E10: any application's ownership used
+/// to count).
+#[test]
+fn a_release_owned_by_another_application_or_a_uid_it_never_had_is_caught() {
+    let mut checker = Checker::new();
+    let mut gw = application("gw", 1, json!({}), "r1", "Complete", 1);
+    gw["metadata"]["uid"] = json!("u");
+    assert!(seen(&mut checker, 0, Kind::Application, gw.clone()).is_empty());
+    assert!(seen(&mut checker, 1, Kind::HelmRelease, release("gw", "a", 2, 1, "r1", "h1", true)).is_empty());
+
+    let mut stolen = release("gw", "b", 3, 1, "r1", "h1", true);
+    stolen["metadata"]["ownerReferences"][0]["uid"] = json!("someone-else");
+    let found = seen(&mut checker, 2, Kind::HelmRelease, stolen);
+    assert_eq!(of(&found, Invariant::Ownership), 1, "{found:?}");
+    assert!(found[0].message.contains("uid someone-else, which it never had"), "{}", found[0].message);
+
+    let mut relabelled = release("gw", "c", 4, 1, "r1", "h1", true);
+    relabelled["metadata"]["labels"]["apps.fanout.dev/application"] = json!("other");
+    let found = seen(&mut checker, 3, Kind::HelmRelease, relabelled);
+    assert_eq!(of(&found, Invariant::Ownership), 1, "{found:?}");
+    assert!(found[0].message.contains("its label names other"), "{}", found[0].message);
+
+    // Deleted and made again: the first one's releases stay its own while
+    // the garbage collector takes them.
+    gw["metadata"]["uid"] = json!("u2");
+    assert!(seen(&mut checker, 4, Kind::Application, gw).is_empty());
+    assert!(seen(&mut checker, 5, Kind::HelmRelease, release("gw", "a", 6, 1, "r1", "h1", true)).is_empty());
+}
