@@ -256,6 +256,13 @@ pub fn helm_release_on(cluster: &str, storage: &str, release: &str) -> (String, 
     (format!("{cluster}:{storage}"), release.to_string())
 }
 
+/// Whether the storage part of a Helm release's key (as
+/// [`helm_release_of`] gives it) is one of a site cluster: a namespace of
+/// this cluster holds no `:`.
+pub fn is_site_storage(storage: &str) -> bool {
+    storage.contains(':')
+}
+
 /// The same Helm release as `key` (one of a site cluster, as
 /// [`helm_release_of`] gives it), known by another name of its cluster;
 /// `None` for a Helm release of this cluster. A namespace holds no `:`, so

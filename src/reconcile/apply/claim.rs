@@ -55,7 +55,7 @@ pub async fn claim(
 ) -> Result<Claim, ApplyError> {
     let lease = claim_lease(key, app, release);
     let name = lease.name_any();
-    let leases = &in_namespace(apis.leases, &key.0);
+    let leases = &in_namespace(apis.leases, lease_namespace(&key.0, &app.namespace().unwrap_or_default()));
     let failed = |source| ApplyError::Claim {
         helm_release: format!("{}/{}", key.0, key.1),
         source,
@@ -125,9 +125,11 @@ pub async fn release(
     if let Some((storage, name)) = only {
         params = params.fields(&format!("metadata.name={}", naming::claim_name(storage, name)));
     }
+    let here = leases.namespace().unwrap_or_default();
     let elsewhere = stored_in.or(only.map(|(storage, _)| storage.as_str()));
     let elsewhere = elsewhere
-        .filter(|ns| Some(*ns) != leases.namespace())
+        .map(|storage| lease_namespace(storage, here))
+        .filter(|ns| *ns != here)
         .map(|ns| in_namespace(leases, ns));
     for leases in std::iter::once(leases).chain(elsewhere.as_ref()) {
         leases
@@ -140,6 +142,18 @@ pub async fn release(
             })?;
     }
     Ok(())
+}
+
+/// Where the claim of a Helm release stored in `storage` lives, for an
+/// application of `app_namespace`: the storage namespace on this cluster.
+/// A site cluster's Helm release is stored on the site, and its key names
+/// the site by the kubeconfig Secret of the HelmRelease's namespace (the
+/// application's), so its claim lives in the application's namespace.
+fn lease_namespace<'a>(storage: &'a str, app_namespace: &'a str) -> &'a str {
+    match naming::is_site_storage(storage) {
+        true => app_namespace,
+        false => storage,
+    }
 }
 
 /// The Leases of `namespace`, through the client of `leases`.
@@ -163,11 +177,12 @@ fn claim_lease(key: &HelmReleaseKey, app: &NodePoolApplication, release: &str) -
         (naming::LABEL_APPLICATION, app.name_any()),
         (naming::ANNOTATION_CLAIMED_BY_NAMESPACE, namespace.clone()),
     ];
-    let beside = key.0 == namespace;
+    let lives_in = lease_namespace(&key.0, &namespace).to_string();
+    let beside = lives_in == namespace;
     Lease {
         metadata: ObjectMeta {
             name: Some(naming::claim_name(&key.0, &key.1)),
-            namespace: Some(key.0.clone()),
+            namespace: Some(lives_in),
             labels: Some(labels.into_iter().map(|(k, v)| (k.to_string(), v)).collect()),
             annotations: Some(annotations.into_iter().map(|(k, v)| (k.to_string(), v)).collect()),
             owner_references: app.controller_owner_ref(&()).filter(|_| beside).map(|o| vec![o]),
@@ -290,6 +305,19 @@ mod tests {
         let beside = claim_lease(&("edge".into(), "gateway".into()), &app("edge"), "gw-a");
         assert_eq!(beside.metadata.namespace.as_deref(), Some("edge"));
         assert_eq!(beside.metadata.owner_references.map(|o| o.len()), Some(1));
+    }
+
+    /// A site cluster's Helm release is claimed beside the application: its
+    /// key is no namespace of this cluster (seen when claims first moved to
+    /// the storage namespace: every site release failed to claim).
+    #[test]
+    fn a_claim_of_a_site_clusters_helm_release_lives_beside_its_application() {
+        let key = naming::helm_release_on("Secret edge/site-1-kubeconfig", "edge-gw", "gw-site-1");
+        let lease = claim_lease(&key, &app("edge"), "gw-site-1");
+        assert_eq!(lease.metadata.namespace.as_deref(), Some("edge"));
+        assert_eq!(lease.metadata.owner_references.map(|o| o.len()), Some(1));
+        assert_eq!(lease_namespace(&key.0, "edge"), "edge");
+        assert_eq!(lease_namespace("shared", "edge"), "shared");
     }
 
     #[test]
