@@ -26,7 +26,8 @@ use serde_json::Value;
 use crate::api::naming;
 
 use super::{
-    annotation, application_key, application_of_release, text, Invariant, Key, Kind, Record, Violation,
+    annotation, application_key, application_of_release, taken_revision, text, Invariant, Key, Kind, Record,
+    Violation,
 };
 
 /// A halt seen on an application.
@@ -126,14 +127,8 @@ impl Halts {
         let Some(halt) = self.0.get_mut(&(namespace.to_string(), app.to_string())) else {
             return Vec::new();
         };
-        let revision = |r: &Value| {
-            let rolled_back = annotation(r, naming::ANNOTATION_ROLLED_BACK_FROM).is_some();
-            annotation(r, naming::ANNOTATION_REVISION)
-                .filter(|_| !rolled_back)
-                .map(str::to_string)
-        };
-        let now = revision(release);
-        let before = previous.and_then(revision);
+        let now = taken_revision(release);
+        let before = previous.and_then(taken_revision);
         let written = resource_version(release).unwrap_or_default();
         let lifted = halt.lifted.is_some_and(|l| l < written);
         if now.as_deref() != Some(halt.revision.as_str()) || before == now || written <= halt.at || lifted {

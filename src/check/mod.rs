@@ -24,6 +24,8 @@
 //! - [`approval`]: no pool of a wave that needs approval, or after it,
 //!   is updated before that revision's approval of that step
 //!   (docs/rollouts.md).
+//! - [`paused`]: while an application is paused, no pool that had a
+//!   release is written at another revision (docs/rollouts.md).
 //! - [`completed`]: a revision once complete is never halted or taken
 //!   back (docs/rollouts.md).
 //! - [`window`]: no pool is updated to a new revision while every window
@@ -48,6 +50,7 @@ pub mod liveness;
 mod max_unavailable;
 pub mod nodes;
 mod ownership;
+mod paused;
 #[cfg(test)]
 mod tests;
 pub mod watch;
@@ -157,6 +160,7 @@ pub enum Invariant {
     HaltHolds,
     CompletedStays,
     Approvals,
+    Paused,
     Windows,
     Isolation,
     Ownership,
@@ -165,11 +169,12 @@ pub enum Invariant {
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 9] = [
+    pub const ALL: [Invariant; 10] = [
         Self::MaxUnavailable,
         Self::HaltHolds,
         Self::CompletedStays,
         Self::Approvals,
+        Self::Paused,
         Self::Windows,
         Self::Isolation,
         Self::Ownership,
@@ -183,6 +188,7 @@ impl Invariant {
             Self::HaltHolds => "a halt holds",
             Self::CompletedStays => "completed stays",
             Self::Approvals => "approvals",
+            Self::Paused => "a pause holds",
             Self::Windows => "windows",
             Self::Bounded => "bounded",
             Self::Liveness => "liveness",
@@ -195,7 +201,9 @@ impl Invariant {
     /// repository's root: the page and the section's anchor.
     pub fn docs_section(self) -> &'static str {
         match self {
-            Self::MaxUnavailable | Self::HaltHolds | Self::CompletedStays => "docs/rollouts.md",
+            Self::MaxUnavailable | Self::HaltHolds | Self::CompletedStays | Self::Paused => {
+                "docs/rollouts.md"
+            }
             Self::Approvals => "docs/rollouts.md#approval-between-waves",
             Self::Windows => "docs/rollouts.md#maintenance-windows",
             Self::Bounded => "docs/concepts.md#status",
@@ -242,6 +250,7 @@ pub struct Checker {
     halts: halt::Halts,
     completions: completed::Completions,
     approvals: approval::Approvals,
+    pauses: paused::Pauses,
     windows: window::Windows,
     updating: max_unavailable::Updating,
     /// The nodes, for whether a pool is offline.
@@ -294,6 +303,7 @@ impl Checker {
                 judge(Invariant::Approvals, v);
             }
             judge(Invariant::Windows, self.windows.read_application(&record));
+            judge(Invariant::Paused, self.pauses.read_application(&record));
         }
         if record.deleted && record.kind == Kind::HelmRelease {
             self.updating.check_release(&self.objects, &self.nodes, &record, previous.as_ref());
@@ -311,6 +321,7 @@ impl Checker {
                         judge(Invariant::Approvals, v);
                     }
                     judge(Invariant::Windows, self.windows.check_release(&record, previous.as_ref()));
+                    judge(Invariant::Paused, self.pauses.check_release(&record, previous.as_ref()));
                     judge(
                         Invariant::MaxUnavailable,
                         self.updating.check_release(&self.objects, &self.nodes, &record, previous.as_ref()),
@@ -425,6 +436,16 @@ fn application_of_release(release: &Value) -> Option<(&str, &str)> {
 /// An annotation of an object.
 fn annotation<'a>(object: &'a Value, name: &str) -> Option<&'a str> {
     object.pointer("/metadata/annotations")?.get(name)?.as_str()
+}
+
+/// The revision a release was written at, unless it was taken back from
+/// one (`apps.fanout.dev/rolled-back-from`): what a pool took, as the
+/// rules about taking a revision count it.
+fn taken_revision(release: &Value) -> Option<String> {
+    let rolled_back = annotation(release, crate::api::naming::ANNOTATION_ROLLED_BACK_FROM).is_some();
+    annotation(release, crate::api::naming::ANNOTATION_REVISION)
+        .filter(|_| !rolled_back)
+        .map(str::to_string)
 }
 
 /// A label of an object.

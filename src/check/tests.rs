@@ -3,6 +3,7 @@
 
 mod approval;
 mod ownership;
+mod paused;
 mod rollout;
 mod status;
 mod windows;

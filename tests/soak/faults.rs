@@ -75,6 +75,12 @@ pub enum Fault {
     BadChange {
         app: usize,
     },
+    /// The application's last change of its values undone: its values as
+    /// they were before it. Undone twice, a change is redone: a revision
+    /// that comes back is rolled out afresh (docs/rollouts.md).
+    Undo {
+        app: usize,
+    },
     Suspend {
         app: usize,
         suspended: bool,
@@ -141,6 +147,7 @@ impl Fault {
             Self::GoodChange { window: None, .. } => "good change",
             Self::GoodChange { window: Some(_), .. } => "good change, a window closed",
             Self::BadChange { .. } => "bad change",
+            Self::Undo { .. } => "change undone (or redone)",
             Self::Suspend { .. } => "suspend/resume",
             Self::Pause { .. } => "pause/resume",
             Self::AddPool { broken: true, .. } => "broken pool added",
@@ -195,6 +202,7 @@ impl std::fmt::Display for Fault {
                 app(a)
             ),
             Self::BadChange { app: a } => write!(f, "{}: a change Helm refuses (port 70000)", app(a)),
+            Self::Undo { app: a } => write!(f, "{}: its last change of values undone", app(a)),
             Self::Suspend { app: a, suspended } => write!(f, "{}: suspend: {suspended}", app(a)),
             Self::Pause { app: a, paused } => write!(f, "{}: rollout.paused: {paused}", app(a)),
             Self::AddPool { broken: true, .. } => write!(f, "a broken pool added (its override: port 70000)"),
@@ -274,6 +282,8 @@ pub struct World {
     added_whole: usize,
     /// Good changes drawn, so far.
     good_changes: usize,
+    /// Per application, its values before its last change, for an undo.
+    values_before: Vec<Option<Value>>,
     injected: usize,
     /// Faults injected, by kind.
     by_kind: std::collections::BTreeMap<&'static str, u64>,
@@ -310,6 +320,7 @@ impl World {
             claimants_touched: Vec::new(),
             added_whole: 0,
             good_changes: 0,
+            values_before: vec![None; APPS.len()],
             broken: BTreeSet::new(),
             requested: BTreeSet::new(),
             injected: 0,

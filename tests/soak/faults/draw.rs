@@ -37,7 +37,13 @@ impl World {
             8..26 => {
                 let level = self.rng.random_range(0..1000);
                 let window = self.window_with_change(app, &live);
-                Fault::GoodChange { app, level, window }
+                // Every fourth good change drawn, unless it closes a window,
+                // undoes the application's last change instead: decided by
+                // the count, so that the seeds' draws stay as they were.
+                match (window, self.good_changes.is_multiple_of(4)) {
+                    (None, true) => Fault::Undo { app },
+                    _ => Fault::GoodChange { app, level, window },
+                }
             }
             26..34 => Fault::BadChange { app },
             34..40 => Fault::Suspend {

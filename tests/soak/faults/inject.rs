@@ -27,6 +27,7 @@ impl World {
                     self.manifests[*app]["spec"]["rollout"]["windows"] =
                         windows(&self.closed[*app], &self.opened[*app]);
                 }
+                self.values_before[*app] = Some(self.manifests[*app]["spec"]["values"].clone());
                 let manifest = &mut self.manifests[*app];
                 manifest["spec"]["values"]["controller"]["config"]["log-level"] = json!(format!("v{level}"));
                 if let Some(controller) = manifest["spec"]["values"]["controller"].as_object_mut() {
@@ -35,9 +36,17 @@ impl World {
                 apply(env, manifest).await;
             }
             Fault::BadChange { app } => {
+                self.values_before[*app] = Some(self.manifests[*app]["spec"]["values"].clone());
                 let manifest = &mut self.manifests[*app];
                 manifest["spec"]["values"]["controller"]["service"] = json!({ "port": 70000 });
                 apply(env, manifest).await;
+            }
+            Fault::Undo { app } => {
+                let values = &mut self.manifests[*app]["spec"]["values"];
+                if let Some(before) = self.values_before[*app].as_mut() {
+                    std::mem::swap(values, before);
+                    apply(env, &self.manifests[*app]).await;
+                }
             }
             Fault::Suspend { app, suspended } => {
                 let manifest = &mut self.manifests[*app];

@@ -1,0 +1,140 @@
+//! A pause starts no pool: while an application's `rollout.paused` is
+//! true, no pool that had a release is written at another revision; pools
+//! already updating finish (they carry the revision already) and new pools
+//! are still installed (they had no release), as docs/rollouts.md says. A
+//! rollback is no start: what is written rolled back from a revision
+//! (`apps.fanout.dev/rolled-back-from`) is taken back, not sent on.
+//!
+//! A pause is a person's edit, and a reconcile that read the spec before it
+//! may write after it. So a pause is in force from the first version of
+//! the application whose status says the controller observed a paused
+//! generation while the spec is still paused, until the first version
+//! that is not paused. Ordered by resourceVersion, which etcd numbers in
+//! one sequence: a write is judged by the application's latest version
+//! older than it, once a newer one is seen (the two watches deliver in
+//! their own order).
+
+use std::collections::{BTreeMap, VecDeque};
+
+use serde_json::Value;
+
+use super::{
+    application_key, application_of_release, halt::resource_version, taken_revision, Invariant, Kind, Record,
+    Violation,
+};
+
+/// How many versions of one application are kept to judge writes by.
+const VERSIONS: usize = 64;
+
+/// What one application's versions said of its pause.
+#[derive(Debug, Default)]
+struct Application {
+    /// Whether each generation's spec is paused (the latest few).
+    paused_at_generation: BTreeMap<i64, bool>,
+    /// Each version's resourceVersion, with whether a pause was in force.
+    versions: VecDeque<(u64, bool)>,
+    /// Writes that start a pool, with their resourceVersions, waiting for a
+    /// newer version of the application.
+    pending: Vec<(u64, Violation)>,
+}
+
+impl Application {
+    /// Whether a pause was in force at `written`: by the latest version
+    /// older than it; none known, none in force.
+    fn in_force_at(&self, written: u64) -> bool {
+        (self.versions.iter().rev())
+            .find(|(version, _)| *version < written)
+            .is_some_and(|(_, in_force)| *in_force)
+    }
+
+    /// Whether a version newer than `written` was seen.
+    fn seen_after(&self, written: u64) -> bool {
+        self.versions.back().is_some_and(|(version, _)| *version > written)
+    }
+}
+
+/// The pauses, by application (namespace, name).
+#[derive(Debug, Default)]
+pub(super) struct Pauses(BTreeMap<(String, String), Application>);
+
+impl Pauses {
+    /// Notes whether this version holds a pause in force; the waiting
+    /// writes it settles, as violations.
+    pub(super) fn read_application(&mut self, record: &Record) -> Vec<Violation> {
+        debug_assert_eq!(record.kind, Kind::Application);
+        let object = &record.object;
+        let key = application_key(object);
+        let version = resource_version(object).unwrap_or_default();
+        let state = self.0.entry(key.clone()).or_default();
+        let generation = object.pointer("/metadata/generation").and_then(Value::as_i64);
+        let paused = object.pointer("/spec/rollout/paused") == Some(&Value::Bool(true));
+        if let Some(generation) = generation {
+            state.paused_at_generation.insert(generation, paused);
+            while state.paused_at_generation.len() > VERSIONS {
+                state.paused_at_generation.pop_first();
+            }
+        }
+        let observed = object.pointer("/status/observedGeneration").and_then(Value::as_i64);
+        let observed_paused = observed.and_then(|g| state.paused_at_generation.get(&g)).copied();
+        let in_force = !record.deleted && paused && observed_paused == Some(true);
+        state.versions.push_back((version, in_force));
+        if state.versions.len() > VERSIONS {
+            state.versions.pop_front();
+        }
+        let mut found = Vec::new();
+        let pending = std::mem::take(&mut state.pending);
+        for (written, violation) in pending {
+            match (version > written, state.in_force_at(written)) {
+                (true, true) => found.push(violation),
+                (true, false) => {}
+                (false, _) => state.pending.push((written, violation)),
+            }
+        }
+        if record.deleted && state.pending.is_empty() {
+            self.0.remove(&key);
+        }
+        found
+    }
+
+    /// A release that had one written at another revision, not rolled
+    /// back: a pool started. Judged now when a newer version of its
+    /// application was seen, else when one is.
+    pub(super) fn check_release(&mut self, record: &Record, previous: Option<&Value>) -> Vec<Violation> {
+        let release = &record.object;
+        let (Some((namespace, app)), Some(previous)) = (application_of_release(release), previous) else {
+            return Vec::new();
+        };
+        let Some(state) = self.0.get_mut(&(namespace.to_string(), app.to_string())) else {
+            return Vec::new();
+        };
+        let (Some(now), before) = (taken_revision(release), taken_revision(previous)) else {
+            return Vec::new();
+        };
+        if before.as_deref() == Some(now.as_str()) {
+            return Vec::new();
+        }
+        let written = resource_version(release).unwrap_or_default();
+        let violation = Violation {
+            invariant: Invariant::Paused,
+            message: format!(
+                "{} was written at revision {now} while {namespace}/{app} was paused \
+                 (resourceVersion {written}); it was at {} before",
+                record.key(),
+                before.as_deref().unwrap_or("a revision taken back")
+            ),
+            objects: vec![
+                record.key().to_string(),
+                format!("NodePoolApplication {namespace}/{app}"),
+            ],
+            story: Vec::new(),
+        };
+        match (state.seen_after(written), state.in_force_at(written)) {
+            (true, true) => vec![violation],
+            (true, false) => Vec::new(),
+            (false, _) => {
+                state.pending.push((written, violation));
+                Vec::new()
+            }
+        }
+    }
+}
