@@ -1,0 +1,81 @@
+//! The rollout's settings for the revision a plan rolls out: the spec's,
+//! with what the history, the application's status, its releases and the
+//! clock say of that revision (a halt or a completion on record, the
+//! rollout under way and its approvals, where its pools may go back to,
+//! the check failures its releases kept).
+
+use std::sync::Arc;
+
+use super::recorded::{completed, halted_before, judged_by, rollout_number};
+use super::{ready, rollback, schedule, PlanInput};
+use crate::api::naming;
+use crate::reconcile::release::build::AppInfo;
+use crate::reconcile::rollout::{self, analysis::Answers};
+
+/// The rollout's settings for this revision, with where the pools that
+/// took it may go back to.
+pub(super) fn rollout_of(
+    input: &PlanInput,
+    app: &AppInfo,
+    pools: usize,
+    revision: &str,
+) -> Result<(rollout::Settings, rollback::Targets), String> {
+    let settings = rollout_settings(input, app, pools, revision)?;
+    // Where the pools that took the revision may go back to: read only
+    // while a rollback may come.
+    let rollback_may_come = settings.progressive && settings.rollback && !settings.completed;
+    let targets = rollback::Targets::of(
+        input.history,
+        input.owned.iter().map(Arc::as_ref),
+        revision,
+        rollback_may_come,
+    );
+    let rollout_number = rollout_number(input, revision);
+    let key = rollout_number.map(|n| naming::rollout_key(revision, n));
+    let settings = rollout::Settings {
+        back_to: targets.newest(input.history),
+        cannot_go_back: targets.unreadable(),
+        approved_steps: schedule::approved_steps(input.app, key.as_deref())
+            .into_iter()
+            .map(str::to_string)
+            .collect(),
+        rollout_number,
+        ..settings
+    };
+    Ok((settings, targets))
+}
+
+/// The application's rollout settings for this revision, with what the
+/// history and the clock say of it; the message says why they are invalid.
+fn rollout_settings(
+    input: &PlanInput,
+    app: &AppInfo,
+    pools: usize,
+    revision: &str,
+) -> Result<rollout::Settings, String> {
+    let settings = rollout::Settings::new(app.spec.rollout.as_ref(), pools).map_err(|e| e.to_string())?;
+    Ok(rollout::Settings {
+        clock_since: input.clock_since.as_ref().map(|t| t.0),
+        rolled_back: input.history.is_some_and(|h| h.rolled_back(revision)),
+        halted_before: halted_before(input, revision, &judged_by(app)),
+        halted_because: input.history.and_then(|h| h.halted_because(revision)).map(String::from),
+        completed: completed(input, revision),
+        first_install_alone: input.first_install_alone
+            && app.spec.pools.kind != crate::api::PoolKind::ClusterProfile,
+        ..settings
+    })
+}
+
+/// The check failures releases keep of soaks on `revision` that the
+/// memory holds nothing of, by pool (see [`rollout::analysis::Analysing::kept`]).
+pub(super) fn kept_failures(
+    input: &PlanInput,
+    revision: &str,
+) -> Vec<(String, rollout::analysis::PoolRecords)> {
+    let Some(Answers::Asked(memory)) = input.analysis else {
+        return Vec::new();
+    };
+    (input.owned.iter())
+        .filter_map(|o| Some((o.pool.clone()?, ready::kept_failures(Some(memory), o, revision)?)))
+        .collect()
+}
