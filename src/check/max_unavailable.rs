@@ -6,16 +6,24 @@
 //! A release not Ready before its write was unavailable already:
 //! docs/rollouts.md lets those start at once, whatever the slots, and so does a
 //! new pool; not one that Flux only waits on (its source, its artifact, a
-//! dependency), whose workload runs as before (see [`available_before`]). Being Ready is judged without `minReadySeconds`, so a
-//! soaking pool counts as back here: the check errs on the lenient side.
+//! dependency), whose workload runs as before (see [`available_before`]).
+//! A pool is back once its new generation has read Ready for
+//! `minReadySeconds`, counted from the `lastTransitionTime` of the first
+//! Ready condition of that generation the checker saw: the controller
+//! counts from when it first saw the release Ready (`ready-at`), which is
+//! no earlier, so a pool the controller calls done is back here too. A
+//! blip out of Ready and back restarts nothing here (a reconcile may not
+//! see it); a soaking pool is down (fourth review, exemption E7).
 //! A pool offline when a write is judged (its nodes, see [`Nodes`]) counts
 //! neither, as docs/rollouts.md says of offline pools under
 //! `offlinePools: Skip`: one a bad revision took down and whose link then
 //! went down is left as it is while the next revision goes on (found by
 //! the sharded fault soak, seed 267378134, as the checker's own fault).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
+use std::time::Duration;
 
+use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
 use crate::api::naming;
@@ -26,9 +34,10 @@ use super::{
     Violation,
 };
 
-/// The releases each application (namespace, name) has taken down.
+/// The releases each application (namespace, name) has taken down, each
+/// with when its new generation first read Ready, once it has.
 #[derive(Debug, Default)]
-pub(super) struct Updating(BTreeMap<(String, String), BTreeSet<String>>);
+pub(super) struct Updating(BTreeMap<(String, String), BTreeMap<String, Option<Timestamp>>>);
 
 impl Updating {
     pub(super) fn check_release(
@@ -52,10 +61,13 @@ impl Updating {
         // what comes next is a new release, an install.
         let deleting = record.deleted || release.pointer("/metadata/deletionTimestamp").is_some();
         if rewritten && !deleting && previous.is_some_and(available_before) {
-            down.insert(name.clone());
+            down.insert(name.clone(), None);
         }
-        if ready_now(release) || deleting {
+        if deleting {
             down.remove(&name);
+        }
+        if let Some(ready_since) = down.get_mut(&name).filter(|_| ready_now(release)) {
+            ready_since.get_or_insert(ready_transition(release).unwrap_or(record.seen));
         }
         let app_key = Key {
             kind: Kind::Application,
@@ -65,6 +77,13 @@ impl Updating {
         let Some(application) = objects.get(&app_key) else {
             return Vec::new();
         };
+        let min_ready = min_ready(application);
+        let soaked = |since: &Option<Timestamp>| {
+            since.is_some_and(|since| {
+                Duration::try_from(record.seen.duration_since(since)).unwrap_or(Duration::ZERO) >= min_ready
+            })
+        };
+        down.retain(|_, since| !soaked(since));
         // Its nodes as they stood when the write was seen.
         let skipped_after = offline_after(application);
         let offline = |name: &&String| {
@@ -92,7 +111,7 @@ impl Updating {
             .0
             .get(key)
             .into_iter()
-            .flatten()
+            .flat_map(BTreeMap::keys)
             .filter(|n| !offline(n))
             .map(String::as_str)
             .collect();
@@ -112,6 +131,19 @@ impl Updating {
             story: Vec::new(),
         }]
     }
+}
+
+/// `minReadySeconds` of the application's rollout (0 unless said).
+fn min_ready(application: &Value) -> Duration {
+    let seconds = application.pointer("/spec/rollout/minReadySeconds").and_then(Value::as_u64);
+    Duration::from_secs(seconds.unwrap_or_default())
+}
+
+/// When a release's Ready condition last turned, as Flux records it.
+fn ready_transition(release: &Value) -> Option<Timestamp> {
+    let conditions = release.pointer("/status/conditions").and_then(Value::as_array)?;
+    let ready = conditions.iter().find(|c| c["type"] == "Ready")?;
+    ready.get("lastTransitionTime")?.as_str()?.parse().ok()
 }
 
 /// How long a pool's nodes must be down before it counts as offline

@@ -52,7 +52,11 @@ async fn the_checker_passes_a_progressive_rollout_and_catches_a_foreign_release_
     };
     let controller = RunningController::start(&env.namespace);
     let started = std::time::Instant::now();
-    let mut app = ingress_app(&env, json!({ "rollout": { "strategy": "Progressive", "maxUnavailable": 1 } }));
+    // Each pool soaks a while before the next is written: the checker
+    // counts a soaking pool as down, so a controller that wrote the next
+    // pool early would be named.
+    let rollout = json!({ "strategy": "Progressive", "maxUnavailable": 1, "minReadySeconds": 5 });
+    let mut app = ingress_app(&env, json!({ "rollout": rollout }));
     apply_app(&env, &app).await?;
     wait_app(&env, &controller, "installed", Duration::from_secs(180), complete(3)).await;
     app["spec"]["values"]["controller"]["config"]["log-level"] = json!("debug");

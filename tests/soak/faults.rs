@@ -30,7 +30,11 @@ use shards::{set_shard, SHARD_NAMES};
 
 /// The applications, each with its rollout.
 const APPS: [(&str, &str); 4] = [
-    ("halt", r#"{ "strategy": "Progressive", "maxUnavailable": 1, "offlineAfter": "20s" }"#),
+    // Each pool soaks a few seconds before it is done (`minReadySeconds`).
+    (
+        "halt",
+        r#"{ "strategy": "Progressive", "maxUnavailable": 1, "offlineAfter": "20s", "minReadySeconds": 3 }"#,
+    ),
     (
         "back",
         r#"{ "strategy": "Progressive", "maxUnavailable": 2, "onFailure": "Rollback", "offlineAfter": "20s" }"#,

@@ -425,3 +425,50 @@ fn a_pool_offline_when_the_next_pool_is_written_counts_as_neither_down_nor_up() 
         "a never turned Ready on r2"
     );
 }
+
+/// A release Ready since `since` (seconds after the tests' epoch).
+fn ready_since(mut release: Value, since: i64) -> Value {
+    release["status"]["conditions"][0]["lastTransitionTime"] = json!(at(since).to_string());
+    release
+}
+
+/// A pool soaking for `minReadySeconds` is still down: the next pool
+/// written before its soak ends is one too many (exemption E7, removed).
+#[test]
+fn a_pool_still_soaking_for_min_ready_seconds_counts_as_down() {
+    let rollout = json!({ "strategy": "Progressive", "maxUnavailable": 1, "minReadySeconds": 30 });
+    let fleet = |checker: &mut Checker| {
+        seen(
+            checker,
+            0,
+            Kind::Application,
+            application("gw", 10, rollout.clone(), "r2", "Progressing", 2),
+        );
+        seen(checker, 1, Kind::HelmRelease, release("gw", "a", 11, 1, "r1", "h1", true));
+        seen(checker, 1, Kind::HelmRelease, release("gw", "b", 12, 1, "r1", "h1", true));
+        seen(checker, 2, Kind::HelmRelease, release("gw", "a", 13, 2, "r2", "h2", false));
+        // Ready at 10; a later rewrite of the condition moves its time,
+        // which counts for nothing: the soak runs from the first.
+        seen(
+            checker,
+            10,
+            Kind::HelmRelease,
+            ready_since(release("gw", "a", 14, 2, "r2", "h2", true), 10),
+        );
+        seen(
+            checker,
+            30,
+            Kind::HelmRelease,
+            ready_since(release("gw", "a", 15, 2, "r2", "h2", true), 29),
+        );
+    };
+    let mut early = Checker::new();
+    fleet(&mut early);
+    let found = seen(&mut early, 35, Kind::HelmRelease, release("gw", "b", 16, 2, "r2", "h2", false));
+    assert_eq!(of(&found, Invariant::MaxUnavailable), 1, "a soaked 25 s of 30: {found:?}");
+
+    let mut soaked = Checker::new();
+    fleet(&mut soaked);
+    let found = seen(&mut soaked, 40, Kind::HelmRelease, release("gw", "b", 16, 2, "r2", "h2", false));
+    assert_eq!(of(&found, Invariant::MaxUnavailable), 0, "a soaked its 30 s: {found:?}");
+}
