@@ -50,7 +50,7 @@ pub enum ApplyError {
          storageNamespace"
     )]
     HelmReleaseClaimed { helm_release: String, holder: String },
-    #[error("cannot claim Helm release {helm_release} (Lease in the application's namespace): {source}")]
+    #[error("cannot claim Helm release {helm_release} (a Lease where it is stored): {source}")]
     Claim {
         helm_release: String,
         #[source]
