@@ -47,9 +47,16 @@ impl Application {
             .is_some_and(|(_, in_force)| *in_force)
     }
 
-    /// Whether a version newer than `written` was seen.
-    fn seen_after(&self, written: u64) -> bool {
-        self.versions.back().is_some_and(|(version, _)| *version > written)
+    /// Judges a start written at `written`: the violation once a newer
+    /// version of the application is seen and a pause was in force then;
+    /// kept waiting while none newer is.
+    fn settle(&mut self, written: u64, violation: Violation) -> Option<Violation> {
+        let seen_after = self.versions.back().is_some_and(|(version, _)| *version > written);
+        if !seen_after {
+            self.pending.push((written, violation));
+            return None;
+        }
+        self.in_force_at(written).then_some(violation)
     }
 }
 
@@ -81,15 +88,11 @@ impl Pauses {
         if state.versions.len() > VERSIONS {
             state.versions.pop_front();
         }
-        let mut found = Vec::new();
         let pending = std::mem::take(&mut state.pending);
-        for (written, violation) in pending {
-            match (version > written, state.in_force_at(written)) {
-                (true, true) => found.push(violation),
-                (true, false) => {}
-                (false, _) => state.pending.push((written, violation)),
-            }
-        }
+        let found: Vec<Violation> = pending
+            .into_iter()
+            .filter_map(|(written, violation)| state.settle(written, violation))
+            .collect();
         if record.deleted && state.pending.is_empty() {
             self.0.remove(&key);
         }
@@ -128,13 +131,6 @@ impl Pauses {
             ],
             story: Vec::new(),
         };
-        match (state.seen_after(written), state.in_force_at(written)) {
-            (true, true) => vec![violation],
-            (true, false) => Vec::new(),
-            (false, _) => {
-                state.pending.push((written, violation));
-                Vec::new()
-            }
-        }
+        state.settle(written, violation).into_iter().collect()
     }
 }
