@@ -285,6 +285,11 @@ impl Checker {
             true => self.objects.remove(&key),
             false => self.objects.insert(key.clone(), record.object.clone()),
         };
+        // Deleted and made again while the watch was away (a re-list shows
+        // only the new one): no earlier version of it, as when the deletion
+        // is seen.
+        let uid = |o: &Value| o.pointer("/metadata/uid").and_then(Value::as_str).map(str::to_string);
+        let previous = previous.filter(|p| uid(p) == uid(&record.object));
         let mut found: Vec<(Invariant, Option<Violation>)> = Vec::new();
         let mut judge = |invariant: Invariant, violations: Vec<Violation>| {
             found.push((invariant, None));
@@ -368,6 +373,9 @@ impl Checker {
         let keys: BTreeSet<Key> = listed.iter().map(Record::key).collect();
         let mut found = Vec::new();
         for record in listed {
+            if kind == Kind::Application {
+                self.pauses.relisted_application(&record);
+            }
             found.extend(self.observe(record));
         }
         for record in self.gone_since_relist(kind, &keys, seen) {

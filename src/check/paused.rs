@@ -8,8 +8,9 @@
 //! A pause is a person's edit, and a reconcile that read the spec before it
 //! may write after it. So a pause is in force from the first version of
 //! the application whose status says the controller observed a paused
-//! generation while the spec is still paused, until the first version
-//! that is not paused. Ordered by resourceVersion, which etcd numbers in
+//! generation of the run of paused generations the spec is in now, until
+//! the first version that is not paused: a pause lifted and set again is
+//! in force again only once the controller observed the new one. Ordered by resourceVersion, which etcd numbers in
 //! one sequence: a write is judged by the application's latest version
 //! older than it, once a newer one is seen (the two watches deliver in
 //! their own order).
@@ -39,6 +40,21 @@ struct Application {
 }
 
 impl Application {
+    /// The first generation of the unbroken run of paused generations
+    /// that ends at `generation` (itself paused). A generation not seen
+    /// (a re-list skipped it) breaks the run: it may have been unpaused.
+    /// The controller observing a generation of an earlier run saw a
+    /// pause that was lifted since: a reconcile that read the unpaused
+    /// spec may still be writing (pause, unpause, pause again within one
+    /// reconcile).
+    fn paused_since(&self, generation: i64) -> i64 {
+        let mut first = generation;
+        while self.paused_at_generation.get(&(first - 1)) == Some(&true) {
+            first -= 1;
+        }
+        first
+    }
+
     /// Whether a pause was in force at `written`: by the latest version
     /// older than it; none known, none in force.
     fn in_force_at(&self, written: u64) -> bool {
@@ -82,8 +98,11 @@ impl Pauses {
             }
         }
         let observed = object.pointer("/status/observedGeneration").and_then(Value::as_i64);
-        let observed_paused = observed.and_then(|g| state.paused_at_generation.get(&g)).copied();
-        let in_force = !record.deleted && paused && observed_paused == Some(true);
+        let in_force = !record.deleted
+            && paused
+            && (generation.zip(observed)).is_some_and(|(generation, observed)| {
+                (state.paused_since(generation)..=generation).contains(&observed)
+            });
         state.versions.push_back((version, in_force));
         if state.versions.len() > VERSIONS {
             state.versions.pop_front();
@@ -97,6 +116,20 @@ impl Pauses {
             self.0.remove(&key);
         }
         found
+    }
+
+    /// A re-list delivered this version of an application: the versions
+    /// between the last one seen and it were not seen, so whether a pause
+    /// was in force then is not known, and a write made then is judged by
+    /// nothing (exemption E5). Called before the version is read.
+    pub(super) fn relisted_application(&mut self, record: &Record) {
+        let version = resource_version(&record.object).unwrap_or_default();
+        let Some(state) = self.0.get_mut(&application_key(&record.object)) else {
+            return;
+        };
+        if let Some(&(last, _)) = state.versions.back().filter(|(last, _)| *last + 1 < version) {
+            state.versions.push_back((last + 1, false));
+        }
     }
 
     /// A release that had one written at another revision, not rolled
