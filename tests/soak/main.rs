@@ -22,7 +22,8 @@
 //!
 //! Under `make test` (no `SEED` at all), a fixed seed and a random one
 //! run side by side, each for `DURATION` (90 s unless given); `make soak`
-//! with `SEED` empty runs one random seed.
+//! with `SEED` empty runs one random seed, and `SEED=41,659812876` runs
+//! those two side by side, as the `make test` that drew them did.
 //!
 //! With `SHARDS=2` the controller runs as two instances, each serving its
 //! shard by `--watch-label-selector` on `sharding.fluxcd.io/key`, and
@@ -75,10 +76,12 @@ fn main() -> ExitCode {
     let seeds = match std::env::var("SEED") {
         // `make soak` with no SEED: one random seed.
         Ok(text) if text.is_empty() => vec![random_seed()],
-        Ok(text) => match text.parse::<u64>() {
-            Ok(seed) => vec![seed],
+        // Seeds apart by commas run side by side, as `make test` runs its
+        // two: they share the plane's restarts, so a pair replays as a pair.
+        Ok(text) => match text.split(',').map(|s| s.trim().parse::<u64>()).collect() {
+            Ok(seeds) => seeds,
             Err(e) => {
-                eprintln!("soak: SEED={text} is no number ({e})");
+                eprintln!("soak: SEED={text} is no number, nor numbers apart by commas ({e})");
                 return ExitCode::from(2);
             }
         },
@@ -103,7 +106,8 @@ fn main() -> ExitCode {
     match broken {
         0 => ExitCode::SUCCESS,
         _ => {
-            eprintln!("soak: {broken} violations; replay one with make soak SEED=<its seed>");
+            let all = seeds.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+            eprintln!("soak: {broken} violations; replay them with make soak SEED={all} DURATION=…");
             ExitCode::FAILURE
         }
     }
