@@ -14,8 +14,8 @@
 //! no earlier, so a pool the controller calls done is back here too. A
 //! blip out of Ready and back restarts nothing here (a reconcile may not
 //! see it); a soaking pool is down (fourth review, exemption E7).
-//! A pool offline when a write is judged (its nodes, see [`Nodes`]) counts
-//! neither, as docs/rollouts.md says of offline pools under
+//! Judged at each pool taken down. A pool offline then (its nodes, see
+//! [`Nodes`]) counts neither, as docs/rollouts.md says of offline pools under
 //! `offlinePools: Skip`: one a bad revision took down and whose link then
 //! went down is left as it is while the next revision goes on (found by
 //! the sharded fault soak, seed 267378134, as the checker's own fault).
@@ -60,7 +60,8 @@ impl Updating {
         // Deleted (by hand, or pruned), its pool is no update under way:
         // what comes next is a new release, an install.
         let deleting = record.deleted || release.pointer("/metadata/deletionTimestamp").is_some();
-        if rewritten && !deleting && previous.is_some_and(available_before) {
+        let takes_down = rewritten && !deleting && previous.is_some_and(available_before);
+        if takes_down {
             down.insert(name.clone(), None);
         }
         if deleting {
@@ -84,6 +85,15 @@ impl Updating {
             })
         };
         down.retain(|_, since| !soaked(since));
+        // Judged where the rollout decides, at a pool it takes down. The
+        // count grows there, and where an offline pool comes back still
+        // down: the docs let the rollout count it for nothing while it was
+        // offline, so what it wrote meanwhile broke nothing (a canary cut
+        // off during its update, the next step written meanwhile, the
+        // canary back and not Ready yet).
+        if !takes_down {
+            return Vec::new();
+        }
         // Its nodes as they stood when the write was seen.
         let skipped_after = offline_after(application);
         let offline = |name: &&String| {

@@ -426,6 +426,41 @@ fn a_pool_offline_when_the_next_pool_is_written_counts_as_neither_down_nor_up() 
     );
 }
 
+#[test]
+fn an_offline_pool_back_and_still_down_breaks_nothing_the_next_write_does() {
+    // a taken down by r2, then cut off; r3 starts b while a is offline;
+    // a's node is Ready again, a not yet: nothing was written past the
+    // slots. Then c is started while a and b are down: that write is.
+    let mut checker = Checker::new();
+    let rollout = json!({ "strategy": "Progressive", "maxUnavailable": 1, "offlineAfter": "20s" });
+    seen(&mut checker, 0, Kind::Application, application("gw", 10, rollout, "r3", "Progressing", 3));
+    checker.nodes_relisted(&[
+        node("n-a", "a", false, 10),
+        node("n-b", "b", true, 0),
+        node("n-c", "c", true, 0),
+    ]);
+    let write = |checker: &mut Checker,
+                 secs: i64,
+                 pool: &str,
+                 rv: u64,
+                 generation: i64,
+                 revision: &str,
+                 ready: bool| {
+        let hash = format!("h-{revision}");
+        let release = pinned(release("gw", pool, rv, generation, revision, &hash, ready), pool);
+        of(&seen(checker, secs, Kind::HelmRelease, release), Invariant::MaxUnavailable)
+    };
+    write(&mut checker, 1, "a", 20, 1, "r1", true);
+    write(&mut checker, 1, "b", 21, 1, "r1", true);
+    write(&mut checker, 1, "c", 22, 1, "r1", true);
+    write(&mut checker, 2, "a", 23, 2, "r2", false);
+    assert_eq!(write(&mut checker, 100, "b", 24, 2, "r3", false), 0, "a is offline");
+    checker.read_node(&node("n-a", "a", true, 110), false);
+    assert_eq!(write(&mut checker, 120, "a", 25, 2, "r2", false), 0, "a back, nothing written");
+    assert_eq!(write(&mut checker, 121, "b", 26, 2, "r3", false), 0);
+    assert_eq!(write(&mut checker, 130, "c", 27, 2, "r3", false), 1, "c taken down beside a and b");
+}
+
 /// A release Ready since `since` (seconds after the tests' epoch).
 fn ready_since(mut release: Value, since: i64) -> Value {
     release["status"]["conditions"][0]["lastTransitionTime"] = json!(at(since).to_string());
