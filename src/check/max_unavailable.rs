@@ -79,9 +79,19 @@ impl Updating {
             return Vec::new();
         };
         let min_ready = min_ready(application);
+        // A pool taken down is judged at its write (the controller's
+        // `written-at`), which a re-list delivers late: the pools back by
+        // then are back.
+        let at = match takes_down {
+            true => annotation(release, naming::ANNOTATION_WRITTEN_AT)
+                .and_then(|t| t.parse::<Timestamp>().ok())
+                .map_or(record.seen, |written| written.min(record.seen)),
+            false => record.seen,
+        };
+        // Ready only after `at` (a re-list's news), it was down then.
         let soaked = |since: &Option<Timestamp>| {
             since.is_some_and(|since| {
-                Duration::try_from(record.seen.duration_since(since)).unwrap_or(Duration::ZERO) >= min_ready
+                Duration::try_from(at.duration_since(since)).is_ok_and(|d| d >= min_ready)
             })
         };
         down.retain(|_, since| !soaked(since));
@@ -106,6 +116,32 @@ impl Updating {
                 .is_some_and(|(r, after)| nodes.offline(r, after, record.seen))
         };
         self.judge(application, &key, offline)
+    }
+
+    /// A re-list delivered `listed` (one version of each release), to be
+    /// judged in resourceVersion order; `objects` holds what was seen
+    /// before. A pool taken down that is Ready now on the spec it was seen
+    /// with has been Ready since its condition says, and so was back then,
+    /// whatever was written after it: its latest version may come later in
+    /// that order than a write the gap hid (Flux wrote its status again),
+    /// and reading that write first would count it down still.
+    pub(super) fn relisted(&mut self, listed: &[Record], objects: &BTreeMap<Key, Value>) {
+        let hash = |r: &Value| annotation(r, naming::ANNOTATION_SPEC_HASH).map(str::to_string);
+        for record in listed {
+            let release = &record.object;
+            let Some((namespace, app)) = application_of_release(release) else {
+                continue;
+            };
+            let before = objects.get(&record.key());
+            let same_spec = before.is_some_and(|b| hash(b) == hash(release));
+            let Some(down) = self.0.get_mut(&(namespace.to_string(), app.to_string())) else {
+                continue;
+            };
+            if let Some(since) = down.get_mut(&record.key().name).filter(|_| same_spec && ready_now(release))
+            {
+                since.get_or_insert(ready_transition(release).unwrap_or(record.seen));
+            }
+        }
     }
 
     fn judge(

@@ -372,6 +372,9 @@ impl Checker {
         listed.sort_by_key(|r| halt::resource_version(&r.object).unwrap_or_default());
         let keys: BTreeSet<Key> = listed.iter().map(Record::key).collect();
         let mut found = Vec::new();
+        if kind == Kind::HelmRelease {
+            self.updating.relisted(&listed, &self.objects);
+        }
         for record in listed {
             if kind == Kind::Application {
                 self.pauses.relisted_application(&record);

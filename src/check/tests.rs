@@ -6,6 +6,7 @@ mod ownership;
 mod paused;
 mod rollout;
 mod status;
+mod unavailable;
 mod windows;
 
 use serde_json::{json, Value};

@@ -419,6 +419,15 @@ impl Deciding<'_> {
                 match kind {
                     Kind::Unchanged => plan.unchanged.push(release.clone()),
                     Kind::Differs(change) if outcome == Outcome::Planned => {
+                        // What the soak's logs say of each write, and why.
+                        tracing::debug!(
+                            pool = %pool.name,
+                            release = %release,
+                            rollout = ?state,
+                            seen = observed.is_some(),
+                            restores = change.restores(),
+                            "to be written"
+                        );
                         plan.apply.push(self.write(change, pool.name.clone(), observed))
                     }
                     Kind::Differs(_) | Kind::Refused(_) => {}
