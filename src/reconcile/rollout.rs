@@ -422,7 +422,7 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
         pause(pools, &mut states);
     } else if settings.progressive {
         let active = active_wave(pools, &states);
-        pick(settings, pools, &mut states, unavailable, now);
+        pick(settings, pools, &mut states, unavailable, now, &mut requeue);
         wait_for_wave_checks(settings, pools, &mut states, active, &mut requeue);
         wait_for_rollout_gates(settings, pools, &mut states, &mut requeue);
     }

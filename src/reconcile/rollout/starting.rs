@@ -118,6 +118,7 @@ pub(super) fn pick(
     states: &mut [PoolDecision],
     mut unavailable: usize,
     now: Timestamp,
+    requeue: &mut Requeue,
 ) {
     // Pools Flux says are not Ready (Waiting reasons aside) are
     // unavailable already: they start at once. Not so a release Flux has not judged since its last
@@ -151,10 +152,23 @@ pub(super) fn pick(
         // every waiting pool at once, past the waves and approvals).
         let unavailable_already =
             status.observed_latest && !matches!(status.state, ReleaseState::Ready | ReleaseState::Waiting);
+        // Ready on the revision before and still soaking for
+        // `minReadySeconds`, it is updated and not yet done all the same:
+        // it keeps its slot until its soak ends (found by the fault soak,
+        // seed 178552357: a new revision started a healthy pool beside one
+        // that had turned Ready on the last revision a second before).
+        let soaking = (status.observed_latest && recent && !p.suspended)
+            .then(|| super::soak_left(settings.min_ready, status, now))
+            .flatten()
+            .filter(|left| !left.is_zero());
         if unavailable_already {
             d.state = PoolRollout::Write;
             unavailable += 1;
         } else if !status.observed_latest && !p.suspended && recent {
+            in_flight[i] = true;
+            unavailable += 1;
+        } else if let Some(left) = soaking {
+            requeue.at(left);
             in_flight[i] = true;
             unavailable += 1;
         }

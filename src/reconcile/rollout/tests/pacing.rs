@@ -176,6 +176,29 @@ fn an_update_under_way_of_a_superseded_revision_keeps_its_slot() {
 }
 
 #[test]
+fn a_pool_soaking_on_a_superseded_revision_keeps_its_slot_until_its_soak_ends() {
+    let settings = Settings {
+        min_ready: Duration::from_secs(3),
+        ..progressive()
+    };
+    let superseded = |ready_since: i64| {
+        Fleet::new()
+            .behind("p0", 0, ready())
+            .behind("p2", 0, status(ReleaseState::Ready, true, Some(ready_since)))
+            .behind("p3", 0, ready())
+    };
+    let d = superseded(9_999).last_written("p2", 9_990).decide(&settings, 1);
+    assert!(written(&d).is_empty(), "{:?}", d.pools);
+    assert_eq!(d.requeue_after, Some(Duration::from_secs(3)), "woken past its soak's end");
+    // Soaked: the rollout goes on one pool at a time.
+    let d = superseded(9_990).last_written("p2", 9_990).decide(&settings, 1);
+    assert_eq!(written(&d), ["p0"]);
+    // Written past its progressDeadline: no update of ours under way.
+    let d = superseded(9_999).last_written("p2", 10_000 - 601).decide(&settings, 1);
+    assert_eq!(written(&d), ["p0"]);
+}
+
+#[test]
 fn new_pools_install_at_once() {
     let d = five_behind().new_pool("new").decide(&progressive(), 1);
     assert_eq!(written(&d), ["a", "new"]);
