@@ -20,6 +20,14 @@ pub const ANNOTATION_SPEC_HASH: &str = "apps.fanout.dev/spec-hash";
 /// When the spec-hash above was written (RFC 3339): the start of a
 /// rollout's progress deadline for that pool.
 pub const ANNOTATION_WRITTEN_AT: &str = "apps.fanout.dev/written-at";
+/// When a release suspended with its application was resumed (RFC 3339,
+/// the controller's clock): its progress deadline runs again from then.
+/// A resume writes the release back as it was, so it keeps its
+/// `written-at`: the soak and the proof that its update left its site up
+/// still count from that update, and a pool done before the suspension
+/// that goes offline after the resume is offline, not failed. Dropped by
+/// the next write that moves the release to another spec.
+pub const ANNOTATION_RESUMED_AT: &str = "apps.fanout.dev/resumed-at";
 /// The application's revision (`status.rollout.revision`) a release was
 /// written at. Not part of the spec hash: a revision that leaves a pool's
 /// release as it is does not touch it.

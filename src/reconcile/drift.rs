@@ -50,7 +50,7 @@ pub fn kept_values(values: Value) -> Value {
 }
 
 /// Annotations that change on every write by design, so never drift.
-const UNCOMPARED_ANNOTATIONS: &[&str] = &[naming::ANNOTATION_WRITTEN_AT];
+const UNCOMPARED_ANNOTATIONS: &[&str] = &[naming::ANNOTATION_WRITTEN_AT, naming::ANNOTATION_RESUMED_AT];
 
 /// What [`first_difference`] reads of a live release: its labels,
 /// annotations and spec. The watch cache keeps this much of each release

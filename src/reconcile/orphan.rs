@@ -39,6 +39,7 @@ pub fn patch(release: &Value, app: &str, uid: &str, chart: Option<&Value>) -> Va
         naming::ANNOTATION_POOL_NAME,
         naming::ANNOTATION_SPEC_HASH,
         naming::ANNOTATION_WRITTEN_AT,
+        naming::ANNOTATION_RESUMED_AT,
         naming::ANNOTATION_READY_AT,
     ] {
         annotations.insert(key.to_string(), Value::Null);

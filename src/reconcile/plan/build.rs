@@ -77,16 +77,18 @@ impl Change {
     }
 
     /// Whether the write puts back the release's own last write (a hand
-    /// edit undone, an inert release woken), whose progress deadline runs
-    /// from that write's time.
+    /// edit undone, a release resumed, an inert release woken), which
+    /// keeps that write's time: its soak and the proof that it left its
+    /// site up count from it. A resume's progress deadline runs again from
+    /// the resume (see [`naming::ANNOTATION_RESUMED_AT`]).
     pub(super) fn keeps_its_time(&self) -> bool {
-        self.drift.is_some() || (self.lift_inert && !self.moves)
+        self.drift.is_some() || self.resumed || (self.lift_inert && !self.moves)
     }
 
     pub(super) fn into_write(
         self,
         pool: String,
-        written_at: String,
+        (written_at, resumed_at): (String, Option<String>),
         stamps: super::Stamps,
     ) -> DesiredRelease {
         DesiredRelease {
@@ -95,6 +97,7 @@ impl Change {
             pool,
             manifest: self.manifest,
             written_at,
+            resumed_at,
             spec_hash: self.spec_hash,
             drift: self.drift,
             resumed: self.resumed,

@@ -93,6 +93,9 @@ pub struct ObservedRelease {
     pub created: Option<String>,
     /// When this controller last wrote it.
     pub written_at: Option<WrittenAt>,
+    /// When it was last resumed with its application, if it was since
+    /// the last write that moved it ([`naming::ANNOTATION_RESUMED_AT`]).
+    pub resumed_at: Option<WrittenAt>,
     /// What it was written at, for a rollback.
     pub stamps: Stamps,
     /// What it holds now as packed JSON text (at least its labels,
@@ -147,6 +150,7 @@ impl ObservedRelease {
             helm_release: naming::helm_release_of(object),
             created: created_of(object),
             written_at: text("annotations", naming::ANNOTATION_WRITTEN_AT).map(WrittenAt::from),
+            resumed_at: text("annotations", naming::ANNOTATION_RESUMED_AT).map(WrittenAt::from),
             stamps: Stamps::read(metadata),
             // The caller adds the text it read the release from.
             live: None,

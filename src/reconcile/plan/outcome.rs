@@ -23,6 +23,10 @@ pub struct DesiredRelease {
     /// counts the release's progress deadline: now, or, for a release put
     /// back as it was, the time of its real write.
     pub written_at: String,
+    /// The `resumed-at` stamp it carries, if any: now for a release
+    /// resumed with the application, the one it carries for a write that
+    /// puts back what it holds, none for a write that moves it.
+    pub resumed_at: Option<String>,
     pub spec_hash: String,
     /// The revision it is written at, and where it would go back to.
     pub stamps: Stamps,
@@ -66,6 +70,10 @@ impl DesiredRelease {
         let mut object = self.manifest.value();
         object["metadata"]["annotations"][naming::ANNOTATION_WRITTEN_AT] =
             Value::String(self.written_at.clone());
+        if let Some(resumed_at) = &self.resumed_at {
+            object["metadata"]["annotations"][naming::ANNOTATION_RESUMED_AT] =
+                Value::String(resumed_at.clone());
+        }
         self.stamps.write(&mut object);
         object
     }

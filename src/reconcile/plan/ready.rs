@@ -102,7 +102,16 @@ fn mark_of(release: &ObservedRelease, remembered: Option<&PoolRecords>, now: Tim
         })
     };
     let recorded = status.ready_recorded.as_ref();
+    let resumed = release.resumed_at.as_ref().and_then(|r| r.time);
     if !ready {
+        // A resume writes back what the release held: until Flux has read
+        // it, nothing new is known of the release's health, and the mark
+        // made before the suspension still holds (fourth review, item 13).
+        let marked_before =
+            |at: &String| at.parse::<Timestamp>().is_ok_and(|at| resumed.is_some_and(|r| r >= at));
+        if !status.observed_latest && recorded.is_some_and(marked_before) {
+            return None;
+        }
         return recorded.and_then(|_| mark(None, None));
     }
     let kept_text = status.checks_recorded.as_ref().filter(|_| recorded.is_some());
@@ -117,8 +126,11 @@ fn mark_of(release: &ObservedRelease, remembered: Option<&PoolRecords>, now: Tim
         None => {
             let flux = status.ready_since.as_deref().and_then(|t| t.parse::<Timestamp>().ok());
             let written = release.written_at.as_ref().and_then(|w| w.time);
+            // Marked after a resume, a release soaks from the resume: Flux
+            // did not act on it while it was suspended.
+            let since = written.max(resumed).map(|w| w.min(now));
             let at = flux.unwrap_or(now).min(now);
-            mark(Some(written.map_or(at, |w| at.max(w.min(now))).to_string()), failures)
+            mark(Some(since.map_or(at, |w| at.max(w)).to_string()), failures)
         }
     }
 }
@@ -180,5 +192,33 @@ mod tests {
         assert_eq!(o.status.ready_since.as_deref(), Some("2030-01-02T00:02:00Z"));
         let now = "2030-01-02T00:03:00Z".parse().unwrap();
         assert_eq!(mark_of(&o, None, now).and_then(|m| m.at).as_deref(), Some("2030-01-02T00:02:00Z"));
+    }
+
+    /// A resume writes back what the release held: the mark made before
+    /// the suspension stands while Flux has yet to read the resume, and a
+    /// release first marked after a resume soaks from the resume, as Flux
+    /// did nothing with it while it was suspended.
+    #[test]
+    fn a_resume_keeps_the_mark_before_it_and_a_mark_after_it_is_no_earlier_than_the_resume() {
+        let now = "2030-01-02T00:03:00Z".parse().unwrap();
+        let resumed = "2030-01-02T00:00:00Z";
+        let mut o = observed(
+            json!({ naming::ANNOTATION_WRITTEN_AT: WRITTEN, naming::ANNOTATION_READY_AT: "2030-01-01T00:01:00Z",
+                    naming::ANNOTATION_RESUMED_AT: resumed }),
+            "True",
+            "2030-01-01T00:01:00Z",
+        );
+        std::sync::Arc::make_mut(&mut o.status).state = ReleaseState::Progressing;
+        std::sync::Arc::make_mut(&mut o.status).observed_latest = false;
+        assert_eq!(mark_of(&o, None, now), None, "kept until Flux has read the resume");
+        // Without the resume, a release Flux has yet to read is no longer known Ready.
+        o.resumed_at = None;
+        assert_eq!(mark_of(&o, None, now).map(|m| m.at), Some(None));
+        let o = observed(
+            json!({ naming::ANNOTATION_WRITTEN_AT: WRITTEN, naming::ANNOTATION_RESUMED_AT: resumed }),
+            "True",
+            "2030-01-01T00:01:00Z",
+        );
+        assert_eq!(mark_of(&o, None, now).and_then(|m| m.at).as_deref(), Some(resumed));
     }
 }

@@ -149,7 +149,7 @@ impl Back<'_> {
         match Built::new(built, observed.as_ref().copied()).into_candidate().1 {
             Kind::Differs(change) => {
                 let now = self.input.now.0.to_string();
-                Ok(Some(change.into_write(pool.name.clone(), now, stamps)))
+                Ok(Some(change.into_write(pool.name.clone(), (now, None), stamps)))
             }
             // The release holds that revision already.
             Kind::Unchanged | Kind::Refused(_) => Ok(None),

@@ -195,7 +195,7 @@ impl Judging<'_> {
         observed: Option<&ObservedRelease>,
         asks: &mut Vec<Ask>,
     ) -> Option<Verdict> {
-        let rollout::Release::Current { status, written } = release else {
+        let rollout::Release::Current { status, written, .. } = release else {
             return None;
         };
         if status.state != ReleaseState::Ready || !status.observed_latest {
@@ -276,19 +276,22 @@ fn release_of<'o>(
         (_, Kind::Refused(_)) => return None,
         (None, _) => rollout::Release::Missing,
         (Some(o), Kind::Differs(change)) if !change.restores() => rollout::Release::Behind(&o.status),
-        // Resumed now: its clock starts again with this write.
+        // Resumed now: its deadline runs again from now.
         (Some(o), Kind::Differs(change)) if change.resumed() => rollout::Release::Current {
             status: &o.status,
-            written: Some(input.now.0),
+            written: o.written_at.as_ref().and_then(|w| w.time),
+            resumed: Some(input.now.0),
         },
         // Suspended, Flux does not act on it: no deadline runs.
         (Some(o), _) if o.suspended_with_app => rollout::Release::Current {
             status: &o.status,
             written: None,
+            resumed: None,
         },
         (Some(o), _) => rollout::Release::Current {
             status: &o.status,
             written: o.written_at.as_ref().and_then(|w| w.time),
+            resumed: o.resumed_at.as_ref().and_then(|w| w.time),
         },
     };
     Some(release)
@@ -458,6 +461,11 @@ impl Deciding<'_> {
             false => None,
         };
         let written_at = written_at.unwrap_or_else(|| self.input.now.0.to_string());
+        let resumed_at = match (change.resumed(), change.restores()) {
+            (true, _) => Some(self.input.now.0.to_string()),
+            (false, true) => observed.and_then(|o| Some(o.resumed_at.as_ref()?.text.clone())),
+            (false, false) => None,
+        };
         let stamps = match (change.restores(), observed) {
             (true, Some(o)) => o.stamps.clone(),
             _ => Stamps::next(
@@ -469,6 +477,6 @@ impl Deciding<'_> {
             )
             .by(self.rollout_number),
         };
-        change.into_write(pool, written_at, stamps)
+        change.into_write(pool, (written_at, resumed_at), stamps)
     }
 }

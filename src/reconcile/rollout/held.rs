@@ -32,6 +32,7 @@ pub(super) fn offline(settings: &Settings, p: &PoolInput) -> PoolDecision {
     let Release::Current {
         status,
         written: Some(written),
+        resumed,
     } = p.release
     else {
         return skipped;
@@ -45,12 +46,22 @@ pub(super) fn offline(settings: &Settings, p: &PoolInput) -> PoolDecision {
         return skipped;
     };
     let ready_since = status.ready_since.as_deref().and_then(|t| t.parse::<Timestamp>().ok());
-    let ran_for = |from: Timestamp| Duration::try_from(since.duration_since(from)).unwrap_or(Duration::ZERO);
+    let done_by = |ready: Timestamp, until: Timestamp| {
+        let ran_for = Duration::try_from(until.duration_since(ready.max(written))).unwrap_or(Duration::ZERO);
+        ready <= until && ran_for >= settings.min_ready
+    };
     let proven = status.state == ReleaseState::Ready
         && status.observed_latest
-        && ready_since
-            .is_some_and(|ready| ready <= since && ran_for(ready.max(written)) >= settings.min_ready);
-    if proven {
+        && ready_since.is_some_and(|ready| done_by(ready, since));
+    // A resume writes back what the release held. One whose mark says it
+    // was done with its update before the resume (or before it went down,
+    // if that came first) went down after no update of ours, whether or
+    // not Flux has read the resume yet (fourth review, item 13).
+    let marked = status.ready_recorded.as_deref().and_then(|t| t.parse::<Timestamp>().ok());
+    let done_before_resume = resumed
+        .zip(marked)
+        .is_some_and(|(resumed, ready)| done_by(ready, since.min(resumed)));
+    if proven || done_before_resume {
         return skipped;
     }
     PoolDecision::failed(

@@ -37,8 +37,13 @@ pub(super) fn start(
         Release::Missing => decided(PoolRollout::Write),
         Release::Behind(_) if !settings.progressive => decided(PoolRollout::Write),
         Release::Behind(_) => decided(PoolRollout::Pending),
-        Release::Current { status, written } => {
-            let counted_from = written.map(|w| settings.clock_since.map_or(w, |since| w.max(since)));
+        Release::Current {
+            status,
+            written,
+            resumed,
+        } => {
+            let from = super::deadline_from(written, resumed);
+            let counted_from = from.map(|w| settings.clock_since.map_or(w, |since| w.max(since)));
             measure(settings, status, counted_from, p.analysis.as_ref(), now, requeue)
         }
     }

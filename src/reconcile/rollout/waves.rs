@@ -78,7 +78,7 @@ pub fn waves_done(settings: &Settings, pools: &[PoolInput], now: Timestamp) -> B
         let entry = done.entry(p.wave).or_insert(Some(Timestamp::UNIX_EPOCH));
         match (state, &p.release) {
             (PoolRollout::Offline, _) => {}
-            (PoolRollout::Done, Release::Current { status, written }) => {
+            (PoolRollout::Done, Release::Current { status, written, .. }) => {
                 let (_, end) = super::soak_of(settings.min_ready, status, *written);
                 *entry = entry.map(|e| e.max(end));
             }

@@ -78,6 +78,7 @@ struct Scenario<'a> {
     /// the scenarios of other rules, which start from a fleet's releases.
     first_install_alone: bool,
     answers: Option<Answers<'a>>,
+    now: Time,
 }
 
 impl<'a> Scenario<'a> {
@@ -93,7 +94,14 @@ impl<'a> Scenario<'a> {
             history: None,
             first_install_alone: false,
             answers: None,
+            now: now(),
         }
+    }
+
+    /// Planned at another time than [`now`].
+    fn at(mut self, now: &str) -> Self {
+        self.now = Time(now.parse().unwrap());
+        self
     }
 
     /// Planned as the controller plans: the application's first install
@@ -173,7 +181,7 @@ impl<'a> Scenario<'a> {
             pools: &self.pools.iter().collect::<Vec<_>>(),
             owned: self.owned.into_iter().map(Arc::new).collect(),
             others: &self.others,
-            now: now(),
+            now: self.now,
             chart_ref: None,
             chart: None,
             hold: self.hold,
@@ -231,6 +239,7 @@ fn ready_release(name: &str, pool: &str, hash: &str) -> ObservedRelease {
         helm_release: None,
         created: None,
         written_at: None,
+        resumed_at: None,
         stamps: Default::default(),
         live: None,
         suspended_with_app: false,

@@ -154,3 +154,94 @@ fn while_suspended_no_progress_deadline_runs() {
     assert_eq!(rollout.failed, 0, "{rollout:?}");
     assert_ne!(rollout.phase, RolloutPhase::Halted);
 }
+
+/// A resume writes each release back as it was, which is no update: the
+/// releases keep the time of their update, and a pool done with it before
+/// the suspension that goes offline just after the resume is offline, not
+/// failed with `OfflineAfterUpdate`, whether Flux has read the resume yet
+/// or not (fourth review, item 13: the resume restamped `written-at`, so
+/// with `minReadySeconds` the pool had yet to prove its update).
+#[test]
+fn a_pool_done_before_a_suspension_that_goes_offline_after_the_resume_is_offline_not_failed() {
+    let a = super::rollout::progressive(
+        json!({ "maxUnavailable": 1, "minReadySeconds": 60, "offlineAfter": "1m" }),
+    );
+    let fleet = super::rollout::fleet();
+    let (updated, ready_at) = ("2029-12-31T00:00:00Z", "2029-12-31T00:01:00Z");
+    let mut before = resumed_fleet(&a, false);
+    for r in &mut before {
+        r.written_at = Some(updated.into());
+        std::sync::Arc::make_mut(&mut r.status).ready_recorded = Some(ready_at.into());
+    }
+    let resume = Scenario::of(&a).over(&fleet).owning(before).plan();
+    assert_eq!(applied_pools(&resume), ["p1", "p2", "p3", "p4", "p5"]);
+    for d in &resume.apply {
+        let annotations = &d.object()["metadata"]["annotations"];
+        assert_eq!(annotations[naming::ANNOTATION_WRITTEN_AT], updated, "a resume is no update");
+        assert_eq!(annotations[naming::ANNOTATION_RESUMED_AT], "2030-01-01T00:00:00Z");
+    }
+    // The releases as the resume left them, with the mark of when they
+    // were first seen Ready; p1's nodes down ten seconds after the resume.
+    let after = |flux_read: bool| -> Vec<ObservedRelease> {
+        let observed = if flux_read { 3 } else { 2 };
+        (resume.apply.iter())
+            .map(|d| {
+                let mut object = d.object();
+                object["metadata"]["generation"] = json!(3);
+                object["metadata"]["annotations"][naming::ANNOTATION_READY_AT] = json!(ready_at);
+                object["status"] = json!({ "observedGeneration": observed, "conditions": [{
+                    "type": "Ready", "status": "True", "reason": "UpgradeSucceeded", "message": "",
+                    "observedGeneration": observed, "lastTransitionTime": ready_at }] });
+                ObservedRelease::from_value(&object).unwrap()
+            })
+            .collect()
+    };
+    let down = NodeCount {
+        ready: 0,
+        total: 1,
+        changed: Some("2030-01-01T00:00:10Z".parse().unwrap()),
+        of: Default::default(),
+    };
+    let nodes = BTreeMap::from([("p1".to_string(), down)]);
+    for flux_read in [false, true] {
+        let plan = (Scenario::of(&a).over(&fleet).owning(after(flux_read)))
+            .with_nodes(&nodes)
+            .at("2030-01-01T00:01:30Z")
+            .plan();
+        let rollout = plan.status().rollout.clone().unwrap();
+        // Until Flux has read the resume, the others are progressing.
+        let phase = if flux_read {
+            RolloutPhase::Complete
+        } else {
+            RolloutPhase::Progressing
+        };
+        assert_eq!((rollout.failed, rollout.phase), (0, phase), "Flux read the resume: {flux_read}");
+        let p1 = plan.status().pools.iter().find(|p| p.pool == "p1").unwrap().clone();
+        assert_eq!(p1.reason, "PoolOffline", "Flux read the resume: {flux_read}: {}", p1.message);
+        assert!(
+            plan.ready_marks.is_empty(),
+            "the mark made before the suspension stands: {:?}",
+            plan.ready_marks
+        );
+    }
+}
+
+/// A resumed release's progress deadline runs from the resume, not from
+/// the update it keeps the time of: Flux did nothing with it meanwhile.
+#[test]
+fn a_resumed_releases_progress_deadline_runs_from_the_resume() {
+    let a = super::rollout::progressive(json!({ "progressDeadline": "5m" }));
+    let fleet = super::rollout::fleet();
+    let mut owned = resumed_fleet(&a, false);
+    for r in &mut owned {
+        r.suspended_with_app = false;
+        r.written_at = Some("2029-12-01T00:00:00Z".into());
+        r.resumed_at = Some("2030-01-01T00:00:00Z".into());
+    }
+    let failed_at = |now: &str| {
+        let plan = Scenario::of(&a).over(&fleet).owning(owned.clone()).at(now).plan();
+        plan.status().rollout.as_ref().unwrap().failed
+    };
+    assert_eq!(failed_at("2030-01-01T00:04:00Z"), 0, "within five minutes of the resume");
+    assert_eq!(failed_at("2030-01-01T00:06:00Z"), 5, "five minutes past the resume");
+}

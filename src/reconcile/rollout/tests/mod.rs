@@ -11,7 +11,7 @@ mod waves;
 
 use super::*;
 use crate::api::Rollout;
-use crate::reconcile::release::state::ReleaseState;
+use crate::reconcile::release::state::{ReleaseState, ReleaseStatus};
 use std::collections::{BTreeMap, BTreeSet};
 
 fn ts(secs: i64) -> Timestamp {
@@ -183,6 +183,7 @@ impl Fleet {
                     Kind::Current(i, written) => Release::Current {
                         status: &self.statuses[*i],
                         written: written.map(ts),
+                        resumed: None,
                     },
                 },
                 stamp: self.stamps.get(name).copied().unwrap_or_default(),

@@ -140,7 +140,7 @@ proptest! {
                 release: match d.kind {
                     0 => Release::Missing,
                     1 => Release::Behind(&statuses[i]),
-                    _ => Release::Current { status: &statuses[i], written: Some(ts(10_000 - d.written_ago)) },
+                    _ => Release::Current { status: &statuses[i], written: Some(ts(10_000 - d.written_ago)), resumed: None },
                 },
                 stamp: Stamp::Earlier,
                 suspended: false,

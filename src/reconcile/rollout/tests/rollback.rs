@@ -228,7 +228,7 @@ proptest! {
             .map(|(i, &(wave, offline, stamp, kind, _, _))| {
                 let stamp = stamp_of(stamp);
                 let release = match (stamp, kind) {
-                    (Stamp::Took { .. }, _) | (Stamp::Earlier, 2) => Release::Current { status: &statuses[i], written: Some(ts(9_000)) },
+                    (Stamp::Took { .. }, _) | (Stamp::Earlier, 2) => Release::Current { status: &statuses[i], written: Some(ts(9_000)), resumed: None },
                     (Stamp::RolledBack, _) | (Stamp::Earlier, 1) => Release::Behind(&statuses[i]),
                     _ => Release::Missing,
                 };
