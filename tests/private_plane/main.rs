@@ -22,3 +22,4 @@ mod private_cluster;
 mod apiserver_outage;
 mod flux_outage;
 mod pool_api_missing;
+mod source_outage;
