@@ -28,6 +28,8 @@
 //!   release is written at another revision (docs/rollouts.md).
 //! - [`completed`]: a revision once complete is never halted or taken
 //!   back (docs/rollouts.md).
+//! - [`afresh`]: a revision that comes back is a new rollout, never read
+//!   by its earlier rollout's record (docs/rollouts.md).
 //! - [`window`]: no pool is updated to a new revision while every window
 //!   of the application that applies to it is closed (docs/rollouts.md).
 //! - [`bounded`]: an application's status stays under its bounds
@@ -41,6 +43,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
+mod afresh;
 mod approval;
 pub mod bounded;
 mod completed;
@@ -51,10 +54,16 @@ mod max_unavailable;
 pub mod nodes;
 mod ownership;
 mod paused;
+mod read;
 #[cfg(test)]
 mod tests;
 pub mod watch;
 mod window;
+
+use read::{
+    annotation, application_key, application_of, application_of_release, available_before, label, ready_now,
+    taken_revision, text,
+};
 
 /// The kinds of object the checker reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -159,6 +168,7 @@ pub enum Invariant {
     MaxUnavailable,
     HaltHolds,
     CompletedStays,
+    Afresh,
     Approvals,
     Paused,
     Windows,
@@ -169,10 +179,11 @@ pub enum Invariant {
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 10] = [
+    pub const ALL: [Invariant; 11] = [
         Self::MaxUnavailable,
         Self::HaltHolds,
         Self::CompletedStays,
+        Self::Afresh,
         Self::Approvals,
         Self::Paused,
         Self::Windows,
@@ -187,6 +198,7 @@ impl Invariant {
             Self::MaxUnavailable => "maxUnavailable",
             Self::HaltHolds => "a halt holds",
             Self::CompletedStays => "completed stays",
+            Self::Afresh => "redone afresh",
             Self::Approvals => "approvals",
             Self::Paused => "a pause holds",
             Self::Windows => "windows",
@@ -204,6 +216,7 @@ impl Invariant {
             Self::MaxUnavailable | Self::HaltHolds | Self::CompletedStays | Self::Paused => {
                 "docs/rollouts.md"
             }
+            Self::Afresh => "docs/rollouts.md#automatic-rollback",
             Self::Approvals => "docs/rollouts.md#approval-between-waves",
             Self::Windows => "docs/rollouts.md#maintenance-windows",
             Self::Bounded => "docs/concepts.md#status",
@@ -249,6 +262,7 @@ pub struct Checker {
     stories: BTreeMap<(String, String), VecDeque<String>>,
     halts: halt::Halts,
     completions: completed::Completions,
+    numbers: afresh::Numbers,
     approvals: approval::Approvals,
     pauses: paused::Pauses,
     windows: window::Windows,
@@ -302,6 +316,7 @@ impl Checker {
         if record.kind == Kind::Application {
             // A deleted application forgets what it completed.
             judge(Invariant::CompletedStays, self.completions.read_application(&record));
+            judge(Invariant::Afresh, self.numbers.read_application(&record));
             // Also on deletion, which settles what waits.
             judge(Invariant::HaltHolds, self.halts.read_application(&record, &self.objects));
             if let Some(v) = self.approvals.read_application(&record) {
@@ -416,81 +431,4 @@ impl Checker {
     pub fn summary(&self) -> &Summary {
         &self.summary
     }
-}
-
-/// The application a record concerns, by namespace and name: itself, or
-/// the one a release is labelled with.
-fn application_of(record: &Record) -> Option<(String, String)> {
-    let (namespace, name) = match record.kind {
-        Kind::Application => {
-            (text(&record.object, "/metadata/namespace")?, text(&record.object, "/metadata/name")?)
-        }
-        Kind::HelmRelease => application_of_release(&record.object)?,
-    };
-    Some((namespace.to_string(), name.to_string()))
-}
-
-/// An application's (namespace, name), as the invariants key what they
-/// remember of it.
-fn application_key(app: &Value) -> (String, String) {
-    let field = |pointer: &str| text(app, pointer).unwrap_or_default().to_string();
-    (field("/metadata/namespace"), field("/metadata/name"))
-}
-
-/// A release's namespace, and the application its label names.
-fn application_of_release(release: &Value) -> Option<(&str, &str)> {
-    let labels = release.pointer("/metadata/labels")?;
-    let app = labels.get(crate::api::naming::LABEL_APPLICATION)?.as_str()?;
-    Some((text(release, "/metadata/namespace")?, app))
-}
-
-/// An annotation of an object.
-fn annotation<'a>(object: &'a Value, name: &str) -> Option<&'a str> {
-    object.pointer("/metadata/annotations")?.get(name)?.as_str()
-}
-
-/// The revision a release was written at, unless it was taken back from
-/// one (`apps.fanout.dev/rolled-back-from`): what a pool took, as the
-/// rules about taking a revision count it.
-fn taken_revision(release: &Value) -> Option<String> {
-    let rolled_back = annotation(release, crate::api::naming::ANNOTATION_ROLLED_BACK_FROM).is_some();
-    annotation(release, crate::api::naming::ANNOTATION_REVISION)
-        .filter(|_| !rolled_back)
-        .map(str::to_string)
-}
-
-/// A label of an object.
-fn label<'a>(object: &'a Value, name: &str) -> Option<&'a str> {
-    object.pointer("/metadata/labels")?.get(name)?.as_str()
-}
-
-/// A text field of an object.
-fn text<'a>(object: &'a Value, pointer: &str) -> Option<&'a str> {
-    object.pointer(pointer).and_then(Value::as_str)
-}
-
-/// Whether a release was available before a write, as docs/rollouts.md
-/// counts it: Ready for its current generation, or not Ready only because
-/// Flux waits on something outside it (its source, its artifact, a
-/// dependency: `SourceNotReady`, `ArtifactFailed`, `DependencyNotReady`),
-/// which leaves its workload running. Only a release unavailable in any
-/// other way starts at once, whatever the slots and approvals.
-fn available_before(release: &Value) -> bool {
-    const WAITING: [&str; 3] = ["SourceNotReady", "ArtifactFailed", "DependencyNotReady"];
-    let conditions = release.pointer("/status/conditions").and_then(Value::as_array);
-    let ready = conditions.and_then(|c| c.iter().find(|c| c["type"] == "Ready"));
-    let waiting = ready.is_some_and(|c| c["status"] == "False" && WAITING.iter().any(|w| c["reason"] == *w));
-    ready_now(release) || waiting
-}
-
-/// A release's Ready condition says it is Ready for its current generation.
-fn ready_now(release: &Value) -> bool {
-    let generation = release.pointer("/metadata/generation").and_then(Value::as_i64);
-    let conditions = release.pointer("/status/conditions").and_then(Value::as_array);
-    let ready = conditions.and_then(|c| c.iter().find(|c| c["type"] == "Ready"));
-    ready.is_some_and(|c| {
-        c["status"] == "True"
-            && generation.is_some()
-            && release.pointer("/status/observedGeneration").and_then(Value::as_i64) == generation
-    })
 }

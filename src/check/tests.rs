@@ -1,6 +1,7 @@
 //! The checker judged on histories written by hand: each invariant broken
 //! once and kept once.
 
+mod afresh;
 mod approval;
 mod ownership;
 mod paused;

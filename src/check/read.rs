@@ -1,0 +1,83 @@
+//! What the invariants read of an object: whose it is, its annotations,
+//! labels and fields, and what its Ready condition says.
+
+use serde_json::Value;
+
+use super::{Kind, Record};
+
+/// The application a record concerns, by namespace and name: itself, or
+/// the one a release is labelled with.
+pub(super) fn application_of(record: &Record) -> Option<(String, String)> {
+    let (namespace, name) = match record.kind {
+        Kind::Application => {
+            (text(&record.object, "/metadata/namespace")?, text(&record.object, "/metadata/name")?)
+        }
+        Kind::HelmRelease => application_of_release(&record.object)?,
+    };
+    Some((namespace.to_string(), name.to_string()))
+}
+
+/// An application's (namespace, name), as the invariants key what they
+/// remember of it.
+pub(super) fn application_key(app: &Value) -> (String, String) {
+    let field = |pointer: &str| text(app, pointer).unwrap_or_default().to_string();
+    (field("/metadata/namespace"), field("/metadata/name"))
+}
+
+/// A release's namespace, and the application its label names.
+pub(super) fn application_of_release(release: &Value) -> Option<(&str, &str)> {
+    let labels = release.pointer("/metadata/labels")?;
+    let app = labels.get(crate::api::naming::LABEL_APPLICATION)?.as_str()?;
+    Some((text(release, "/metadata/namespace")?, app))
+}
+
+/// An annotation of an object.
+pub(super) fn annotation<'a>(object: &'a Value, name: &str) -> Option<&'a str> {
+    object.pointer("/metadata/annotations")?.get(name)?.as_str()
+}
+
+/// The revision a release was written at, unless it was taken back from
+/// one (`apps.fanout.dev/rolled-back-from`): what a pool took, as the
+/// rules about taking a revision count it.
+pub(super) fn taken_revision(release: &Value) -> Option<String> {
+    let rolled_back = annotation(release, crate::api::naming::ANNOTATION_ROLLED_BACK_FROM).is_some();
+    annotation(release, crate::api::naming::ANNOTATION_REVISION)
+        .filter(|_| !rolled_back)
+        .map(str::to_string)
+}
+
+/// A label of an object.
+pub(super) fn label<'a>(object: &'a Value, name: &str) -> Option<&'a str> {
+    object.pointer("/metadata/labels")?.get(name)?.as_str()
+}
+
+/// A text field of an object.
+pub(super) fn text<'a>(object: &'a Value, pointer: &str) -> Option<&'a str> {
+    object.pointer(pointer).and_then(Value::as_str)
+}
+
+/// Whether a release was available before a write, as docs/rollouts.md
+/// counts it: Ready for its current generation, or not Ready only because
+/// Flux waits on something outside it (its source, its artifact, a
+/// dependency: `SourceNotReady`, `ArtifactFailed`, `DependencyNotReady`),
+/// which leaves its workload running. Only a release unavailable in any
+/// other way starts at once, whatever the slots and approvals.
+pub(super) fn available_before(release: &Value) -> bool {
+    const WAITING: [&str; 3] = ["SourceNotReady", "ArtifactFailed", "DependencyNotReady"];
+    let conditions = release.pointer("/status/conditions").and_then(Value::as_array);
+    let ready = conditions.and_then(|c| c.iter().find(|c| c["type"] == "Ready"));
+    let waiting = ready.is_some_and(|c| c["status"] == "False" && WAITING.iter().any(|w| c["reason"] == *w));
+    ready_now(release) || waiting
+}
+
+/// A release's Ready condition says it is Ready for its current generation.
+pub(super) fn ready_now(release: &Value) -> bool {
+    let generation = release.pointer("/metadata/generation").and_then(Value::as_i64);
+    let conditions = release.pointer("/status/conditions").and_then(Value::as_array);
+    let ready = conditions.and_then(|c| c.iter().find(|c| c["type"] == "Ready"));
+    ready.is_some_and(|c| {
+        c["status"] == "True"
+            && generation.is_some()
+            && release.pointer("/status/observedGeneration").and_then(Value::as_i64) == generation
+    })
+}
