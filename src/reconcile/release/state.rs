@@ -169,6 +169,13 @@ pub fn classify(release: &Value) -> ReleaseStatus {
             "helm-controller has not reported on this release yet".into(),
         );
     }
+    // A site cluster that does not answer is no verdict on the release:
+    // what Helm last did there stands, and nothing is known of it since.
+    // Read as failed, a site cut off while its update soaked freed its
+    // slot of maxUnavailable, and came back soaking beside the next pool.
+    if let Some(ready) = ready.filter(|_| unreachable_since(release).is_some()) {
+        return from(ReleaseState::Unknown, ready);
+    }
     if let Some(ready) = ready.filter(|_| failing_now) {
         // Reconciling=True beside it only says that Flux retries.
         return match find("Stalled").filter(|c| c["status"] == "True") {

@@ -245,6 +245,9 @@ fn a_site_cluster_that_does_not_answer_is_unreachable_since_then() {
             Some("2030-01-01T00:00:00Z".parse().unwrap()),
             "{error}"
         );
+        // No verdict on the release: neither failed nor Ready.
+        let status = classify(&release);
+        assert_eq!((status.state, status.reason.as_str()), (ReleaseState::Unknown, "StateError"), "{error}");
     }
 }
 
