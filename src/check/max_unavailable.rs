@@ -19,6 +19,9 @@
 //! `offlinePools: Skip`: one a bad revision took down and whose link then
 //! went down is left as it is while the next revision goes on (found by
 //! the sharded fault soak, seed 267378134, as the checker's own fault).
+//! Unless it is under way on the revision the write being judged is at:
+//! written at it within its `progressDeadline`, with no failure from Flux
+//! yet, it comes back still updating and keeps its slot (exemption E6).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -104,8 +107,22 @@ impl Updating {
         if !takes_down {
             return Vec::new();
         }
-        // Its nodes as they stood when the write was seen.
+        // Its nodes as they stood when the write was seen. An offline
+        // pool under way on the revision this write is at keeps its slot
+        // (docs/rollouts.md, "Offline pools"): it comes back still
+        // updating (exemption E6, removed).
         let skipped_after = offline_after(application);
+        let revision = annotation(release, naming::ANNOTATION_REVISION);
+        let deadline = progress_deadline(application);
+        let under_way = |r: &Value| {
+            let written =
+                annotation(r, naming::ANNOTATION_WRITTEN_AT).and_then(|t| t.parse::<Timestamp>().ok());
+            revision.is_some()
+                && annotation(r, naming::ANNOTATION_REVISION) == revision
+                && !failed_now(r)
+                && written
+                    .is_some_and(|w| Duration::try_from(at.duration_since(w)).is_ok_and(|d| d < deadline))
+        };
         let offline = |name: &&String| {
             let release = Key {
                 kind: Kind::HelmRelease,
@@ -113,7 +130,7 @@ impl Updating {
                 name: (*name).clone(),
             };
             (objects.get(&release).zip(skipped_after))
-                .is_some_and(|(r, after)| nodes.offline(r, after, record.seen))
+                .is_some_and(|(r, after)| nodes.offline(r, after, record.seen) && !under_way(r))
         };
         self.judge(application, &key, offline)
     }
@@ -205,6 +222,37 @@ fn offline_after(application: &Value) -> Option<std::time::Duration> {
         None => Some(std::time::Duration::from_secs(60)),
         Some(after) => crate::reconcile::rollout::parse_duration(after),
     }
+}
+
+/// `progressDeadline` of the application's rollout (10m unless said).
+fn progress_deadline(application: &Value) -> Duration {
+    let said = application.pointer("/spec/rollout/progressDeadline").and_then(Value::as_str);
+    said.and_then(crate::reconcile::rollout::parse_duration)
+        .unwrap_or(Duration::from_secs(600))
+}
+
+/// Whether Flux's verdict on a release's current generation is a failure:
+/// Ready=False for it, for another cause than work under way, a wait on
+/// its source or a dependency (see [`available_before`]), or a site that
+/// does not answer (`StateError`), which says nothing of the release.
+fn failed_now(release: &Value) -> bool {
+    const NO_VERDICT: [&str; 6] = [
+        "Progressing",
+        "ProgressingWithRetry",
+        "SourceNotReady",
+        "ArtifactFailed",
+        "DependencyNotReady",
+        "StateError",
+    ];
+    let generation = release.pointer("/metadata/generation").and_then(Value::as_i64);
+    let conditions = release.pointer("/status/conditions").and_then(Value::as_array);
+    let ready = conditions.and_then(|c| c.iter().find(|c| c["type"] == "Ready"));
+    let stalled =
+        conditions.is_some_and(|c| c.iter().any(|c| c["type"] == "Stalled" && c["status"] == "True"));
+    let of_generation = release.pointer("/status/observedGeneration").and_then(Value::as_i64) == generation;
+    let failed =
+        ready.is_some_and(|c| c["status"] == "False" && !NO_VERDICT.iter().any(|r| c["reason"] == *r));
+    of_generation && (failed || stalled)
 }
 
 /// `maxUnavailable` of a Progressive rollout, resolved as docs/rollouts.md says

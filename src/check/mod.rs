@@ -13,7 +13,8 @@
 //! What is judged so far:
 //! - [`max_unavailable`]: a Progressive rollout never has more pools
 //!   updating than `maxUnavailable` (docs/rollouts.md); a pool offline
-//!   by its nodes ([`nodes`]) counts for nothing, as docs/rollouts.md says.
+//!   by its nodes ([`nodes`]) counts for nothing, as docs/rollouts.md says,
+//!   unless it is under way on the revision a write is at.
 //! - [`halt`]: after a revision reads halted or rolled back, no pool that
 //!   had not taken it is written at it (docs/rollouts.md).
 //! - [`isolation`]: no two HelmReleases drive one Helm release of one

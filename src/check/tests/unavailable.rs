@@ -93,6 +93,13 @@ fn node(name: &str, pool: &str, ready: bool, since: i64) -> Value {
             "lastTransitionTime": at(since).to_string() }] } })
 }
 
+/// Pools a and b of `gw`, their releases pinned to their nodes, Ready at r1.
+fn both_ready_at_r1(checker: &mut Checker) {
+    for (pool, rv) in [("a", 20), ("b", 21)] {
+        seen(checker, 1, Kind::HelmRelease, pinned(release("gw", pool, rv, 1, "r1", "h1", true), pool));
+    }
+}
+
 /// Found by the sharded fault soak (seed 267378134), as the checker's own
 /// fault: a pool a bad revision took down, whose link then went down, is
 /// offline, and docs/rollouts.md counts an offline pool neither as
@@ -107,18 +114,7 @@ fn a_pool_offline_when_the_next_pool_is_written_counts_as_neither_down_nor_up() 
         let mut checker = Checker::new();
         seen(&mut checker, 0, Kind::Application, application("gw", 10, rollout, "r3", "Progressing", 2));
         checker.nodes_relisted(nodes);
-        seen(
-            &mut checker,
-            1,
-            Kind::HelmRelease,
-            pinned(release("gw", "a", 20, 1, "r1", "h1", true), "a"),
-        );
-        seen(
-            &mut checker,
-            1,
-            Kind::HelmRelease,
-            pinned(release("gw", "b", 21, 1, "r1", "h1", true), "b"),
-        );
+        both_ready_at_r1(&mut checker);
         seen(
             &mut checker,
             2,
@@ -152,6 +148,35 @@ fn a_pool_offline_when_the_next_pool_is_written_counts_as_neither_down_nor_up() 
         1,
         "a never turned Ready on r2"
     );
+}
+
+/// An offline pool under way on the revision a write is at keeps its slot
+/// (docs/rollouts.md, "Offline pools"; exemption E6, removed): a taken
+/// down by r2 and cut off while Flux has no verdict on it, b written at
+/// r2 beside it is one too many. Not so once a's progressDeadline has
+/// passed since its write, once Flux failed it, or for a write at another
+/// revision.
+#[test]
+fn an_offline_pool_under_way_on_the_revision_keeps_its_slot() {
+    let judged = |rollout: Value, a_reason: &str, b_revision: &str| {
+        let mut checker = Checker::new();
+        seen(&mut checker, 0, Kind::Application, application("gw", 10, rollout, "r2", "Progressing", 2));
+        checker.nodes_relisted(&[node("n-a", "a", false, 10), node("n-b", "b", true, 0)]);
+        both_ready_at_r1(&mut checker);
+        let mut a = pinned(release("gw", "a", 22, 2, "r2", "h2", false), "a");
+        a["metadata"]["annotations"]["apps.fanout.dev/written-at"] = json!(at(2).to_string());
+        a["status"]["conditions"][0]["reason"] = json!(a_reason);
+        seen(&mut checker, 2, Kind::HelmRelease, a);
+        let b = pinned(release("gw", "b", 23, 2, b_revision, &format!("h-{b_revision}"), false), "b");
+        of(&seen(&mut checker, 100, Kind::HelmRelease, b), Invariant::MaxUnavailable)
+    };
+    let skip = json!({ "strategy": "Progressive", "maxUnavailable": 1, "offlineAfter": "20s" });
+    assert_eq!(judged(skip.clone(), "Progressing", "r2"), 1, "a is under way: its slot is taken");
+    assert_eq!(judged(skip.clone(), "StateError", "r2"), 1, "a site that does not answer is no verdict");
+    assert_eq!(judged(skip.clone(), "UpgradeFailed", "r2"), 0, "Flux failed a: its slot is free");
+    assert_eq!(judged(skip, "Progressing", "r3"), 0, "a write at another revision");
+    let short = json!({ "strategy": "Progressive", "maxUnavailable": 1, "offlineAfter": "20s", "progressDeadline": "90s" });
+    assert_eq!(judged(short, "Progressing", "r2"), 0, "a's progressDeadline passed at 92 s");
 }
 
 #[test]
