@@ -19,8 +19,7 @@ pub fn unsettled(app: &Value, releases: &[Value]) -> Option<String> {
     }
     let revision = text(app, "/status/rollout/revision").unwrap_or_default();
     let phase = text(app, "/status/rollout/phase").unwrap_or_default();
-    let conditions = app.pointer("/status/conditions").and_then(Value::as_array);
-    let ready = conditions.and_then(|c| c.iter().find(|c| c["type"] == "Ready"));
+    let ready = super::read::ready_condition(app);
     if phase != "Complete" {
         let message = ready.and_then(|c| c["message"].as_str()).unwrap_or("no Ready condition");
         return Some(format!("its rollout of revision {revision} reads {phase}: {message}"));

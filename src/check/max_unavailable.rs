@@ -32,6 +32,7 @@ use serde_json::Value;
 use crate::api::naming;
 
 use super::nodes::Nodes;
+use super::read::{ready_condition, WAITING_REASONS};
 use super::{
     annotation, application_of_release, available_before, ready_now, text, Invariant, Key, Kind, Record,
     Violation,
@@ -204,9 +205,7 @@ fn min_ready(application: &Value) -> Duration {
 
 /// When a release's Ready condition last turned, as Flux records it.
 fn ready_transition(release: &Value) -> Option<Timestamp> {
-    let conditions = release.pointer("/status/conditions").and_then(Value::as_array)?;
-    let ready = conditions.iter().find(|c| c["type"] == "Ready")?;
-    ready.get("lastTransitionTime")?.as_str()?.parse().ok()
+    ready_condition(release)?.get("lastTransitionTime")?.as_str()?.parse().ok()
 }
 
 /// How long a pool's nodes must be down before it counts as offline
@@ -236,22 +235,15 @@ fn progress_deadline(application: &Value) -> Duration {
 /// its source or a dependency (see [`available_before`]), or a site that
 /// does not answer (`StateError`), which says nothing of the release.
 fn failed_now(release: &Value) -> bool {
-    const NO_VERDICT: [&str; 6] = [
-        "Progressing",
-        "ProgressingWithRetry",
-        "SourceNotReady",
-        "ArtifactFailed",
-        "DependencyNotReady",
-        "StateError",
-    ];
+    const UNDER_WAY: [&str; 3] = ["Progressing", "ProgressingWithRetry", "StateError"];
+    let no_verdict = |reason: &Value| UNDER_WAY.iter().chain(&WAITING_REASONS).any(|r| reason == *r);
     let generation = release.pointer("/metadata/generation").and_then(Value::as_i64);
     let conditions = release.pointer("/status/conditions").and_then(Value::as_array);
-    let ready = conditions.and_then(|c| c.iter().find(|c| c["type"] == "Ready"));
     let stalled =
         conditions.is_some_and(|c| c.iter().any(|c| c["type"] == "Stalled" && c["status"] == "True"));
     let of_generation = release.pointer("/status/observedGeneration").and_then(Value::as_i64) == generation;
     let failed =
-        ready.is_some_and(|c| c["status"] == "False" && !NO_VERDICT.iter().any(|r| c["reason"] == *r));
+        ready_condition(release).is_some_and(|c| c["status"] == "False" && !no_verdict(&c["reason"]));
     of_generation && (failed || stalled)
 }
 

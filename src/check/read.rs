@@ -56,6 +56,16 @@ pub(super) fn text<'a>(object: &'a Value, pointer: &str) -> Option<&'a str> {
     object.pointer(pointer).and_then(Value::as_str)
 }
 
+/// The Ready reasons of a release Flux only waits on: its source, its
+/// artifact, a dependency. Its workload runs as before.
+pub(super) const WAITING_REASONS: [&str; 3] = ["SourceNotReady", "ArtifactFailed", "DependencyNotReady"];
+
+/// An object's Ready condition (a release's, an application's), if it has one.
+pub(super) fn ready_condition(release: &Value) -> Option<&Value> {
+    let conditions = release.pointer("/status/conditions").and_then(Value::as_array)?;
+    conditions.iter().find(|c| c["type"] == "Ready")
+}
+
 /// Whether a release was available before a write, as docs/rollouts.md
 /// counts it: Ready for its current generation, or not Ready only because
 /// Flux waits on something outside it (its source, its artifact, a
@@ -63,19 +73,15 @@ pub(super) fn text<'a>(object: &'a Value, pointer: &str) -> Option<&'a str> {
 /// which leaves its workload running. Only a release unavailable in any
 /// other way starts at once, whatever the slots and approvals.
 pub(super) fn available_before(release: &Value) -> bool {
-    const WAITING: [&str; 3] = ["SourceNotReady", "ArtifactFailed", "DependencyNotReady"];
-    let conditions = release.pointer("/status/conditions").and_then(Value::as_array);
-    let ready = conditions.and_then(|c| c.iter().find(|c| c["type"] == "Ready"));
-    let waiting = ready.is_some_and(|c| c["status"] == "False" && WAITING.iter().any(|w| c["reason"] == *w));
+    let waiting = ready_condition(release)
+        .is_some_and(|c| c["status"] == "False" && WAITING_REASONS.iter().any(|w| c["reason"] == *w));
     ready_now(release) || waiting
 }
 
 /// A release's Ready condition says it is Ready for its current generation.
 pub(super) fn ready_now(release: &Value) -> bool {
     let generation = release.pointer("/metadata/generation").and_then(Value::as_i64);
-    let conditions = release.pointer("/status/conditions").and_then(Value::as_array);
-    let ready = conditions.and_then(|c| c.iter().find(|c| c["type"] == "Ready"));
-    ready.is_some_and(|c| {
+    ready_condition(release).is_some_and(|c| {
         c["status"] == "True"
             && generation.is_some()
             && release.pointer("/status/observedGeneration").and_then(Value::as_i64) == generation
