@@ -74,9 +74,21 @@ async fn releases_stay_and_wait_as_progressing_while_helm_controller_is_down() -
     let before = uids(&releases_by_pool(&env).await);
 
     cluster.stop("helm-controller");
-    // Both need Helm: a new pool, and a values change for the existing ones.
-    env.create_pool("c", &[("e2e", &tag), ("region", "north")], 1).await;
+    // Both need Helm: a values change for the existing pools, and then a
+    // new pool joining a fleet whose update Helm has yet to take. The
+    // fleet was installed, so the new pool's install goes at once: it
+    // waited for ever behind the first install while the release cache
+    // dropped the status of Helm's history.
     apply_app(&env, &ingress_app(&env, spec("debug"))).await?;
+    let written = |app: &Value| {
+        let pools = app.pointer("/status/pools").and_then(Value::as_array).cloned().unwrap_or_default();
+        match pools.iter().filter(|p| p["upToDate"] == true).count() {
+            2 => Ok(()),
+            n => Err(format!("{n} of 2 pools written at the new revision")),
+        }
+    };
+    wait_app(&env, &controller, "the update written to both pools", READY_TIMEOUT, written).await;
+    env.create_pool("c", &[("e2e", &tag), ("region", "north")], 1).await;
     let check = progressing_not_failed(3);
     wait_app(&env, &controller, "every pool progressing", READY_TIMEOUT, &check).await;
     // And it stays so: nobody acts on the releases, which is no failure.

@@ -198,6 +198,35 @@ impl CachedRelease {
     }
 }
 
+/// Of Helm's history of a release, what planning reads: the latest
+/// release (its chart version, revision and status), and the latest that
+/// Helm deployed when that is an earlier one, for whether Helm ever
+/// deployed the release (see `ReleaseStatus::deployed_before`). Without
+/// the status, every release read as never deployed, and a pool joining
+/// a fleet whose update Helm had yet to take waited for ever behind the
+/// first install (seen live with helm-controller down).
+fn kept_history(history: &[Value]) -> Vec<Value> {
+    let snapshot = |entry: &Value| {
+        let mut kept = serde_json::Map::new();
+        for key in ["chartVersion", "version", "status"] {
+            if let Some(value) = entry.get(key) {
+                kept.insert(key.into(), value.clone());
+            }
+        }
+        Value::Object(kept)
+    };
+    let deployed = |entry: &&Value| {
+        crate::reconcile::release::state::DEPLOYED_STATUSES
+            .contains(&entry["status"].as_str().unwrap_or_default())
+    };
+    let mut kept: Vec<Value> = history.first().map(snapshot).into_iter().collect();
+    if !history.first().is_some_and(|latest| deployed(&latest)) {
+        kept.extend(history.iter().find(deployed).map(snapshot));
+    }
+    kept.retain(|entry| entry.as_object().is_some_and(|e| !e.is_empty()));
+    kept
+}
+
 /// What planning reads of a release, as JSON: its metadata but for what
 /// changes without mattering (the resource version, Flux's finalizer),
 /// its spec, and of its status the conditions read, the latest Helm
@@ -233,17 +262,7 @@ fn kept(mut release: DynamicObject) -> Kept {
             *values = drift::kept_values(values.take());
         }
         if let Some(status) = map.get_mut("status").and_then(Value::as_object_mut) {
-            // The latest Helm release: its chart version and its
-            // revision, not the rest of the history.
-            let latest = status.get("history").and_then(|h| h.get(0)).map(|latest| {
-                let mut kept = serde_json::Map::new();
-                for key in ["chartVersion", "version"] {
-                    if let Some(value) = latest.get(key) {
-                        kept.insert(key.into(), value.clone());
-                    }
-                }
-                kept
-            });
+            let history = status.get("history").and_then(Value::as_array).map(|h| kept_history(h));
             // What the release applied, by id alone: two pools holding
             // one object is how sharing shows (`reconcile::isolation`).
             let inventory: Vec<Value> = status
@@ -258,8 +277,8 @@ fn kept(mut release: DynamicObject) -> Kept {
             if let Some(conditions) = status.get_mut("conditions").and_then(Value::as_array_mut) {
                 keep_conditions_read(conditions);
             }
-            if let Some(latest) = latest.filter(|l| !l.is_empty()) {
-                status.insert("history".into(), Value::Array(vec![Value::Object(latest)]));
+            if let Some(history) = history.filter(|h| !h.is_empty()) {
+                status.insert("history".into(), Value::Array(history));
             }
             if !inventory.is_empty() {
                 status.insert("inventory".into(), Value::Array(inventory));

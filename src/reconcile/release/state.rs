@@ -105,6 +105,10 @@ fn ready_mark(release: &Value) -> Option<(String, Option<String>)> {
         .then(|| (text.to_string(), checks.map(str::to_string)))
 }
 
+/// The statuses of Helm's history of a release that say Helm deployed it
+/// (and, superseded, that it deployed a later one on top).
+pub const DEPLOYED_STATUSES: &[&str] = &["deployed", "superseded"];
+
 /// Classifies a HelmRelease object as returned by the API server.
 pub fn classify(release: &Value) -> ReleaseStatus {
     let generation = release.pointer("/metadata/generation").and_then(Value::as_i64);
@@ -146,7 +150,8 @@ pub fn classify(release: &Value) -> ReleaseStatus {
         ready_recorded: ready_recorded.as_ref().map(|(at, _)| at.clone()),
         checks_recorded: ready_recorded.as_ref().and_then(|(_, checks)| checks.clone()),
         deployed_before: release.pointer("/status/history").and_then(Value::as_array).is_some_and(|h| {
-            h.iter().any(|s| matches!(s["status"].as_str(), Some("deployed" | "superseded")))
+            h.iter()
+                .any(|s| DEPLOYED_STATUSES.contains(&s["status"].as_str().unwrap_or_default()))
         }),
     };
     let from = |state, c: &Value| status(state, &text(c, "reason"), text(c, "message"));
