@@ -229,8 +229,8 @@ fn kept_history(history: &[Value]) -> Vec<Value> {
 
 /// What planning reads of a release, as JSON: its metadata but for what
 /// changes without mattering (the resource version, Flux's finalizer),
-/// its spec, and of its status the conditions read, the latest Helm
-/// release and the inventory's ids. Of a release no application owns,
+/// its spec, and of its status the conditions read, Helm's releases
+/// planning reads (see [`kept_history`]) and the inventory's ids. Of a release no application owns,
 /// only which Helm release it drives.
 #[cfg(test)]
 pub(crate) fn kept_view(release: DynamicObject) -> Value {
