@@ -48,17 +48,19 @@ for patch in hack/mutants/*.patch; do
   fi
   # A guard the soak cannot reach (a situation it cannot make) names, in
   # the patch's first line, the test that makes it:
-  # `# caught by: <test binary> <test filter>`.
+  # `# caught by: <test binary> <test filter>`, the binary `lib` for the
+  # unit tests of the library.
   caught_by=$(sed -n '1s/^# caught by: //p' "$patch")
+  test_binary=(--test "${caught_by%% *}")
+  [[ ${caught_by%% *} == lib ]] && test_binary=(--lib)
   git apply "$patch"
   applied=$patch
   log=$logs/$name.log
   start=$(date +%s)
   set +e
   if [[ -n $caught_by ]]; then
-    echo "== $name: cargo test --test $caught_by"
-    # shellcheck disable=SC2086 # the binary and the filter, two words
-    cargo test --locked --test $caught_by >"$log" 2>&1
+    echo "== $name: cargo test ${test_binary[*]} ${caught_by#* }"
+    cargo test --locked "${test_binary[@]}" "${caught_by#* }" >"$log" 2>&1
   else
     echo "== $name: seed $seed, at most $duration"
     STOP_AT_FIRST=1 SEED=$seed DURATION=$duration cargo test --locked --test soak >"$log" 2>&1
