@@ -284,6 +284,7 @@ fn input<'a>(
         // Every pool built and written, as a fleet's resync builds them.
         first_install_alone: false,
         analysis: None,
+        rendering_changes: Default::default(),
     }
 }
 

@@ -200,6 +200,7 @@ fn reconcile_reading(
         // Building and deciding every pool, as an installed fleet does.
         first_install_alone: false,
         analysis: None,
+        rendering_changes: Default::default(),
     };
     let rest = memo.and_then(Memo::rest);
     if rest.and_then(|rest| plan::at_rest(&input, rest)).is_some() {

@@ -32,6 +32,12 @@ pub const ANNOTATION_RESUMED_AT: &str = "apps.fanout.dev/resumed-at";
 /// written at. Not part of the spec hash: a revision that leaves a pool's
 /// release as it is does not touch it.
 pub const ANNOTATION_REVISION: &str = "apps.fanout.dev/revision";
+/// What a release read of its pool when it was written (its labels,
+/// annotations and node marks), as a short hash: a release of the
+/// current revision that differs from what would be written now differs
+/// by its pool's own change when this differs, else by the controller's
+/// rendering (see `--rendering-changes`). Not part of the spec hash.
+pub const ANNOTATION_POOL_INPUTS: &str = "apps.fanout.dev/pool-inputs";
 /// The revision a release goes back to if the one it was written at
 /// halts under `onFailure: Rollback`: the last that completed on it. Not
 /// set on a release whose pool no revision completed on yet.

@@ -1,9 +1,11 @@
-//! Completed means completed: once an application reads a revision R
-//! `Complete` (for its current generation), R is never halted or taken
-//! back. The application never reads R `Halted`, `RollingBack` or
-//! `RolledBack` again, and no release is written rolled back from R. A
-//! later failure on R is that pool's failure, never the fleet's
-//! (docs/rollouts.md, "Completed means completed").
+//! Completed means completed: once an application reads rollout N of a
+//! revision R `Complete` (for its current generation), that rollout is
+//! never halted or taken back. The application never reads rollout N of R
+//! `Halted`, `RollingBack` or `RolledBack` again, and no release is
+//! written rolled back from R by rollout N. A later failure on R is that
+//! pool's failure, never the fleet's (docs/rollouts.md, "Completed means
+//! completed"). A later rollout of R (a pool's own change, "A pool's own
+//! change is a rollout") is judged afresh: its number is another.
 //!
 //! Judged on what carries R in its own words, the rollback annotation,
 //! so a spec change under way (whose release writes the application's
@@ -44,6 +46,8 @@ impl Completions {
         let (Some(revision), true) = (text(app, "/status/rollout/revision"), current) else {
             return Vec::new();
         };
+        let number = app.pointer("/status/rollout/number").and_then(Value::as_i64);
+        let revision = &rollout_key(revision, number);
         let phase = text(app, "/status/rollout/phase").unwrap_or_default();
         let completed = self.0.entry(key.clone()).or_default();
         if phase == "Complete" {
@@ -91,7 +95,8 @@ impl Completions {
         };
         // Written before the revision completed (a rollback that then
         // ended), or already so before this write: not taken back now.
-        let Some(completed_at) = completed.get(&from) else {
+        let by = annotation(release, naming::ANNOTATION_ROLLOUT).and_then(|n| n.parse().ok());
+        let Some(completed_at) = completed.get(&rollout_key(&from, by)) else {
             return Vec::new();
         };
         let written_after = resource_version(release).is_some_and(|v| v > *completed_at);
@@ -111,5 +116,15 @@ impl Completions {
             ],
             story: Vec::new(),
         }]
+    }
+}
+
+/// One rollout of a revision, as the completions are kept: its revision
+/// and its number (`status.rollout.number`, a release's
+/// `apps.fanout.dev/rollout`), when known.
+fn rollout_key(revision: &str, number: Option<i64>) -> String {
+    match number {
+        Some(n) => format!("{revision}@{n}"),
+        None => revision.to_string(),
     }
 }

@@ -117,6 +117,7 @@ pub fn render_over(
         // A preview of every pool's release, as the fleet holds them once installed.
         first_install_alone: false,
         analysis: None,
+        rendering_changes: Default::default(),
     });
     errors.extend(plan.blocked.iter().cloned());
     errors.extend(

@@ -345,6 +345,10 @@ pub struct Current<'a> {
     pub judgement: &'a str,
     /// Why it halted, when it did: what its halt names.
     pub because: Option<&'a str>,
+    /// This rollout's number, as the plan gave it: one past the record's
+    /// when a completed revision rolls out again (a pool's own change,
+    /// see docs/rollouts.md), and the record is renumbered.
+    pub number: Option<i64>,
 }
 
 /// The name of the record of `app`'s `revision`, within the 253 characters
@@ -390,7 +394,7 @@ pub fn plan(
                 halted_because: halted_because.clone(),
             })
         }
-        Some(r) if r.number < newest => {
+        Some(r) if r.number < newest || current.number.is_some_and(|n| n > r.number) => {
             writes.record = Some(Record {
                 name: r.name.clone(),
                 revision: r.revision.clone(),

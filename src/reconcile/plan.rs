@@ -79,6 +79,9 @@ pub struct PlanInput<'a> {
     /// by the runtime, which asks them), or what the status says of them;
     /// `None` judges no check (a preview of the releases).
     pub analysis: Option<Answers<'a>>,
+    /// What becomes of a release whose revision and pool are as they were
+    /// and that this controller renders otherwise (`--rendering-changes`).
+    pub rendering_changes: RenderingChanges,
 }
 
 /// The application's releases by name, for lookups by name alone:
@@ -105,6 +108,7 @@ mod ready;
 mod recorded;
 mod report;
 pub mod rest;
+mod rewrite;
 mod rollback;
 mod schedule;
 mod settings;
@@ -122,6 +126,7 @@ pub use ready::ReadyMark;
 use recorded::judged_by;
 use report::roll_up;
 pub use rest::{at_rest, AtRest, Rest};
+pub use rewrite::RenderingChanges;
 pub use rollback::stamps::Stamps;
 use settings::{kept_failures, rollout_of};
 
@@ -164,25 +169,33 @@ fn plan_releases(input: &PlanInput) -> Plan {
         return nothing_selected(input, &app);
     }
     let revision = revision(&app);
-    let (settings, targets) = match rollout_of(input, &app, selected.pools.len(), &revision) {
-        Ok(rollout) => rollout,
-        Err(message) => return blocked(input, conditions::reason::INVALID_ROLLOUT.to_string(), message),
-    };
     // Pools that share an object read as failed, for the rollout and the
     // roll-up alike: later entries of the map win.
     let isolation = observed::isolation_failures(input.owned.iter().map(Arc::as_ref));
     let mut owned = Owned::with_capacity_and_hasher(input.owned.len(), Default::default());
     owned.extend(input.owned.iter().map(Arc::as_ref).chain(&isolation).map(|o| (o.name.as_str(), o)));
-    let candidates = match build::candidates(input, &app, &owned, &selected.pools) {
+    let mut candidates = match build::candidates(input, &app, &owned, &selected.pools) {
         Ok(built) => built,
         Err(message) => {
             return blocked(input, conditions::reason::APPLICATION_TOO_LARGE.to_string(), message)
         }
     };
+    let rewrites =
+        rewrite::rewrites(&mut candidates.pools, &owned, &revision, app.shard, input.rendering_changes);
+    let (settings, targets) = match rollout_of(input, &app, selected.pools.len(), &revision, &rewrites) {
+        Ok(rollout) => rollout,
+        Err(message) => return blocked(input, conditions::reason::INVALID_ROLLOUT.to_string(), message),
+    };
     let reach = reach(input, &owned);
     let reach = reach.as_ref().or(input.nodes);
-    let analysis = app.spec.rollout.as_ref().and_then(|r| r.analysis.as_ref());
-    let checks = match analysis.map(Checks::new).transpose() {
+    let checks = match app
+        .spec
+        .rollout
+        .as_ref()
+        .and_then(|r| r.analysis.as_ref())
+        .map(Checks::new)
+        .transpose()
+    {
         Ok(checks) => checks,
         Err(e) => return blocked(input, conditions::reason::INVALID_ROLLOUT.to_string(), e.to_string()),
     };
@@ -224,16 +237,8 @@ fn plan_releases(input: &PlanInput) -> Plan {
     };
     deciding.outcomes(candidates.pools, &mut plan);
     plan.rollback_charts = targets.charts();
-    plan.analysis = checks.map(|checks| Analysing {
-        source: checks.source,
-        checks: checks.checks,
-        wave_checks: checks.wave_checks,
-        pre_rollout: checks.pre_rollout,
-        revision: revision.clone(),
-        asks,
-        judged,
-        kept: kept_failures(input, &revision),
-    });
+    plan.analysis =
+        checks.map(|checks| Analysing::of(checks, &revision, asks, judged, kept_failures(input, &revision)));
     // Nothing is pruned while the chart holds the writes or the
     // application is suspended (see `Outcome::Suspended`).
     let prune_held = match input.hold.is_none() && !suspended {
@@ -313,6 +318,7 @@ fn history_writes(input: &PlanInput, app: &AppInfo, report: &mut FleetReport) ->
         chart_version: input.chart.map(|c| c.version.as_str()),
         judgement: &judged_by(app),
         because: report.halt_cause.as_deref(),
+        number: rollout.number,
     };
     rollout.last_complete_revision = history::last_complete(&history.recorded, current).map(String::from);
     // Until the chart resolves, the revision lacks its chart version: it

@@ -35,7 +35,9 @@
 //!   touched. Not so once the revision completed (every pool was done
 //!   with it): a pool failing later (a new pool's install, a done pool
 //!   turning not Ready) is that pool's failure, reported on it, and
-//!   neither halts the revision nor takes any pool back.
+//!   neither halts the revision nor takes any pool back. A pool's own
+//!   change after that (a label its release reads) is the revision's next
+//!   rollout, judged afresh (see `plan::rewrite`).
 //! - Otherwise pools whose release is behind start: first those Flux says
 //!   are not Ready for their own generation (they are unavailable already;
 //!   a release Flux has not looked at since it was suspended or changed is

@@ -36,6 +36,8 @@ pub struct Controller<'a> {
     pub memory: &'a dyn Memory,
     /// Asks the metric checks' queries, away from the reconcile.
     pub asking: &'a dyn Asking,
+    /// `--rendering-changes` (see [`crate::reconcile::plan::PlanInput::rendering_changes`]).
+    pub rendering_changes: crate::reconcile::plan::RenderingChanges,
 }
 
 /// Asks a plan's due checks away from the reconcile, so that no check
@@ -150,6 +152,7 @@ pub(super) fn plan(
         clock_since: c.clock_since.clone(),
         memo: memo.as_deref(),
         analysis: Some(Answers::Asked(answers)),
+        rendering_changes: c.rendering_changes,
     };
     let rest = c.memory.rest();
     let (mut planned, owned) = observed.plan_unless_at_rest(app, history, beyond, rest.as_ref())?;

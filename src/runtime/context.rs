@@ -114,6 +114,8 @@ pub(super) struct Context {
     pub(super) resync: Duration,
     pub(super) shared_chart: bool,
     pub(super) no_cross_namespace_refs: bool,
+    /// `--rendering-changes`, for the plan.
+    pub(super) rendering_changes: crate::reconcile::plan::RenderingChanges,
     pub(super) sources: Sources,
     /// Every HelmChart this controller manages, from its watch.
     pub(super) charts: SharedCharts,

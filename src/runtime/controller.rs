@@ -207,6 +207,7 @@ fn context(
         resync: args.resync,
         shared_chart: args.shared_chart,
         no_cross_namespace_refs: args.no_cross_namespace_refs,
+        rendering_changes: args.rendering_changes,
         sources: Sources::new(client.clone()),
         charts: watches.charts(),
         ready,

@@ -73,6 +73,15 @@ pub struct RunArgs {
     /// the controller's network reach, as Flux's `--no-remote-bases`.
     #[arg(long, env = "NODEPOOL_FANOUT_CHECK_ALLOWED_HOSTS", default_value = "")]
     pub check_allowed_hosts: crate::reconcile::apply::asks::Reach,
+    /// What becomes of a release that carries its application's current
+    /// revision, whose pool is as it was when it was written, and that
+    /// this controller renders otherwise (a controller upgrade changed
+    /// what releases are): `hold` (the default) leaves it as it is until
+    /// the application's next revision, so that an upgrade alone changes
+    /// no site; `rollout` rolls the difference out as the revision's next
+    /// rollout, pool by pool (docs/rollouts.md, "A new controller version").
+    #[arg(long, env = "NODEPOOL_FANOUT_RENDERING_CHANGES", value_enum, default_value_t = crate::reconcile::plan::RenderingChanges::Hold)]
+    pub rendering_changes: crate::reconcile::plan::RenderingChanges,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

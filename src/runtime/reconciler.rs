@@ -109,6 +109,7 @@ pub(super) async fn reconcile_app(
         clock_since: ctx.leading_since.get().map(|t| Time(*t)),
         memory: &memory,
         asking: &ctx.asking,
+        rendering_changes: ctx.rendering_changes,
     };
     let mut reconciled = match reconcile::reconcile(&controller, &app).await? {
         reconcile::Ended::Reconciled(reconciled) => *reconciled,

@@ -70,6 +70,7 @@ fn plan_over(app: &NodePoolApplication, pools: &[Pool], owned: Vec<Arc<ObservedR
         // These tests carry out plans over releases as the API server takes them.
         first_install_alone: false,
         analysis: None,
+        rendering_changes: Default::default(),
     })
 }
 

@@ -72,6 +72,9 @@ pub fn observe_with(
         clock_since: None,
         memo,
         analysis: Some(Answers::Reported(&found.verdicts)),
+        // What the controller holds by default; what a report reads of
+        // the releases is the same either way but for the held count.
+        rendering_changes: crate::reconcile::plan::RenderingChanges::default(),
     };
     let (planned, owned) = observed.plan(app, &history, beyond);
     let mut report = planned.report;

@@ -26,6 +26,7 @@ fn current(revision: &str, phase: RolloutPhase) -> Current<'_> {
         chart_version: Some("1.2.0"),
         judgement: "j2",
         because: None,
+        number: None,
     }
 }
 

@@ -26,6 +26,8 @@ pub struct Beyond<'a> {
     pub memo: Option<&'a Memo>,
     /// What the metric checks answered so far (see `PlanInput::analysis`).
     pub analysis: Option<crate::reconcile::rollout::analysis::Answers<'a>>,
+    /// `--rendering-changes` (see [`PlanInput::rendering_changes`]).
+    pub rendering_changes: crate::reconcile::plan::RenderingChanges,
 }
 
 impl Observed {
@@ -87,6 +89,7 @@ impl Observed {
             memo: beyond.memo,
             first_install_alone: true,
             analysis: beyond.analysis,
+            rendering_changes: beyond.rendering_changes,
         };
         let out = f(&input);
         let PlanInput { owned, .. } = input;

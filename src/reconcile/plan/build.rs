@@ -396,6 +396,7 @@ pub(super) fn app_info_for_tests(app: &crate::api::NodePoolApplication) -> u64 {
         memo: None,
         first_install_alone: false,
         analysis: None,
+        rendering_changes: Default::default(),
     };
     memo::app_inputs(&app_info(&input, &requests))
 }

@@ -10,16 +10,25 @@ use crate::reconcile::release::build::AppInfo;
 /// Whether this rollout of `revision` completed: its history record says
 /// so, or, before the record is marked, the status the last reconcile
 /// wrote for the application's current spec.
+///
+/// The status's completion counts only for the rollout it names: a
+/// completed revision rolls out again when its pools change, and the
+/// status of the rollout before says nothing of that one.
 pub(super) fn completed(input: &PlanInput, revision: &str) -> bool {
     let recorded = input.history.is_some_and(|h| h.completed(revision));
     let generation = input.app.metadata.generation;
+    let this_rollout = input.history.map(|h| h.rollout_number(revision));
     let reported = input
         .app
         .status
         .as_ref()
         .filter(|s| s.observed_generation == generation)
         .and_then(|s| s.rollout.as_ref())
-        .is_some_and(|r| r.revision == revision && r.phase == crate::api::RolloutPhase::Complete);
+        .is_some_and(|r| {
+            r.revision == revision
+                && r.phase == crate::api::RolloutPhase::Complete
+                && (r.number.is_none() || this_rollout.is_none() || r.number == this_rollout)
+        });
     recorded || reported
 }
 

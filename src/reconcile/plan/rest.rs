@@ -131,6 +131,7 @@ fn digest(input: &PlanInput) -> Option<u64> {
         // Left out: what a plan keeps for the next changes no decision.
         memo: _,
         first_install_alone,
+        rendering_changes,
         // Left out: a plan at rest judged no check (see `of`); whether the
         // next would is decided by the application, its status and its
         // history, all taken in.
@@ -164,5 +165,6 @@ fn digest(input: &PlanInput) -> Option<u64> {
     clock_since.as_ref().map(|t| t.0).hash(&mut hasher);
     history.map(|h| &h.recorded).hash(&mut hasher);
     first_install_alone.hash(&mut hasher);
+    rendering_changes.hash(&mut hasher);
     Some(hasher.finish())
 }

@@ -475,7 +475,8 @@ impl Deciding<'_> {
                 self.input.history.and_then(|h| h.last_complete(self.revision)),
                 observed.is_some_and(|o| self.done_with_its_revision(o)),
             )
-            .by(self.rollout_number),
+            .by(self.rollout_number)
+            .over(observed.map(|o| &o.stamps)),
         };
         change.into_write(pool, (written_at, resumed_at), stamps)
     }

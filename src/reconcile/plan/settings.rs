@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use super::recorded::{completed, halted_before, judged_by, rollout_number};
+use super::rewrite::Rewrites;
 use super::{ready, rollback, schedule, PlanInput};
 use crate::api::naming;
 use crate::reconcile::release::build::AppInfo;
@@ -19,8 +20,16 @@ pub(super) fn rollout_of(
     app: &AppInfo,
     pools: usize,
     revision: &str,
+    rewrites: &Rewrites,
 ) -> Result<(rollout::Settings, rollback::Targets), String> {
-    let settings = rollout_settings(input, app, pools, revision)?;
+    // A completed revision whose pools change rolls out again: its next
+    // rollout, judged afresh (see `rewrite`).
+    let again = rewrites.again && completed(input, revision);
+    let settings = rollout::Settings {
+        completed: !again && completed(input, revision),
+        held_renders: rewrites.held,
+        ..rollout_settings(input, app, pools, revision)?
+    };
     // Where the pools that took the revision may go back to: read only
     // while a rollback may come.
     let rollback_may_come = settings.progressive && settings.rollback && !settings.completed;
@@ -30,7 +39,7 @@ pub(super) fn rollout_of(
         revision,
         rollback_may_come,
     );
-    let rollout_number = rollout_number(input, revision);
+    let rollout_number = rollout_number(input, revision).map(|n| n + i64::from(again));
     let key = rollout_number.map(|n| naming::rollout_key(revision, n));
     let settings = rollout::Settings {
         back_to: targets.newest(input.history),
@@ -59,7 +68,6 @@ fn rollout_settings(
         rolled_back: input.history.is_some_and(|h| h.rolled_back(revision)),
         halted_before: halted_before(input, revision, &judged_by(app)),
         halted_because: input.history.and_then(|h| h.halted_because(revision)).map(String::from),
-        completed: completed(input, revision),
         first_install_alone: input.first_install_alone
             && app.spec.pools.kind != crate::api::PoolKind::ClusterProfile,
         ..settings

@@ -4,7 +4,6 @@
 
 use serde::Serialize;
 use serde_json::{json, Map, Value};
-use sha2::{Digest, Sha256};
 
 use crate::api::naming;
 use crate::api::{NodePoolApplicationSpec, PoolKind, ValuesReference};
@@ -133,6 +132,7 @@ pub fn release(
         "annotations": {
             naming::ANNOTATION_POOL_NAME: pool.name,
             naming::ANNOTATION_SPEC_HASH: spec_hash,
+            naming::ANNOTATION_POOL_INPUTS: pool_inputs(pool),
         },
     });
     for (key, token) in requests {
@@ -452,46 +452,14 @@ fn canonical_json(spec: &Value, labels: &Value, requests: &serde_json::Map<Strin
     text
 }
 
-fn hash_hex(canonical: &str) -> String {
-    let digest = Sha256::digest(canonical.as_bytes());
-    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
-}
-
-fn canonical(value: &Value, out: &mut String) {
-    match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, key) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
-                canonical(&map[key], out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                canonical(item, out);
-            }
-            out.push(']');
-        }
-        scalar => out.push_str(&scalar.to_string()),
-    }
-}
-
 fn to_json<T: Serialize>(field: &str, value: &T) -> Result<Value, FieldError> {
     serde_json::to_value(value).map_err(|e| FieldError::new(field, format!("cannot be written as JSON: {e}")))
 }
 
+mod hash;
 mod placement;
+pub use hash::pool_inputs;
+use hash::{canonical, hash_hex};
 pub use placement::post_renderers;
 
 #[cfg(test)]

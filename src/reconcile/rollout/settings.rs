@@ -76,6 +76,9 @@ pub struct Settings {
     /// done pool turning not Ready) is that pool's failure, reported on
     /// it; it halts nothing and takes no pool back.
     pub completed: bool,
+    /// Releases of the revision left as an earlier controller rendered
+    /// them (`--rendering-changes=hold`): the status says how many.
+    pub held_renders: usize,
     /// The pools share one cluster (they are not sites that are clusters):
     /// the application's first install goes to one pool alone until its
     /// release is judged (see [`super::first_install_alone`]).
@@ -112,6 +115,7 @@ impl Default for Settings {
             halted_before: false,
             halted_because: None,
             completed: false,
+            held_renders: 0,
             first_install_alone: false,
             wave_checks: BTreeMap::new(),
             pre_rollout: None,

@@ -105,6 +105,7 @@ impl Decision {
                 format!("{} of {} pools done, {} updated{waiting}{wave}", self.done, self.total, self.updated)
             }
         };
+        let message = with_held_renders(message, settings.held_renders);
         RolloutStatus {
             revision: revision.to_string(),
             number: settings.rollout_number,
@@ -269,5 +270,17 @@ pub(super) fn halt_cause(
             .map(|(wave, step, why)| format!("the checks of wave {} (step {step}) failed: {why}", wave + 1)),
         n if n <= SHOWN => Some(failed.join("; ")),
         n => Some(format!("{}; and {} more", failed[..SHOWN].join("; "), n - SHOWN)),
+    }
+}
+
+/// `message`, saying how many releases of the revision are kept as an
+/// earlier controller version rendered them, when any are.
+fn with_held_renders(message: String, held: usize) -> String {
+    match held {
+        0 => message,
+        n => format!(
+            "{message}; {n} release(s) of the revision are kept as an earlier controller version \
+             rendered them, until the next revision (--rendering-changes=hold)"
+        ),
     }
 }

@@ -76,6 +76,7 @@ fn controller(caches: &Caches, app: &NodePoolApplication) -> Plan {
         clock_since: None,
         memo: None,
         analysis: None,
+        rendering_changes: Default::default(),
     };
     observe::observe(caches, app).plan(app, &caches.history_of(app), beyond).0
 }

@@ -70,6 +70,7 @@ fn plan_over(app: &NodePoolApplication, owned: Vec<ObservedRelease>, offline: bo
         memo: None,
         first_install_alone: false,
         analysis: None,
+        rendering_changes: Default::default(),
     })
 }
 

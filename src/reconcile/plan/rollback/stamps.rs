@@ -32,6 +32,12 @@ pub struct Stamps {
     /// ([`naming::ANNOTATION_ROLLOUT`]): a rollback of an earlier rollout
     /// of the revision is told from one of this rollout's.
     pub rollout: Option<i64>,
+    /// What it read of its pool when written ([`naming::ANNOTATION_POOL_INPUTS`]):
+    /// read, never written from here (the build stamps it).
+    pub pool_inputs: Option<String>,
+    /// Its shard label ([`naming::LABEL_SHARD`]): read, never written
+    /// from here (the build labels it).
+    pub shard: Option<String>,
 }
 
 impl Stamps {
@@ -43,6 +49,10 @@ impl Stamps {
             rollback_revision: text(naming::ANNOTATION_ROLLBACK_REVISION),
             rolled_back_from: text(naming::ANNOTATION_ROLLED_BACK_FROM),
             rollout: text(naming::ANNOTATION_ROLLOUT).and_then(|n| n.parse().ok()),
+            pool_inputs: text(naming::ANNOTATION_POOL_INPUTS),
+            shard: (metadata.get("labels").and_then(|l| l.get(naming::LABEL_SHARD)))
+                .and_then(Value::as_str)
+                .map(str::to_string),
         }
     }
 
@@ -68,6 +78,25 @@ impl Stamps {
     /// These stamps, made by the rollout numbered `rollout` in the history.
     pub fn by(self, rollout: Option<i64>) -> Self {
         Self { rollout, ..self }
+    }
+
+    /// These stamps, written over the release that carries `before`: one
+    /// that carries the same revision, written by an earlier rollout of it
+    /// (a pool's own change after the revision completed, see
+    /// docs/rollouts.md), has nothing to go back to. The revision before
+    /// this write is this same revision, as it rendered from what the pool
+    /// no longer is; the one before that completed on it, and a completed
+    /// revision is never taken back.
+    pub fn over(mut self, before: Option<&Stamps>) -> Self {
+        let of_an_earlier_rollout = before.is_some_and(|b| {
+            b.rolled_back_from.is_none()
+                && b.revision == self.revision
+                && b.rollout.is_some_and(|n| Some(n) != self.rollout)
+        });
+        if of_an_earlier_rollout {
+            self.rollback_revision = None;
+        }
+        self
     }
 
     /// The stamps of a release written at `revision` over the release that
@@ -101,6 +130,8 @@ impl Stamps {
             rollback_revision,
             rolled_back_from: None,
             rollout: None,
+            pool_inputs: None,
+            shard: None,
         }
     }
 
@@ -111,6 +142,8 @@ impl Stamps {
             rollback_revision: None,
             rolled_back_from: Some(failed.to_string()),
             rollout: None,
+            pool_inputs: None,
+            shard: None,
         }
     }
 }
@@ -185,6 +218,8 @@ mod tests {
             rollback_revision: Some("a".into()),
             rolled_back_from: None,
             rollout: None,
+            pool_inputs: None,
+            shard: None,
         };
         assert_eq!(
             Stamps::next(Some(&at_w), "x", &recorded, Some("a"), false)
@@ -216,6 +251,8 @@ mod tests {
             rollback_revision: Some("a".into()),
             rolled_back_from: None,
             rollout: None,
+            pool_inputs: None,
+            shard: None,
         };
         let next = Stamps::next(Some(&at_w), "x", &recorded, Some("a"), true);
         assert_eq!(next.rollback_revision.as_deref(), Some("w"));
@@ -247,6 +284,8 @@ mod tests {
             rollback_revision: Some("b".into()),
             rolled_back_from: Some("c".into()),
             rollout: Some(4),
+            pool_inputs: None,
+            shard: None,
         };
         let mut object = serde_json::json!({ "metadata": { "name": "r" } });
         stamps.write(&mut object);

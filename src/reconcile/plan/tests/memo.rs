@@ -292,6 +292,7 @@ impl World {
             memo,
             first_install_alone: false,
             analysis: None,
+            rendering_changes: Default::default(),
         })
     }
 

@@ -78,6 +78,8 @@ struct Scenario<'a> {
     /// the scenarios of other rules, which start from a fleet's releases.
     first_install_alone: bool,
     answers: Option<Answers<'a>>,
+    /// `--rendering-changes`: `hold`, the controller's default.
+    rendering_changes: crate::reconcile::plan::RenderingChanges,
     now: Time,
 }
 
@@ -94,6 +96,7 @@ impl<'a> Scenario<'a> {
             history: None,
             first_install_alone: false,
             answers: None,
+            rendering_changes: Default::default(),
             now: now(),
         }
     }
@@ -108,6 +111,12 @@ impl<'a> Scenario<'a> {
     /// goes to one pool alone.
     fn planned_by_the_controller(mut self) -> Self {
         self.first_install_alone = true;
+        self
+    }
+
+    /// Planned by a controller run with `--rendering-changes=rollout`.
+    fn rolling_out_rendering_changes(mut self) -> Self {
+        self.rendering_changes = crate::reconcile::plan::RenderingChanges::Rollout;
         self
     }
 
@@ -190,6 +199,7 @@ impl<'a> Scenario<'a> {
             memo: None,
             first_install_alone: self.first_install_alone,
             analysis: self.answers,
+            rendering_changes: self.rendering_changes,
         })
     }
 }
@@ -209,6 +219,21 @@ fn condition(plan: &Plan, kind: &str) -> Option<k8s_openapi::apimachinery::pkg::
 
 fn outcome<'a>(plan: &'a Plan, pool: &str) -> &'a Outcome {
     &plan.pools.iter().find(|p| p.pool == pool).unwrap().outcome
+}
+
+/// The record of `revision`, rolled out as the `number`th, with its outcome.
+fn record(revision: &str, number: i64, outcome: Option<&str>) -> crate::reconcile::history::Recorded {
+    crate::reconcile::history::Recorded {
+        name: format!("gw-{revision}"),
+        revision: revision.to_string(),
+        number,
+        outcome: outcome.map(String::from),
+        halted_judgement: None,
+        halted_because: None,
+        chart_version: Some("1.0.0".into()),
+        created: None,
+        rolled_out_at: None,
+    }
 }
 
 fn applied_pools(plan: &Plan) -> Vec<&str> {

@@ -194,6 +194,7 @@ pub(super) fn with_chart(a: &NodePoolApplication, owned: Vec<ObservedRelease>, c
         memo: None,
         first_install_alone: false,
         analysis: None,
+        rendering_changes: Default::default(),
     })
 }
 

@@ -222,6 +222,7 @@ impl World {
             memo,
             first_install_alone: true,
             analysis: None,
+            rendering_changes: Default::default(),
         })
     }
 

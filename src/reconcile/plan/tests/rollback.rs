@@ -33,17 +33,8 @@ fn built(a: &NodePoolApplication, stamps: &Stamps) -> Vec<ObservedRelease> {
 
 /// `good` recorded as complete, then `bad` under way.
 fn history(good: &NodePoolApplication, bad: &NodePoolApplication) -> History {
-    let record = |a: &NodePoolApplication, number, outcome: Option<&str>| Recorded {
-        name: format!("gw-{}", revision_of(a)),
-        revision: revision_of(a),
-        number,
-        outcome: outcome.map(String::from),
-        halted_judgement: None,
-        halted_because: None,
-        chart_version: Some("1.0.0".into()),
-        created: None,
-        rolled_out_at: None,
-    };
+    let record =
+        |a: &NodePoolApplication, number, outcome: Option<&str>| record(&revision_of(a), number, outcome);
     // Newest first, as the history reads them.
     History::read(
         vec![record(bad, 2, None), record(good, 1, Some(COMPLETE))],
@@ -64,6 +55,8 @@ fn first_failed(good: &NodePoolApplication, bad: &NodePoolApplication) -> Vec<Ob
         rollback_revision: Some(revision_of(good)),
         rolled_back_from: None,
         rollout: None,
+        pool_inputs: None,
+        shard: None,
     };
     let p1 = built(bad, &took).remove(0);
     owned[0] = ObservedRelease {
@@ -190,6 +183,8 @@ fn a_pool_failing_after_its_revision_completed_takes_no_healthy_pool_back() {
         rollback_revision: Some(good_rev),
         rolled_back_from: None,
         rollout: None,
+        pool_inputs: None,
+        shard: None,
     };
     let mut owned = built(&bad, &took);
     owned[4].stamps = written(&bad_rev);
@@ -382,6 +377,8 @@ fn a_pool_goes_back_to_the_revision_it_was_done_with_though_the_fleet_never_comp
         rollback_revision: Some(two_rev.clone()),
         rolled_back_from: None,
         rollout: None,
+        pool_inputs: None,
+        shard: None,
     };
     let p1 = built(&three, &took).remove(0);
     owned[0] = ObservedRelease {

@@ -4,6 +4,7 @@ mod analysis;
 mod approval;
 mod gates;
 mod offline;
+mod pool_change;
 
 use super::*;
 

@@ -5,7 +5,7 @@
 use k8s_openapi::jiff::Timestamp;
 use litemap::LiteMap;
 
-use super::{within, Answer, Ask, Check, PoolRecords, Records};
+use super::{within, Answer, Ask, Check, Checks, PoolRecords, Records};
 use crate::api::PrometheusSource;
 
 /// What the runtime carries out of a plan's checks: where to ask, and
@@ -29,6 +29,28 @@ pub struct Analysing {
 }
 
 impl Analysing {
+    /// What the runtime carries out of `checks` on `revision`: the `asks`
+    /// due now, whether pools were `judged` by them, and the failures the
+    /// releases `kept`.
+    pub fn of(
+        checks: Checks,
+        revision: &str,
+        asks: Vec<Ask>,
+        judged: bool,
+        kept: Vec<(String, PoolRecords)>,
+    ) -> Self {
+        Self {
+            source: checks.source,
+            checks: checks.checks,
+            wave_checks: checks.wave_checks,
+            pre_rollout: checks.pre_rollout,
+            revision: revision.to_string(),
+            asks,
+            judged,
+            kept,
+        }
+    }
+
     /// `records` with each of `answered` folded in, given at `at`: a
     /// pool's records start afresh when its soak or the revision changed,
     /// and records of another revision are let go, so what is kept never

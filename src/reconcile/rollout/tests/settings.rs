@@ -34,6 +34,7 @@ fn settings_resolve_percentages_of_the_selected_pools() {
             halted_before: false,
             halted_because: None,
             completed: false,
+            held_renders: 0,
             first_install_alone: false,
             wave_checks: Default::default(),
             pre_rollout: None,

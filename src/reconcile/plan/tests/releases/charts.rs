@@ -31,6 +31,7 @@ fn releases_of_an_oci_chart_name_its_pinned_ocirepository() {
         memo: None,
         first_install_alone: false,
         analysis: None,
+        rendering_changes: Default::default(),
     });
     assert_eq!(applied_pools(&planned), ["hangzhou", "shanghai"]);
     for pool in ["hangzhou", "shanghai"] {
