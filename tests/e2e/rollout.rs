@@ -3,6 +3,7 @@
 
 mod approval;
 mod offline;
+mod pool_change;
 mod windows;
 
 use crate::support;
@@ -44,6 +45,14 @@ fn with_log_level(app: &mut Value, level: &str) {
     app["spec"]["values"]["controller"]["config"]["log-level"] = json!(level);
 }
 
+/// How many pools the application's status reads updated and not done.
+fn updating(app: &Value) -> usize {
+    app["status"]["pools"]
+        .as_array()
+        .map(|p| p.iter().filter(|p| p["upToDate"] == true && p["rollout"] != "Done").count())
+        .unwrap_or_default()
+}
+
 /// A test's world: three pools of one kwok node each, and the controller.
 async fn three_pools(test: &str) -> (TestEnv, Vec<String>, RunningController) {
     let mut env = TestEnv::new(test).await;
@@ -71,11 +80,7 @@ async fn a_change_goes_pool_by_pool_halts_on_a_broken_site_and_completes_once_fi
     apply_app(&env, &app).await?;
     let most_updating = std::cell::Cell::new(0);
     let status = wait_app(&env, &controller, "the good change", ROLLOUT_TIMEOUT, |app| {
-        let updating = app["status"]["pools"]
-            .as_array()
-            .map(|p| p.iter().filter(|p| p["upToDate"] == true && p["rollout"] != "Done").count())
-            .unwrap_or_default();
-        most_updating.set(most_updating.get().max(updating));
+        most_updating.set(most_updating.get().max(updating(app)));
         complete(3)(app)
     })
     .await;
