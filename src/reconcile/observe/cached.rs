@@ -345,8 +345,9 @@ impl CachedRelease {
 /// Remediated, whose messages repeat Ready's: Helm's errors run to
 /// kilobytes, and the cache holds one for every pool.
 fn keep_conditions_read(conditions: &mut Vec<Value>) {
-    const READ: [&str; 3] = ["Ready", "Stalled", "Reconciling"];
-    conditions.retain(|c| c.get("type").and_then(Value::as_str).is_some_and(|t| READ.contains(&t)));
+    use crate::reconcile::release::state::READ_CONDITIONS;
+    conditions
+        .retain(|c| c.get("type").and_then(Value::as_str).is_some_and(|t| READ_CONDITIONS.contains(&t)));
     for condition in conditions.iter_mut().filter_map(Value::as_object_mut) {
         condition.retain(|key, _| {
             matches!(

@@ -109,6 +109,11 @@ fn ready_mark(release: &Value) -> Option<(String, Option<String>)> {
 /// (and, superseded, that it deployed a later one on top).
 pub const DEPLOYED_STATUSES: &[&str] = &["deployed", "superseded"];
 
+/// The conditions of Flux's that [`classify`] reads; the release cache
+/// keeps these alone. A release with none of them is one helm-controller
+/// has not reported on, whatever others it carries.
+pub const READ_CONDITIONS: &[&str] = &["Ready", "Stalled", "Reconciling"];
+
 /// Classifies a HelmRelease object as returned by the API server.
 pub fn classify(release: &Value) -> ReleaseStatus {
     let generation = release.pointer("/metadata/generation").and_then(Value::as_i64);
@@ -167,7 +172,9 @@ pub fn classify(release: &Value) -> ReleaseStatus {
         status(ReleaseState::Stalled, &text(stalled, "reason"), message)
     };
 
-    if conditions.is_none_or(|c| c.is_empty()) {
+    let read =
+        |c: &Value| c.get("type").and_then(Value::as_str).is_some_and(|t| READ_CONDITIONS.contains(&t));
+    if !conditions.is_some_and(|c| c.iter().any(read)) {
         return status(
             ReleaseState::Unknown,
             "NotObserved",

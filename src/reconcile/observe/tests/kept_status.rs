@@ -173,3 +173,97 @@ fn whether_helm_ever_deployed_the_release_reads_the_same_from_the_cache() {
     }
     assert_eq!(deployed, 4, "the histories cover deployed and never deployed");
 }
+
+/// A condition of Flux's, drawn: any type the cache keeps or drops, any
+/// status, a reason of each kind planning tells apart, a message short or
+/// of kilobytes (with an unreachable site's cause, or none), of the
+/// release's latest generation or the one before.
+fn any_condition() -> impl proptest::strategy::Strategy<Value = Value> {
+    use proptest::prelude::*;
+    let types = prop::sample::select(vec![
+        "Ready",
+        "Released",
+        "Stalled",
+        "Reconciling",
+        "TestSuccess",
+        "Remediated",
+    ]);
+    let statuses = prop::sample::select(vec!["True", "False", "Unknown"]);
+    let reasons = prop::sample::select(vec![
+        "UpgradeSucceeded",
+        "InstallFailed",
+        "UpgradeFailed",
+        "ArtifactFailed",
+        "SourceNotReady",
+        "DependencyNotReady",
+        "Progressing",
+        "ProgressingWithRetry",
+        "RetriesExceeded",
+        "StateError",
+    ]);
+    let messages = prop::sample::select(vec![
+        "ok".to_string(),
+        long_error(3_000, ": field is immutable"),
+        long_error(5_000, ": dial tcp 10.0.0.1:6443: connect: connection refused"),
+    ]);
+    (types, statuses, reasons, messages, 1..=2i64).prop_map(|(type_, status, reason, message, generation)| {
+        json!({ "type": type_, "status": status, "reason": reason, "message": message,
+                "observedGeneration": generation, "lastTransitionTime": "2026-11-28T10:00:00Z" })
+    })
+}
+
+/// One of Helm's releases as Flux's history lists it, drawn.
+fn any_snapshot() -> impl proptest::strategy::Strategy<Value = Value> {
+    use proptest::prelude::*;
+    let statuses = prop::sample::select(vec![
+        "deployed",
+        "superseded",
+        "failed",
+        "pending-install",
+        "pending-upgrade",
+        "uninstalled",
+    ]);
+    (1..6i64, statuses, prop::sample::select(vec!["1.0.0", "1.1.0"])).prop_map(|(version, status, chart)| {
+        json!({ "chartVersion": chart, "version": version, "status": status, "digest": "sha256:…",
+                "firstDeployed": "2026-11-28T10:00:00Z", "namespace": "edge", "name": "gw" })
+    })
+}
+
+proptest::proptest! {
+    /// Whatever Flux's status holds together (its conditions, Helm's
+    /// history, the generation it observed) and whatever the controller's
+    /// marks say, planning reads the release the cache keeps as it reads
+    /// the whole release. Written after a trim of Helm's history dropped
+    /// each release's status, and every pool read as never installed: a
+    /// hand-written shape per case had covered the conditions alone.
+    #[test]
+    fn any_release_kept_is_read_as_the_whole_release(
+        conditions in proptest::collection::vec(any_condition(), 0..5),
+        history in proptest::collection::vec(any_snapshot(), 0..5),
+        observed in proptest::option::of(1..=2i64),
+        ready_at in proptest::option::of(proptest::sample::select(vec!["2026-11-28T09:00:00Z", "2026-11-28T11:00:00Z"])),
+    ) {
+        let mut whole = with_conditions(json!(conditions));
+        whole.data["status"]["history"] = json!(history);
+        match observed {
+            Some(generation) => whole.data["status"]["observedGeneration"] = json!(generation),
+            None => drop(whole.data["status"].as_object_mut().map(|s| s.remove("observedGeneration"))),
+        }
+        let annotations = whole.metadata.annotations.get_or_insert_with(Default::default);
+        annotations.insert(crate::api::naming::ANNOTATION_WRITTEN_AT.into(), "2026-11-28T10:00:00Z".into());
+        if let Some(at) = ready_at {
+            annotations.insert(crate::api::naming::ANNOTATION_READY_AT.into(), at.into());
+            annotations.insert(crate::api::naming::ANNOTATION_CHECK_FAILURES.into(), "latency=1".into());
+        }
+        let value = serde_json::to_value(&whole).unwrap();
+        let kept = kept_view(whole.clone());
+        proptest::prop_assert_eq!(shown(&classify(&kept)), shown(&classify(&value)));
+        let observed = CachedRelease::from_object(whole).observed.expect("a release of an application is observed");
+        let read = ObservedRelease::from_value(&value).expect("the whole release reads");
+        proptest::prop_assert_eq!(shown(&observed.status), shown(&read.status));
+        proptest::prop_assert_eq!(observed.helm_revision, read.helm_revision);
+        proptest::prop_assert_eq!(observed.unreachable_since, read.unreachable_since);
+        proptest::prop_assert_eq!(&observed.stamps, &read.stamps);
+        proptest::prop_assert_eq!(observed.written_at.as_ref().map(|w| &w.text), read.written_at.as_ref().map(|w| &w.text));
+    }
+}
