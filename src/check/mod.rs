@@ -56,6 +56,7 @@ pub mod nodes;
 mod ownership;
 mod paused;
 mod read;
+mod rollback;
 #[cfg(test)]
 mod tests;
 pub mod watch;
@@ -177,10 +178,11 @@ pub enum Invariant {
     Ownership,
     Bounded,
     Liveness,
+    RollbackTakesBack,
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 11] = [
+    pub const ALL: [Invariant; 12] = [
         Self::MaxUnavailable,
         Self::HaltHolds,
         Self::CompletedStays,
@@ -192,6 +194,7 @@ impl Invariant {
         Self::Ownership,
         Self::Bounded,
         Self::Liveness,
+        Self::RollbackTakesBack,
     ];
 
     pub fn name(self) -> &'static str {
@@ -207,6 +210,7 @@ impl Invariant {
             Self::Liveness => "liveness",
             Self::Isolation => "isolation",
             Self::Ownership => "ownership",
+            Self::RollbackTakesBack => "rollback",
         }
     }
 
@@ -217,7 +221,7 @@ impl Invariant {
             Self::MaxUnavailable | Self::HaltHolds | Self::CompletedStays | Self::Paused => {
                 "docs/rollouts.md"
             }
-            Self::Afresh => "docs/rollouts.md#automatic-rollback",
+            Self::Afresh | Self::RollbackTakesBack => "docs/rollouts.md#automatic-rollback",
             Self::Approvals => "docs/rollouts.md#approval-between-waves",
             Self::Windows => "docs/rollouts.md#maintenance-windows",
             Self::Bounded => "docs/concepts.md#status",
@@ -273,6 +277,8 @@ pub struct Checker {
     /// Every uid each application (by namespace and name) has had: a
     /// release is ours only when one of them owns it.
     application_uids: ownership::ApplicationUids,
+    /// A re-list is being read (see [`rollback`]).
+    relisting: bool,
     /// Each violation is reported once, the first time a record shows it;
     /// later records that show it again are counted as checks only.
     reported: BTreeSet<(Invariant, String)>,
@@ -344,6 +350,10 @@ impl Checker {
                     judge(Invariant::Windows, self.windows.check_release(&record, previous.as_ref()));
                     judge(Invariant::Paused, self.pauses.check_release(&record, previous.as_ref()));
                     judge(
+                        Invariant::RollbackTakesBack,
+                        rollback::check_release(&record, previous.as_ref(), self.relisting),
+                    );
+                    judge(
                         Invariant::MaxUnavailable,
                         self.updating.check_release(&self.objects, &self.nodes, &record, previous.as_ref()),
                     );
@@ -391,12 +401,14 @@ impl Checker {
         if kind == Kind::HelmRelease {
             self.updating.relisted(&listed, &self.objects);
         }
+        self.relisting = true;
         for record in listed {
             if kind == Kind::Application {
                 self.pauses.relisted_application(&record);
             }
             found.extend(self.observe(record));
         }
+        self.relisting = false;
         for record in self.gone_since_relist(kind, &keys, seen) {
             found.extend(self.observe(record));
         }

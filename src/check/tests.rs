@@ -5,6 +5,7 @@ mod afresh;
 mod approval;
 mod ownership;
 mod paused;
+mod rollback;
 mod rollout;
 mod status;
 mod unavailable;
