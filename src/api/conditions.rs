@@ -61,6 +61,9 @@ pub mod pool_reason {
     /// A new pool of an application none of whose releases is judged yet:
     /// it waits for the first install, which goes alone.
     pub const FIRST_INSTALL: &str = "WaitingForFirstInstall";
+    /// A pool of pools of one cluster that a new chart version waits to
+    /// reach: the version goes to one pool alone until it is done with it.
+    pub const NEW_CHART_FIRST: &str = "WaitingForNewChartVersion";
     /// The pool went offline after it took the current revision.
     pub const OFFLINE_AFTER_UPDATE: &str = "OfflineAfterUpdate";
     /// The pool's values or templates cannot be built.

@@ -26,7 +26,8 @@
 //!   break. Only a halt holds it back (the revision is known bad). Except
 //!   the application's very first install on pools of one cluster: one
 //!   pool goes alone until its release is judged (see
-//!   [`first_install_alone`]).
+//!   [`first_install_alone`]). So does a new chart version, to one pool
+//!   alone until it is done with it (see [`new_chart_alone`]).
 //! - A pool whose release carries the revision is done once Ready for its
 //!   current generation for `minReadySeconds`; failed when Flux says the
 //!   current generation failed or stalled, or `progressDeadline` passed
@@ -76,7 +77,7 @@ use pool::deadline_from;
 pub use pool::{Closed, Note, PoolDecision, PoolInput, PoolRollout, Release};
 pub use rollback::{RollingBack, Stamp};
 pub use settings::{parse_duration, Settings, DEFAULT_OFFLINE_AFTER, DEFAULT_PROGRESS_DEADLINE};
-use starting::{active_wave, first_install_alone, gate_before, halt, pause, pick, start};
+use starting::{active_wave, first_install_alone, gate_before, halt, new_chart_alone, pause, pick, start};
 use status::halt_cause;
 pub use waves::waves_done;
 use waves::{wait_for_rollout_gates, wait_for_wave_checks};
@@ -144,7 +145,9 @@ impl Decision {
         let rolling = matches!(self.phase, RolloutPhase::Progressing | RolloutPhase::RollingBack);
         let waiting = |d: &PoolDecision| {
             matches!(d.state, PoolRollout::Pending | PoolRollout::RollbackPending)
-                || d.note.as_ref().is_some_and(|n| n.reason == pool_reason::FIRST_INSTALL)
+                || d.note.as_ref().is_some_and(|n| {
+                    [pool_reason::FIRST_INSTALL, pool_reason::NEW_CHART_FIRST].contains(&n.reason)
+                })
         };
         if !rolling || !self.pools.values().any(waiting) {
             return None;
@@ -268,6 +271,9 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
     }
     if settings.first_install_alone && rolling_back.is_none() && !halted {
         first_install_alone(pools, &mut states);
+    }
+    if let Some(version) = settings.new_chart_alone.as_deref().filter(|_| rolling_back.is_none() && !halted) {
+        new_chart_alone(version, pools, &mut states);
     }
 
     window_closings(pools, &states, now, &mut requeue);

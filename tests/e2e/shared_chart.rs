@@ -3,6 +3,9 @@
 //! against the chart's schema before anything is written.
 use crate::support;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{DynamicObject, ListParams};
 use kube::Api;
 use serde_json::{json, Value};
@@ -57,10 +60,18 @@ async fn every_pool_shares_one_helmchart_of_the_centrally_resolved_version() -> 
         assert!(hr["spec"].get("chart").is_none(), "pool {pool} carries its own chart.spec");
     }
 
-    // A version change moves every pool to a new shared chart; the old one goes.
+    // A version change moves every pool to a new shared chart; the old one
+    // goes. The pools share one cluster, so the new version goes to one
+    // pool alone until its release is Ready on it, though nothing else
+    // paces this application (isolation.md).
     app["spec"]["chart"]["spec"]["version"] = json!("1.0.0");
     apply_app(&env, &app).await?;
+    let waited = AtomicBool::new(false);
     let status = wait_app(&env, &controller, "every pool on 1.0.0", READY_TIMEOUT, |app| {
+        let pools = app.pointer("/status/pools").and_then(Value::as_array).cloned().unwrap_or_default();
+        if pools.iter().any(|p| p["reason"] == "WaitingForNewChartVersion") {
+            waited.store(true, Ordering::Relaxed);
+        }
         ready_is("4/4")(app)?;
         match app.pointer("/status/chartVersion").and_then(Value::as_str) {
             Some("1.0.0") => Ok(()),
@@ -73,6 +84,22 @@ async fn every_pool_shares_one_helmchart_of_the_centrally_resolved_version() -> 
     assert_eq!(charts.len(), 1, "the old HelmChart is gone: {:?}", names(&charts));
     assert_ne!(charts[0]["metadata"]["name"], shared.as_str());
     assert_eq!(charts[0]["spec"]["version"], "1.0.0");
+    assert!(waited.load(Ordering::Relaxed), "no pool read WaitingForNewChartVersion");
+    let releases = releases_by_pool(&env).await;
+    let time = |pool: &str, key: &str| {
+        releases[&env.pool_name(pool)]["metadata"]["annotations"][key]
+            .as_str()
+            .and_then(|t| t.parse::<Timestamp>().ok())
+    };
+    // The first in rollout order (by name, here) goes first.
+    let first_ready = time("a", "apps.fanout.dev/ready-at");
+    for pool in ["b", "c", "d"] {
+        let written = time(pool, "apps.fanout.dev/written-at");
+        assert!(
+            matches!((first_ready, written), (Some(r), Some(w)) if r <= w),
+            "pool {pool} was written at {written:?}, before pool a was Ready on 1.0.0 at {first_ready:?}"
+        );
+    }
 
     // Deleting the application deletes the shared chart (in another namespace).
     let apps: Api<nodepool_fanout::api::NodePoolApplication> =

@@ -24,9 +24,10 @@ pub(super) fn rollout_of(
 ) -> Result<(rollout::Settings, rollback::Targets), String> {
     // A completed revision whose pools change rolls out again: its next
     // rollout, judged afresh (see `rewrite`).
-    let again = rewrites.again && completed(input, revision);
+    let completed = completed(input, revision);
+    let again = rewrites.again && completed;
     let settings = rollout::Settings {
-        completed: !again && completed(input, revision),
+        completed: completed && !again,
         held_renders: rewrites.held,
         ..rollout_settings(input, app, pools, revision)?
     };
@@ -63,13 +64,17 @@ fn rollout_settings(
     revision: &str,
 ) -> Result<rollout::Settings, String> {
     let settings = rollout::Settings::new(app.spec.rollout.as_ref(), pools).map_err(|e| e.to_string())?;
+    // The pools share one cluster, so objects whose names do not vary by
+    // pool too, and the controller plans (not a preview).
+    let one_cluster =
+        input.first_install_alone && app.spec.pools.kind != crate::api::PoolKind::ClusterProfile;
     Ok(rollout::Settings {
         clock_since: input.clock_since.as_ref().map(|t| t.0),
         rolled_back: input.history.is_some_and(|h| h.rolled_back(revision)),
         halted_before: halted_before(input, revision, &judged_by(app)),
         halted_because: input.history.and_then(|h| h.halted_because(revision)).map(String::from),
-        first_install_alone: input.first_install_alone
-            && app.spec.pools.kind != crate::api::PoolKind::ClusterProfile,
+        first_install_alone: one_cluster,
+        new_chart_alone: input.chart.map(|c| c.version.clone()).filter(|_| one_cluster),
         ..settings
     })
 }

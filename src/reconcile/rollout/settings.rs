@@ -83,6 +83,11 @@ pub struct Settings {
     /// the application's first install goes to one pool alone until its
     /// release is judged (see [`super::first_install_alone`]).
     pub first_install_alone: bool,
+    /// The chart version the revision resolves to, on pools of one
+    /// cluster: it goes to one pool alone until that pool is done with it
+    /// (see [`super::new_chart_alone`]). None for sites that are clusters,
+    /// or when the version is not known.
+    pub new_chart_alone: Option<String>,
     /// Where each done wave's checks stand (`analysis.waveChecks`), by
     /// wave index: a later wave starts only once they passed, and a
     /// failure halts the revision.
@@ -117,6 +122,7 @@ impl Default for Settings {
             completed: false,
             held_renders: 0,
             first_install_alone: false,
+            new_chart_alone: None,
             wave_checks: BTreeMap::new(),
             pre_rollout: None,
         }

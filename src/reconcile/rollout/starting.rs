@@ -4,7 +4,7 @@
 use k8s_openapi::jiff::Timestamp;
 
 use crate::api::conditions::pool_reason;
-use crate::reconcile::release::state::ReleaseState;
+use crate::reconcile::release::state::{ReleaseState, ReleaseStatus};
 
 use super::{
     down_briefly, grace_left, held_by_window, measure, offline, outside_window, PoolDecision, PoolInput,
@@ -90,26 +90,79 @@ pub(super) fn first_install_alone(pools: &[PoolInput], states: &mut [PoolDecisio
             && !pools[*i].suspended
             && !pools[*i].refused_before
     };
+    let going: Vec<bool> = (0..pools.len()).map(|i| new_and_written(&i)).collect();
+    one_goes_first(pools, states, &going, pool_reason::FIRST_INSTALL, |first| {
+        format!(
+            "waits for the application's first install, on pool {first:?}, to be Ready or fail: installs \
+             that run together would each create the chart's objects whose names do not vary by pool"
+        )
+    });
+}
+
+/// Lets one pool go of those `going` marks, and holds the others with
+/// `reason` and the message `waits_for` gives of the one that goes: one
+/// under way already, else the first in rollout order.
+fn one_goes_first(
+    pools: &[PoolInput],
+    states: &mut [PoolDecision],
+    going: &[bool],
+    reason: &'static str,
+    waits_for: impl Fn(&str) -> String,
+) {
     let in_flight = (0..pools.len()).find(|&i| {
         matches!(pools[i].release, Release::Current { .. })
             && states[i].state == PoolRollout::Updating
             && !pools[i].suspended
     });
-    let first = in_flight.or_else(|| {
-        (0..pools.len())
-            .filter(new_and_written)
-            .min_by_key(|&i| (pools[i].wave, pools[i].pool))
-    });
+    let going = |i: &usize| going[*i];
+    let first =
+        in_flight.or_else(|| (0..pools.len()).filter(going).min_by_key(|&i| (pools[i].wave, pools[i].pool)));
     let Some(first) = first else { return };
-    let message = format!(
-        "waits for the application's first install, on pool {:?}, to be Ready or fail: installs that \
-         run together would each create the chart's objects whose names do not vary by pool",
-        pools[first].pool
-    );
-    let held: Vec<usize> = (0..pools.len()).filter(new_and_written).filter(|&i| i != first).collect();
+    let message = waits_for(pools[first].pool);
+    let held: Vec<usize> = (0..pools.len()).filter(going).filter(|&i| i != first).collect();
     for i in held {
-        states[i] = PoolDecision::noted(PoolRollout::Waiting, pool_reason::FIRST_INSTALL, message.clone());
+        states[i] = PoolDecision::noted(PoolRollout::Waiting, reason, message.clone());
     }
+}
+
+/// A new chart version goes to one pool alone first, on pools of one
+/// cluster, whatever the strategy and `maxUnavailable`, until a pool's
+/// release is Ready on it. A version may add an object whose name does
+/// not vary by pool, and upgrades that run together would each find it
+/// missing and each create it, as first installs would (see
+/// [`first_install_alone`]); once one release holds it, Helm refuses it
+/// to every later upgrade, which that pool's status names (fourth
+/// review, item 9). It costs one upgrade's time per chart version. The
+/// first to go is one under way already, else the first in rollout order
+/// that may be written now; a pool that is down, outside its window,
+/// written suspended or refused neither goes first nor waits.
+pub(super) fn new_chart_alone(version: &str, pools: &[PoolInput], states: &mut [PoolDecision]) {
+    fn status_of<'a>(p: &PoolInput<'a>) -> Option<&'a ReleaseStatus> {
+        match p.release {
+            Release::Current { status, .. } | Release::Behind(status) => Some(status),
+            Release::Missing => None,
+        }
+    }
+    let on_version =
+        |p: &PoolInput| status_of(p).is_some_and(|s| s.chart_version.as_deref() == Some(version));
+    let ready_on_it =
+        |p: &PoolInput| on_version(p) && status_of(p).is_some_and(|s| s.state == ReleaseState::Ready);
+    if pools.iter().any(ready_on_it) {
+        return;
+    }
+    let moving = |i: &usize| {
+        states[*i].state == PoolRollout::Write
+            && !on_version(&pools[*i])
+            && !pools[*i].suspended
+            && !pools[*i].refused_before
+    };
+    let moving: Vec<bool> = (0..pools.len()).map(|i| moving(&i)).collect();
+    one_goes_first(pools, states, &moving, pool_reason::NEW_CHART_FIRST, |first| {
+        format!(
+            "waits for pool {first:?} to be Ready on chart version {version}: upgrades that run together \
+             would each create the objects a new version adds whose names do not vary by pool"
+        )
+    });
 }
 
 /// A progressive rollout's pick of the behind pools that start now:

@@ -2,6 +2,7 @@
 
 mod failures;
 mod first_install;
+mod new_chart;
 mod offline;
 mod pacing;
 mod properties;
