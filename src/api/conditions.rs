@@ -61,8 +61,8 @@ pub mod pool_reason {
     /// A new pool of an application none of whose releases is judged yet:
     /// it waits for the first install, which goes alone.
     pub const FIRST_INSTALL: &str = "WaitingForFirstInstall";
-    /// A pool of pools of one cluster that a new chart version waits to
-    /// reach: the version goes to one pool alone until it is done with it.
+    /// A pool, of pools of one cluster, that waits while a new chart
+    /// version goes to one pool alone, until that pool is Ready on it.
     pub const NEW_CHART_FIRST: &str = "WaitingForNewChartVersion";
     /// The pool went offline after it took the current revision.
     pub const OFFLINE_AFTER_UPDATE: &str = "OfflineAfterUpdate";
@@ -72,6 +72,14 @@ pub mod pool_reason {
     pub const RELEASE_NAME_CONFLICT: &str = "ReleaseNameConflict";
     /// A HelmRelease this application does not own holds the name.
     pub const NAME_CONFLICT: &str = "NameConflict";
+    /// Read by `get` and the console only: the controller refused the
+    /// pool's write, and its status, which lists at most 40 pools, leaves
+    /// the pool out; its Events say why.
+    pub const REFUSAL_NOT_LISTED: &str = "RefusalNotListed";
+    /// Read by `get` and the console only: the pool is not written at the
+    /// revision, and the controller refused more pools than its status
+    /// lists, so a look cannot tell whether this is one of them.
+    pub const PERHAPS_REFUSED: &str = "PerhapsRefused";
     /// An object of the pool's release is held by another release.
     pub const OBJECT_HELD_ELSEWHERE: &str = "ObjectHeldElsewhere";
     /// The pool's metric checks failed for the revision (`rollout.analysis`).

@@ -40,6 +40,13 @@ pub struct NodePoolApplicationStatus {
     /// not ready first. The HelmReleases' own status holds the rest.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub omitted_pools: i32,
+    /// Selected pools whose write the controller refused: values that
+    /// break the chart's schema, a name another object holds, a write the
+    /// API server refused. Counted whether or not `pools` lists them, so
+    /// that `get` and the console can tell a refusal the list leaves out
+    /// from a write still to come.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub refused_pools: i32,
     /// Every selected pool counted by the state of its release.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pool_counts: Option<PoolCounts>,

@@ -96,6 +96,19 @@ pub struct FleetCounts {
 /// release's write ([`WriteRefused::reason`], from `ApplyError::category`).
 pub const REFUSED_WRITE_REASONS: [&str; 3] = ["ApplyFailed", "NameClash", "ReleaseNameConflict"];
 
+/// Whether a pool's reason says the controller refused its write, which
+/// only the controller finds: its values break the chart's schema, its
+/// release's name is another object's, or the API server refused it.
+pub fn is_refusal(reason: &str) -> bool {
+    [
+        conditions::pool_reason::INVALID_POOL_CONFIG,
+        conditions::pool_reason::NAME_CONFLICT,
+        conditions::pool_reason::REFUSAL_NOT_LISTED,
+    ]
+    .contains(&reason)
+        || REFUSED_WRITE_REASONS.contains(&reason)
+}
+
 /// A pool whose release the API server refused to write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriteRefused {
@@ -228,6 +241,67 @@ impl FleetReport {
         }
     }
 
+    /// What a looker reads of the pools it would write (`writes`, none of
+    /// them listed in the status) when the status counts `unlisted`
+    /// refusals it does not list (it lists `listed` pools): the controller
+    /// wrote none of these pools and refused `unlisted` of them. When they
+    /// are as many, each is one (Stalled); else each may be (Unknown), and
+    /// which cannot be told from here.
+    pub fn refusals_unlisted(&mut self, writes: &[&str], unlisted: usize, listed: usize) {
+        let (state, reason, message) = if writes.len() == unlisted {
+            (
+                ReleaseState::Stalled,
+                conditions::pool_reason::REFUSAL_NOT_LISTED,
+                format!(
+                    "the controller refused this pool's write; its status lists {listed} pools and leaves \
+                     out {unlisted} refusals, this one among them: the application's Events say why"
+                ),
+            )
+        } else {
+            (
+                ReleaseState::Unknown,
+                conditions::pool_reason::PERHAPS_REFUSED,
+                format!(
+                    "not written at this revision: either the write is still to come, or it is one of the \
+                     {unlisted} the controller refused that its status (which lists {listed} pools) leaves \
+                     out; the application's Events say which"
+                ),
+            )
+        };
+        let writes: std::collections::HashSet<&str> = writes.iter().copied().collect();
+        for pool in self.pools.iter_mut().filter(|p| writes.contains(p.pool.as_str())) {
+            let status = std::sync::Arc::make_mut(&mut pool.status);
+            status.state = state;
+            status.reason = reason.to_string();
+            status.message.clone_from(&message);
+        }
+    }
+
+    /// An Event for each pool the plan refused that `status` leaves out.
+    /// Such a pool has no earlier entry to compare with, so each plan that
+    /// refuses it says so (the reconciler plans only when something
+    /// changed, and Events of one reason and message form one series);
+    /// without this a refusal past the 40 pools listed would be said
+    /// nowhere. Refused writes have theirs from what the write did.
+    fn refusals_left_out(&self, status: &NodePoolApplicationStatus) -> Vec<events::Transition> {
+        let planned_refusals = [
+            conditions::pool_reason::INVALID_POOL_CONFIG,
+            conditions::pool_reason::NAME_CONFLICT,
+            conditions::pool_reason::RELEASE_NAME_CONFLICT,
+        ];
+        if status.pools.len() == self.pools.len() {
+            return Vec::new();
+        }
+        let listed: std::collections::HashSet<&str> = status.pools.iter().map(|p| p.pool.as_str()).collect();
+        self.pools
+            .iter()
+            .filter(|p| {
+                planned_refusals.contains(&p.status.reason.as_str()) && !listed.contains(p.pool.as_str())
+            })
+            .filter_map(|p| events::pool_transition(&status::pool_status(p)))
+            .collect()
+    }
+
     /// The pools selected, Ready and offline, counted as the status counts them.
     pub fn counts(&self) -> FleetCounts {
         let with = |state| self.pools.iter().filter(|p| p.status.state == state).count();
@@ -247,6 +321,7 @@ impl FleetReport {
         let status = self.status();
         let mut happened: Vec<Transition> = done.iter().map(Transition::of).collect();
         happened.extend(events::between(before, &status));
+        happened.extend(self.refusals_left_out(&status));
         Published {
             events: events::condense(happened),
             counts: self.counts(),

@@ -349,7 +349,7 @@ fn rollout_transition(before: Option<&RolloutStatus>, now: &RolloutStatus) -> Ve
     }
 }
 
-fn pool_transition(p: &PoolStatus) -> Option<Transition> {
+pub(super) fn pool_transition(p: &PoolStatus) -> Option<Transition> {
     let (warning, reason) = match (p.ready, p.reason.as_str()) {
         // Its metric checks' values, new at each answer: progress, seen in
         // the status; its verdict is the Event.

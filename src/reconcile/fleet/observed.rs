@@ -11,18 +11,18 @@
 //! server refused, a chart that holds every write, and where each pool
 //! stands with its metric checks (a looker asks no query).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::{conditions, ConditionStatus, NodePoolApplication, NodePoolApplicationStatus};
 use crate::reconcile::observe::{self, Beyond, Caches};
-use crate::reconcile::plan::{Hold, Memo, ObservedRelease};
+use crate::reconcile::plan::{Hold, Memo, ObservedRelease, Outcome};
 use crate::reconcile::rollout::analysis::{Answers, Verdict};
 
 use super::rows::{self, PoolRow};
-use super::{FleetReport, WriteRefused, REFUSED_WRITE_REASONS};
+use super::{is_refusal, FleetReport, WriteRefused};
 
 /// One application's fleet as a looker sees it.
 #[derive(Debug, Clone)]
@@ -79,6 +79,19 @@ pub fn observe_with(
     let (planned, owned) = observed.plan(app, &history, beyond);
     let mut report = planned.report;
     report.writes_refused(&found.pools);
+    // Refusals the status counts and does not list: the pools this look
+    // would write that the status leaves out may be those.
+    let seen = report.pools.iter().filter(|p| is_refusal(&p.status.reason)).count();
+    let unlisted = found.refused.saturating_sub(seen);
+    if unlisted > 0 {
+        let writes: Vec<&str> = planned
+            .pools
+            .iter()
+            .filter(|p| p.outcome == Outcome::Planned && !found.listed.contains(&p.pool))
+            .map(|p| p.pool.as_str())
+            .collect();
+        report.refusals_unlisted(&writes, unlisted, found.listed.len());
+    }
     Observation {
         report,
         owned,
@@ -96,6 +109,10 @@ struct Found {
     pools: Vec<WriteRefused>,
     /// Where each pool the status lists stands with its metric checks.
     verdicts: BTreeMap<String, Verdict>,
+    /// How many pools' writes the controller refused, listed or not.
+    refused: usize,
+    /// The pools the status lists.
+    listed: BTreeSet<String>,
 }
 
 impl Found {
@@ -108,16 +125,9 @@ impl Found {
             .pools
             .iter()
             .filter(|p| p.ready == ConditionStatus::False)
-            .filter(|p| {
-                // A clash with a release the console does not watch (not
-                // ours) is found by the controller alone, too.
-                [
-                    conditions::pool_reason::INVALID_POOL_CONFIG,
-                    conditions::pool_reason::NAME_CONFLICT,
-                ]
-                .contains(&p.reason.as_str())
-                    || REFUSED_WRITE_REASONS.contains(&p.reason.as_str())
-            })
+            // A clash with a release the console does not watch (not
+            // ours) is found by the controller alone, too.
+            .filter(|p| is_refusal(&p.reason))
             .map(|p| WriteRefused {
                 pool: p.pool.clone(),
                 reason: p.reason.clone(),
@@ -146,6 +156,8 @@ impl Found {
             hold: hold_in(status),
             pools,
             verdicts,
+            refused: usize::try_from(status.refused_pools).unwrap_or_default(),
+            listed: status.pools.iter().map(|p| p.pool.clone()).collect(),
         }
     }
 }

@@ -114,6 +114,7 @@ pub fn rollup(input: &RollupInput) -> NodePoolApplicationStatus {
         conditions,
         pools: listed(input.pools).into_iter().map(pool_status).collect(),
         omitted_pools: count(total.saturating_sub(MAX_LISTED_POOLS)),
+        refused_pools: count(input.pools.iter().filter(|p| super::is_refusal(&p.status.reason)).count()),
         pool_counts: (total > 0).then(|| pool_counts(input.pools)),
         offline_pools: count(offline),
         rollout: input.rollout.clone(),
@@ -377,7 +378,7 @@ fn chart_versions(pools: &[PoolReport]) -> Option<String> {
     (!versions.is_empty()).then(|| versions.into_iter().collect::<Vec<_>>().join(", "))
 }
 
-fn pool_status(p: &PoolReport) -> PoolStatus {
+pub(super) fn pool_status(p: &PoolReport) -> PoolStatus {
     let ready = match p.status.state {
         ReleaseState::Ready => ConditionStatus::True,
         ReleaseState::Failed | ReleaseState::Stalled | ReleaseState::Waiting => ConditionStatus::False,

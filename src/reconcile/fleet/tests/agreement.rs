@@ -53,15 +53,20 @@ fn node(pool: &str) -> k8s_openapi::api::core::v1::Node {
 /// The caches the controller's watches would hold: the pools, their
 /// nodes and `releases`.
 fn caches(releases: &[serde_json::Value]) -> Caches {
+    caches_of(&POOLS, releases)
+}
+
+/// [`caches`] of the pools named `pools`.
+fn caches_of(pools: &[&str], releases: &[serde_json::Value]) -> Caches {
     let api = ApiResource::from_gvk(&GroupVersionKind::gvk("apps.openyurt.io", "v1beta1", "NodePool"));
     let mut lists = Lists {
-        nodes: POOLS.iter().map(|p| node(p)).collect(),
+        nodes: pools.iter().map(|p| node(p)).collect(),
         releases: releases.iter().map(|r| serde_json::from_value(r.clone()).unwrap()).collect(),
         ..Lists::default()
     };
     lists
         .pools
-        .insert(crate::api::PoolKind::OpenYurt, (api, POOLS.iter().map(|p| nodepool(p)).collect()));
+        .insert(crate::api::PoolKind::OpenYurt, (api, pools.iter().map(|p| nodepool(p)).collect()));
     Caches::of_lists(lists)
 }
 
@@ -167,4 +172,75 @@ fn the_status_get_and_the_console_agree_pool_by_pool_under_a_rollout() {
     let rows = agree(&caches(&releases), &changed, &[]);
     let verdicts: BTreeSet<&str> = rows.iter().filter_map(|r| r.rollout.as_deref()).collect();
     assert!(verdicts.contains("Updating") && verdicts.contains("Pending"), "{verdicts:?}");
+}
+
+/// More refusals than the status lists (it lists 40): the pools a look
+/// would write that the status leaves out read as refused, not as writes
+/// to come, when they are as many as the refusals it leaves out; and as
+/// perhaps refused when the look's caches are behind a write.
+#[test]
+fn refusals_the_status_does_not_list_read_as_refused_not_as_updating() {
+    let names: Vec<String> = (0..50).map(|i| format!("site-{i:02}")).collect();
+    let pools: Vec<&str> = names.iter().map(String::as_str).collect();
+    // Every pool runs the first revision: its first install went alone.
+    let first = application(1, false, 1);
+    let alone = controller(&caches_of(&pools, &[]), &first);
+    let mut releases = vec![written(&alone, pools[0])];
+    let rest = controller(&caches_of(&pools, &releases), &first);
+    releases.extend(pools[1..].iter().map(|p| written(&rest, p)));
+    // A change; the API server refuses 45 writes, and the other five are written.
+    let app = application(2, false, 2);
+    let planned = controller(&caches_of(&pools, &releases), &app);
+    assert_eq!(planned.apply.len(), 50);
+    let refused: Vec<WriteRefused> = pools[..45]
+        .iter()
+        .map(|p| WriteRefused {
+            pool: (*p).to_string(),
+            ..super::refused()
+        })
+        .collect();
+    let status = planned.report.after_writes(&refused).status();
+    assert_eq!((status.pools.len(), status.refused_pools), (super::status::MAX_LISTED_POOLS, 45));
+    let mut app = app;
+    app.status = Some(status.clone());
+    let behind = releases.clone();
+    for (at, pool) in pools.iter().enumerate().skip(45) {
+        releases[at] = written(&planned, pool);
+    }
+    let unlisted: Vec<&str> = pools
+        .iter()
+        .copied()
+        .filter(|p| !status.pools.iter().any(|l| l.pool == *p))
+        .collect();
+    let state_of = |report: &FleetReport, pool: &str| {
+        let p = report.pools.iter().find(|r| r.pool == pool).unwrap();
+        (p.status.state, p.status.reason.clone())
+    };
+
+    let looked = observed::observe(&caches_of(&pools, &releases), &app, now());
+    for pool in &unlisted {
+        let (state, reason) = state_of(&looked.report, pool);
+        if pools[45..].contains(pool) {
+            assert_eq!(state, ReleaseState::Ready, "{pool} was written");
+        } else {
+            assert_eq!(
+                (state, reason.as_str()),
+                (ReleaseState::Stalled, conditions::pool_reason::REFUSAL_NOT_LISTED),
+                "{pool}"
+            );
+        }
+    }
+    assert_eq!(looked.report.status().refused_pools, 45, "the console's header counts as the status");
+
+    // The look's caches have not seen one of the five writes yet: six
+    // pools not written, five refused, and which cannot be told.
+    releases[45] = behind[45].clone();
+    let looked = observed::observe(&caches_of(&pools, &releases), &app, now());
+    let perhaps: Vec<&str> = unlisted
+        .iter()
+        .copied()
+        .filter(|p| state_of(&looked.report, p).1 == conditions::pool_reason::PERHAPS_REFUSED)
+        .collect();
+    assert_eq!(perhaps.len(), 6, "{perhaps:?}");
+    assert!(perhaps.contains(&pools[45]));
 }

@@ -210,4 +210,44 @@ fn a_report_after_no_refusal_is_the_planned_one() {
     assert_eq!(row.status.state, ReleaseState::Failed, "a retry may mend it");
 }
 
+/// Fifty pools whose values break the chart's schema: the status lists
+/// 40, and the other ten have their Event at each plan all the same, each
+/// naming its pool and the field.
+#[test]
+fn a_refusal_the_status_leaves_out_has_its_event() {
+    let pools: Vec<PoolReport> = (0..50)
+        .map(|i| PoolReport {
+            pool: format!("site-{i:02}"),
+            helm_release: format!("ingress-site-{i:02}"),
+            status: Arc::new(ReleaseStatus {
+                state: ReleaseState::Stalled,
+                reason: conditions::pool_reason::INVALID_POOL_CONFIG.into(),
+                message: "values.replicas: \"many\" is not of type \"integer\"".into(),
+                chart_version: None,
+                observed_latest: false,
+                ready_since: None,
+                ready_recorded: None,
+                checks_recorded: None,
+                deployed_before: false,
+            }),
+            rollout: None,
+            nodes: None,
+        })
+        .collect();
+    let report = FleetReport {
+        pools,
+        ..FleetReport::default()
+    };
+    let first = report.publish(&NodePoolApplicationStatus::default(), &[]);
+    assert_eq!((first.status.pools.len(), first.status.refused_pools), (40, 50));
+    let again = report.publish(&first.status, &[]);
+    let named: Vec<&str> = again.events.iter().filter_map(|e| e.pool.as_deref()).collect();
+    let left_out: Vec<String> = (40..50).map(|i| format!("site-{i:02}")).collect();
+    assert_eq!(named, left_out, "nothing changed for the listed pools; the others are said again");
+    for event in &again.events {
+        assert_eq!(event.reason, conditions::pool_reason::INVALID_POOL_CONFIG);
+        assert!(event.warning && event.message.contains("values.replicas"), "{}", event.message);
+    }
+}
+
 mod agreement;
