@@ -91,6 +91,7 @@ pub(super) fn pool_status(outcome: &PoolOutcome, observed: Option<&ObservedRelea
         ready_recorded: None,
         checks_recorded: None,
         deployed_before: observed.is_some_and(|o| o.status.deployed_before),
+        deployed_version: observed.and_then(|o| o.status.deployed_version.clone()),
     };
     let status = match (&outcome.outcome, observed) {
         (Outcome::Unchanged | Outcome::Deferred(_) | Outcome::Suspended, Some(o)) => {

@@ -72,6 +72,13 @@ pub struct ReleaseStatus {
     /// created anything (a pre-install hook, a missing CRD), so its
     /// objects whose names do not vary by pool may not exist yet.
     pub deployed_before: bool,
+    /// The chart version of the latest release Helm deployed (`deployed`,
+    /// or `superseded` since), as Flux's `status.history` gives it. The
+    /// objects that version adds exist then, so a later upgrade to it is
+    /// not the first: a pool whose update to other values waits on Helm
+    /// does not make its version new again (see the rollout's
+    /// `new_chart_alone`).
+    pub deployed_version: Option<String>,
 }
 
 const FAILED_REASONS: &[&str] = &[
@@ -154,10 +161,10 @@ pub fn classify(release: &Value) -> ReleaseStatus {
         }),
         ready_recorded: ready_recorded.as_ref().map(|(at, _)| at.clone()),
         checks_recorded: ready_recorded.as_ref().and_then(|(_, checks)| checks.clone()),
-        deployed_before: release.pointer("/status/history").and_then(Value::as_array).is_some_and(|h| {
-            h.iter()
-                .any(|s| DEPLOYED_STATUSES.contains(&s["status"].as_str().unwrap_or_default()))
-        }),
+        deployed_before: latest_deployed(release).is_some(),
+        deployed_version: latest_deployed(release)
+            .and_then(|s| s["chartVersion"].as_str())
+            .map(str::to_string),
     };
     let from = |state, c: &Value| status(state, &text(c, "reason"), text(c, "message"));
     // Flux's Stalled says only that it gave up ("Failed to install after 1
@@ -297,6 +304,15 @@ pub fn uninstall_blocked_since(release: &Value) -> Option<k8s_openapi::jiff::Tim
 }
 
 /// The chart version of the latest release Helm made, else the one Flux last tried.
+/// The newest entry of Flux's `status.history` that Helm deployed.
+fn latest_deployed(release: &Value) -> Option<&Value> {
+    release
+        .pointer("/status/history")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|s| DEPLOYED_STATUSES.contains(&s["status"].as_str().unwrap_or_default()))
+}
+
 fn chart_version(release: &Value) -> Option<String> {
     release
         .pointer("/status/history/0/chartVersion")

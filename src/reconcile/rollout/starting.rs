@@ -132,7 +132,8 @@ fn one_goes_first(
 /// missing and each create it, as first installs would (see
 /// [`first_install_alone`]); once one release holds it, Helm refuses it
 /// to every later upgrade, which that pool's status names (fourth
-/// review, item 9). It costs one upgrade's time per chart version. The
+/// review, item 9). Nothing waits once a pool's release is Ready on the
+/// version or Helm deployed it on one. It costs one upgrade's time per chart version. The
 /// first to go is one under way already, else the first in rollout order
 /// that may be written now; a pool that is down, outside its window,
 /// written suspended or refused neither goes first nor waits.
@@ -147,7 +148,13 @@ pub(super) fn new_chart_alone(version: &str, pools: &[PoolInput], states: &mut [
         |p: &PoolInput| status_of(p).is_some_and(|s| s.chart_version.as_deref() == Some(version));
     let ready_on_it =
         |p: &PoolInput| on_version(p) && status_of(p).is_some_and(|s| s.state == ReleaseState::Ready);
-    if pools.iter().any(ready_on_it) {
+    // Deployed by Helm on some pool, the version's objects exist, however
+    // the release stands now: an update of values that Helm has yet to
+    // take (its controller down) left every release not Ready, and a pool
+    // joining then waited for the others (seen live).
+    let deployed_on_it =
+        |p: &PoolInput| status_of(p).is_some_and(|s| s.deployed_version.as_deref() == Some(version));
+    if pools.iter().any(|p| ready_on_it(p) || deployed_on_it(p)) {
         return;
     }
     let moving = |i: &usize| {

@@ -241,6 +241,7 @@ pub fn reports(case: &Case) -> Vec<PoolReport> {
                 ready_recorded: None,
                 checks_recorded: None,
                 deployed_before: true,
+                deployed_version: None,
             }
             .into(),
             rollout: match (case.rollout, state) {

@@ -24,6 +24,7 @@ fn report(pool: &str, state: ReleaseState, reason: &str) -> PoolReport {
             ready_recorded: None,
             checks_recorded: None,
             deployed_before: true,
+            deployed_version: None,
         }
         .into(),
         rollout: None,

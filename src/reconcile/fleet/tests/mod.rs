@@ -229,6 +229,7 @@ fn a_refusal_the_status_leaves_out_has_its_event() {
                 ready_recorded: None,
                 checks_recorded: None,
                 deployed_before: false,
+                deployed_version: None,
             }),
             rollout: None,
             nodes: None,

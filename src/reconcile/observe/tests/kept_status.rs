@@ -127,7 +127,8 @@ fn the_cache_keeps_the_conditions_read_and_the_head_and_tail_of_a_long_message()
     assert_eq!(conditions[1]["message"], "Failed to upgrade after 1 attempt(s)");
 }
 
-/// Whether Helm ever deployed a release reads the same from the cache as
+/// Whether Helm ever deployed a release, and at which chart version it
+/// last did, reads the same from the cache as
 /// from the whole release, whatever Helm's history holds: an install
 /// under way, a failed upgrade on top of a deployed release, a release
 /// superseded, one that only ever failed, none. The cache keeps at most
@@ -135,7 +136,7 @@ fn the_cache_keeps_the_conditions_read_and_the_head_and_tail_of_a_long_message()
 #[test]
 fn whether_helm_ever_deployed_the_release_reads_the_same_from_the_cache() {
     let snapshot = |version: i64, status: &str| {
-        json!({ "chartVersion": "1.0.0", "version": version, "status": status, "digest": "sha256:…",
+        json!({ "chartVersion": format!("1.0.{version}"), "version": version, "status": status, "digest": "sha256:…",
                 "firstDeployed": "2026-11-28T10:00:00Z", "namespace": "edge", "name": "gw" })
     };
     let histories = [
@@ -156,12 +157,14 @@ fn whether_helm_ever_deployed_the_release_reads_the_same_from_the_cache() {
         ]),
     ];
     let mut deployed = 0;
+    let mut versions = std::collections::BTreeSet::new();
     for history in histories {
         let mut whole = with_conditions(json!([condition("Ready", "Unknown", "Progressing", "upgrading")]));
         whole.data["status"]["history"] = history.clone();
         let value = serde_json::to_value(&whole).unwrap();
         let kept = kept_view(whole);
         assert_eq!(classify(&kept).deployed_before, classify(&value).deployed_before, "{history}");
+        assert_eq!(classify(&kept).deployed_version, classify(&value).deployed_version, "{history}");
         assert_eq!(
             kept.pointer("/status/history/0/version"),
             value.pointer("/status/history/0/version"),
@@ -170,8 +173,14 @@ fn whether_helm_ever_deployed_the_release_reads_the_same_from_the_cache() {
         let entries = kept.pointer("/status/history").and_then(Value::as_array).map_or(0, Vec::len);
         assert!(entries <= 2, "{entries} of Helm's releases kept of {history}");
         deployed += usize::from(classify(&value).deployed_before);
+        versions.extend(classify(&value).deployed_version);
     }
     assert_eq!(deployed, 4, "the histories cover deployed and never deployed");
+    assert_eq!(
+        versions.len(),
+        2,
+        "the histories cover a deployed version latest and one behind failures: {versions:?}"
+    );
 }
 
 /// A condition of Flux's, drawn: any type the cache keeps or drops, any

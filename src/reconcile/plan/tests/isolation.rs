@@ -120,6 +120,7 @@ fn helms_refusal_to_take_an_object_over_names_the_pool_that_holds_it() {
         ready_recorded: None,
         checks_recorded: None,
         deployed_before: false,
+        deployed_version: None,
     }
     .into();
     let plan = Scenario::of(&a).over(&fleet()).owning(owned).plan();

@@ -258,6 +258,7 @@ fn ready_release(name: &str, pool: &str, hash: &str) -> ObservedRelease {
             ready_recorded: None,
             checks_recorded: None,
             deployed_before: true,
+            deployed_version: None,
         }
         .into(),
         chart_ref: None,

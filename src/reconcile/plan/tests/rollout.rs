@@ -105,6 +105,7 @@ fn a_failed_pool_halts_the_rollout_naming_it_with_fluxs_message() {
         ready_recorded: None,
         checks_recorded: None,
         deployed_before: true,
+        deployed_version: None,
     }
     .into();
     let plan = Scenario::of(&a).over(&fleet()).owning(owned).plan();

@@ -50,6 +50,7 @@ fn the_others_wait_while_the_first_install_is_under_way_and_go_once_it_is_judged
     assert_eq!(first_install_waiters(&d), ["c"]);
     let deployed = ReleaseStatus {
         deployed_before: true,
+        deployed_version: None,
         ..status(ReleaseState::Failed, true, None)
     };
     let failed_upgrade = Fleet::new().current("b", 0, deployed, 9_990).new_pool("a").new_pool("c");
@@ -70,6 +71,7 @@ fn a_fleet_deployed_before_or_a_first_pool_that_is_down_holds_no_install_back() 
     // of the fleet, which new pools join at once.
     let upgrading = ReleaseStatus {
         deployed_before: true,
+        deployed_version: None,
         ..status(ReleaseState::Progressing, false, None)
     };
     let update = Fleet::new().current("b", 0, upgrading, 9_990).new_pool("a").new_pool("c");

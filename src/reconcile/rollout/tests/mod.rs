@@ -34,6 +34,7 @@ fn status(state: ReleaseState, observed_latest: bool, ready_since: Option<i64>) 
         ready_recorded: None,
         checks_recorded: None,
         deployed_before: false,
+        deployed_version: None,
     }
 }
 

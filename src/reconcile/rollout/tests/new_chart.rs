@@ -82,3 +82,33 @@ fn a_version_a_pool_runs_already_or_a_change_of_values_alone_waits_for_nothing()
     let d = fleet.decide(&new_chart_alone(), 1);
     assert_eq!((written(&d), waiters(&d)), (vec!["a", "b"], Vec::<&str>::new()));
 }
+
+#[test]
+fn a_version_helm_deployed_is_not_new_while_its_pools_take_other_values() {
+    // The fleet runs 2.0.0; an update of values waits on Helm (its
+    // controller down), so no release is Ready; a pool joins. Its install
+    // waits for nothing: 2.0.0's objects exist (seen live, in the
+    // helm-controller outage test: the new pool waited for the others).
+    let deployed = ReleaseStatus {
+        deployed_before: true,
+        deployed_version: Some("2.0.0".into()),
+        ..on("2.0.0", status(ReleaseState::Progressing, false, None))
+    };
+    let fleet = Fleet::new()
+        .current("a", 0, deployed.clone(), 9_990)
+        .current("b", 0, deployed.clone(), 9_990)
+        .new_pool("c");
+    let d = fleet.decide(&new_chart_alone(), 1);
+    assert_eq!((written(&d), waiters(&d)), (vec!["c"], Vec::<&str>::new()));
+    // Deployed at an older version only, the version is new all the same.
+    let older = ReleaseStatus {
+        deployed_version: Some("1.0.0".into()),
+        ..deployed
+    };
+    let fleet = Fleet::new()
+        .current("a", 0, older.clone(), 9_990)
+        .current("b", 0, older, 9_990)
+        .new_pool("c");
+    let d = fleet.decide(&new_chart_alone(), 1);
+    assert_eq!(waiters(&d), ["c"], "{:?}", d.pools);
+}

@@ -124,6 +124,7 @@ proptest! {
                 ready_recorded: None,
                 checks_recorded: None,
                 deployed_before: false,
+                deployed_version: None,
             })
             .collect();
         let inputs: Vec<PoolInput> = fleet
