@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use backon::Retryable;
 use kube::api::{ApiResource, DynamicObject};
 use kube::discovery::{self, Scope};
 use kube::Client;
@@ -30,6 +31,31 @@ pub(crate) enum PoolApiError {
     },
     #[error("the controller may not list {crd}: {reason}")]
     PoolsForbidden { crd: &'static str, reason: String },
+    /// The API server did not say: it was not reached, or answered with a
+    /// trouble of its own (a 5xx while it starts, a 429).
+    #[error(
+        "cannot ask the cluster whether it serves {kind}s in {group}: {reason}; check that the API server \
+         is reachable, and the controller asks again"
+    )]
+    Unanswered {
+        kind: &'static str,
+        group: &'static str,
+        reason: String,
+    },
+}
+
+/// Whether a discovery error says nothing of what the cluster serves:
+/// no answer (an API server restarting, a network cut) or an answer of
+/// the API server's own trouble. Read as "not served", one made the
+/// controller start without the kind's watch, then exit to restart once
+/// it answered (found by the fault soak, seed 41, beside another seed
+/// that stopped the API server: no Deployment restarted it there).
+fn unanswered(error: &kube::Error) -> bool {
+    match error {
+        kube::Error::Api(status) => status.code >= 500 || status.code == 429,
+        kube::Error::Service(_) | kube::Error::HyperError(_) | kube::Error::ReadEvents(_) => true,
+        _ => false,
+    }
 }
 
 /// The version of a kind of pool the cluster prefers (OpenYurt has served
@@ -47,7 +73,14 @@ pub(crate) async fn pool_resource(
         group: objects.group(),
         reason,
     };
-    let group = discovery::group(client, objects.group()).await.map_err(|e| missing(e.to_string()))?;
+    let group = discovery::group(client, objects.group()).await.map_err(|e| match unanswered(&e) {
+        true => PoolApiError::Unanswered {
+            kind: objects.kind(),
+            group: objects.group(),
+            reason: e.to_string(),
+        },
+        false => missing(e.to_string()),
+    })?;
     let (resource, caps) = group
         .recommended_kind(objects.kind())
         .ok_or_else(|| missing(format!("the group has no {}", objects.kind())))?;
@@ -120,7 +153,20 @@ impl PoolApis {
             let Some(objects) = pool_kinds::objects(kind) else {
                 continue;
             };
-            match pool_resource(client, objects, namespace).await {
+            // Until the API server answers: whether a kind is served is
+            // asked once, and nothing else can be done without it.
+            let asked = (|| pool_resource(client, objects, namespace))
+                .retry(
+                    backon::ExponentialBuilder::default()
+                        .with_min_delay(Duration::from_millis(500))
+                        .with_max_delay(Duration::from_secs(10))
+                        .with_jitter()
+                        .without_max_times(),
+                )
+                .when(|e| matches!(e, PoolApiError::Unanswered { .. }))
+                .notify(|e, wait| warn!(%kind, "{e} (in {wait:?})"))
+                .await;
+            match asked {
                 Ok(resource) => {
                     info!(%kind, version = %resource.api_version, "watching {}s", objects.kind());
                     apis.served.push((kind, objects, resource));
@@ -169,6 +215,19 @@ impl PoolApis {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_answer_or_the_api_servers_own_trouble_says_nothing_of_what_it_serves() {
+        use kube::core::Status;
+        let status = |code| kube::Error::Api(Status::failure("", "").with_code(code).boxed());
+        let cut = kube::Error::Service("client error (Connect)".into());
+        assert!(unanswered(&cut), "the API server not reached");
+        assert!(unanswered(&status(503)) && unanswered(&status(500)) && unanswered(&status(429)));
+        assert!(!unanswered(&status(404)) && !unanswered(&status(403)));
+        let missing =
+            kube::Error::Discovery(kube::error::DiscoveryError::MissingApiGroup("apps.openyurt.io".into()));
+        assert!(!unanswered(&missing), "an answer: the group is not served");
+    }
 
     #[test]
     fn only_namespaced_pools_are_read_in_the_namespace_served() {
