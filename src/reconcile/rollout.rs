@@ -270,7 +270,7 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
         wait_for_rollout_gates(settings, pools, &mut states, &mut requeue);
     }
     if settings.first_install_alone && rolling_back.is_none() && !halted {
-        first_install_alone(pools, &mut states);
+        first_install_alone(settings, pools, &mut states, now);
     }
     if let Some(version) = settings.new_chart_alone.as_deref().filter(|_| rolling_back.is_none() && !halted) {
         new_chart_alone(version, pools, &mut states);

@@ -63,12 +63,27 @@ pub(super) fn start(
 /// (fourth review, item 9: the rest installed together behind such a
 /// failure, each creating the fixed-name object). The first to go is the
 /// first pool in rollout order that may be written now, so a pool that is
-/// down or outside its window holds no one back; once any pool's release
-/// is Ready, was ever on an earlier revision, or was deployed by Helm (an
+/// down or outside its window, with no install under way, holds no one back; once any pool's release
+/// is Ready, or was deployed by Helm (an
 /// update of the fleet, a new pool joining it), nothing waits here.
-pub(super) fn first_install_alone(pools: &[PoolInput], states: &mut [PoolDecision]) {
+///
+/// A release behind is judged only once Helm deployed it or it was Ready:
+/// one whose install of an earlier revision is under way (its pool now
+/// outside its window, or the revision superseded) installs still, and
+/// the others wait for it as for any first install, until its
+/// `progressDeadline` from its write (found by the fault soak, seed 41,
+/// once the checker judged first installs: a window closed on the first
+/// pool in the change after the install, and the second pool installed
+/// beside it).
+pub(super) fn first_install_alone(
+    settings: &Settings,
+    pools: &[PoolInput],
+    states: &mut [PoolDecision],
+    now: Timestamp,
+) {
+    let installed = |s: &ReleaseStatus| s.deployed_before || s.state == ReleaseState::Ready;
     let judged = |p: &PoolInput, d: &PoolDecision| {
-        matches!(p.release, Release::Behind(_))
+        matches!(p.release, Release::Behind(status) if installed(status))
             || matches!(p.release, Release::Current { status, .. } if status.deployed_before)
             || matches!(
                 d.state,
@@ -91,7 +106,18 @@ pub(super) fn first_install_alone(pools: &[PoolInput], states: &mut [PoolDecisio
             && !pools[*i].refused_before
     };
     let going: Vec<bool> = (0..pools.len()).map(|i| new_and_written(&i)).collect();
-    one_goes_first(pools, states, &going, pool_reason::FIRST_INSTALL, |first| {
+    let installing_behind = (0..pools.len()).find(|&i| {
+        let p = &pools[i];
+        let recent = p
+            .last_written
+            .is_some_and(|w| now.duration_since(w).as_secs_f64() < settings.progress_deadline.as_secs_f64());
+        matches!(p.release, Release::Behind(status)
+            if !matches!(status.state, ReleaseState::Failed | ReleaseState::Stalled))
+            && recent
+            && !p.suspended
+    });
+    let in_flight = updating_now(pools, states).or(installing_behind);
+    one_goes_first(pools, states, &going, in_flight, pool_reason::FIRST_INSTALL, |first| {
         format!(
             "waits for the application's first install, on pool {first:?}, to be Ready or fail: installs \
              that run together would each create the chart's objects whose names do not vary by pool"
@@ -99,21 +125,27 @@ pub(super) fn first_install_alone(pools: &[PoolInput], states: &mut [PoolDecisio
     });
 }
 
+/// The pool whose release is under way on the revision, if any: written
+/// at it and not yet judged, and not suspended.
+fn updating_now(pools: &[PoolInput], states: &[PoolDecision]) -> Option<usize> {
+    (0..pools.len()).find(|&i| {
+        matches!(pools[i].release, Release::Current { .. })
+            && states[i].state == PoolRollout::Updating
+            && !pools[i].suspended
+    })
+}
+
 /// Lets one pool go of those `going` marks, and holds the others with
-/// `reason` and the message `waits_for` gives of the one that goes: one
-/// under way already, else the first in rollout order.
+/// `reason` and the message `waits_for` gives of the one that goes: the
+/// one `in_flight` already, else the first in rollout order.
 fn one_goes_first(
     pools: &[PoolInput],
     states: &mut [PoolDecision],
     going: &[bool],
+    in_flight: Option<usize>,
     reason: &'static str,
     waits_for: impl Fn(&str) -> String,
 ) {
-    let in_flight = (0..pools.len()).find(|&i| {
-        matches!(pools[i].release, Release::Current { .. })
-            && states[i].state == PoolRollout::Updating
-            && !pools[i].suspended
-    });
     let going = |i: &usize| going[*i];
     let first =
         in_flight.or_else(|| (0..pools.len()).filter(going).min_by_key(|&i| (pools[i].wave, pools[i].pool)));
@@ -164,7 +196,8 @@ pub(super) fn new_chart_alone(version: &str, pools: &[PoolInput], states: &mut [
             && !pools[*i].refused_before
     };
     let moving: Vec<bool> = (0..pools.len()).map(|i| moving(&i)).collect();
-    one_goes_first(pools, states, &moving, pool_reason::NEW_CHART_FIRST, |first| {
+    let in_flight = updating_now(pools, states);
+    one_goes_first(pools, states, &moving, in_flight, pool_reason::NEW_CHART_FIRST, |first| {
         format!(
             "waits for pool {first:?} to be Ready on chart version {version}: upgrades that run together \
              would each create the objects a new version adds whose names do not vary by pool"

@@ -112,3 +112,34 @@ fn the_first_install_goes_in_rollout_order() {
         .add("z", 0, false, Kind::Missing, None);
     assert_eq!(written(&waves.decide(&first_alone(), 2)), ["z"]);
 }
+
+#[test]
+fn an_install_of_an_earlier_revision_still_under_way_holds_the_others() {
+    // Pool b's first install, of the revision before, is under way when a
+    // new revision comes (its window closed in the same change): Helm has
+    // deployed nothing, so the new pools wait for it (found by the fault
+    // soak, seed 41, once the checker judged first installs).
+    let installing = status(ReleaseState::Progressing, false, None);
+    let fleet = Fleet::new()
+        .behind("b", 0, installing.clone())
+        .last_written("b", 9_990)
+        .new_pool("a")
+        .new_pool("c");
+    let d = fleet.decide(&first_alone(), 1);
+    assert_eq!(first_install_waiters(&d), ["a", "c"], "{:?}", d.pools);
+    let message = &d.pools["a"].note.as_ref().unwrap().message;
+    assert!(message.contains("pool \"b\""), "{message}");
+    // Past its progressDeadline, or failed, it holds no one: the first goes alone.
+    let late = Fleet::new()
+        .behind("b", 0, installing)
+        .last_written("b", 10_000 - 601)
+        .new_pool("a")
+        .new_pool("c");
+    assert_eq!(first_install_waiters(&late.decide(&first_alone(), 1)), ["c"]);
+    let failed = Fleet::new()
+        .behind("b", 0, status(ReleaseState::Failed, true, None))
+        .last_written("b", 9_990)
+        .new_pool("a")
+        .new_pool("c");
+    assert_eq!(first_install_waiters(&failed.decide(&first_alone(), 1)), ["c"]);
+}
