@@ -212,7 +212,7 @@ fn ready_transition(release: &Value) -> Option<Timestamp> {
 /// (`offlineAfter`, 1m unless said), when the application skips offline
 /// pools (`offlinePools: Skip`, the default); `None` when it includes
 /// them: then an offline pool counts like any other.
-pub(super) fn offline_after(application: &Value) -> Option<std::time::Duration> {
+fn offline_after(application: &Value) -> Option<std::time::Duration> {
     let rollout = application.pointer("/spec/rollout");
     if rollout.and_then(|r| text(r, "/offlinePools")) == Some("Include") {
         return None;
@@ -224,7 +224,7 @@ pub(super) fn offline_after(application: &Value) -> Option<std::time::Duration> 
 }
 
 /// `progressDeadline` of the application's rollout (10m unless said).
-pub(super) fn progress_deadline(application: &Value) -> Duration {
+fn progress_deadline(application: &Value) -> Duration {
     let said = application.pointer("/spec/rollout/progressDeadline").and_then(Value::as_str);
     said.and_then(crate::reconcile::rollout::parse_duration)
         .unwrap_or(Duration::from_secs(600))
@@ -234,7 +234,7 @@ pub(super) fn progress_deadline(application: &Value) -> Duration {
 /// Ready=False for it, for another cause than work under way, a wait on
 /// its source or a dependency (see [`available_before`]), or a site that
 /// does not answer (`StateError`), which says nothing of the release.
-pub(super) fn failed_now(release: &Value) -> bool {
+fn failed_now(release: &Value) -> bool {
     const UNDER_WAY: [&str; 3] = ["Progressing", "ProgressingWithRetry", "StateError"];
     let no_verdict = |reason: &Value| UNDER_WAY.iter().chain(&WAITING_REASONS).any(|r| reason == *r);
     let generation = release.pointer("/metadata/generation").and_then(Value::as_i64);

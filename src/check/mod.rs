@@ -35,9 +35,6 @@
 //!   of the application that applies to it is closed (docs/rollouts.md).
 //! - [`bounded`]: an application's status stays under its bounds
 //!   (docs/concepts.md, "Status").
-//! - [`first_install`]: on pools of one cluster, no two releases of an
-//!   application install at once until one of them is Ready or deployed
-//!   (docs/isolation.md, "One instance per pool, really").
 //! - [`liveness`]: once faults stop, every application settles
 //!   (docs/local-plane-and-tests.md, "Faults"); judged by the soak, which
 //!   knows when faults stop.
@@ -51,7 +48,6 @@ mod afresh;
 mod approval;
 pub mod bounded;
 mod completed;
-mod first_install;
 mod halt;
 mod isolation;
 pub mod liveness;
@@ -183,11 +179,10 @@ pub enum Invariant {
     Bounded,
     Liveness,
     RollbackTakesBack,
-    FirstInstallAlone,
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 13] = [
+    pub const ALL: [Invariant; 12] = [
         Self::MaxUnavailable,
         Self::HaltHolds,
         Self::CompletedStays,
@@ -200,7 +195,6 @@ impl Invariant {
         Self::Bounded,
         Self::Liveness,
         Self::RollbackTakesBack,
-        Self::FirstInstallAlone,
     ];
 
     pub fn name(self) -> &'static str {
@@ -217,7 +211,6 @@ impl Invariant {
             Self::Isolation => "isolation",
             Self::Ownership => "ownership",
             Self::RollbackTakesBack => "rollback",
-            Self::FirstInstallAlone => "first install",
         }
     }
 
@@ -233,7 +226,7 @@ impl Invariant {
             Self::Windows => "docs/rollouts.md#maintenance-windows",
             Self::Bounded => "docs/concepts.md#status",
             Self::Liveness => "docs/local-plane-and-tests.md#faults",
-            Self::Isolation | Self::FirstInstallAlone => "docs/isolation.md#one-instance-per-pool-really",
+            Self::Isolation => "docs/isolation.md#one-instance-per-pool-really",
             Self::Ownership => "docs/isolation.md#bad-input-and-ownership",
         }
     }
@@ -279,7 +272,6 @@ pub struct Checker {
     pauses: paused::Pauses,
     windows: window::Windows,
     updating: max_unavailable::Updating,
-    first_installs: first_install::FirstInstalls,
     /// The nodes, for whether a pool is offline.
     nodes: nodes::Nodes,
     /// Every uid each application (by namespace and name) has had: a
@@ -339,14 +331,6 @@ impl Checker {
             }
             judge(Invariant::Windows, self.windows.read_application(&record));
             judge(Invariant::Paused, self.pauses.read_application(&record));
-            self.first_installs.read_application(&record);
-        }
-        if record.kind == Kind::HelmRelease {
-            // Also on deletion: a release deleted installs no more.
-            let found =
-                self.first_installs
-                    .check_release(&self.objects, &self.nodes, &record, previous.as_ref());
-            judge(Invariant::FirstInstallAlone, found);
         }
         if record.deleted && record.kind == Kind::HelmRelease {
             self.updating.check_release(&self.objects, &self.nodes, &record, previous.as_ref());

@@ -3,7 +3,6 @@
 
 mod afresh;
 mod approval;
-mod first_install;
 mod ownership;
 mod paused;
 mod rollback;
