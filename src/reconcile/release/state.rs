@@ -148,6 +148,7 @@ pub fn classify(release: &Value) -> ReleaseStatus {
             && observed == generation
             && ready_generation.is_none_or(|g| Some(g) == generation));
     let ready_recorded = ready_mark(release);
+    let deployed = latest_deployed(release);
     let status = |state, reason: &str, message: String| ReleaseStatus {
         state,
         reason: reason.to_string(),
@@ -161,10 +162,8 @@ pub fn classify(release: &Value) -> ReleaseStatus {
         }),
         ready_recorded: ready_recorded.as_ref().map(|(at, _)| at.clone()),
         checks_recorded: ready_recorded.as_ref().and_then(|(_, checks)| checks.clone()),
-        deployed_before: latest_deployed(release).is_some(),
-        deployed_version: latest_deployed(release)
-            .and_then(|s| s["chartVersion"].as_str())
-            .map(str::to_string),
+        deployed_before: deployed.is_some(),
+        deployed_version: deployed.and_then(|s| s["chartVersion"].as_str()).map(str::to_string),
     };
     let from = |state, c: &Value| status(state, &text(c, "reason"), text(c, "message"));
     // Flux's Stalled says only that it gave up ("Failed to install after 1
@@ -303,7 +302,6 @@ pub fn uninstall_blocked_since(release: &Value) -> Option<k8s_openapi::jiff::Tim
     Some(changed.max(deleted))
 }
 
-/// The chart version of the latest release Helm made, else the one Flux last tried.
 /// The newest entry of Flux's `status.history` that Helm deployed.
 fn latest_deployed(release: &Value) -> Option<&Value> {
     release
@@ -313,6 +311,7 @@ fn latest_deployed(release: &Value) -> Option<&Value> {
         .find(|s| DEPLOYED_STATUSES.contains(&s["status"].as_str().unwrap_or_default()))
 }
 
+/// The chart version of the latest release Helm made, else the one Flux last tried.
 fn chart_version(release: &Value) -> Option<String> {
     release
         .pointer("/status/history/0/chartVersion")

@@ -63,8 +63,8 @@ pub(super) fn start(
 /// (fourth review, item 9: the rest installed together behind such a
 /// failure, each creating the fixed-name object). The first to go is the
 /// first pool in rollout order that may be written now, so a pool that is
-/// down or outside its window, with no install under way, holds no one back; once any pool's release
-/// is Ready, or was deployed by Helm (an
+/// down or outside its window, with no install under way, holds no one
+/// back; once any pool's release is Ready, or was deployed by Helm (an
 /// update of the fleet, a new pool joining it), nothing waits here.
 ///
 /// A release behind is judged only once Helm deployed it or it was Ready:
@@ -108,9 +108,7 @@ pub(super) fn first_install_alone(
     let going: Vec<bool> = (0..pools.len()).map(|i| new_and_written(&i)).collect();
     let installing_behind = (0..pools.len()).find(|&i| {
         let p = &pools[i];
-        let recent = p
-            .last_written
-            .is_some_and(|w| now.duration_since(w).as_secs_f64() < settings.progress_deadline.as_secs_f64());
+        let recent = written_within_deadline(settings, p, now);
         matches!(p.release, Release::Behind(status)
             if !matches!(status.state, ReleaseState::Failed | ReleaseState::Stalled))
             && recent
@@ -123,6 +121,13 @@ pub(super) fn first_install_alone(
              that run together would each create the chart's objects whose names do not vary by pool"
         )
     });
+}
+
+/// Whether the pool's release was written by us within `progressDeadline`
+/// of `now`, at whatever revision (its `written-at` stamp).
+fn written_within_deadline(settings: &Settings, p: &PoolInput, now: Timestamp) -> bool {
+    p.last_written
+        .is_some_and(|w| now.duration_since(w).as_secs_f64() < settings.progress_deadline.as_secs_f64())
 }
 
 /// The pool whose release is under way on the revision, if any: written
@@ -165,8 +170,9 @@ fn one_goes_first(
 /// [`first_install_alone`]); once one release holds it, Helm refuses it
 /// to every later upgrade, which that pool's status names (fourth
 /// review, item 9). Nothing waits once a pool's release is Ready on the
-/// version or Helm deployed it on one. It costs one upgrade's time per chart version. The
-/// first to go is one under way already, else the first in rollout order
+/// version or Helm deployed it on one. It costs one upgrade's time per
+/// chart version. The first to go is one under way already, else the
+/// first in rollout order
 /// that may be written now; a pool that is down, outside its window,
 /// written suspended or refused neither goes first nor waits.
 pub(super) fn new_chart_alone(version: &str, pools: &[PoolInput], states: &mut [PoolDecision]) {
@@ -240,9 +246,7 @@ pub(super) fn pick(
         if d.state != PoolRollout::Pending {
             continue;
         }
-        let recent = p
-            .last_written
-            .is_some_and(|w| now.duration_since(w).as_secs_f64() < settings.progress_deadline.as_secs_f64());
+        let recent = written_within_deadline(settings, p, now);
         // A release Flux waits on (its source not Ready, its artifact not
         // fetched, a dependency) runs its workload as before: it is
         // waiting, not unavailable, and takes its turn like a healthy one
