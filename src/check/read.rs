@@ -69,12 +69,18 @@ pub(super) fn ready_condition(release: &Value) -> Option<&Value> {
 /// Whether a release was available before a write, as docs/rollouts.md
 /// counts it: Ready for its current generation, or not Ready only because
 /// Flux waits on something outside it (its source, its artifact, a
-/// dependency: `SourceNotReady`, `ArtifactFailed`, `DependencyNotReady`),
-/// which leaves its workload running. Only a release unavailable in any
-/// other way starts at once, whatever the slots and approvals.
+/// dependency: `SourceNotReady`, `ArtifactFailed`, `DependencyNotReady`;
+/// on a pool of this cluster, Helm's storage its API server could not
+/// give: `StateError`), which leaves its workload running. Only a release
+/// unavailable in any other way starts at once, whatever the slots and
+/// approvals.
 pub(super) fn available_before(release: &Value) -> bool {
-    let waiting = ready_condition(release)
-        .is_some_and(|c| c["status"] == "False" && WAITING_REASONS.iter().any(|w| c["reason"] == *w));
+    let of_this_cluster = release.pointer("/spec/kubeConfig").is_none_or(Value::is_null);
+    let waiting = ready_condition(release).is_some_and(|c| {
+        c["status"] == "False"
+            && (WAITING_REASONS.iter().any(|w| c["reason"] == *w)
+                || (of_this_cluster && c["reason"] == "StateError"))
+    });
     ready_now(release) || waiting
 }
 

@@ -125,8 +125,9 @@ fn a_gated_step_whose_pools_are_gone_still_holds_the_waves_after_it() {
 }
 
 /// Fourth review, E1: a release not Ready only because Flux waits on its
-/// source (`SourceNotReady`) runs its workload as before: updated without
-/// its approval, it is caught; one Flux finds failed is not.
+/// source (`SourceNotReady`), or because this cluster's API server could
+/// not give Helm its storage (`StateError`), runs its workload as before:
+/// updated without its approval, it is caught; one Flux finds failed is not.
 #[test]
 fn a_release_flux_only_waits_on_is_no_release_unavailable_already() {
     let not_ready = |reason: &str| {
@@ -138,6 +139,7 @@ fn a_release_flux_only_waits_on_is_no_release_unavailable_already() {
         ("SourceNotReady", 1),
         ("ArtifactFailed", 1),
         ("DependencyNotReady", 1),
+        ("StateError", 1),
         ("UpgradeFailed", 0),
     ] {
         let mut checker = Checker::new();

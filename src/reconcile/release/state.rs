@@ -90,6 +90,21 @@ const FAILED_REASONS: &[&str] = &[
     "RemediationFailed",
 ];
 const WAITING_REASONS: &[&str] = &["ArtifactFailed", "SourceNotReady", "DependencyNotReady"];
+
+/// Whether `reason` is one Flux only waits on for this release: its
+/// chart's source or a dependency (`WAITING_REASONS`), or, for a release
+/// of this cluster, Helm's storage that this cluster's API server could
+/// not give (`StateError`: read before any Helm action, so nothing of the
+/// chart was judged). Read as failed, an API server's restart failed a
+/// first install under way and let the next pool install beside it (the
+/// fault soak, seed 31337, once the checker judged first installs). For a
+/// site cluster the same reason is its own network's or kubeconfig's
+/// ([`unreachable_since`]).
+fn only_waits(release: &Value, reason: &str) -> bool {
+    WAITING_REASONS.contains(&reason)
+        || (reason == REASON_STATE_ERROR && release.pointer("/spec/kubeConfig").is_none_or(Value::is_null))
+}
+
 /// Reasons Flux gives while it is still working: never a verdict on the spec.
 const PROGRESSING_REASONS: &[&str] = &["Progressing", "ProgressingWithRetry"];
 
@@ -198,9 +213,7 @@ pub fn classify(release: &Value) -> ReleaseStatus {
         // Reconciling=True beside it only says that Flux retries.
         return match find("Stalled").filter(|c| c["status"] == "True") {
             Some(stalled) => stalled_with_cause(stalled, Some(ready)),
-            None if WAITING_REASONS.contains(&text(ready, "reason").as_str()) => {
-                from(ReleaseState::Waiting, ready)
-            }
+            None if only_waits(release, &text(ready, "reason")) => from(ReleaseState::Waiting, ready),
             None => from(ReleaseState::Failed, ready),
         };
     }
@@ -220,7 +233,7 @@ pub fn classify(release: &Value) -> ReleaseStatus {
     match ready["status"].as_str() {
         Some("True") => from(ReleaseState::Ready, ready),
         Some("False") if FAILED_REASONS.contains(&reason.as_str()) => from(ReleaseState::Failed, ready),
-        Some("False") if WAITING_REASONS.contains(&reason.as_str()) => from(ReleaseState::Waiting, ready),
+        Some("False") if only_waits(release, &reason) => from(ReleaseState::Waiting, ready),
         _ if find("Reconciling").is_some_and(|c| c["status"] == "True") => {
             from(ReleaseState::Progressing, ready)
         }

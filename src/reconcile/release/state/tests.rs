@@ -126,6 +126,9 @@ fn any_ready_false_for_the_current_generation_is_current() {
         ("the source is not ready", 1, -1,
             json!([cond_at("Ready", "False", "SourceNotReady", 1)]),
             ReleaseState::Waiting, "SourceNotReady"),
+        ("this cluster's API server could not give Helm its storage", 1, -1,
+            json!([reconciling(1), cond_at("Ready", "False", "StateError", 1)]),
+            ReleaseState::Waiting, "StateError"),
         ("refused for good: Stalled, with Ready's cause", 1, -1,
             json!([cond_at("Ready", "False", "AccessDenied", 1),
                    cond_at("Stalled", "True", "AccessDenied", 1)]),
@@ -362,4 +365,25 @@ fn a_site_cluster_that_answers_wrongly_or_a_broken_chart_is_not_unreachable() {
     let mut local = remote("False", "StateError", &format!("{STATE_ERROR}connect: connection refused"));
     local["spec"].as_object_mut().unwrap().remove("kubeConfig");
     assert_eq!(unreachable_since(&local), None);
+}
+
+/// Of this cluster, a `StateError` is the API server's own trouble (a
+/// restart, etcd not ready yet), read before any Helm action: no verdict
+/// on the chart, so the release waits, whatever the words. Of a site
+/// cluster, words that are no network's (a wrong CA) are its kubeconfig's
+/// fault, which no waiting mends.
+#[test]
+fn helms_storage_this_cluster_could_not_give_is_waited_on_and_a_sites_wrong_ca_fails() {
+    let wrong_ca = format!(
+        "{STATE_ERROR}tls: failed to verify certificate: x509: certificate signed by unknown authority"
+    );
+    for message in [
+        format!("{STATE_ERROR}connect: connection refused"),
+        "etcdserver: leader changed".into(),
+    ] {
+        let mut local = remote("False", "StateError", &message);
+        local["spec"].as_object_mut().unwrap().remove("kubeConfig");
+        assert_eq!(state(local), ReleaseState::Waiting, "{message}");
+    }
+    assert_eq!(state(remote("False", "StateError", &wrong_ca)), ReleaseState::Failed);
 }
