@@ -212,7 +212,7 @@ fn ready_transition(release: &Value) -> Option<Timestamp> {
 /// (`offlineAfter`, 1m unless said), when the application skips offline
 /// pools (`offlinePools: Skip`, the default); `None` when it includes
 /// them: then an offline pool counts like any other.
-fn offline_after(application: &Value) -> Option<std::time::Duration> {
+pub(super) fn offline_after(application: &Value) -> Option<std::time::Duration> {
     let rollout = application.pointer("/spec/rollout");
     if rollout.and_then(|r| text(r, "/offlinePools")) == Some("Include") {
         return None;

@@ -35,6 +35,8 @@
 //!   of the application that applies to it is closed (docs/rollouts.md).
 //! - [`bounded`]: an application's status stays under its bounds
 //!   (docs/concepts.md, "Status").
+//! - [`offline_done`]: a revision never reads `Complete` while a pool
+//!   offline is behind on it (docs/rollouts.md, "Offline pools").
 //! - [`liveness`]: once faults stop, every application settles
 //!   (docs/local-plane-and-tests.md, "Faults"); judged by the soak, which
 //!   knows when faults stop.
@@ -53,6 +55,7 @@ mod isolation;
 pub mod liveness;
 mod max_unavailable;
 pub mod nodes;
+mod offline_done;
 mod ownership;
 mod paused;
 mod read;
@@ -124,12 +127,23 @@ impl Record {
             true => "deleted",
             false => "seen",
         };
+        // A release's Ready condition and revision, which most rules read.
+        let ready = match self.kind {
+            Kind::HelmRelease => read::ready_condition(&self.object).map(|c| {
+                let field = |key: &str| c[key].as_str().unwrap_or("?").to_string();
+                let revision =
+                    annotation(&self.object, crate::api::naming::ANNOTATION_REVISION).unwrap_or("?");
+                format!(", Ready {} {}, revision {revision}", field("status"), field("reason"))
+            }),
+            _ => None,
+        };
         format!(
-            "{} {} {what} at resourceVersion {} generation {}",
+            "{} {} {what} at resourceVersion {} generation {}{}",
             self.seen,
             self.key(),
             version.unwrap_or("?"),
-            generation.map_or("?".to_string(), |g| g.to_string())
+            generation.map_or("?".to_string(), |g| g.to_string()),
+            ready.unwrap_or_default()
         )
     }
 }
@@ -179,10 +193,11 @@ pub enum Invariant {
     Bounded,
     Liveness,
     RollbackTakesBack,
+    OfflineNeverDone,
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 12] = [
+    pub const ALL: [Invariant; 13] = [
         Self::MaxUnavailable,
         Self::HaltHolds,
         Self::CompletedStays,
@@ -195,6 +210,7 @@ impl Invariant {
         Self::Bounded,
         Self::Liveness,
         Self::RollbackTakesBack,
+        Self::OfflineNeverDone,
     ];
 
     pub fn name(self) -> &'static str {
@@ -211,6 +227,7 @@ impl Invariant {
             Self::Isolation => "isolation",
             Self::Ownership => "ownership",
             Self::RollbackTakesBack => "rollback",
+            Self::OfflineNeverDone => "offline not done",
         }
     }
 
@@ -224,6 +241,7 @@ impl Invariant {
             Self::Afresh | Self::RollbackTakesBack => "docs/rollouts.md#automatic-rollback",
             Self::Approvals => "docs/rollouts.md#approval-between-waves",
             Self::Windows => "docs/rollouts.md#maintenance-windows",
+            Self::OfflineNeverDone => "docs/rollouts.md#offline-pools",
             Self::Bounded => "docs/concepts.md#status",
             Self::Liveness => "docs/local-plane-and-tests.md#faults",
             Self::Isolation => "docs/isolation.md#one-instance-per-pool-really",
@@ -272,6 +290,7 @@ pub struct Checker {
     pauses: paused::Pauses,
     windows: window::Windows,
     updating: max_unavailable::Updating,
+    offline_done: offline_done::OfflineDone,
     /// The nodes, for whether a pool is offline.
     nodes: nodes::Nodes,
     /// Every uid each application (by namespace and name) has had: a
@@ -331,6 +350,20 @@ impl Checker {
             }
             judge(Invariant::Windows, self.windows.read_application(&record));
             judge(Invariant::Paused, self.pauses.read_application(&record));
+            self.offline_done.read_application(&record);
+        }
+        if record.kind == Kind::HelmRelease {
+            // Any release's version, a deletion's too, says the watch has
+            // passed every application version older than it; this release
+            // is newer than those, so no evidence of how it stood then.
+            let mut found = self.offline_done.read_release(&self.objects, &self.nodes, &record);
+            for violation in &mut found {
+                let app = violation.objects[0].trim_start_matches("NodePoolApplication ");
+                let key = app.split_once('/').map(|(ns, name)| (ns.to_string(), name.to_string()));
+                let story = key.and_then(|k| self.stories.get(&k));
+                violation.story = story.map(|s| s.iter().cloned().collect()).unwrap_or_default();
+            }
+            judge(Invariant::OfflineNeverDone, found);
         }
         if record.deleted && record.kind == Kind::HelmRelease {
             self.updating.check_release(&self.objects, &self.nodes, &record, previous.as_ref());
@@ -376,7 +409,9 @@ impl Checker {
                     continue;
                 }
                 *self.summary.violations.entry(invariant).or_default() += 1;
-                violation.story = story.clone();
+                if violation.story.is_empty() {
+                    violation.story = story.clone();
+                }
                 violations.push(violation);
             }
         }

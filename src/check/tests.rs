@@ -3,6 +3,7 @@
 
 mod afresh;
 mod approval;
+mod offline;
 mod ownership;
 mod paused;
 mod rollback;

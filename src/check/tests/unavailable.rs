@@ -78,7 +78,7 @@ fn a_relist_whose_pool_back_before_the_write_is_listed_after_it_reads_it_back() 
 
 /// A release pinned to `pool`'s nodes, as the placement post-renderer
 /// writes it: a kustomize patch of kind Pod, in YAML.
-fn pinned(mut release: Value, pool: &str) -> Value {
+pub(super) fn pinned(mut release: Value, pool: &str) -> Value {
     let patch = format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: pool-placement\nspec:\n  nodeSelector:\n    apps.openyurt.io/nodepool: {pool}\n");
     release["spec"]["postRenderers"] = json!([{ "kustomize": { "patches": [
         { "target": { "kind": "Pod", "version": "v1" }, "patch": patch }
@@ -87,7 +87,7 @@ fn pinned(mut release: Value, pool: &str) -> Value {
 }
 
 /// A node of `pool`, Ready or not since `since` seconds.
-fn node(name: &str, pool: &str, ready: bool, since: i64) -> Value {
+pub(super) fn node(name: &str, pool: &str, ready: bool, since: i64) -> Value {
     json!({ "metadata": { "name": name, "labels": { "apps.openyurt.io/nodepool": pool } },
         "status": { "conditions": [{ "type": "Ready", "status": if ready { "True" } else { "False" },
             "lastTransitionTime": at(since).to_string() }] } })
