@@ -428,6 +428,7 @@ impl Deciding<'_> {
                             release = %release,
                             rollout = ?state,
                             seen = observed.is_some(),
+                            was = ?observed.map(|o| (o.status.state, &o.status.reason, o.status.observed_latest)),
                             restores = change.restores(),
                             "to be written"
                         );

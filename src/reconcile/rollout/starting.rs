@@ -115,6 +115,15 @@ pub(super) fn first_install_alone(
             && !p.suspended
     });
     let in_flight = updating_now(pools, states).or(installing_behind);
+    tracing::debug!(
+        in_flight = ?in_flight.map(|i| pools[i].pool),
+        pools = ?pools
+            .iter()
+            .zip(states.iter())
+            .map(|(p, d)| (p.pool, &p.release, d.state, p.suspended, p.last_written))
+            .collect::<Vec<_>>(),
+        "first install"
+    );
     one_goes_first(pools, states, &going, in_flight, pool_reason::FIRST_INSTALL, |first| {
         format!(
             "waits for the application's first install, on pool {first:?}, to be Ready or fail: installs \

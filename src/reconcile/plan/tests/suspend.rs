@@ -245,3 +245,40 @@ fn a_resumed_releases_progress_deadline_runs_from_the_resume() {
     assert_eq!(failed_at("2030-01-01T00:04:00Z"), 0, "within five minutes of the resume");
     assert_eq!(failed_at("2030-01-01T00:06:00Z"), 5, "five minutes past the resume");
 }
+
+/// An application suspended during its first install and resumed: the
+/// first pool's install goes on with the resume, so the others wait for
+/// it, as for any first install (found by the fault soak, seeds 31337 and
+/// 6021, once the checker judged first installs: a new pool installed
+/// beside the resumed one).
+#[test]
+fn a_first_install_resumed_holds_the_other_pools_as_one_under_way() {
+    let a = app(json!({}));
+    let fleet = super::rollout::fleet();
+    let first = Scenario::of(&a).over(&fleet).planned_by_the_controller().plan();
+    assert_eq!(applied_pools(&first), ["p1"]);
+    let p1 = &first.apply[0];
+    let mut installing = marked(ready_release(&p1.name, "p1", &p1.spec_hash));
+    installing.suspended = true;
+    installing.written_at = Some("2029-12-31T23:59:00Z".into());
+    let status = std::sync::Arc::make_mut(&mut installing.status);
+    (status.state, status.observed_latest, status.deployed_before) =
+        (ReleaseState::Progressing, false, false);
+    for changed_while_suspended in [false, true] {
+        let mut installing = installing.clone();
+        if changed_while_suspended {
+            installing.spec_hash = Some("before-the-change".into());
+        }
+        let plan = Scenario::of(&a)
+            .over(&fleet)
+            .owning(vec![installing])
+            .planned_by_the_controller()
+            .plan();
+        assert_eq!(plan.resume, std::slice::from_ref(&p1.name));
+        let written = applied_pools(&plan);
+        assert!(
+            written.iter().all(|p| *p == "p1"),
+            "changed while suspended: {changed_while_suspended}: only the install under way goes on: {written:?}"
+        );
+    }
+}

@@ -143,3 +143,29 @@ fn an_install_of_an_earlier_revision_still_under_way_holds_the_others() {
         .new_pool("c");
     assert_eq!(first_install_waiters(&failed.decide(&first_alone(), 1)), ["c"]);
 }
+
+#[test]
+fn an_install_under_way_at_the_revision_holds_the_others_whatever_its_state_in_the_rollout() {
+    // Pool b's first install, at this revision, was cut short (its
+    // application suspended, its API server restarted) and resumes while
+    // b's window is closed: no rollout state of "updating", yet Helm
+    // installs on b again (found by the fault soak, seed 31337, once the
+    // checker judged first installs: pool a installed beside it).
+    let installing = status(ReleaseState::Progressing, false, None);
+    let fleet = Fleet::new()
+        .current("b", 0, installing.clone(), 9_911)
+        .last_written("b", 9_911)
+        .window_closed("b", None, false)
+        .new_pool("a")
+        .new_pool("c");
+    let d = fleet.decide(&first_alone(), 1);
+    assert!(written(&d).is_empty(), "{:?}", d.pools);
+    assert_eq!(first_install_waiters(&d), ["a", "c"], "{:?}", d.pools);
+    // Helm only waits on it (StateError on this cluster, say): still under way.
+    let waiting = Fleet::new()
+        .current("b", 0, status(ReleaseState::Waiting, true, None), 9_911)
+        .last_written("b", 9_911)
+        .window_closed("b", None, false)
+        .new_pool("a");
+    assert_eq!(first_install_waiters(&waiting.decide(&first_alone(), 1)), ["a"]);
+}
