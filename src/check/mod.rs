@@ -128,14 +128,25 @@ impl Record {
             false => "seen",
         };
         // A release's Ready condition and revision, which most rules read.
-        let ready = match self.kind {
+        let state = match self.kind {
             Kind::HelmRelease => read::ready_condition(&self.object).map(|c| {
                 let field = |key: &str| c[key].as_str().unwrap_or("?").to_string();
                 let revision =
                     annotation(&self.object, crate::api::naming::ANNOTATION_REVISION).unwrap_or("?");
                 format!(", Ready {} {}, revision {revision}", field("status"), field("reason"))
             }),
-            _ => None,
+            // An application's rollout as its status reads it.
+            Kind::Application => {
+                let field = |pointer: &str| text(&self.object, pointer).unwrap_or("?").to_string();
+                let observed = self.object.pointer("/status/observedGeneration").and_then(Value::as_i64);
+                Some(format!(
+                    ", observed {}, rollout {} {} ({})",
+                    observed.map_or("?".to_string(), |g| g.to_string()),
+                    field("/status/rollout/phase"),
+                    field("/status/rollout/revision"),
+                    field("/status/rollout/message").chars().take(200).collect::<String>()
+                ))
+            }
         };
         format!(
             "{} {} {what} at resourceVersion {} generation {}{}",
@@ -143,7 +154,7 @@ impl Record {
             self.key(),
             version.unwrap_or("?"),
             generation.map_or("?".to_string(), |g| g.to_string()),
-            ready.unwrap_or_default()
+            state.unwrap_or_default()
         )
     }
 }
