@@ -182,7 +182,7 @@ fn plan_releases(input: &PlanInput) -> Plan {
     };
     let rewrites =
         rewrite::rewrites(&mut candidates.pools, &owned, &revision, app.shard, input.rendering_changes);
-    let (settings, targets) = match rollout_of(input, &app, selected.pools.len(), &revision, &rewrites) {
+    let (settings, targets) = match rollout_of(input, &app, &selected.pools, &revision, &rewrites) {
         Ok(rollout) => rollout,
         Err(message) => return blocked(input, conditions::reason::INVALID_ROLLOUT.to_string(), message),
     };

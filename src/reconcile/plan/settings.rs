@@ -10,7 +10,10 @@ use super::recorded::{completed, halted_before, judged_by, rollout_number};
 use super::rewrite::Rewrites;
 use super::{ready, rollback, schedule, PlanInput};
 use crate::api::naming;
+use crate::pools::Pool;
+use crate::reconcile::plan::ObservedRelease;
 use crate::reconcile::release::build::AppInfo;
+use crate::reconcile::release::state::ReleaseState;
 use crate::reconcile::rollout::{self, analysis::Answers};
 
 /// The rollout's settings for this revision, with where the pools that
@@ -18,7 +21,7 @@ use crate::reconcile::rollout::{self, analysis::Answers};
 pub(super) fn rollout_of(
     input: &PlanInput,
     app: &AppInfo,
-    pools: usize,
+    selected: &[&Pool],
     revision: &str,
     rewrites: &Rewrites,
 ) -> Result<(rollout::Settings, rollback::Targets), String> {
@@ -29,7 +32,7 @@ pub(super) fn rollout_of(
     let settings = rollout::Settings {
         completed: completed && !again,
         held_renders: rewrites.held,
-        ..rollout_settings(input, app, pools, revision)?
+        ..rollout_settings(input, app, selected, revision)?
     };
     // Where the pools that took the revision may go back to: read only
     // while a rollback may come.
@@ -60,10 +63,11 @@ pub(super) fn rollout_of(
 fn rollout_settings(
     input: &PlanInput,
     app: &AppInfo,
-    pools: usize,
+    selected: &[&Pool],
     revision: &str,
 ) -> Result<rollout::Settings, String> {
-    let settings = rollout::Settings::new(app.spec.rollout.as_ref(), pools).map_err(|e| e.to_string())?;
+    let settings =
+        rollout::Settings::new(app.spec.rollout.as_ref(), selected.len()).map_err(|e| e.to_string())?;
     // The pools share one cluster, so objects whose names do not vary by
     // pool too, and the controller plans (not a preview).
     let one_cluster =
@@ -74,9 +78,34 @@ fn rollout_settings(
         halted_before: halted_before(input, revision, &judged_by(app)),
         halted_because: input.history.and_then(|h| h.halted_because(revision)).map(String::from),
         first_install_alone: one_cluster,
+        undeployed_leaving: one_cluster.then(|| undeployed_leaving(input, selected)).flatten(),
         new_chart_alone: input.chart.map(|c| c.version.clone()).filter(|_| one_cluster),
         ..settings
     })
+}
+
+/// A release of a pool that left the selection (pruned now, or being
+/// deleted) that Helm never deployed nor found Ready, on this cluster:
+/// while it exists, the first install may still be its own (found by the
+/// fault soak, seed 6021: a pool left while its application was
+/// suspended mid-install, and the resume that lets helm-controller
+/// uninstall it let a new pool install beside it). An inert one drives
+/// nothing.
+fn undeployed_leaving(input: &PlanInput, selected: &[&Pool]) -> Option<String> {
+    // Once any release deployed, nothing is looked for: the set of the
+    // selection is built only while the first install lasts.
+    let installed =
+        |o: &Arc<ObservedRelease>| o.status.deployed_before || o.status.state == ReleaseState::Ready;
+    if input.owned.iter().any(installed) {
+        return None;
+    }
+    let selected: foldhash::HashSet<&str> = selected.iter().map(|p| p.name.as_str()).collect();
+    input
+        .owned
+        .iter()
+        .filter(|o| o.cluster.is_none() && !o.inert)
+        .find(|o| o.pool.as_deref().is_some_and(|p| !selected.contains(p)))
+        .map(|o| o.name.clone())
 }
 
 /// The check failures releases keep of soaks on `revision` that the

@@ -83,6 +83,12 @@ pub struct Settings {
     /// the application's first install goes to one pool alone until its
     /// release is judged (see [`super::first_install_alone`]).
     pub first_install_alone: bool,
+    /// A release of the application whose pool left the selection before
+    /// Helm deployed it on any pool, not yet gone: its install may still
+    /// run (a release resumed to be uninstalled, say), and its uninstall
+    /// deletes what it created, so during the first install no new pool
+    /// installs until it is gone (see [`super::first_install_alone`]).
+    pub undeployed_leaving: Option<String>,
     /// The chart version the revision resolves to, on pools of one
     /// cluster: it goes to one pool alone until that pool is done with it
     /// (see [`super::new_chart_alone`]). None for sites that are clusters,
@@ -122,6 +128,7 @@ impl Default for Settings {
             completed: false,
             held_renders: 0,
             first_install_alone: false,
+            undeployed_leaving: None,
             new_chart_alone: None,
             wave_checks: BTreeMap::new(),
             pre_rollout: None,

@@ -114,6 +114,21 @@ pub(super) fn first_install_alone(
             && recent
             && !p.suspended
     });
+    // A release of a pool that left before any install was judged may
+    // still install, or be uninstalled deleting what it created: every
+    // new pool waits until it is gone.
+    if let Some(leaving) = settings.undeployed_leaving.as_deref() {
+        let message = format!(
+            "waits for release {leaving:?}, whose pool left the selection before the application's first \
+             install was judged, to be uninstalled: an install beside it would share the chart's objects \
+             whose names do not vary by pool"
+        );
+        for i in (0..pools.len()).filter(|i| going[*i]) {
+            states[i] =
+                PoolDecision::noted(PoolRollout::Waiting, pool_reason::FIRST_INSTALL, message.clone());
+        }
+        return;
+    }
     let in_flight = updating_now(pools, states).or(installing_behind);
     tracing::debug!(
         in_flight = ?in_flight.map(|i| pools[i].pool),

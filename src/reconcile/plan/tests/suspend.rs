@@ -282,3 +282,55 @@ fn a_first_install_resumed_holds_the_other_pools_as_one_under_way() {
         );
     }
 }
+
+/// Found by the fault soak (seed 6021): a pool left the selection while
+/// its application was suspended in the middle of the first install. At
+/// the resume its release is resumed (so that helm-controller uninstalls
+/// it) and pruned; a new pool waits until it is gone, and installs once
+/// it is, or once any release was deployed.
+#[test]
+fn a_first_install_whose_pool_left_holds_the_new_pools_until_it_is_gone() {
+    let a = app(json!({}));
+    let fleet = super::rollout::fleet();
+    let first = Scenario::of(&a).over(&fleet).planned_by_the_controller().plan();
+    assert_eq!(applied_pools(&first), ["p1"]);
+    let p1 = &first.apply[0];
+    let mut installing = marked(ready_release(&p1.name, "p1", &p1.spec_hash));
+    installing.suspended = true;
+    installing.written_at = Some("2029-12-31T23:59:00Z".into());
+    let status = std::sync::Arc::make_mut(&mut installing.status);
+    (status.state, status.observed_latest, status.deployed_before) =
+        (ReleaseState::Progressing, false, false);
+    let without_p1: Vec<_> = fleet.iter().filter(|p| p.name != "p1").cloned().collect();
+    let plan = Scenario::of(&a)
+        .over(&without_p1)
+        .owning(vec![installing.clone()])
+        .planned_by_the_controller()
+        .plan();
+    assert_eq!(plan.resume, std::slice::from_ref(&p1.name), "resumed to be uninstalled");
+    assert_eq!(plan.prune, std::slice::from_ref(&p1.name));
+    assert!(applied_pools(&plan).is_empty(), "{:?}", applied_pools(&plan));
+    let p2 = plan.status().pools.into_iter().find(|p| p.pool == "p2").unwrap();
+    assert!(p2.message.contains(&p1.name), "{p2:?}");
+    // Being deleted, it holds them still; gone, the next pool goes first.
+    let mut deleting = installing.clone();
+    (deleting.suspended, deleting.deleting) = (false, true);
+    let plan = Scenario::of(&a)
+        .over(&without_p1)
+        .owning(vec![deleting])
+        .planned_by_the_controller()
+        .plan();
+    assert!(applied_pools(&plan).is_empty(), "{:?}", applied_pools(&plan));
+    let gone = Scenario::of(&a).over(&without_p1).planned_by_the_controller().plan();
+    assert_eq!(applied_pools(&gone), ["p2"]);
+    // Deployed, it installs nothing more: the first install of the pools
+    // selected goes on, one pool first.
+    let mut deployed = installing;
+    std::sync::Arc::make_mut(&mut deployed.status).deployed_before = true;
+    let plan = Scenario::of(&a)
+        .over(&without_p1)
+        .owning(vec![deployed])
+        .planned_by_the_controller()
+        .plan();
+    assert_eq!(applied_pools(&plan), ["p2"]);
+}

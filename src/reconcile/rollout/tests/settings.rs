@@ -36,6 +36,7 @@ fn settings_resolve_percentages_of_the_selected_pools() {
             completed: false,
             held_renders: 0,
             first_install_alone: false,
+            undeployed_leaving: None,
             new_chart_alone: None,
             wave_checks: Default::default(),
             pre_rollout: None,
