@@ -224,7 +224,7 @@ pub(super) fn offline_after(application: &Value) -> Option<std::time::Duration> 
 }
 
 /// `progressDeadline` of the application's rollout (10m unless said).
-fn progress_deadline(application: &Value) -> Duration {
+pub(super) fn progress_deadline(application: &Value) -> Duration {
     let said = application.pointer("/spec/rollout/progressDeadline").and_then(Value::as_str);
     said.and_then(crate::reconcile::rollout::parse_duration)
         .unwrap_or(Duration::from_secs(600))
@@ -234,7 +234,7 @@ fn progress_deadline(application: &Value) -> Duration {
 /// Ready=False for it, for another cause than work under way, a wait on
 /// its source or a dependency (see [`available_before`]), or a site that
 /// does not answer (`StateError`), which says nothing of the release.
-fn failed_now(release: &Value) -> bool {
+pub(super) fn failed_now(release: &Value) -> bool {
     const UNDER_WAY: [&str; 3] = ["Progressing", "ProgressingWithRetry", "StateError"];
     let no_verdict = |reason: &Value| UNDER_WAY.iter().chain(&WAITING_REASONS).any(|r| reason == *r);
     let generation = release.pointer("/metadata/generation").and_then(Value::as_i64);

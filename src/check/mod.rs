@@ -35,6 +35,9 @@
 //!   of the application that applies to it is closed (docs/rollouts.md).
 //! - [`bounded`]: an application's status stays under its bounds
 //!   (docs/concepts.md, "Status").
+//! - [`first_install`]: on pools of one cluster, no two releases of an
+//!   application install at once until one of them is Ready or deployed
+//!   (docs/isolation.md, "One instance per pool, really").
 //! - [`offline_done`]: a revision never reads `Complete` while a pool
 //!   offline is behind on it (docs/rollouts.md, "Offline pools").
 //! - [`liveness`]: once faults stop, every application settles
@@ -50,6 +53,7 @@ mod afresh;
 mod approval;
 pub mod bounded;
 mod completed;
+mod first_install;
 mod halt;
 mod isolation;
 pub mod liveness;
@@ -204,11 +208,12 @@ pub enum Invariant {
     Bounded,
     Liveness,
     RollbackTakesBack,
+    FirstInstallAlone,
     OfflineNeverDone,
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 13] = [
+    pub const ALL: [Invariant; 14] = [
         Self::MaxUnavailable,
         Self::HaltHolds,
         Self::CompletedStays,
@@ -221,6 +226,7 @@ impl Invariant {
         Self::Bounded,
         Self::Liveness,
         Self::RollbackTakesBack,
+        Self::FirstInstallAlone,
         Self::OfflineNeverDone,
     ];
 
@@ -238,6 +244,7 @@ impl Invariant {
             Self::Isolation => "isolation",
             Self::Ownership => "ownership",
             Self::RollbackTakesBack => "rollback",
+            Self::FirstInstallAlone => "first install",
             Self::OfflineNeverDone => "offline not done",
         }
     }
@@ -255,7 +262,7 @@ impl Invariant {
             Self::OfflineNeverDone => "docs/rollouts.md#offline-pools",
             Self::Bounded => "docs/concepts.md#status",
             Self::Liveness => "docs/local-plane-and-tests.md#faults",
-            Self::Isolation => "docs/isolation.md#one-instance-per-pool-really",
+            Self::Isolation | Self::FirstInstallAlone => "docs/isolation.md#one-instance-per-pool-really",
             Self::Ownership => "docs/isolation.md#bad-input-and-ownership",
         }
     }
@@ -301,6 +308,7 @@ pub struct Checker {
     pauses: paused::Pauses,
     windows: window::Windows,
     updating: max_unavailable::Updating,
+    first_installs: first_install::FirstInstalls,
     offline_done: offline_done::OfflineDone,
     /// The nodes, for whether a pool is offline.
     nodes: nodes::Nodes,
@@ -361,9 +369,15 @@ impl Checker {
             }
             judge(Invariant::Windows, self.windows.read_application(&record));
             judge(Invariant::Paused, self.pauses.read_application(&record));
+            self.first_installs.read_application(&record);
             self.offline_done.read_application(&record);
         }
         if record.kind == Kind::HelmRelease {
+            // Also on deletion: a release deleted installs no more.
+            let found =
+                self.first_installs
+                    .check_release(&self.objects, &self.nodes, &record, previous.as_ref());
+            judge(Invariant::FirstInstallAlone, found);
             // Any release's version, a deletion's too, says the watch has
             // passed every application version older than it; this release
             // is newer than those, so no evidence of how it stood then.
@@ -446,6 +460,7 @@ impl Checker {
         let mut found = Vec::new();
         if kind == Kind::HelmRelease {
             self.updating.relisted(&listed, &self.objects);
+            self.first_installs.relisting(&listed);
         }
         self.relisting = true;
         for record in listed {

@@ -3,6 +3,7 @@
 
 mod afresh;
 mod approval;
+mod first_install;
 mod offline;
 mod ownership;
 mod paused;
