@@ -23,11 +23,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::api::naming;
-
 use super::{
-    annotation, application_key, application_of_release, taken_revision, text, Invariant, Key, Kind, Record,
-    Violation,
+    application_key, application_of_release, taken_revision, text, Invariant, Key, Kind, Record, Violation,
 };
 
 /// A halt seen on an application.
@@ -131,7 +128,7 @@ impl Halts {
         let before = previous.and_then(taken_revision);
         let written = resource_version(release).unwrap_or_default();
         let lifted = halt.lifted.is_some_and(|l| l < written);
-        if now.as_deref() != Some(halt.revision.as_str()) || before == now || written <= halt.at || lifted {
+        if now != Some(halt.revision.as_str()) || before == now || written <= halt.at || lifted {
             return Vec::new();
         }
         let violation = Violation {
@@ -143,7 +140,7 @@ impl Halts {
                 halt.revision,
                 halt.phase,
                 halt.at,
-                before.as_deref().unwrap_or("no release")
+                before.unwrap_or("no release")
             ),
             objects: vec![
                 record.key().to_string(),
@@ -185,10 +182,7 @@ fn every_release_carries(objects: &BTreeMap<Key, Value>, key: &(String, String),
             && object.pointer("/metadata/deletionTimestamp").is_none()
             && application_of_release(object).is_some_and(|(ns, app)| ns == key.0 && app == key.1)
     });
-    of_app.map(|(_, r)| r).all(|r| {
-        annotation(r, naming::ANNOTATION_REVISION) == Some(revision)
-            && annotation(r, naming::ANNOTATION_ROLLED_BACK_FROM).is_none()
-    })
+    of_app.map(|(_, r)| r).all(|r| taken_revision(r) == Some(revision))
 }
 
 /// An object's resourceVersion as etcd numbers it.

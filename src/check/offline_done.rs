@@ -26,7 +26,8 @@ use super::halt::resource_version;
 use super::max_unavailable::offline_after;
 use super::nodes::Nodes;
 use super::{
-    annotation, application_key, application_of_release, text, Invariant, Key, Kind, Record, Violation,
+    annotation, application_key, application_of_release, taken_revision, text, Invariant, Key, Kind, Record,
+    Violation,
 };
 use crate::api::naming;
 
@@ -105,7 +106,7 @@ fn judge(completion: &Completion, objects: &BTreeMap<Key, Value>, nodes: &Nodes)
             && application_of_release(release).is_some_and(|(ns, a)| ns == namespace && a == app)
             && resource_version(release).is_some_and(|v| v <= completion.version)
             && nodes.offline(release, completion.offline_after, completion.seen)
-            && !carries(release, &completion.revision)
+            && taken_revision(release) != Some(completion.revision.as_str())
     });
     behind
         .map(|(key, release)| Violation {
@@ -122,10 +123,4 @@ fn judge(completion: &Completion, objects: &BTreeMap<Key, Value>, nodes: &Nodes)
             story: Vec::new(),
         })
         .collect()
-}
-
-/// Whether a release carries `revision`, not taken back from it.
-fn carries(release: &Value, revision: &str) -> bool {
-    annotation(release, naming::ANNOTATION_REVISION) == Some(revision)
-        && annotation(release, naming::ANNOTATION_ROLLED_BACK_FROM).is_none()
 }

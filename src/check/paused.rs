@@ -146,7 +146,7 @@ impl Pauses {
         let (Some(now), before) = (taken_revision(release), taken_revision(previous)) else {
             return Vec::new();
         };
-        if before.as_deref() == Some(now.as_str()) {
+        if before == Some(now) {
             return Vec::new();
         }
         let written = resource_version(release).unwrap_or_default();
@@ -156,7 +156,7 @@ impl Pauses {
                 "{} was written at revision {now} while {namespace}/{app} was paused \
                  (resourceVersion {written}); it was at {} before",
                 record.key(),
-                before.as_deref().unwrap_or("a revision taken back")
+                before.unwrap_or("a revision taken back")
             ),
             objects: vec![
                 record.key().to_string(),

@@ -39,11 +39,9 @@ pub(super) fn annotation<'a>(object: &'a Value, name: &str) -> Option<&'a str> {
 /// The revision a release was written at, unless it was taken back from
 /// one (`apps.fanout.dev/rolled-back-from`): what a pool took, as the
 /// rules about taking a revision count it.
-pub(super) fn taken_revision(release: &Value) -> Option<String> {
+pub(super) fn taken_revision(release: &Value) -> Option<&str> {
     let rolled_back = annotation(release, crate::api::naming::ANNOTATION_ROLLED_BACK_FROM).is_some();
-    annotation(release, crate::api::naming::ANNOTATION_REVISION)
-        .filter(|_| !rolled_back)
-        .map(str::to_string)
+    annotation(release, crate::api::naming::ANNOTATION_REVISION).filter(|_| !rolled_back)
 }
 
 /// A label of an object.
