@@ -194,6 +194,19 @@ fn window_closings(pools: &[PoolInput], states: &[PoolDecision], now: Timestamp,
     }
 }
 
+/// A pool on the way to the revision, or failed on it: not done with it.
+fn not_done_yet(d: &PoolDecision) -> bool {
+    matches!(
+        d.state,
+        PoolRollout::Pending
+            | PoolRollout::Write
+            | PoolRollout::Waiting
+            | PoolRollout::Updating
+            | PoolRollout::Soaking
+            | PoolRollout::Failed
+    )
+}
+
 /// Decides every pool of `pools` (names unique) at `now`.
 pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Timestamp) -> Decision {
     let mut requeue = Requeue::default();
@@ -209,7 +222,7 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
     // is that pool's own failure, not the revision's.
     //
     // A halt holds: once the history records the revision halted at this
-    // generation, it stays halted while any pool is still to be written,
+    // generation, it stays halted until every pool is done with it,
     // even when no pool fails now (the failed one recovered, its site came
     // back, or it left the selection): the revision is known bad, and a
     // person acts (a fix, a request, new rollout settings). Found by the
@@ -221,16 +234,21 @@ pub fn decide(settings: &Settings, pools: &[PoolInput], waves: usize, now: Times
     // it (fourth review, item 2: a halted revision read `Complete` behind
     // two offline sites, and each returning site took the known-bad
     // revision).
+    //
+    // Nor is it done while a pool on it is still updating, soaking or
+    // failed: until every pool is done with it, a halted revision reads
+    // `Halted` (the docs' "Complete" comes only then). Reading it
+    // `Progressing` meanwhile also wiped the status's record of the halt,
+    // which holds it as the history's does (found by the fault soak, seed
+    // 636492862: the failed pool left while two others soaked, and pools
+    // added later installed at the halted revision).
     let offline_behind = offline_behind(pools, &states);
-    let to_write = offline_behind > 0
-        || states
-            .iter()
-            .any(|d| matches!(d.state, PoolRollout::Pending | PoolRollout::Write | PoolRollout::Waiting));
+    let unfinished = offline_behind > 0 || states.iter().any(not_done_yet);
     let wave_failure = waves::failure(settings);
     let halted = settings.progressive
         && !settings.completed
         && (failed.len() > settings.max_failures
-            || (settings.halted_before && to_write)
+            || (settings.halted_before && unfinished)
             || wave_failure.is_some());
     let halt_cause = halted.then(|| halt_cause(pools, &states, wave_failure.as_ref())).flatten();
     let busy = |s: PoolRollout| matches!(s, PoolRollout::Updating | PoolRollout::Soaking);

@@ -65,7 +65,7 @@ pub struct Settings {
     /// so whatever its pools say now (see [`super::rollback`]).
     pub rolled_back: bool,
     /// The history says the revision halted at the application's current
-    /// generation: the halt holds while any pool is still to be written,
+    /// generation: the halt holds until every pool is done with it,
     /// whatever the pools say now (see [`super::decide`]).
     pub halted_before: bool,
     /// Why this rollout halted, as recorded when it did: what the status

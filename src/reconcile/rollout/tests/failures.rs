@@ -155,3 +155,37 @@ fn a_recorded_halt_holds_though_no_pool_fails_now() {
     let done = Fleet::new().current("a", 0, ready(), 9_000).current("b", 0, ready(), 9_000);
     assert_eq!(done.decide(&halted_before, 1).phase, RolloutPhase::Complete);
 }
+
+/// Found by the fault soak (seed 636492862): the failed pool left the
+/// selection while two others soaked. The revision read `Progressing`
+/// (nothing was to be written), which wiped the status's record of the
+/// halt, and pools added next installed at the halted revision. A halted
+/// revision stays `Halted` until every pool is done with it.
+#[test]
+fn a_recorded_halt_holds_while_pools_still_soak_or_update_and_completes_once_all_are_done() {
+    let unrecorded = Settings {
+        min_ready: Duration::from_secs(3),
+        ..progressive()
+    };
+    let halted_before = Settings {
+        halted_before: true,
+        ..unrecorded.clone()
+    };
+    let soaking = status(ReleaseState::Ready, true, Some(9_999));
+    let updating = status(ReleaseState::Progressing, true, None);
+    for (what, fleet) in [
+        ("soaking", Fleet::new().current("a", 0, soaking, 9_990).current("b", 0, ready(), 9_000)),
+        ("updating", Fleet::new().current("a", 0, updating, 9_990).current("b", 0, ready(), 9_000)),
+    ] {
+        let d = fleet.decide(&halted_before, 1);
+        assert_eq!(d.phase, RolloutPhase::Halted, "{what}");
+        assert!(written(&d).is_empty(), "{what}: {:?}", d.pools);
+        // Without the record, the same fleet is under way.
+        assert_eq!(fleet.decide(&unrecorded, 1).phase, RolloutPhase::Progressing, "{what}");
+        let with_new = fleet.new_pool("c").decide(&halted_before, 1);
+        assert_eq!(with_new.phase, RolloutPhase::Halted, "{what}");
+        assert_eq!(with_new.state("c"), Some(PoolRollout::Halted), "{what}: the revision is known bad");
+    }
+    let done = Fleet::new().current("a", 0, ready(), 9_000).current("b", 0, ready(), 9_000);
+    assert_eq!(done.decide(&halted_before, 1).phase, RolloutPhase::Complete);
+}
