@@ -24,7 +24,8 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::{
-    application_key, application_of_release, taken_revision, text, Invariant, Key, Kind, Record, Violation,
+    application_key, application_of_release, owned_release_of, taken_revision, text, Invariant, Key, Kind,
+    Record, Violation,
 };
 
 /// A halt seen on an application.
@@ -180,7 +181,7 @@ fn every_release_carries(objects: &BTreeMap<Key, Value>, key: &(String, String),
         // One being deleted (its pool left) is no pool of the revision.
         k.kind == Kind::HelmRelease
             && object.pointer("/metadata/deletionTimestamp").is_none()
-            && application_of_release(object).is_some_and(|(ns, app)| ns == key.0 && app == key.1)
+            && owned_release_of(object).is_some_and(|(ns, app)| ns == key.0 && app == key.1)
     });
     of_app.map(|(_, r)| r).all(|r| taken_revision(r) == Some(revision))
 }

@@ -71,8 +71,8 @@ pub mod watch;
 mod window;
 
 use read::{
-    annotation, application_key, application_of, application_of_release, available_before, label, ready_now,
-    taken_revision, text,
+    annotation, application_key, application_of, application_of_release, available_before, label,
+    owned_release_of, ready_now, taken_revision, text,
 };
 pub use record::{Key, Kind, Record};
 

@@ -26,7 +26,7 @@ use super::halt::resource_version;
 use super::max_unavailable::offline_after;
 use super::nodes::Nodes;
 use super::{
-    annotation, application_key, application_of_release, taken_revision, text, Invariant, Key, Kind, Record,
+    annotation, application_key, owned_release_of, taken_revision, text, Invariant, Key, Kind, Record,
     Violation,
 };
 use crate::api::naming;
@@ -103,7 +103,7 @@ fn judge(completion: &Completion, objects: &BTreeMap<Key, Value>, nodes: &Nodes)
     let behind = objects.iter().filter(|(key, release)| {
         key.kind == Kind::HelmRelease
             && release.pointer("/metadata/deletionTimestamp").is_none()
-            && application_of_release(release).is_some_and(|(ns, a)| ns == namespace && a == app)
+            && owned_release_of(release).is_some_and(|(ns, a)| ns == namespace && a == app)
             && resource_version(release).is_some_and(|v| v <= completion.version)
             && nodes.offline(release, completion.offline_after, completion.seen)
             && taken_revision(release) != Some(completion.revision.as_str())

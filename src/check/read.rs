@@ -31,6 +31,21 @@ pub(super) fn application_of_release(release: &Value) -> Option<(&str, &str)> {
     Some((text(release, "/metadata/namespace")?, app))
 }
 
+/// A release's namespace and application, when that application (the
+/// one its label names) is its controller owner: a release that copies
+/// the label (someone else's, made from one of ours) is none of its
+/// pools, and says nothing of where its rollout stands (fourth review,
+/// E10: such a release, lacking the revision, kept a completed revision's
+/// halt in force for the `a halt holds` rule).
+pub(super) fn owned_release_of(release: &Value) -> Option<(&str, &str)> {
+    let (namespace, app) = application_of_release(release)?;
+    let owners = release.pointer("/metadata/ownerReferences")?.as_array()?;
+    owners
+        .iter()
+        .any(|o| o["kind"] == "NodePoolApplication" && o["name"] == app && o["controller"] == true)
+        .then_some((namespace, app))
+}
+
 /// An annotation of an object.
 pub(super) fn annotation<'a>(object: &'a Value, name: &str) -> Option<&'a str> {
     object.pointer("/metadata/annotations")?.get(name)?.as_str()

@@ -194,7 +194,10 @@ fn only_a_complete_fleet_or_a_change_of_what_judges_ends_a_halt() {
     assert_eq!(of(&found, Invariant::HaltHolds), 1, "{found:?}");
 
     // Complete while every release carries r2 lifts it: a release
-    // re-created later catches up.
+    // re-created later catches up. Someone else's release that copies the
+    // application's label is none of its pools (E10: found by the soak,
+    // seeds 41 and 636492862, whose witness release kept every halt of
+    // the first application in force).
     let mut completed = Checker::new();
     seen(
         &mut completed,
@@ -203,6 +206,9 @@ fn only_a_complete_fleet_or_a_change_of_what_judges_ends_a_halt() {
         application("gw", 10, progressive.clone(), "r2", "Halted", 2),
     );
     seen(&mut completed, 1, Kind::HelmRelease, release("gw", "a", 5, 2, "r2", "h2", true));
+    let mut someone_elses = release("gw", "elsewhere", 6, 1, "r1", "h1", true);
+    someone_elses["metadata"]["ownerReferences"] = json!([]);
+    seen(&mut completed, 1, Kind::HelmRelease, someone_elses);
     seen(
         &mut completed,
         2,
