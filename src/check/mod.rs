@@ -40,6 +40,9 @@
 //!   (docs/isolation.md, "One instance per pool, really").
 //! - [`offline_done`]: a revision never reads `Complete` while a pool
 //!   offline is behind on it (docs/rollouts.md, "Offline pools").
+//! - [`answered`]: no pool is done with a revision on a metric check
+//!   that was not answered at or after its soak's end (docs/rollouts.md,
+//!   "Metric checks"); judged by the soak, which serves the answers.
 //! - [`liveness`]: once faults stop, every application settles
 //!   (docs/local-plane-and-tests.md, "Faults"); judged by the soak, which
 //!   knows when faults stop.
@@ -50,6 +53,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
 mod afresh;
+pub mod answered;
 mod approval;
 pub mod bounded;
 mod completed;
@@ -123,10 +127,11 @@ pub enum Invariant {
     RollbackTakesBack,
     FirstInstallAlone,
     OfflineNeverDone,
+    ChecksAnswered,
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 14] = [
+    pub const ALL: [Invariant; 15] = [
         Self::MaxUnavailable,
         Self::HaltHolds,
         Self::CompletedStays,
@@ -141,6 +146,7 @@ impl Invariant {
         Self::RollbackTakesBack,
         Self::FirstInstallAlone,
         Self::OfflineNeverDone,
+        Self::ChecksAnswered,
     ];
 
     pub fn name(self) -> &'static str {
@@ -159,6 +165,7 @@ impl Invariant {
             Self::RollbackTakesBack => "rollback",
             Self::FirstInstallAlone => "first install",
             Self::OfflineNeverDone => "offline not done",
+            Self::ChecksAnswered => "checks answered",
         }
     }
 
@@ -173,6 +180,7 @@ impl Invariant {
             Self::Approvals => "docs/rollouts.md#approval-between-waves",
             Self::Windows => "docs/rollouts.md#maintenance-windows",
             Self::OfflineNeverDone => "docs/rollouts.md#offline-pools",
+            Self::ChecksAnswered => "docs/rollouts.md#metric-checks",
             Self::Bounded => "docs/concepts.md#status",
             Self::Liveness => "docs/local-plane-and-tests.md#faults",
             Self::Isolation | Self::FirstInstallAlone => "docs/isolation.md#one-instance-per-pool-really",

@@ -2,6 +2,7 @@
 //! once and kept once.
 
 mod afresh;
+mod answered;
 mod approval;
 mod first_install;
 mod offline;

@@ -3,9 +3,11 @@
 //! said in one line.
 
 mod draw;
+mod fault;
 mod foreign;
 mod heal;
 mod inject;
+mod query_api;
 mod shards;
 
 use std::collections::BTreeSet;
@@ -25,6 +27,7 @@ use kube::ResourceExt;
 use nodepool_fanout::api::naming::{self, LABEL_APPLICATION};
 use nodepool_fanout::api::{NodePoolApplication, RolloutPhase};
 
+pub use fault::Fault;
 use foreign::create_foreign;
 use shards::{set_shard, SHARD_NAMES};
 
@@ -43,6 +46,12 @@ const APPS: [(&str, &str); 4] = [
     // Its steps are filled in with the first pools' names (see `gate_steps`).
     ("gate", r#"{ "strategy": "Progressive", "maxUnavailable": 1, "offlineAfter": "20s" }"#),
 ];
+/// The applications whose Helm releases are stored in a namespace of
+/// their own (`helmRelease.storageNamespace`), shared by the two.
+const STORED_APART: [&str; 2] = ["back", "all"];
+/// The application whose pools soak on a metric check, asked of the
+/// soak's own query API (`minReadySeconds` 3).
+pub const CHECKED: &str = "halt";
 /// The label of a broken pool.
 const BROKEN: &str = "soak-broken";
 /// The application whose second step needs approval.
@@ -54,197 +63,18 @@ const POOLS: usize = 4;
 /// Pools that stay selected and reachable, whatever the faults.
 const IN_PLAY: usize = 3;
 
-/// One fault.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Fault {
-    /// SIGKILL, then a new process at once: of the one instance, or of
-    /// the one serving `shard` (`SHARDS=2`).
-    KillController {
-        shard: Option<usize>,
-    },
-    /// The application moved to the other shard, by its
-    /// `sharding.fluxcd.io/key` label (`SHARDS=2`).
-    MoveShard {
-        app: usize,
-        to: usize,
-    },
-    /// A new revision every pool can take; with `window`, made in the
-    /// same write that closes that pool's window (see `World::draw`).
-    GoodChange {
-        app: usize,
-        level: u32,
-        window: Option<usize>,
-    },
-    /// A new revision Helm refuses (a Service port out of range).
-    BadChange {
-        app: usize,
-    },
-    /// The application's last change of its values undone: its values as
-    /// they were before it. Undone twice, a change is redone: a revision
-    /// that comes back is rolled out afresh (docs/rollouts.md).
-    Undo {
-        app: usize,
-    },
-    Suspend {
-        app: usize,
-        suspended: bool,
-    },
-    Pause {
-        app: usize,
-        paused: bool,
-    },
-    /// A pool added; a `broken` one is labelled so that every
-    /// application's override gives it values Helm refuses. Where
-    /// `claimed` names an application, someone else made a HelmRelease
-    /// under the name that application's release of the pool would take,
-    /// before the pool came.
-    AddPool {
-        broken: bool,
-        claimed: Option<usize>,
-    },
-    DeletePool {
-        pool: usize,
-    },
-    /// The pool leaves the selection (`leaves`) or comes back to it.
-    Relabel {
-        pool: usize,
-        leaves: bool,
-    },
-    /// A pool's node cut off, or handed back to kwok.
-    CutNode {
-        pool: usize,
-        cut: bool,
-    },
-    /// A release's values changed by hand, under another field manager.
-    HandEdit {
-        release: usize,
-    },
-    /// A release deleted by hand.
-    DeleteRelease {
-        release: usize,
-    },
-    /// A maintenance window of the application that never opens
-    /// (`closed`) now names the pool, or one always open does instead.
-    Window {
-        app: usize,
-        pool: usize,
-        closed: bool,
-    },
-    /// The gated application's step `rest` approved, for the revision
-    /// under way or (`stale`) for one before it.
-    Approve {
-        stale: bool,
-    },
-    /// A part of the control plane stopped for `down`, then started again.
-    Restart {
-        component: &'static str,
-        down: Duration,
-    },
-}
-
-impl Fault {
-    /// Its kind, as the summary counts faults.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Self::KillController { .. } => "controller killed",
-            Self::MoveShard { .. } => "application moved to another shard",
-            Self::GoodChange { window: None, .. } => "good change",
-            Self::GoodChange { window: Some(_), .. } => "good change, a window closed",
-            Self::BadChange { .. } => "bad change",
-            Self::Undo { .. } => "change undone (or redone)",
-            Self::Suspend { .. } => "suspend/resume",
-            Self::Pause { .. } => "pause/resume",
-            Self::AddPool { broken: true, .. } => "broken pool added",
-            Self::AddPool { claimed: Some(_), .. } => "pool added, its name taken",
-            Self::AddPool { .. } => "pool added",
-            Self::DeletePool { .. } => "pool deleted",
-            Self::Relabel { .. } => "pool relabelled",
-            Self::CutNode { .. } => "node cut/reconnected",
-            Self::Window { .. } => "window closed/opened",
-            Self::HandEdit { .. } => "release edited by hand",
-            Self::DeleteRelease { .. } => "release deleted by hand",
-            Self::Approve { stale: false } => "approval",
-            Self::Approve { stale: true } => "stale approval",
-            Self::Restart { component, .. } => match *component {
-                "helm-controller" => "helm-controller restarted",
-                "source-controller" => "source-controller restarted",
-                _ => "kube-apiserver restarted",
-            },
-        }
-    }
-}
-
 /// The parts of the control plane a fault restarts: Flux's two, and the
 /// API server itself (every watch, ours and the checker's, starts over).
 const COMPONENTS: [&str; 3] = ["helm-controller", "source-controller", "kube-apiserver"];
+/// The soak's own query API, which a fault stops too: the checked
+/// application's pools soak on unanswered checks meanwhile.
+const QUERY_API: &str = "query-api";
+/// What a restart fault draws from.
+const STOPPED: [&str; 4] = [COMPONENTS[0], COMPONENTS[1], COMPONENTS[2], QUERY_API];
 
 /// Two soaks share the control plane (`make test` runs two seeds): one
 /// restart at a time, so neither starts what the other just stopped.
 static RESTARTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-impl std::fmt::Display for Fault {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let app = |i: &usize| APPS[*i % APPS.len()].0;
-        match self {
-            Self::KillController { shard: None } => write!(f, "controller SIGKILLed and restarted"),
-            Self::KillController { shard: Some(s) } => {
-                write!(f, "controller of shard {} SIGKILLed and restarted", SHARD_NAMES[*s])
-            }
-            Self::MoveShard { app: a, to } => write!(f, "{}: moved to shard {}", app(a), SHARD_NAMES[*to]),
-            Self::GoodChange {
-                app: a,
-                level,
-                window: None,
-            } => write!(f, "{}: a good change (log level v{level})", app(a)),
-            Self::GoodChange {
-                app: a,
-                level,
-                window: Some(pool),
-            } => write!(
-                f,
-                "{}: a good change (log level v{level}), with pool #{pool}'s window closed in the same write",
-                app(a)
-            ),
-            Self::BadChange { app: a } => write!(f, "{}: a change Helm refuses (port 70000)", app(a)),
-            Self::Undo { app: a } => write!(f, "{}: its last change of values undone", app(a)),
-            Self::Suspend { app: a, suspended } => write!(f, "{}: suspend: {suspended}", app(a)),
-            Self::Pause { app: a, paused } => write!(f, "{}: rollout.paused: {paused}", app(a)),
-            Self::AddPool { broken: true, .. } => write!(f, "a broken pool added (its override: port 70000)"),
-            Self::AddPool { claimed: Some(a), .. } => {
-                write!(f, "a pool added, whose {} release's name someone else's HelmRelease took", app(a))
-            }
-            Self::AddPool { .. } => write!(f, "a pool added"),
-            Self::DeletePool { pool } => write!(f, "pool #{pool} deleted"),
-            Self::Relabel { pool, leaves: true } => write!(f, "pool #{pool} leaves the selection"),
-            Self::Relabel { pool, leaves: false } => write!(f, "pool #{pool} comes back to the selection"),
-            Self::CutNode { pool, cut: true } => write!(f, "pool #{pool}'s node cut off"),
-            Self::CutNode { pool, cut: false } => write!(f, "pool #{pool}'s node reconnected"),
-            Self::HandEdit { release } => write!(f, "release #{release} edited by hand"),
-            Self::DeleteRelease { release } => write!(f, "release #{release} deleted by hand"),
-            Self::Window {
-                app: a,
-                pool,
-                closed: true,
-            } => {
-                write!(f, "{}: pool #{pool}'s window closed (a window that never opens)", app(a))
-            }
-            Self::Window {
-                app: a,
-                pool,
-                closed: false,
-            } => {
-                write!(f, "{}: pool #{pool}'s window opened (a window always open)", app(a))
-            }
-            Self::Approve { stale: false } => {
-                write!(f, "gate: step rest approved for the revision under way")
-            }
-            Self::Approve { stale: true } => write!(f, "gate: step rest approved for an earlier revision"),
-            Self::Restart { component, down } => {
-                write!(f, "{component} stopped for {} s and started again", down.as_secs())
-            }
-        }
-    }
-}
 
 /// What the soak has made, and what it has done to it.
 pub struct World {
@@ -291,6 +121,8 @@ pub struct World {
     injected: usize,
     /// Faults injected, by kind.
     by_kind: std::collections::BTreeMap<&'static str, u64>,
+    /// The query API the checked application's metric checks ask.
+    pub query_api: query_api::QueryApi,
 }
 
 impl World {
@@ -329,6 +161,7 @@ impl World {
             requested: BTreeSet::new(),
             injected: 0,
             by_kind: Default::default(),
+            query_api: query_api::QueryApi::start().await,
         };
         for shard in 0..shards {
             world.start_controller(shard);
@@ -338,6 +171,13 @@ impl World {
 
     /// The applications, applied.
     pub async fn install(&mut self) {
+        // Two applications keep their Helm releases in a namespace of
+        // their own (`storageNamespace`): where the claims on Helm
+        // releases live, and where the isolation rule keys them.
+        let storage = format!("{}-helm", self.env.namespace);
+        let namespace = json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": storage } });
+        let resource = kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::Namespace>(&());
+        self.env.create_cluster_object(&resource, namespace).await;
         for (name, rollout) in APPS {
             let rollout: Value = serde_json::from_str(rollout).expect("a rollout in JSON");
             let mut manifest = ingress_app(&self.env, json!({ "rollout": rollout }));
@@ -347,6 +187,9 @@ impl World {
             // fails within it and is requested again, as a person would
             // (Helm's default, 5 minutes, is longer than `SETTLE_WITHIN`).
             manifest["spec"]["helmRelease"] = json!({ "timeout": HELM_TIMEOUT });
+            if STORED_APART.contains(&name) {
+                manifest["spec"]["helmRelease"]["storageNamespace"] = json!(storage);
+            }
             // One IngressClass per application and pool: the applications
             // share the pools, and must not share an object.
             manifest["spec"]["values"]["controller"]["ingressClass"]["name"] =
@@ -357,6 +200,9 @@ impl World {
                 "pools": { "selector": { "matchLabels": { BROKEN: "true" } } },
                 "values": { "controller": { "service": { "port": 70000 } } }
             }]);
+            if name == CHECKED {
+                manifest["spec"]["rollout"]["analysis"] = query_api::analysis(&self.query_api.address);
+            }
             if name == APPS[GATE].0 {
                 manifest["spec"]["rollout"]["steps"] = gate_steps(&self.pools);
             }

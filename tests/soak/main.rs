@@ -45,7 +45,7 @@ use rand::SeedableRng;
 use rand_xorshift::XorShiftRng;
 
 use faults::World;
-use nodepool_fanout::check::{liveness, Invariant, Summary};
+use nodepool_fanout::check::{answered, liveness, Invariant, Summary};
 use serde_json::Value;
 
 /// The seed every `make test` runs, besides a random one.
@@ -159,6 +159,7 @@ async fn soak(seed: u64, duration: Duration, shards: usize) -> u64 {
     let stop_at_first = std::env::var("STOP_AT_FIRST").is_ok_and(|v| v == "1");
     let mut memory = Memory::default();
     let mut foreign = Foreign::default();
+    let mut answered = Answered::default();
     while started.elapsed() < duration {
         if stop_at_first && first.load(Ordering::SeqCst) > 0 {
             break;
@@ -169,6 +170,7 @@ async fn soak(seed: u64, duration: Duration, shards: usize) -> u64 {
         world.pause().await;
         memory.sample(world.controller_memory().await);
         foreign.judge(seed, world.foreign_touched().await, &first, started);
+        answered.judge(seed, &world.applications().await, &world.query_api.answers(), &first, started);
     }
     let caught = first.load(Ordering::SeqCst);
     if stop_at_first && caught > 0 {
@@ -186,6 +188,7 @@ async fn soak(seed: u64, duration: Duration, shards: usize) -> u64 {
     let healed = tokio::time::Instant::now();
     let unsettled = settle(&mut world, seed).await;
     foreign.judge(seed, world.foreign_touched().await, &first, started);
+    answered.judge(seed, &world.applications().await, &world.query_api.answers(), &first, started);
     println!("[seed {seed}] settled in {:.0} s", healed.elapsed().as_secs_f64());
     memory.sample(world.controller_memory().await);
     let _ = stop.send(());
@@ -200,6 +203,12 @@ async fn soak(seed: u64, duration: Duration, shards: usize) -> u64 {
     *summary.checks.entry(Invariant::Liveness).or_default() += world.applications().await.len() as u64;
     *summary.violations.entry(Invariant::Liveness).or_default() += unsettled;
     foreign.add_to(&mut summary);
+    answered.add_to(&mut summary);
+    assert!(
+        answered.checks > 0,
+        "[seed {seed}] no pool of {} was judged done on its checks",
+        faults::CHECKED
+    );
     *summary.checks.entry(Invariant::Bounded).or_default() += memory.samples;
     *summary.violations.entry(Invariant::Bounded).or_default() += memory.over;
     assert!(memory.samples > 0, "[seed {seed}] the controller's memory was never read");
@@ -265,6 +274,44 @@ impl Foreign {
     fn add_to(&self, summary: &mut Summary) {
         *summary.checks.entry(Invariant::Ownership).or_default() += self.checks;
         *summary.violations.entry(Invariant::Ownership).or_default() += u64::from(self.broken);
+    }
+}
+
+/// The checked application's pools read done, judged after each fault
+/// against the answers the soak's query API gave: none is done on a check
+/// that was not answered at or after its soak's end.
+#[derive(Debug, Default)]
+struct Answered {
+    checks: u64,
+    violations: u64,
+    /// What was reported already: a pool stays done across faults.
+    reported: std::collections::BTreeSet<String>,
+}
+
+impl Answered {
+    fn judge(
+        &mut self,
+        seed: u64,
+        applications: &[(Value, Vec<Value>)],
+        answers: &answered::Answers,
+        first: &AtomicU64,
+        started: tokio::time::Instant,
+    ) {
+        for (app, releases) in applications {
+            let (judged, found) = answered::judge(app, releases, answers);
+            self.checks += judged;
+            for violation in found.into_iter().filter(|v| self.reported.insert(v.message.clone())) {
+                self.violations += 1;
+                let at = started.elapsed().as_millis().max(1) as u64;
+                let _ = first.compare_exchange(0, at, Ordering::SeqCst, Ordering::SeqCst);
+                println!("[seed {seed}] {violation}");
+            }
+        }
+    }
+
+    fn add_to(&self, summary: &mut Summary) {
+        *summary.checks.entry(Invariant::ChecksAnswered).or_default() += self.checks;
+        *summary.violations.entry(Invariant::ChecksAnswered).or_default() += self.violations;
     }
 }
 

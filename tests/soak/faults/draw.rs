@@ -79,7 +79,7 @@ impl World {
                 stale: self.rng.random_bool(0.3),
             },
             _ => Fault::Restart {
-                component: COMPONENTS[self.rng.random_range(0..COMPONENTS.len())],
+                component: STOPPED[self.rng.random_range(0..STOPPED.len())],
                 down: Duration::from_secs(self.rng.random_range(1..15)),
             },
         }

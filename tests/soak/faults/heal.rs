@@ -67,6 +67,7 @@ impl World {
             for component in COMPONENTS {
                 cluster(&["start", component]).await;
             }
+            self.query_api.stop_for(Duration::ZERO);
             for pool in self.cut.clone() {
                 for node in self.env.nodes_of(&pool).await {
                     reconnect(&self.env, &node).await;

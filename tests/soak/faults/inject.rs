@@ -161,6 +161,10 @@ impl World {
                 let approved = approved.unwrap_or_else(|| "0000000000@1".into());
                 approve(env, &format!("{approved}/rest")).await;
             }
+            Fault::Restart {
+                component: QUERY_API,
+                down,
+            } => self.query_api.stop_for(*down),
             Fault::Restart { component, down } => {
                 let _one_at_a_time = RESTARTS.lock().await;
                 cluster(&["stop", component]).await;
