@@ -17,6 +17,8 @@
 //!   unless it is under way on the revision a write is at.
 //! - [`halt`]: after a revision reads halted or rolled back, no pool that
 //!   had not taken it is written at it (docs/rollouts.md).
+//! - [`failures`]: a pool Flux reports failed stands failed, and past
+//!   `maxFailures` the status reads the halt (docs/rollouts.md).
 //! - [`isolation`]: no two HelmReleases drive one Helm release of one
 //!   cluster, and no object is in two releases' inventories
 //!   (docs/isolation.md, "One instance per pool, really").
@@ -57,6 +59,7 @@ pub mod answered;
 mod approval;
 pub mod bounded;
 mod completed;
+mod failures;
 mod first_install;
 mod halt;
 mod isolation;
@@ -128,10 +131,11 @@ pub enum Invariant {
     FirstInstallAlone,
     OfflineNeverDone,
     ChecksAnswered,
+    FailuresHalt,
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 15] = [
+    pub const ALL: [Invariant; 16] = [
         Self::MaxUnavailable,
         Self::HaltHolds,
         Self::CompletedStays,
@@ -147,6 +151,7 @@ impl Invariant {
         Self::FirstInstallAlone,
         Self::OfflineNeverDone,
         Self::ChecksAnswered,
+        Self::FailuresHalt,
     ];
 
     pub fn name(self) -> &'static str {
@@ -166,6 +171,7 @@ impl Invariant {
             Self::FirstInstallAlone => "first install",
             Self::OfflineNeverDone => "offline not done",
             Self::ChecksAnswered => "checks answered",
+            Self::FailuresHalt => "failures halt",
         }
     }
 
@@ -173,9 +179,11 @@ impl Invariant {
     /// repository's root: the page and the section's anchor.
     pub fn docs_section(self) -> &'static str {
         match self {
-            Self::MaxUnavailable | Self::HaltHolds | Self::CompletedStays | Self::Paused => {
-                "docs/rollouts.md"
-            }
+            Self::MaxUnavailable
+            | Self::HaltHolds
+            | Self::CompletedStays
+            | Self::Paused
+            | Self::FailuresHalt => "docs/rollouts.md",
             Self::Afresh | Self::RollbackTakesBack => "docs/rollouts.md#automatic-rollback",
             Self::Approvals => "docs/rollouts.md#approval-between-waves",
             Self::Windows => "docs/rollouts.md#maintenance-windows",
@@ -223,6 +231,7 @@ pub struct Checker {
     /// of its releases, for a violation's story.
     stories: BTreeMap<(String, String), VecDeque<String>>,
     halts: halt::Halts,
+    failures: failures::Failures,
     completions: completed::Completions,
     numbers: afresh::Numbers,
     approvals: approval::Approvals,
@@ -285,6 +294,7 @@ impl Checker {
             judge(Invariant::Afresh, self.numbers.read_application(&record));
             // Also on deletion, which settles what waits.
             judge(Invariant::HaltHolds, self.halts.read_application(&record, &self.objects));
+            judge(Invariant::FailuresHalt, self.failures.read_application(&record));
             if let Some(v) = self.approvals.read_application(&record) {
                 judge(Invariant::Approvals, v);
             }

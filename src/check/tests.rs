@@ -4,6 +4,7 @@
 mod afresh;
 mod answered;
 mod approval;
+mod failures;
 mod first_install;
 mod offline;
 mod ownership;
