@@ -90,7 +90,9 @@ fn rollout_settings(
 /// fault soak, seed 6021: a pool left while its application was
 /// suspended mid-install, and the resume that lets helm-controller
 /// uninstall it let a new pool install beside it). An inert one drives
-/// nothing.
+/// nothing. One the prune guard holds (most of the fleet leaving at once)
+/// is not on its way out, and holds nothing: it stays, and so do its
+/// objects, as they would beside any install.
 fn undeployed_leaving(input: &PlanInput, selected: &[&Pool]) -> Option<String> {
     // Once any release deployed, nothing is looked for: the set of the
     // selection is built only while the first install lasts.
@@ -100,12 +102,14 @@ fn undeployed_leaving(input: &PlanInput, selected: &[&Pool]) -> Option<String> {
         return None;
     }
     let selected: foldhash::HashSet<&str> = selected.iter().map(|p| p.name.as_str()).collect();
-    input
-        .owned
-        .iter()
-        .filter(|o| o.cluster.is_none() && !o.inert)
-        .find(|o| o.pool.as_deref().is_some_and(|p| !selected.contains(p)))
+    let leaving: Vec<&Arc<ObservedRelease>> = (input.owned.iter())
+        .filter(|o| o.pool.as_deref().is_some_and(|p| !selected.contains(p)))
+        .collect();
+    let pruned = super::guards::prune_held(input, leaving.len()).is_none();
+    (leaving.into_iter())
+        .filter(|o| o.cluster.is_none() && !o.inert && (pruned || o.deleting))
         .map(|o| o.name.clone())
+        .next()
 }
 
 /// The check failures releases keep of soaks on `revision` that the

@@ -323,6 +323,19 @@ fn a_first_install_whose_pool_left_holds_the_new_pools_until_it_is_gone() {
     assert!(applied_pools(&plan).is_empty(), "{:?}", applied_pools(&plan));
     let gone = Scenario::of(&a).over(&without_p1).planned_by_the_controller().plan();
     assert_eq!(applied_pools(&gone), ["p2"]);
+    // Most of the fleet leaving at once, the prune guard holds: the
+    // releases stay, and hold no install (the first goes alone, as ever).
+    let mut p2_left = installing.clone();
+    (p2_left.name, p2_left.pool) = ("gw-p2-left".into(), Some("p2".into()));
+    let without_two: Vec<_> =
+        fleet.iter().filter(|p| !["p1", "p2"].contains(&p.name.as_str())).cloned().collect();
+    let plan = Scenario::of(&a)
+        .over(&without_two)
+        .owning(vec![installing.clone(), p2_left])
+        .planned_by_the_controller()
+        .plan();
+    assert!(plan.prune.is_empty(), "held: {:?}", plan.prune);
+    assert_eq!(applied_pools(&plan), ["p3"]);
     // Deployed, it installs nothing more: the first install of the pools
     // selected goes on, one pool first.
     let mut deployed = installing;
