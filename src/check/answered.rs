@@ -7,8 +7,16 @@
 //! query API gave: the soak serves that API, so it knows them.
 //!
 //! An answer is known by the evaluation time the controller asked it at
-//! (the query's `time`, on the controller's clock, as its `ready-at` mark
-//! is), for the pool and revision the query names.
+//! (the query's `time`, the time the controller keeps the answer at), for
+//! the pool and revision the query names; the soak's end is the one the
+//! controller counts, from the release's `ready-at` mark.
+//!
+//! "A revision that completed is judged no more: a pool that joins later
+//! is installed and reported on as before." So once the status reads the
+//! revision `Complete`, or names it the last revision that completed (a
+//! completed revision reads `Progressing` while a pool joins it), only the
+//! pools whose soak ended before the caller last saw that rollout under
+//! way are judged: those were done within it.
 
 use std::collections::BTreeMap;
 
@@ -24,7 +32,14 @@ use super::{annotation, taken_revision, text, Invariant, Violation};
 pub type Answers = BTreeMap<(String, String), Vec<Timestamp>>;
 
 /// How many pools read done were judged, and the violations among them.
-pub fn judge(app: &Value, releases: &[Value], answers: &Answers) -> (u64, Vec<Violation>) {
+/// `under_way_until`: the last time the caller saw this rollout of the
+/// revision under way (not `Complete`), if it did.
+pub fn judge(
+    app: &Value,
+    releases: &[Value],
+    answers: &Answers,
+    under_way_until: Option<Timestamp>,
+) -> (u64, Vec<Violation>) {
     let has_checks = app
         .pointer("/spec/rollout/analysis/checks")
         .and_then(Value::as_array)
@@ -34,6 +49,7 @@ pub fn judge(app: &Value, releases: &[Value], answers: &Answers) -> (u64, Vec<Vi
         return (0, Vec::new());
     };
     let min_ready = app.pointer("/spec/rollout/minReadySeconds").and_then(Value::as_i64).unwrap_or(0);
+    let complete = completed(app);
     let done = app
         .pointer("/status/pools")
         .and_then(Value::as_array)
@@ -60,8 +76,13 @@ pub fn judge(app: &Value, releases: &[Value], answers: &Answers) -> (u64, Vec<Vi
         }) else {
             continue;
         };
-        judged += 1;
         let due = ready_at.checked_add(SignedDuration::from_secs(min_ready)).unwrap_or(ready_at);
+        // Complete: a pool that may have joined after the completion is no
+        // pool of the rollout.
+        if complete && under_way_until.is_none_or(|until| due > until) {
+            continue;
+        }
+        judged += 1;
         // The query's time is sent to the millisecond.
         let slack = SignedDuration::from_millis(1);
         let times = answers.get(&(pool.to_string(), revision.to_string()));
@@ -83,4 +104,12 @@ pub fn judge(app: &Value, releases: &[Value], answers: &Answers) -> (u64, Vec<Vi
         });
     }
     (judged, found)
+}
+
+/// Whether the status says the revision it rolls out completed: it reads
+/// `Complete`, or names it the last revision that completed.
+pub fn completed(app: &Value) -> bool {
+    let revision = text(app, "/status/rollout/revision");
+    text(app, "/status/rollout/phase") == Some("Complete")
+        || (revision.is_some() && text(app, "/status/rollout/lastCompleteRevision") == revision)
 }

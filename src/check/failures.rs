@@ -51,13 +51,17 @@ pub(super) struct Failures(BTreeSet<(String, String, String, Option<i64>)>);
 impl Failures {
     pub(super) fn read_application(&mut self, record: &Record) -> Vec<Violation> {
         let app = &record.object;
+        // A deleted application forgets what it completed: made again, its
+        // rollouts start over.
+        if record.deleted {
+            let (namespace, name) = application_key(app);
+            self.0.retain(|(ns, n, _, _)| !(*ns == namespace && *n == name));
+            return Vec::new();
+        }
         let current = app.pointer("/status/observedGeneration") == app.pointer("/metadata/generation");
-        let (Some(revision), Some(phase), false, true) = (
-            text(app, "/status/rollout/revision"),
-            text(app, "/status/rollout/phase"),
-            record.deleted,
-            current,
-        ) else {
+        let (Some(revision), Some(phase), true) =
+            (text(app, "/status/rollout/revision"), text(app, "/status/rollout/phase"), current)
+        else {
             return Vec::new();
         };
         let (namespace, name) = application_key(app);
@@ -87,7 +91,11 @@ impl Failures {
         let progressive =
             app.pointer("/spec/rollout/strategy").and_then(Value::as_str) == Some("Progressive");
         let failed = app.pointer("/status/rollout/failed").and_then(Value::as_u64).unwrap_or_default();
-        let completed = phase == "Complete" || self.0.contains(&this_rollout);
+        // Complete now, seen so, or named by the status as the last revision
+        // that completed (its history says so: a `Complete` version may have
+        // passed in a watch's gap).
+        let last_complete = text(app, "/status/rollout/lastCompleteRevision") == Some(revision);
+        let completed = phase == "Complete" || last_complete || self.0.contains(&this_rollout);
         let halted = matches!(phase, "Halted" | "RollingBack" | "RolledBack");
         if let Some(max) =
             max_failures(app).filter(|max| progressive && !completed && !halted && failed > *max)
@@ -97,9 +105,6 @@ impl Failures {
                  maxFailures {max}, yet reads {phase}: past maxFailures the rollout halts",
                 text(app, "/metadata/resourceVersion").unwrap_or("?")
             )));
-        }
-        if record.deleted {
-            self.0.retain(|(ns, n, _, _)| !(*ns == namespace && *n == name));
         }
         found
     }

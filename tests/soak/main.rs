@@ -286,6 +286,9 @@ struct Answered {
     violations: u64,
     /// What was reported already: a pool stays done across faults.
     reported: std::collections::BTreeSet<String>,
+    /// When each application's rollout (revision, number) was last seen
+    /// under way, not `Complete`.
+    under_way: std::collections::BTreeMap<(String, String, Option<i64>), k8s_openapi::jiff::Timestamp>,
 }
 
 impl Answered {
@@ -297,8 +300,19 @@ impl Answered {
         first: &AtomicU64,
         started: tokio::time::Instant,
     ) {
+        let now = k8s_openapi::jiff::Timestamp::now();
         for (app, releases) in applications {
-            let (judged, found) = answered::judge(app, releases, answers);
+            let field = |pointer: &str| app.pointer(pointer).and_then(Value::as_str).unwrap_or_default();
+            let rollout = (
+                field("/metadata/name").to_string(),
+                field("/status/rollout/revision").to_string(),
+                app.pointer("/status/rollout/number").and_then(Value::as_i64),
+            );
+            if !answered::completed(app) {
+                self.under_way.insert(rollout.clone(), now);
+            }
+            let until = self.under_way.get(&rollout).copied();
+            let (judged, found) = answered::judge(app, releases, answers, until);
             self.checks += judged;
             for violation in found.into_iter().filter(|v| self.reported.insert(v.message.clone())) {
                 self.violations += 1;

@@ -123,4 +123,10 @@ fn a_release_created_in_a_relist_gap_is_judged_only_by_those_known_then() {
         let found = checker.relisted(Kind::HelmRelease, listed(vec![a, installing("b", 30, 25)]), at(30));
         assert_eq!(of(&found, Invariant::FirstInstallAlone), caught, "a listed at {a_listed_at}: {found:?}");
     }
+    // Gone in the gap (its pool left, and it was uninstalled): the re-list
+    // reads its deletion last, yet it installed nothing beside b.
+    let mut checker = checker_with_app();
+    seen(&mut checker, 1, Kind::HelmRelease, installing("a", 20, 1));
+    let found = checker.relisted(Kind::HelmRelease, listed(vec![installing("b", 30, 25)]), at(30));
+    assert_eq!(of(&found, Invariant::FirstInstallAlone), 0, "{found:?}");
 }

@@ -1,7 +1,7 @@
 //! A Prometheus-compatible query API of the soak's own, on the loopback,
 //! for the metric checks of one application: it answers each query with
 //! a value within the check's bounds, or, while the soak stops it, with
-//! `503` (no answer). It keeps the evaluation time of every answer it gave
+//! `503` (no answer), at once or, every second stop, once the stop ends. It keeps the evaluation time of every answer it gave
 //! by the pool and revision the query names, for the `checks answered`
 //! rule (a pool is never passed on a check that was not answered).
 
@@ -24,6 +24,12 @@ const VALUE: &str = "0.001";
 #[derive(Debug, Default)]
 struct State {
     stopped_until: Option<tokio::time::Instant>,
+    /// While stopped, whether a query hangs until the stop ends (an
+    /// address that drops packets) rather than being refused: every second
+    /// stop hangs, so that the controller's asks, which wait outside the
+    /// reconciles, are tried against both.
+    hangs: bool,
+    stops: u64,
     answers: Answers,
 }
 
@@ -45,13 +51,13 @@ impl QueryApi {
         let state: Arc<Mutex<State>> = Arc::default();
         let answer = {
             let state = state.clone();
-            move |asked: Asked| answer(&state, asked)
+            move |asked: Asked| answer(state.clone(), asked)
         };
         let on_get = answer.clone();
         let router = Router::new().route(
             "/api/v1/query",
-            get(move |Query(asked): Query<Asked>| std::future::ready(on_get(asked)))
-                .post(move |Form(asked): Form<Asked>| std::future::ready(answer(asked))),
+            get(move |Query(asked): Query<Asked>| on_get(asked))
+                .post(move |Form(asked): Form<Asked>| answer(asked)),
         );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
         let address = format!("http://{}", listener.local_addr().expect("its address"));
@@ -67,8 +73,10 @@ impl QueryApi {
 
     /// No answer to anything for `down`.
     pub fn stop_for(&self, down: Duration) {
-        self.state.lock().expect("the query API's state").stopped_until =
-            Some(tokio::time::Instant::now() + down);
+        let mut state = self.state.lock().expect("the query API's state");
+        state.stops += 1;
+        state.hangs = state.stops.is_multiple_of(2);
+        state.stopped_until = Some(tokio::time::Instant::now() + down);
     }
 
     /// Every answer given so far.
@@ -83,13 +91,22 @@ impl Drop for QueryApi {
     }
 }
 
-/// The answer to one query: a vector of one sample, or 503 while stopped.
-fn answer(state: &Mutex<State>, asked: Asked) -> (StatusCode, String) {
-    let mut state = state.lock().expect("the query API's state");
-    if state.stopped_until.is_some_and(|until| tokio::time::Instant::now() < until) {
+/// The answer to one query: a vector of one sample, or, while stopped,
+/// 503 (at once, or once the stop ends).
+async fn answer(state: Arc<Mutex<State>>, asked: Asked) -> (StatusCode, String) {
+    let stopped = {
+        let state = state.lock().expect("the query API's state");
+        let until = state.stopped_until.filter(|until| tokio::time::Instant::now() < *until);
+        until.map(|until| (until, state.hangs))
+    };
+    if let Some((until, hangs)) = stopped {
+        if hangs {
+            tokio::time::sleep_until(until).await;
+        }
         let body = json!({ "status": "error", "errorType": "unavailable", "error": "stopped by the soak" });
         return (StatusCode::SERVICE_UNAVAILABLE, body.to_string());
     }
+    let mut state = state.lock().expect("the query API's state");
     let time = asked.time.clone().unwrap_or_default();
     let at = time
         .parse::<f64>()
