@@ -109,6 +109,19 @@ pub fn is_refusal(reason: &str) -> bool {
         || REFUSED_WRITE_REASONS.contains(&reason)
 }
 
+/// Whether the status says a pool's last write failed in a way a retry
+/// may mend (`ApplyFailed` while the application is not `Stalled` for it:
+/// a conflict, a timeout, the API server busy or restarting), rather than
+/// refused for good, which needs a person. The status keeps the reason
+/// alone; the application's `Stalled` condition tells the two apart.
+pub fn write_retried(status: &crate::api::NodePoolApplicationStatus, reason: &str) -> bool {
+    let stalled = status
+        .conditions
+        .iter()
+        .any(|c| c.type_ == conditions::STALLED && c.status == "True" && c.reason == reason);
+    reason == "ApplyFailed" && !stalled
+}
+
 /// A pool whose release the API server refused to write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriteRefused {

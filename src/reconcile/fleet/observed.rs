@@ -134,7 +134,7 @@ impl Found {
                 message: p.message.clone(),
                 // A refusal the API server may lift reads Failed; the
                 // status says Stalled only through its condition.
-                retriable: p.reason == "ApplyFailed" && !stalled_by(status, &p.reason),
+                retriable: crate::reconcile::fleet::write_retried(status, &p.reason),
             })
             .collect();
         let verdicts = status
@@ -160,14 +160,6 @@ impl Found {
             listed: status.pools.iter().map(|p| p.pool.clone()).collect(),
         }
     }
-}
-
-/// Whether the status's Stalled condition gives `reason`.
-fn stalled_by(status: &NodePoolApplicationStatus, reason: &str) -> bool {
-    status
-        .conditions
-        .iter()
-        .any(|c| c.type_ == conditions::STALLED && c.status == "True" && c.reason == reason)
 }
 
 /// The chart's hold on every write, when the status says one held them:

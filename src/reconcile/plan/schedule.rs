@@ -38,15 +38,21 @@ pub(super) struct Scheduling<'a> {
     pub checks: Option<&'a Checks>,
 }
 
-/// The pools whose last write the API server refused, as the status says
-/// (see [`crate::reconcile::fleet::WriteRefused`]).
+/// The pools whose last write the API server refused for good, as the
+/// status says (see [`crate::reconcile::fleet::WriteRefused`]). One whose
+/// write a retry may mend (a 5xx or a conflict during an API server
+/// restart) is no refusal: it goes first or waits for the first install
+/// as any pool does (found in review: such a failure on the first pool's
+/// write let the next go first beside it).
 fn refused_writes(app: &crate::api::NodePoolApplication) -> BTreeSet<&str> {
-    let pools = app.status.as_ref().map(|s| s.pools.as_slice()).unwrap_or_default();
-    pools
-        .iter()
-        .filter(|p| crate::reconcile::fleet::REFUSED_WRITE_REASONS.contains(&p.reason.as_str()))
-        .map(|p| p.pool.as_str())
-        .collect()
+    let Some(status) = app.status.as_ref() else {
+        return BTreeSet::new();
+    };
+    let refused = |reason: &str| {
+        crate::reconcile::fleet::REFUSED_WRITE_REASONS.contains(&reason)
+            && !crate::reconcile::fleet::write_retried(status, reason)
+    };
+    status.pools.iter().filter(|p| refused(&p.reason)).map(|p| p.pool.as_str()).collect()
 }
 
 /// The rollout's decision over the candidates whose release is built:

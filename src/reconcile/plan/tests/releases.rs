@@ -285,8 +285,9 @@ fn the_controller_installs_a_new_application_on_one_pool_first_and_sites_all_at_
     let owned = vec![ready_release(&first.name, &first.pool, &first.spec_hash)];
     let next = Scenario::of(&a).over(&pools()).owning(owned).planned_by_the_controller().plan();
     assert_eq!(applied_pools(&next), ["shanghai"]);
-    // The first pool's write was refused (its status says so): it holds
-    // no install back, and is written again with the others.
+    // The first pool's write was refused for good (its status says so,
+    // and the application is Stalled for it): it holds no install back,
+    // and is written again with the others.
     let mut refused = a.clone();
     refused.status = Some(crate::api::NodePoolApplicationStatus {
         pools: vec![crate::api::PoolStatus {
@@ -294,10 +295,26 @@ fn the_controller_installs_a_new_application_on_one_pool_first_and_sites_all_at_
             reason: "ApplyFailed".into(),
             ..Default::default()
         }],
+        conditions: vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+            type_: crate::api::conditions::STALLED.into(),
+            status: "True".into(),
+            reason: "ApplyFailed".into(),
+            message: "the API server refused the write".into(),
+            observed_generation: None,
+            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ),
+        }],
         ..Default::default()
     });
     let plan = Scenario::of(&refused).over(&pools()).planned_by_the_controller().plan();
     assert_eq!(applied_pools(&plan), ["hangzhou", "shanghai"]);
+    // A write a retry may mend (the API server restarting: not Stalled) is
+    // no refusal: the first pool goes alone again, as before its failure.
+    let mut retried = refused.clone();
+    retried.status.as_mut().unwrap().conditions.clear();
+    let plan = Scenario::of(&retried).over(&pools()).planned_by_the_controller().plan();
+    assert_eq!(applied_pools(&plan), ["hangzhou"]);
     // Releases the template suspends install nothing: all written at once.
     let suspended = app(json!({ "helmRelease": { "suspend": true } }));
     let plan = Scenario::of(&suspended).over(&pools()).planned_by_the_controller().plan();
