@@ -246,6 +246,22 @@ fn a_resumed_releases_progress_deadline_runs_from_the_resume() {
     assert_eq!(failed_at("2030-01-01T00:06:00Z"), 5, "five minutes past the resume");
 }
 
+/// An application's first install on the fleet's first pool, p1,
+/// suspended with it before Helm judged it: the release, and p1's
+/// release name.
+fn first_install_suspended(a: &NodePoolApplication, fleet: &[Pool]) -> (ObservedRelease, String) {
+    let first = Scenario::of(a).over(fleet).planned_by_the_controller().plan();
+    assert_eq!(applied_pools(&first), ["p1"]);
+    let p1 = &first.apply[0];
+    let mut installing = marked(ready_release(&p1.name, "p1", &p1.spec_hash));
+    installing.suspended = true;
+    installing.written_at = Some("2029-12-31T23:59:00Z".into());
+    let status = std::sync::Arc::make_mut(&mut installing.status);
+    (status.state, status.observed_latest, status.deployed_before) =
+        (ReleaseState::Progressing, false, false);
+    (installing, p1.name.clone())
+}
+
 /// An application suspended during its first install and resumed: the
 /// first pool's install goes on with the resume, so the others wait for
 /// it, as for any first install (found by the fault soak, seeds 31337 and
@@ -255,15 +271,7 @@ fn a_resumed_releases_progress_deadline_runs_from_the_resume() {
 fn a_first_install_resumed_holds_the_other_pools_as_one_under_way() {
     let a = app(json!({}));
     let fleet = super::rollout::fleet();
-    let first = Scenario::of(&a).over(&fleet).planned_by_the_controller().plan();
-    assert_eq!(applied_pools(&first), ["p1"]);
-    let p1 = &first.apply[0];
-    let mut installing = marked(ready_release(&p1.name, "p1", &p1.spec_hash));
-    installing.suspended = true;
-    installing.written_at = Some("2029-12-31T23:59:00Z".into());
-    let status = std::sync::Arc::make_mut(&mut installing.status);
-    (status.state, status.observed_latest, status.deployed_before) =
-        (ReleaseState::Progressing, false, false);
+    let (installing, p1_name) = first_install_suspended(&a, &fleet);
     for changed_while_suspended in [false, true] {
         let mut installing = installing.clone();
         if changed_while_suspended {
@@ -274,7 +282,7 @@ fn a_first_install_resumed_holds_the_other_pools_as_one_under_way() {
             .owning(vec![installing])
             .planned_by_the_controller()
             .plan();
-        assert_eq!(plan.resume, std::slice::from_ref(&p1.name));
+        assert_eq!(plan.resume, std::slice::from_ref(&p1_name));
         let written = applied_pools(&plan);
         assert!(
             written.iter().all(|p| *p == "p1"),
@@ -292,26 +300,18 @@ fn a_first_install_resumed_holds_the_other_pools_as_one_under_way() {
 fn a_first_install_whose_pool_left_holds_the_new_pools_until_it_is_gone() {
     let a = app(json!({}));
     let fleet = super::rollout::fleet();
-    let first = Scenario::of(&a).over(&fleet).planned_by_the_controller().plan();
-    assert_eq!(applied_pools(&first), ["p1"]);
-    let p1 = &first.apply[0];
-    let mut installing = marked(ready_release(&p1.name, "p1", &p1.spec_hash));
-    installing.suspended = true;
-    installing.written_at = Some("2029-12-31T23:59:00Z".into());
-    let status = std::sync::Arc::make_mut(&mut installing.status);
-    (status.state, status.observed_latest, status.deployed_before) =
-        (ReleaseState::Progressing, false, false);
+    let (installing, p1_name) = first_install_suspended(&a, &fleet);
     let without_p1: Vec<_> = fleet.iter().filter(|p| p.name != "p1").cloned().collect();
     let plan = Scenario::of(&a)
         .over(&without_p1)
         .owning(vec![installing.clone()])
         .planned_by_the_controller()
         .plan();
-    assert_eq!(plan.resume, std::slice::from_ref(&p1.name), "resumed to be uninstalled");
-    assert_eq!(plan.prune, std::slice::from_ref(&p1.name));
+    assert_eq!(plan.resume, std::slice::from_ref(&p1_name), "resumed to be uninstalled");
+    assert_eq!(plan.prune, std::slice::from_ref(&p1_name));
     assert!(applied_pools(&plan).is_empty(), "{:?}", applied_pools(&plan));
     let p2 = plan.status().pools.into_iter().find(|p| p.pool == "p2").unwrap();
-    assert!(p2.message.contains(&p1.name), "{p2:?}");
+    assert!(p2.message.contains(&p1_name), "{p2:?}");
     // Being deleted, it holds them still; gone, the next pool goes first.
     let mut deleting = installing.clone();
     (deleting.suspended, deleting.deleting) = (false, true);
