@@ -21,6 +21,7 @@ use crate::support;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use kube::Api;
 use serde_json::{json, Value};
 use support::apps::{
     apply_app, complete, ingress_app, pool_status, releases_by_pool, wait_app, READY_TIMEOUT,
@@ -128,6 +129,20 @@ async fn a_canary_and_its_wave_are_judged_by_their_error_rate_and_nothing_passes
     let written = Instant::now();
     wait_app(&env, &controller, "the good change", ROLLOUT_TIMEOUT, complete(3)).await;
     println!("a good change over three judged pools: {:?}", written.elapsed());
+
+    // A pool that joins the completed revision is installed and reported
+    // on as before, judged no more (docs/rollouts.md). It has no metrics
+    // at all: a check asked of it would answer empty, and fail.
+    let late = env.create_pool("late", &[("e2e", &tag), ("region", "east")], 1).await;
+    wait_app(&env, &controller, "a pool joining the completed revision", READY_TIMEOUT, |app| {
+        complete(4)(app)?;
+        pool_is(app, &late, "Done", "InstallSucceeded")
+    })
+    .await;
+    let nodepools: Api<kube::api::DynamicObject> =
+        Api::all_with(env.client.clone(), &support::nodepool_resource());
+    nodepools.delete(&late, &Default::default()).await?;
+    wait_app(&env, &controller, "the late pool gone", READY_TIMEOUT, complete(3)).await;
 
     // The canary's error ratio rises under the next change: it fails its
     // check, and no other pool takes the change.
